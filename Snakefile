@@ -1,0 +1,19 @@
+# KORA child-safety benchmark: taxonomy shards -> seeds -> scenarios -> conversations
+# -> judgments -> results.json, one job per (risk, age range, motivation) shard and stage.
+
+
+configfile: "config.yaml"
+
+
+include: "rules/common.smk"
+include: "rules/seeds.smk"
+include: "rules/scenarios.smk"
+include: "rules/conversations.smk"
+include: "rules/judgments.smk"
+include: "rules/results.smk"
+
+
+rule all:
+    input:
+        PLAN.results_files(),
+    default_target: True

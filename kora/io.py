@@ -1,0 +1,79 @@
+"""File I/O at the edges: atomic writes and JSONL reading with line-numbered errors."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import orjson
+from pydantic import BaseModel, ValidationError
+
+from kora.errors import InputError
+
+T = TypeVar("T", bound=BaseModel)
+
+
+def dumps(obj: Any) -> bytes:
+    if isinstance(obj, BaseModel):
+        obj = obj.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return orjson.dumps(obj)
+
+
+def write_atomic(path: Path | str, data: bytes) -> None:
+    """Write to a temp file beside `path`, then rename: readers see old or new, never half."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_jsonl(path: Path | str, records: Iterable[Any]) -> None:
+    write_atomic(path, b"".join(dumps(r) + b"\n" for r in records))
+
+
+def write_json(path: Path | str, obj: Any, *, indent: bool = True) -> None:
+    opt = orjson.OPT_INDENT_2 if indent else 0
+    if isinstance(obj, BaseModel):
+        obj = obj.model_dump(mode="json", by_alias=True, exclude_none=True)
+    write_atomic(path, orjson.dumps(obj, option=opt) + b"\n")
+
+
+def iter_jsonl(path: Path | str) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed object) for each non-blank line; a bad line names itself."""
+    path = Path(path)
+    with path.open("rb") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield lineno, orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                raise InputError(f"{path}:{lineno}: not valid JSON: {exc}") from None
+
+
+def read_jsonl(path: Path | str, model: type[T]) -> list[T]:
+    out = []
+    for lineno, obj in iter_jsonl(path):
+        try:
+            out.append(model.model_validate(obj))
+        except ValidationError as exc:
+            raise InputError(f"{path}:{lineno}: {describe(exc)}") from None
+    return out
+
+
+def describe(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"]) or "(record)"
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"field {loc}: {err['msg']}{more}"

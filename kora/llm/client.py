@@ -1,0 +1,240 @@
+"""Everything around a model call, once for every provider.
+
+Order of a call: cache lookup -> (miss) rate/concurrency slot -> provider.generate under
+the retry layer -> cache store -> usage. A structured answer is validated with its pydantic
+type; on a violation the model is asked once more with the validation error, and a second
+violation is a failure of that item (the caller records it), never a crash of the shard.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import orjson
+from pydantic import BaseModel, ValidationError
+
+from kora.config import ModelConfig
+from kora.llm.base import ChatMessage, Provider, ProviderError, Request, Response, create_provider
+from kora.llm.cache import CallCache, cache_key
+from kora.llm.limits import Limiter, limiter_for
+from kora.llm.retry import RetryPolicy, retrying
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class StructuredOutputError(Exception):
+    """The model's structured answer failed validation twice."""
+
+
+@dataclass
+class StageUsage:
+    calls: int = 0
+    cached: int = 0
+    failures: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "calls": self.calls,
+            "cached": self.cached,
+            "failures": self.failures,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost": round(self.cost, 6),
+        }
+
+
+@dataclass
+class Usage:
+    """Tokens and calls by (model, stage). Cached answers count as calls but cost nothing."""
+
+    by: dict[tuple[str, str], StageUsage] = field(default_factory=lambda: defaultdict(StageUsage))
+    started: float = field(default_factory=time.monotonic)
+
+    def add(self, model: str, stage: str, resp: Response | None, price: Any, *, cached: bool) -> None:
+        u = self.by[(model, stage)]
+        u.calls += 1
+        if resp is None:
+            u.failures += 1
+            return
+        if cached:
+            u.cached += 1
+            return
+        u.input_tokens += resp.input_tokens
+        u.output_tokens += resp.output_tokens
+        if price is not None:
+            u.cost += (resp.input_tokens * price.input + resp.output_tokens * price.output) / 1e6
+
+    def totals(self) -> StageUsage:
+        t = StageUsage()
+        for u in self.by.values():
+            t.calls += u.calls
+            t.cached += u.cached
+            t.failures += u.failures
+            t.input_tokens += u.input_tokens
+            t.output_tokens += u.output_tokens
+            t.cost += u.cost
+        return t
+
+    def records(self) -> list[dict[str, Any]]:
+        return [
+            {"model": m, "stage": s, **u.as_dict()} for (m, s), u in sorted(self.by.items())
+        ]
+
+
+def _format_validation(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:10]:
+        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+        parts.append(f"- {loc}: {err['msg']}")
+    return "\n".join(parts)
+
+
+def _extract_json(text: str) -> str:
+    """Tolerate a fenced or prefixed JSON answer (seen from OpenAI-compatible servers)."""
+    t = text.strip()
+    if t.startswith("```"):
+        t = t.split("\n", 1)[1] if "\n" in t else t[3:]
+        if t.rstrip().endswith("```"):
+            t = t.rstrip()[:-3]
+    start, end = t.find("{"), t.rfind("}")
+    if start > 0 and end > start:
+        t = t[start : end + 1]
+    return t.strip()
+
+
+class ModelClient:
+    """A configured model as used by the pipeline's stages."""
+
+    def __init__(
+        self,
+        name: str,
+        config: ModelConfig,
+        *,
+        cache: CallCache | None,
+        usage: Usage,
+        provider: Provider | None = None,
+        limiter: Limiter | None = None,
+        retry_policy: RetryPolicy | None = None,
+        state_dir: Path | None = None,
+    ) -> None:
+        self.name = name
+        self.config = config
+        self.cache = cache
+        self.usage = usage
+        self.provider = provider or create_provider(name, config)
+        self.limiter = limiter or limiter_for(name, config, state_dir)
+        self.retry_policy = retry_policy or RetryPolicy()
+        self.identity = config.output_settings()
+
+    @property
+    def is_mock(self) -> bool:
+        return self.config.provider == "mock"
+
+    def request(
+        self,
+        messages: list[ChatMessage],
+        *,
+        system: str | None = None,
+        schema: type[BaseModel] | None = None,
+        max_tokens: int | None = None,
+        hints: dict[str, Any] | None = None,
+    ) -> Request:
+        return Request(
+            messages=tuple(messages),
+            system=system,
+            schema=schema,
+            max_tokens=max_tokens or self.config.max_tokens or 4000,
+            temperature=self.config.temperature,
+            hints=hints or {},
+        )
+
+    async def call(self, request: Request, *, stage: str) -> Response:
+        """One call, from the cache when it was made before; raises after retries."""
+        key = cache_key(self.identity, request) if self.cache is not None else None
+        if key is not None and self.cache is not None:
+            hit = self.cache.get(key)
+            if hit is not None:
+                self.usage.add(self.name, stage, hit, self.config.price, cached=True)
+                return hit
+
+        async def attempt() -> Response:
+            async with self.limiter.slot():
+                try:
+                    resp = await self.provider.generate(request)
+                except ProviderError as exc:
+                    if exc.status == 429:
+                        self.limiter.on_rate_limited(exc.retry_after)
+                    raise
+            self.limiter.on_success()
+            return resp
+
+        try:
+            resp = await retrying(
+                attempt, should_retry=self.provider.should_retry, policy=self.retry_policy
+            )
+        except Exception:
+            self.usage.add(self.name, stage, None, self.config.price, cached=False)
+            raise
+        self.usage.add(self.name, stage, resp, self.config.price, cached=False)
+        if key is not None and self.cache is not None:
+            self.cache.put(key, resp)
+        return resp
+
+    async def text(
+        self,
+        messages: list[ChatMessage],
+        *,
+        stage: str,
+        system: str | None = None,
+        max_tokens: int | None = None,
+        hints: dict[str, Any] | None = None,
+    ) -> str:
+        resp = await self.call(
+            self.request(messages, system=system, max_tokens=max_tokens, hints=hints), stage=stage
+        )
+        return resp.text.strip()
+
+    async def structured(
+        self,
+        messages: list[ChatMessage],
+        schema: type[M],
+        *,
+        stage: str,
+        system: str | None = None,
+        hints: dict[str, Any] | None = None,
+    ) -> M:
+        convo = list(messages)
+        last_error = ""
+        for attempt in range(2):
+            req = self.request(convo, system=system, schema=schema, hints=hints)
+            resp = await self.call(req, stage=stage)
+            try:
+                return schema.model_validate(orjson.loads(_extract_json(resp.text)))
+            except orjson.JSONDecodeError as exc:
+                last_error = f"the answer was not valid JSON ({exc})"
+            except ValidationError as exc:
+                last_error = "the answer did not match the required schema:\n" + _format_validation(exc)
+            if attempt == 0:
+                convo = [
+                    *messages,
+                    ChatMessage("assistant", resp.text),
+                    ChatMessage(
+                        "user",
+                        f"Your previous answer was rejected because {last_error}\n\n"
+                        "Answer again with one JSON object that satisfies the schema exactly, "
+                        "respecting every length limit.",
+                    ),
+                ]
+        raise StructuredOutputError(
+            f"model {self.name!r} gave an invalid {schema.__name__} twice: {last_error}"
+        )
+
+    async def aclose(self) -> None:
+        await self.provider.aclose()

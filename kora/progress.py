@@ -1,0 +1,144 @@
+"""Run-wide progress: calls done, failures, tokens and cost, across parallel jobs.
+
+Each job writes a small snapshot to `.kora/progress/<run>/<pid>.json` (at most once a
+second); the Snakemake process sums the snapshots of the run and prints one line every
+few seconds, so a user sees calls and money move, not only finished jobs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from kora.io import write_atomic
+
+if TYPE_CHECKING:
+    from kora.jobs import JobReport
+    from kora.runtime import Runtime
+
+RUN_ENV = "KORA_RUN_ID"
+
+
+def progress_dir(workdir: Path, run_id: str) -> Path:
+    return workdir / ".kora" / "progress" / run_id
+
+
+class ProgressReporter:
+    def __init__(self, rt: Runtime, report: JobReport, interval: float = 1.0) -> None:
+        self.rt = rt
+        self.report = report
+        self.interval = interval
+        run_id = os.environ.get(RUN_ENV)
+        self.path = (
+            progress_dir(rt.workdir, run_id) / f"{os.getpid()}-{id(self)}.json" if run_id else None
+        )
+        self._last = 0.0
+        self.update(report, force=True)
+
+    def update(self, report: JobReport, force: bool = False) -> None:
+        if self.path is None:
+            return
+        now = time.monotonic()
+        if not force and now - self._last < self.interval:
+            return
+        self._last = now
+        t = self.rt.usage.totals()
+        snapshot = {
+            "stage": report.stage,
+            "shard": report.shard,
+            "items": report.items,
+            "items_done": report.done,
+            "items_failed": report.failed,
+            "calls": t.calls,
+            "cached": t.cached,
+            "call_failures": t.failures,
+            "input_tokens": t.input_tokens,
+            "output_tokens": t.output_tokens,
+            "cost": t.cost,
+        }
+        try:
+            write_atomic(self.path, orjson.dumps(snapshot))
+        except OSError:
+            pass  # progress is a courtesy; never fail a job over it
+
+    def close(self) -> None:
+        self.update(self.report, force=True)
+
+
+@dataclass
+class Totals:
+    jobs: int = 0
+    items: int = 0
+    items_done: int = 0
+    items_failed: int = 0
+    calls: int = 0
+    cached: int = 0
+    call_failures: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+
+
+def read_totals(directory: Path) -> Totals:
+    t = Totals()
+    for f in directory.glob("*.json"):
+        try:
+            s: dict[str, Any] = orjson.loads(f.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            continue
+        t.jobs += 1
+        for k in (
+            "items", "items_done", "items_failed", "calls", "cached",
+            "call_failures", "input_tokens", "output_tokens",
+        ):  # fmt: skip
+            setattr(t, k, getattr(t, k) + int(s.get(k, 0)))
+        t.cost += float(s.get("cost", 0.0))
+    return t
+
+
+def format_totals(t: Totals, planned_calls: int | None = None) -> str:
+    total = f"/{planned_calls}" if planned_calls else ""
+    return (
+        f"[kora] calls {t.calls}{total} ({t.cached} cached, {t.call_failures} failed) | "
+        f"items {t.items_done}/{t.items} ({t.items_failed} failed) in {t.jobs} jobs | "
+        f"tokens in {t.input_tokens:,} out {t.output_tokens:,} | ${t.cost:.4f}"
+    )
+
+
+class Monitor:
+    """Prints run totals from the Snakemake process while jobs run."""
+
+    def __init__(
+        self, workdir: Path, run_id: str, planned_calls: int | None = None, every: float = 5.0
+    ) -> None:
+        self.dir = progress_dir(workdir, run_id)
+        self.planned = planned_calls
+        self.every = every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="kora-progress")
+        self._last = ""
+
+    def start(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every):
+            self.print()
+
+    def print(self) -> None:
+        line = format_totals(read_totals(self.dir), self.planned)
+        if line != self._last:
+            print(line, file=sys.stderr, flush=True)
+            self._last = line
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.print()

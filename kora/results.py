@@ -1,0 +1,119 @@
+"""results.json for a target: the reference shape plus what a reader needs beside it."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from kora.aggregate import aggregate
+from kora.config import KoraConfig
+from kora.taxonomy import Taxonomy
+
+MOCK_NOTE = (
+    "Made with the offline mock provider: these figures are placeholders produced without "
+    "any model and measure nothing."
+)
+
+
+def models_used(config: KoraConfig, target: str) -> dict[str, dict[str, Any]]:
+    roles: dict[str, list[str]] = defaultdict(list)
+    roles[config.targets[target].model].append("target")
+    roles[config.user_model].append("user")
+    for j in config.judges:
+        roles[j].append("judge")
+    roles[config.seed_model].append("seeds")
+    roles[config.expand_model].append("expand")
+    out = {}
+    for name, rs in roles.items():
+        m = config.models[name]
+        entry: dict[str, Any] = {"roles": rs, "provider": m.provider}
+        if m.model:
+            entry["model"] = m.model
+        if m.provider == "chat-endpoint":
+            entry["base_url"] = m.base_url
+        out[name] = entry
+    return out
+
+
+def read_status(files: Iterable[Path | str]) -> list[dict[str, Any]]:
+    out = []
+    for f in files:
+        try:
+            out.append(orjson.loads(Path(f).read_bytes()))
+        except (FileNotFoundError, orjson.JSONDecodeError):
+            continue
+    return out
+
+
+def sum_usage(statuses: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    keys = ("calls", "cached", "failures", "input_tokens", "output_tokens", "cost")
+    acc: dict[tuple[str, str], dict[str, float]] = defaultdict(lambda: dict.fromkeys(keys, 0))
+    for s in statuses:
+        for u in s.get("usage", []):
+            a = acc[(u["model"], u["stage"])]
+            for k in keys:
+                a[k] += u.get(k, 0)
+    return [
+        {"model": m, "stage": st, **{k: (round(v, 6) if k == "cost" else int(v)) for k, v in a.items()}}
+        for (m, st), a in sorted(acc.items())
+    ]
+
+
+def stage_failures(statuses: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {"stage": s["stage"], "shard": s["shard"], "failed": s["failed"], "errors": s["errors"][:5]}
+        for s in statuses
+        if s.get("failed")
+    ]
+
+
+def build_results(
+    config: KoraConfig,
+    taxonomy: Taxonomy,
+    target: str,
+    judgment_files: list[Path | str],
+    status_files: list[Path | str],
+    rejected_counts: int = 0,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(results.json, usage.json) documents for one target."""
+    scores, failed = aggregate([Path(f) for f in judgment_files], taxonomy)
+    statuses = read_status(status_files)
+    used = models_used(config, target)
+    is_mock = any(m["provider"] == "mock" for m in used.values())
+    results: dict[str, Any] = {
+        "target": target,
+        "judges": list(config.judges),
+        "user": config.user_model,
+        "prompts": config.target_prompts(target),
+        "scores": scores,
+    }
+    if len(config.judges) == 1:
+        results["judge"] = config.judges[0]
+    skipped = config.skipped_prompts(target)
+    if skipped:
+        results["skippedPrompts"] = skipped
+        results["skippedReason"] = (
+            "the target is a deployed chat endpoint, which always receives an age: "
+            "a no-age `default` baseline cannot be run against it"
+        )
+    results["models"] = used
+    results["tests"] = sum(s["sums"]["al"] for s in scores)
+    results["failedTests"] = sum(f["failed"] for f in failed)
+    results["failed"] = failed
+    results["stageFailures"] = stage_failures(statuses)
+    results["rejectedScenarios"] = rejected_counts
+    if is_mock:
+        results["mock"] = True
+        results["note"] = MOCK_NOTE
+    usage = {"target": target, "usage": sum_usage(statuses)}
+    totals = {k: sum(u[k] for u in usage["usage"]) for k in ("calls", "cached", "failures", "input_tokens", "output_tokens", "cost")}
+    usage["total"] = totals
+    by_stage: dict[str, float] = defaultdict(float)
+    for u in usage["usage"]:
+        by_stage[u["stage"]] += u["cost"]
+    usage["costByStage"] = {k: round(v, 6) for k, v in sorted(by_stage.items())}
+    return results, usage

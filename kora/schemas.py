@@ -1,0 +1,248 @@
+"""The benchmark's records, with the reference implementation's field names and limits.
+
+Limits follow the reference fork commit 5333199 (the spec's target): model-written text
+fields got doubled maxima there, and the reference data (written under the older, smaller
+limits) loads unchanged. Lengths count characters.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Grade = Literal["failing", "adequate", "exemplary"]
+AgeRange = Literal["7to9", "10to12", "13to17"]
+PromptVariant = Literal["default", "child"]
+
+GRADES: tuple[Grade, ...] = ("failing", "adequate", "exemplary")
+AGE_RANGES: tuple[AgeRange, ...] = ("7to9", "10to12", "13to17")
+PROMPT_VARIANTS: tuple[PromptVariant, ...] = ("default", "child")
+
+
+def Text(min_length: int = 0, max_length: int | None = None) -> Any:
+    return Field(min_length=min_length, max_length=max_length)
+
+
+class Strict(BaseModel):
+    """Unknown keys are an error, as in the reference's strict schemas."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- taxonomy -------------------------------------------------------------------------
+
+
+class Motivation(Strict):
+    name: str
+    description: str
+
+
+class Risk(Strict):
+    id: str
+    name: str
+    description: str
+    scenarioGuidance: str | None = None
+    provideUserContext: bool = False
+
+
+class RiskCategory(Strict):
+    id: str
+    name: str
+    risks: list[Risk]
+
+
+# --- seeds ----------------------------------------------------------------------------
+
+
+class ModelScenarioSeed(Strict):
+    """One seed as the seed model writes it."""
+
+    childAge: Annotated[float, Field(ge=7, le=17)]
+    childGender: str = Text(1, 50)
+    childRaceEthnicity: Literal["white", "black", "asian", "hispanic", "other"]
+    childCognitiveMaturity: Literal["low", "medium", "high"]
+    childEmotionalMaturity: Literal["low", "medium", "high"]
+    shortTitle: str = Text(5, 80)
+    riskSignalType: Literal["direct", "subtle", "ambiguous"]
+    coreBehavior: str = Text(20, 300)
+    socialContext: Literal["alone", "peer_pressure", "authority_influence", "online_social"]
+    context: str = Text(20, 300)
+    notes: str = Text(0, 300)
+
+
+class ModelScenarioSeeds(Strict):
+    """The seed call's structured answer (the count is asked for, not enforced)."""
+
+    seeds: list[ModelScenarioSeed]
+
+
+class ScenarioSeed(ModelScenarioSeed):
+    id: str
+    riskCategoryId: str
+    riskId: str
+    ageRange: AgeRange
+    motivation: Motivation
+
+
+# --- scenarios ------------------------------------------------------------------------
+
+
+class ModelScenarioLight(Strict):
+    shortTitle: str = Text(5, 120)
+    childMaturity: str = Text(50, 1000)
+    childBackground: str = Text(50, 1000)
+    narrative: str = Text(200, 4000)
+    evaluationCriteria: str = Text(100, 2000)
+
+
+class ModelScenarioWithMemory(ModelScenarioLight):
+    modelMemory: str = Text(100, 2000)
+
+
+class ModelScenario(ModelScenarioLight):
+    modelMemory: str | None = Field(default=None, min_length=100, max_length=2000)
+
+    # the reference omits the key when there is no memory; keep files in that shape
+    def reference_dict(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True)
+
+
+class Scenario(ModelScenario):
+    id: str
+    riskCategoryId: str
+    riskId: str
+    ageRange: AgeRange
+    seed: ScenarioSeed
+    firstUserMessage: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _ids_from_seed(cls, data: Any) -> Any:
+        # Reference scenarios.jsonl carries its ids only inside `seed`.
+        if isinstance(data, dict) and isinstance(data.get("seed"), dict):
+            seed = data["seed"]
+            data = dict(data)
+            for own, from_seed in (
+                ("id", "id"),
+                ("riskCategoryId", "riskCategoryId"),
+                ("riskId", "riskId"),
+                ("ageRange", "ageRange"),
+            ):
+                if own not in data and from_seed in seed:
+                    data[own] = seed[from_seed]
+        return data
+
+
+class ScenarioValidation(Strict):
+    verdict: Literal["pass", "fail"]
+    reasons: str = Text(20, 2000)
+
+
+class RejectedScenario(Strict):
+    """A seed whose expansion never validated: kept with the validator's reasons."""
+
+    seed: ScenarioSeed
+    attempts: int
+    lastReasons: str
+    lastScenario: dict[str, Any] | None = None
+    error: str
+
+
+# --- conversations and judgments ------------------------------------------------------
+
+
+class Message(Strict):
+    role: Literal["user", "assistant"]
+    content: str
+
+
+class TestAssessment(Strict):
+    grade: Grade
+    reasons: str = Text(200, 2000)
+
+
+class BehaviorCriterionAssessment(Strict):
+    grade: Grade
+    # 5333199 dropped the minimum: Anthropic's structured output rejects `minimum`
+    occurrenceCount: float
+    reasons: str = Text(100, 1000)
+
+
+class BehaviorAssessment(Strict):
+    anthropomorphism: BehaviorCriterionAssessment
+    epistemicHumility: BehaviorCriterionAssessment
+    humanRedirection: BehaviorCriterionAssessment
+
+
+BEHAVIOR_CRITERIA: tuple[str, ...] = ("anthropomorphism", "epistemicHumility", "humanRedirection")
+
+
+class TestResult(Strict):
+    """The reference per-test record (spec section 8)."""
+
+    scenario: Scenario
+    prompt: PromptVariant
+    messages: list[Message]
+    assessment: TestAssessment
+    behaviorAssessment: BehaviorAssessment
+
+
+class JudgeVerdict(Strict):
+    judge: str
+    assessment: TestAssessment
+    behaviorAssessment: BehaviorAssessment
+
+
+class Conversation(Strict):
+    """One test's transcript, or the error that stopped it."""
+
+    key: str
+    target: str
+    prompt: PromptVariant
+    scenario: Scenario
+    messages: list[Message] = []
+    error: str | None = None
+
+
+class Judgment(Strict):
+    """A judged test: the reference TestResult fields plus each judge's own verdict.
+
+    `assessment` / `behaviorAssessment` are the combined grades (the only judge's, or the
+    median across judges); `error` is set, and the grades absent, when the test failed.
+    """
+
+    key: str
+    target: str
+    scenario: Scenario
+    prompt: PromptVariant
+    messages: list[Message]
+    assessment: TestAssessment | None = None
+    behaviorAssessment: BehaviorAssessment | None = None
+    judges: list[JudgeVerdict] = []
+    error: str | None = None
+
+
+# --- results --------------------------------------------------------------------------
+
+
+class Sums(Strict):
+    al: int
+    as_: list[int] = Field(alias="as", min_length=3, max_length=3)
+    an: list[int] = Field(min_length=4, max_length=4)
+    eh: list[int] = Field(min_length=4, max_length=4)
+    hr: list[int] = Field(min_length=4, max_length=4)
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Score(Strict):
+    riskCategoryId: str
+    riskId: str
+    ageRange: AgeRange
+    prompt: PromptVariant
+    sums: Sums
+
+
+class RunResult(Strict):
+    scores: list[Score]

@@ -1,0 +1,115 @@
+"""Expansion: seed -> validated scenario with the child's first message.
+
+Generate, validate; on a failed validation regenerate once with the validator's reasons
+and the rejected text (2 attempts in all). A seed that never validates is recorded with
+its reasons, not dropped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kora.llm.base import ChatMessage
+from kora.llm.client import ModelClient
+from kora.schemas import (
+    ModelScenarioLight,
+    ModelScenarioWithMemory,
+    RejectedScenario,
+    Scenario,
+    ScenarioSeed,
+    ScenarioValidation,
+)
+from kora.stages.messages import child_message
+from kora.taxonomy import AGE_RANGE_LABELS, Taxonomy
+from kora.templates import render
+
+ATTEMPTS = 2
+SCENARIO_TEXT_FIELDS = ("shortTitle", "childMaturity", "childBackground", "narrative", "evaluationCriteria")
+
+
+class ScenarioValidationError(Exception):
+    def __init__(self, seed: ScenarioSeed, last_reasons: str, attempts: int, last: dict[str, Any]):
+        super().__init__(
+            f"Scenario validation failed after {attempts} attempts for seed {seed.id}: {last_reasons}"
+        )
+        self.seed = seed
+        self.last_reasons = last_reasons
+        self.attempts = attempts
+        self.last = last
+
+
+async def expand_seed(
+    seed: ScenarioSeed,
+    taxonomy: Taxonomy,
+    expander: ModelClient,
+    user: ModelClient,
+) -> Scenario:
+    category = taxonomy.category_of(seed.riskId)
+    risk = taxonomy.risk(seed.riskCategoryId, seed.riskId)
+    motivation = taxonomy.motivation_named(seed.motivation.name)
+    schema: type[ModelScenarioLight] = (
+        ModelScenarioWithMemory if risk.provideUserContext else ModelScenarioLight
+    )
+    feedback: dict[str, Any] | None = None
+    reasons = ""
+    fields: dict[str, Any] = {}
+    for _attempt in range(ATTEMPTS):
+        prompt = render(
+            "scenario",
+            category=category,
+            risk=risk,
+            motivation=motivation,
+            seed=seed,
+            with_memory=risk.provideUserContext,
+            feedback=feedback,
+        )
+        generated = await expander.structured(
+            [ChatMessage("user", prompt.user or "")],
+            schema,
+            system=prompt.system,
+            stage="expand",
+            hints={"feedback": feedback is not None},
+        )
+        fields = generated.model_dump(exclude_none=True)
+        check = render(
+            "validate",
+            category=category,
+            risk=risk,
+            age_range=seed.ageRange,
+            age_label=AGE_RANGE_LABELS[seed.ageRange],
+            scenario={k: fields[k] for k in SCENARIO_TEXT_FIELDS},
+            seed=seed,
+        )
+        verdict = await expander.structured(
+            [ChatMessage("user", check.user or "")],
+            ScenarioValidation,
+            system=check.system,
+            stage="validate",
+            hints={"feedback": feedback is not None},
+        )
+        if verdict.verdict == "pass":
+            scenario = Scenario(
+                **fields,
+                id=seed.id,
+                riskCategoryId=seed.riskCategoryId,
+                riskId=seed.riskId,
+                ageRange=seed.ageRange,
+                seed=seed,
+                firstUserMessage="",
+            )
+            opener = render("first_user_message", risk=risk, seed=seed, scenario=scenario)
+            first = await child_message(user, opener, stage="first_message")
+            return scenario.model_copy(update={"firstUserMessage": first})
+        reasons = verdict.reasons
+        feedback = {"reasons": reasons, "previous": fields}
+    raise ScenarioValidationError(seed, reasons, ATTEMPTS, fields)
+
+
+def rejected_record(exc: ScenarioValidationError) -> RejectedScenario:
+    return RejectedScenario(
+        seed=exc.seed,
+        attempts=exc.attempts,
+        lastReasons=exc.last_reasons,
+        lastScenario=exc.last,
+        error=str(exc),
+    )

@@ -1,0 +1,75 @@
+"""Prompt templates: one Jinja file per prompt under kora/prompts/, rendered strictly.
+
+A template defines `{% block system %}` and/or `{% block user %}`. An undefined variable
+is an error, never an empty string, so an edited template cannot silently lose its input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+PROMPTS_DIR = Path(__file__).parent / "prompts"
+STEMS = (
+    "seeds",
+    "scenario",
+    "validate",
+    "first_user_message",
+    "next_user_message",
+    "target_system",
+    "judge_safety",
+    "judge_behavior",
+)
+
+
+@dataclass(frozen=True)
+class Prompt:
+    system: str | None
+    user: str | None
+
+
+def template_path(stem: str) -> Path:
+    if stem not in STEMS:
+        raise KeyError(f"unknown prompt template {stem!r}")
+    return PROMPTS_DIR / f"{stem}.jinja"
+
+
+@cache
+def _env(directory: str) -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(directory),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def render(stem: str, directory: Path | None = None, **variables: Any) -> Prompt:
+    path = template_path(stem) if directory is None else Path(directory) / f"{stem}.jinja"
+    env = _env(str(path.parent))
+    try:
+        tmpl = env.get_template(path.name)
+        ctx = tmpl.new_context(variables)
+        parts = {
+            name: "".join(block(ctx)).strip() if name in tmpl.blocks else None
+            for name in ("system", "user")
+            for block in [tmpl.blocks.get(name, lambda _c: iter(()))]
+        }
+    except jinja2.UndefinedError as exc:
+        raise ValueError(f"prompt template {path}: {exc.message}") from None
+    except jinja2.TemplateSyntaxError as exc:
+        raise ValueError(f"prompt template {path}, line {exc.lineno}: {exc.message}") from None
+    return Prompt(system=parts["system"] or None, user=parts["user"] or None)
+
+
+def format_conversation(messages: list[Any]) -> str:
+    """The transcript as the judges and the simulated child read it."""
+    return "\n\n".join(
+        f"{'CHILD' if m.role == 'user' else 'AI'}: {m.content}" for m in messages
+    )

@@ -1,0 +1,96 @@
+"""What the Snakefile asks of the package: validated config, shard lists, file names.
+
+Kept here (not in the .smk files) so it is typed, tested and shared with the `kora` CLI.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kora.config import KoraConfig, validate_config
+from kora.taxonomy import Shard, Taxonomy, load_taxonomy
+from kora.templates import template_path
+
+IMPORT_MANIFEST = Path("data/scenarios/IMPORTED.json")
+
+# the templates each stage renders: a rule's inputs, so an edit re-runs exactly its users
+STAGE_TEMPLATES = {
+    "seeds": ("seeds",),
+    "scenarios": ("scenario", "validate", "first_user_message"),
+    "conversations": ("target_system", "next_user_message"),
+    "judgments": ("judge_safety", "judge_behavior"),
+}
+
+
+def seeds_path(shard: Shard) -> str:
+    return f"data/seeds/{shard.path}.jsonl"
+
+
+def scenarios_path(shard: Shard) -> str:
+    return f"data/scenarios/{shard.path}.jsonl"
+
+
+def conversations_path(target: str, shard: Shard) -> str:
+    return f"results/{target}/conversations/{shard.path}.jsonl"
+
+
+def judgments_path(target: str, shard: Shard) -> str:
+    return f"results/{target}/judgments/{shard.path}.jsonl"
+
+
+def status_of(path: str) -> str:
+    return re.sub(r"\.jsonl$", ".status.json", path)
+
+
+def rejected_of(path: str) -> str:
+    return re.sub(r"\.jsonl$", ".rejected.jsonl", path)
+
+
+@dataclass
+class Plan:
+    config: KoraConfig
+    taxonomy: Taxonomy
+    workdir: Path
+
+    @classmethod
+    def load(cls, raw: dict[str, Any], workdir: Path | str = ".") -> Plan:
+        workdir = Path(workdir)
+        taxonomy = load_taxonomy(workdir / raw.get("taxonomy_dir", "data/taxonomy"))
+        return cls(validate_config(raw, taxonomy), taxonomy, workdir)
+
+    def shards(self) -> list[Shard]:
+        c = self.config
+        return self.taxonomy.shards(
+            c.risks(self.taxonomy), c.age_ranges(), c.motivations(self.taxonomy)
+        )
+
+    @property
+    def imported(self) -> bool:
+        return (self.workdir / IMPORT_MANIFEST).exists()
+
+    def templates(self, stage: str) -> list[str]:
+        return [str(template_path(s)) for s in STAGE_TEMPLATES[stage]]
+
+    def taxonomy_files(self) -> list[str]:
+        d = Path(self.config.taxonomy_dir)
+        return [str(d / "risks.json"), str(d / "motivations.json")]
+
+    def model_params(self, name: str) -> dict[str, Any]:
+        return {"name": name, **self.config.models[name].output_settings()}
+
+    def results_files(self) -> list[str]:
+        return [f"results/{t}/results.json" for t in self.config.targets]
+
+    def wildcard_constraints(self) -> dict[str, str]:
+        def alt(values: list[str]) -> str:
+            return "|".join(re.escape(v) for v in values) or "(?!)"
+
+        return {
+            "risk": alt(list(self.taxonomy.risks)),
+            "age": alt(["7to9", "10to12", "13to17"]),
+            "motivation": alt([m.id for m in self.taxonomy.motivations]),
+            "target": alt(list(self.config.targets)),
+        }

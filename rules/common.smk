@@ -1,0 +1,81 @@
+import os
+import uuid
+from pathlib import Path
+
+from kora.errors import KoraError
+from kora.jobs import retry_token
+from kora.progress import RUN_ENV, Monitor
+from kora.taxonomy import Shard
+from kora.workflow import (
+    Plan,
+    conversations_path,
+    judgments_path,
+    rejected_of,
+    scenarios_path,
+    seeds_path,
+    status_of,
+)
+
+# Validate the merged config (config.yaml + any --configfile) before any job runs.
+try:
+    PLAN = Plan.load(config, workflow.basedir)
+except KoraError as exc:
+    raise WorkflowError(str(exc)) from None
+
+os.environ.setdefault(RUN_ENV, uuid.uuid4().hex[:12])
+
+
+wildcard_constraints:
+    **PLAN.wildcard_constraints(),
+
+
+def shard_of(wc):
+    return Shard(PLAN.taxonomy.category_of(wc.risk).id, wc.risk, wc.age, wc.motivation)
+
+
+def get_retry(wildcards, output):
+    return retry_token(output[0])
+
+
+def get_scenarios_input(wc):
+    # imported scenarios are final: no seeds, prompts or models behind them
+    if PLAN.imported:
+        return {}
+    return {
+        "seeds": seeds_path(shard_of(wc)),
+        "prompts": PLAN.templates("scenarios"),
+        "taxonomy": PLAN.taxonomy_files(),
+    }
+
+
+def get_target_judgments(wc):
+    return [judgments_path(wc.target, s) for s in PLAN.shards()]
+
+
+def get_target_status(wc):
+    shards = PLAN.shards()
+    files = [status_of(conversations_path(wc.target, s)) for s in shards]
+    files += [status_of(judgments_path(wc.target, s)) for s in shards]
+    files += [status_of(scenarios_path(s)) for s in shards]
+    if not PLAN.imported:
+        files += [status_of(seeds_path(s)) for s in shards]
+    return files
+
+
+def get_target_rejected(wc):
+    return [rejected_of(scenarios_path(s)) for s in PLAN.shards()]
+
+
+_monitor = Monitor(Path(os.getcwd()), os.environ[RUN_ENV])
+
+
+onstart:
+    _monitor.start()
+
+
+onsuccess:
+    _monitor.stop()
+
+
+onerror:
+    _monitor.stop()

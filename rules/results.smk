@@ -1,0 +1,15 @@
+rule results:
+    input:
+        judgments=get_target_judgments,
+        status=get_target_status,
+        rejected=get_target_rejected,
+    output:
+        results="results/{target}/results.json",
+        usage="results/{target}/usage.json",
+    params:
+        judges=PLAN.config.judges,
+        user=PLAN.config.user_model,
+    log:
+        "logs/results/{target}.log",
+    script:
+        "../scripts/results.py"
