@@ -14,6 +14,6 @@ include: "rules/results.smk"
 
 
 rule all:
+    default_target: True
     input:
         PLAN.results_files(),
-    default_target: True

@@ -34,7 +34,7 @@ COLUMNS = {
 _GRADES = ("failing", "adequate", "exemplary")
 
 
-_TESTS_SQL = f"""
+_TESTS_SQL = """
 CREATE TEMP TABLE tests AS
 SELECT
   filename AS file,
@@ -114,12 +114,21 @@ def aggregate(
         fields = dict(zip(("riskCategoryId", "riskId", "ageRange", "prompt", "assessment.grade",
                            "anthropomorphism.grade", "epistemicHumility.grade",
                            "humanRedirection.grade"), bad[1:], strict=True))  # fmt: skip
-        wrong = [k for k, v in fields.items() if v is None] or [
-            k for k, v in fields.items() if k in ("ageRange", "prompt") or "grade" in k
-        ]
-        raise InputError(
-            f"{file}: not a per-test result (check field {wrong[0]}: {fields[wrong[0]]!r})"
+        valid = {
+            "ageRange": ("7to9", "10to12", "13to17"),
+            "prompt": ("default", "child"),
+        }
+        wrong = next(
+            (
+                k
+                for k, v in fields.items()
+                if v is None or v not in valid.get(k, _GRADES if "grade" in k else (v,))
+            ),
+            None,
         )
+        if wrong is None:
+            raise InputError(f"{file}: not a per-test result: an occurrenceCount is missing")
+        raise InputError(f"{file}: not a per-test result: field {wrong} is {fields[wrong]!r}")
     rows = con.execute(_REDUCE_SQL).fetchall()
     failed_rows = con.execute(_FAILED_SQL).fetchall()
     con.close()
@@ -170,7 +179,9 @@ def collect_inputs(path: Path, workdir: Path) -> list[Path]:
         return sorted(p for p in path.rglob("*") if p.is_file() and _is_test_file(str(p)))
     if path.is_file() and path.suffix in (".json", ".jsonl"):
         return [path]
-    raise InputError(f"{path}: expected a folder, a .zip, or a .json/.jsonl file of per-test results")
+    raise InputError(
+        f"{path}: expected a folder, a .zip, or a .json/.jsonl file of per-test results"
+    )
 
 
 def _is_test_file(name: str) -> bool:
@@ -182,7 +193,9 @@ def _is_test_file(name: str) -> bool:
     return base.endswith((".json", ".jsonl"))
 
 
-def aggregate_path(path: Path, taxonomy: Taxonomy | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def aggregate_path(
+    path: Path, taxonomy: Taxonomy | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     with tempfile.TemporaryDirectory(prefix="kora-aggregate-") as tmp:
         files = collect_inputs(path, Path(tmp))
         if not files:

@@ -123,6 +123,14 @@ def validate_config(raw: Any, taxonomy: Taxonomy, source: str = "config.yaml") -
     """Check a merged config mapping; raise ConfigError naming the first problem."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: expected a mapping at the top level")
+    grid = raw.get("grid")
+    if isinstance(grid, dict) and isinstance(grid.get("age_ranges"), list):
+        for age in grid["age_ranges"]:
+            if age not in AGE_RANGES:
+                raise ConfigError(
+                    f"{source}: grid.age_ranges: unknown age range {age!r} "
+                    f"(expected one of {', '.join(AGE_RANGES)})"
+                )
     try:
         cfg = KoraConfig.model_validate(raw)
     except ValidationError as exc:
@@ -157,7 +165,9 @@ def validate_config(raw: Any, taxonomy: Taxonomy, source: str = "config.yaml") -
         if m.provider == "chat-endpoint" and not m.base_url:
             raise ConfigError(f"{source}: models.{name}: a chat-endpoint model needs `base_url`")
         if m.base_url and not re.match(r"^https?://", m.base_url):
-            raise ConfigError(f"{source}: models.{name}.base_url: not an http(s) URL: {m.base_url!r}")
+            raise ConfigError(
+                f"{source}: models.{name}.base_url: not an http(s) URL: {m.base_url!r}"
+            )
 
     def need_model(role: str, name: str, *, llm: bool = True) -> None:
         if name not in cfg.models:

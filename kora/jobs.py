@@ -132,7 +132,13 @@ async def seeds_job(rt: Runtime, shard: Shard, output: Path, status: Path, token
 
 
 async def scenarios_job(
-    rt: Runtime, shard: Shard, seeds_path: Path, output: Path, rejected: Path, status: Path, token: str
+    rt: Runtime,
+    shard: Shard,
+    seeds_path: Path,
+    output: Path,
+    rejected: Path,
+    status: Path,
+    token: str,
 ) -> JobReport:
     report = JobReport("scenarios", shard.path)
     progress = ProgressReporter(rt, report)
@@ -155,26 +161,21 @@ async def scenarios_job(
         report=report,
         progress=progress,
     )
-    write_jsonl(output, [r.reference_dict() | _ids(r) for r in results if isinstance(r, Scenario)])
+    write_jsonl(output, [r.shard_record() for r in results if isinstance(r, Scenario)])
     write_jsonl(rejected, [r for r in results if isinstance(r, RejectedScenario)])
     _finish(rt, report, status, output, token)
     progress.close()
     return report
 
 
-def _ids(s: Scenario) -> dict[str, Any]:
-    return {
-        "id": s.id,
-        "riskCategoryId": s.riskCategoryId,
-        "riskId": s.riskId,
-        "ageRange": s.ageRange,
-        "seed": s.seed.model_dump(mode="json"),
-        "firstUserMessage": s.firstUserMessage,
-    }
-
-
 async def conversations_job(
-    rt: Runtime, target: str, shard: Shard, scenarios_path: Path, output: Path, status: Path, token: str
+    rt: Runtime,
+    target: str,
+    shard: Shard,
+    scenarios_path: Path,
+    output: Path,
+    status: Path,
+    token: str,
 ) -> JobReport:
     report = JobReport("conversations", f"{target}/{shard.path}")
     progress = ProgressReporter(rt, report)
@@ -214,7 +215,13 @@ async def conversations_job(
 
 
 async def judgments_job(
-    rt: Runtime, target: str, shard: Shard, conversations_path: Path, output: Path, status: Path, token: str
+    rt: Runtime,
+    target: str,
+    shard: Shard,
+    conversations_path: Path,
+    output: Path,
+    status: Path,
+    token: str,
 ) -> JobReport:
     report = JobReport("judgments", f"{target}/{shard.path}")
     progress = ProgressReporter(rt, report)

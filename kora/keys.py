@@ -37,7 +37,7 @@ class TestKey:
             raise ValueError(f"invalid test key {key!r}: unknown age range {age!r}")
         if prompt not in PROMPT_VARIANTS:
             raise ValueError(f"invalid test key {key!r}: unknown prompt {prompt!r}")
-        return cls(cat, risk, age, sid, prompt)  # type: ignore[arg-type]
+        return cls(cat, risk, age, sid, prompt)
 
     @classmethod
     def of(cls, scenario: Scenario, prompt: PromptVariant) -> TestKey:

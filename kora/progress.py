@@ -7,6 +7,7 @@ few seconds, so a user sees calls and money move, not only finished jobs.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -63,10 +64,9 @@ class ProgressReporter:
             "output_tokens": t.output_tokens,
             "cost": t.cost,
         }
-        try:
+        # progress is a courtesy; never fail a job over it
+        with contextlib.suppress(OSError):
             write_atomic(self.path, orjson.dumps(snapshot))
-        except OSError:
-            pass  # progress is a courtesy; never fail a job over it
 
     def close(self) -> None:
         self.update(self.report, force=True)

@@ -58,7 +58,11 @@ def sum_usage(statuses: list[dict[str, Any]]) -> list[dict[str, Any]]:
             for k in keys:
                 a[k] += u.get(k, 0)
     return [
-        {"model": m, "stage": st, **{k: (round(v, 6) if k == "cost" else int(v)) for k, v in a.items()}}
+        {
+            "model": m,
+            "stage": st,
+            **{k: (round(v, 6) if k == "cost" else int(v)) for k, v in a.items()},
+        }
         for (m, st), a in sorted(acc.items())
     ]
 
@@ -109,11 +113,18 @@ def build_results(
     if is_mock:
         results["mock"] = True
         results["note"] = MOCK_NOTE
-    usage = {"target": target, "usage": sum_usage(statuses)}
-    totals = {k: sum(u[k] for u in usage["usage"]) for k in ("calls", "cached", "failures", "input_tokens", "output_tokens", "cost")}
-    usage["total"] = totals
+    rows = sum_usage(statuses)
+    keys = ("calls", "cached", "failures", "input_tokens", "output_tokens", "cost")
     by_stage: dict[str, float] = defaultdict(float)
-    for u in usage["usage"]:
+    by_model: dict[str, float] = defaultdict(float)
+    for u in rows:
         by_stage[u["stage"]] += u["cost"]
-    usage["costByStage"] = {k: round(v, 6) for k, v in sorted(by_stage.items())}
+        by_model[u["model"]] += u["cost"]
+    usage: dict[str, Any] = {
+        "target": target,
+        "usage": rows,
+        "total": {k: round(sum(u[k] for u in rows), 6) for k in keys},
+        "costByStage": {k: round(v, 6) for k, v in sorted(by_stage.items())},
+        "costByModel": {k: round(v, 6) for k, v in sorted(by_model.items())},
+    }
     return results, usage

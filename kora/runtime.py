@@ -9,7 +9,7 @@ from typing import Any
 from kora.config import KoraConfig, validate_config
 from kora.llm.cache import CallCache
 from kora.llm.client import ModelClient, Usage
-from kora.llm.targets import LLMTarget, TargetFactory
+from kora.llm.targets import EndpointTarget, LLMTarget, TargetFactory
 from kora.taxonomy import Taxonomy, load_taxonomy
 
 
@@ -55,12 +55,10 @@ class Runtime:
                 from kora.llm.chat_endpoint import ChatEndpointTarget
                 from kora.llm.limits import limiter_for
 
-                self._targets[model_name] = ChatEndpointTarget(
-                    model_name,
-                    mc,
-                    limiter=limiter_for(model_name, mc, self.state_dir),
-                    usage=self.usage,
+                endpoint = ChatEndpointTarget(
+                    model_name, mc, limiter=limiter_for(model_name, mc, self.state_dir)
                 )
+                self._targets[model_name] = EndpointTarget(endpoint, model_name, self.usage)
             else:
                 self._targets[model_name] = LLMTarget(self.client(model_name))
         return self._targets[model_name]

@@ -116,6 +116,13 @@ class Scenario(ModelScenario):
     seed: ScenarioSeed
     firstUserMessage: str
 
+    def shard_record(self) -> dict[str, Any]:
+        """The line of a scenarios shard: the reference layout plus top-level ids."""
+        return {
+            **self.reference_dict(),
+            "seed": self.seed.model_dump(mode="json"),
+        }
+
     @model_validator(mode="before")
     @classmethod
     def _ids_from_seed(cls, data: Any) -> Any:
@@ -158,6 +165,7 @@ class Message(Strict):
 
 
 class TestAssessment(Strict):
+    __test__ = False  # not a pytest class
     grade: Grade
     reasons: str = Text(200, 2000)
 
@@ -180,6 +188,8 @@ BEHAVIOR_CRITERIA: tuple[str, ...] = ("anthropomorphism", "epistemicHumility", "
 
 class TestResult(Strict):
     """The reference per-test record (spec section 8)."""
+
+    __test__ = False  # not a pytest class
 
     scenario: Scenario
     prompt: PromptVariant

@@ -5,10 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-
-import orjson
 from typing import TypeVar
 
+import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from kora.errors import InputError
@@ -113,7 +112,7 @@ class Taxonomy:
         return (
             cats.index(category_id) if category_id in cats else len(cats),
             risk_ids.index(risk_id) if risk_id in risk_ids else len(risk_ids),
-            AGE_RANGES.index(age_range) if age_range in AGE_RANGES else 3,  # type: ignore[arg-type]
+            AGE_RANGES.index(age_range) if age_range in AGE_RANGES else 3,
         )
 
 

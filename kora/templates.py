@@ -56,11 +56,10 @@ def render(stem: str, directory: Path | None = None, **variables: Any) -> Prompt
     try:
         tmpl = env.get_template(path.name)
         ctx = tmpl.new_context(variables)
-        parts = {
-            name: "".join(block(ctx)).strip() if name in tmpl.blocks else None
-            for name in ("system", "user")
-            for block in [tmpl.blocks.get(name, lambda _c: iter(()))]
-        }
+        parts: dict[str, str | None] = {}
+        for name in ("system", "user"):
+            block = tmpl.blocks.get(name)
+            parts[name] = "".join(block(ctx)).strip() if block is not None else None
     except jinja2.UndefinedError as exc:
         raise ValueError(f"prompt template {path}: {exc.message}") from None
     except jinja2.TemplateSyntaxError as exc:
@@ -70,6 +69,4 @@ def render(stem: str, directory: Path | None = None, **variables: Any) -> Prompt
 
 def format_conversation(messages: list[Any]) -> str:
     """The transcript as the judges and the simulated child read it."""
-    return "\n\n".join(
-        f"{'CHILD' if m.role == 'user' else 'AI'}: {m.content}" for m in messages
-    )
+    return "\n\n".join(f"{'CHILD' if m.role == 'user' else 'AI'}: {m.content}" for m in messages)

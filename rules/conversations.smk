@@ -6,12 +6,14 @@ rule conversations:
     output:
         data="results/{target}/conversations/{risk}/{age}/{motivation}.jsonl",
         status="results/{target}/conversations/{risk}/{age}/{motivation}.status.json",
+    log:
+        "logs/conversations/{target}/{risk}/{age}/{motivation}.log",
+    conda:
+        "../envs/kora.yaml"
     params:
         target=lambda wc: PLAN.model_params(PLAN.config.targets[wc.target].model),
         prompts=lambda wc: PLAN.config.target_prompts(wc.target),
         user_model=PLAN.model_params(PLAN.config.user_model),
         retry=get_retry,
-    log:
-        "logs/conversations/{target}/{risk}/{age}/{motivation}.log",
     script:
         "../scripts/conversations.py"

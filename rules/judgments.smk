@@ -6,10 +6,12 @@ rule judgments:
     output:
         data="results/{target}/judgments/{risk}/{age}/{motivation}.jsonl",
         status="results/{target}/judgments/{risk}/{age}/{motivation}.status.json",
+    log:
+        "logs/judgments/{target}/{risk}/{age}/{motivation}.log",
+    conda:
+        "../envs/kora.yaml"
     params:
         judges=[PLAN.model_params(j) for j in PLAN.config.judges],
         retry=get_retry,
-    log:
-        "logs/judgments/{target}/{risk}/{age}/{motivation}.log",
     script:
         "../scripts/judgments.py"

@@ -6,10 +6,12 @@ rule results:
     output:
         results="results/{target}/results.json",
         usage="results/{target}/usage.json",
+    log:
+        "logs/results/{target}.log",
+    conda:
+        "../envs/kora.yaml"
     params:
         judges=PLAN.config.judges,
         user=PLAN.config.user_model,
-    log:
-        "logs/results/{target}.log",
     script:
         "../scripts/results.py"

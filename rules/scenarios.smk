@@ -5,11 +5,13 @@ rule scenarios:
         data="data/scenarios/{risk}/{age}/{motivation}.jsonl",
         rejected="data/scenarios/{risk}/{age}/{motivation}.rejected.jsonl",
         status="data/scenarios/{risk}/{age}/{motivation}.status.json",
+    log:
+        "logs/scenarios/{risk}/{age}/{motivation}.log",
+    conda:
+        "../envs/kora.yaml"
     params:
         expand_model=PLAN.model_params(PLAN.config.expand_model),
         user_model=PLAN.model_params(PLAN.config.user_model),
         retry=get_retry,
-    log:
-        "logs/scenarios/{risk}/{age}/{motivation}.log",
     script:
         "../scripts/scenarios.py"

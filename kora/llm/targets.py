@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from kora.llm.base import ChatMessage, ChatSession, Response
-from kora.llm.client import ModelClient
+from kora.llm.client import ModelClient, Usage
 
 
 class TargetFactory(Protocol):
@@ -35,8 +35,49 @@ class LLMTarget:
         self.client = client
         self.is_mock = client.is_mock
 
-    async def open_session(self, age_range: str | None, memory: str | None, system: str) -> LLMSession:
+    async def open_session(
+        self, age_range: str | None, memory: str | None, system: str
+    ) -> LLMSession:
         return LLMSession(self.client, system)
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+class EndpointTarget:
+    """A deployed chat service: it keeps the history and builds its own system prompt,
+    so the rendered one is not sent; its replies are counted as target calls."""
+
+    is_mock = False
+
+    def __init__(self, inner: Any, name: str, usage: Usage) -> None:
+        self.inner = inner
+        self.name = name
+        self.usage = usage
+
+    async def open_session(
+        self, age_range: str | None, memory: str | None, system: str
+    ) -> ChatSession:
+        if age_range is None:
+            raise ValueError("a chat endpoint always receives an age: it cannot run `default`")
+        session = await self.inner.open_session(age_range, memory)
+        return _CountedSession(session, self.name, self.usage)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class _CountedSession:
+    def __init__(self, session: ChatSession, name: str, usage: Usage) -> None:
+        self.session = session
+        self.name = name
+        self.usage = usage
+
+    async def reply(self, messages: list[ChatMessage]) -> Response:
+        try:
+            resp = await self.session.reply(messages)
+        except Exception:
+            self.usage.add(self.name, "target", None, None, cached=False)
+            raise
+        self.usage.add(self.name, "target", resp, None, cached=False)
+        return resp

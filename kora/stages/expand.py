@@ -24,7 +24,13 @@ from kora.taxonomy import AGE_RANGE_LABELS, Taxonomy
 from kora.templates import render
 
 ATTEMPTS = 2
-SCENARIO_TEXT_FIELDS = ("shortTitle", "childMaturity", "childBackground", "narrative", "evaluationCriteria")
+SCENARIO_TEXT_FIELDS = (
+    "shortTitle",
+    "childMaturity",
+    "childBackground",
+    "narrative",
+    "evaluationCriteria",
+)
 
 
 class ScenarioValidationError(Exception):

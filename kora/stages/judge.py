@@ -57,7 +57,9 @@ def combine(verdicts: list[JudgeVerdict]) -> tuple[TestAssessment, BehaviorAsses
     return safety, BehaviorAssessment(**combined)
 
 
-async def judge_once(judge: ModelClient, conversation: Conversation, taxonomy: Taxonomy) -> JudgeVerdict:
+async def judge_once(
+    judge: ModelClient, conversation: Conversation, taxonomy: Taxonomy
+) -> JudgeVerdict:
     scenario = conversation.scenario
     risk = taxonomy.risk(scenario.riskCategoryId, scenario.riskId)
     transcript = format_conversation(conversation.messages)

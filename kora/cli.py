@@ -1,0 +1,134 @@
+"""The `kora` command: what is not a Snakemake file target."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from kora.errors import KoraError
+
+
+def _taxonomy(args: argparse.Namespace) -> Any:
+    from kora.taxonomy import load_taxonomy
+
+    return load_taxonomy(args.taxonomy)
+
+
+def cmd_aggregate(args: argparse.Namespace) -> int:
+    from kora.aggregate import aggregate_path
+    from kora.io import write_json
+
+    taxonomy = _taxonomy(args) if Path(args.taxonomy).exists() else None
+    scores, failed = aggregate_path(Path(args.path), taxonomy)
+    out: dict[str, Any] = {"scores": scores}
+    if failed:
+        out["failed"] = failed
+    write_json(args.output, out)
+    tests = sum(s["sums"]["al"] for s in scores)
+    print(f"{args.output}: {tests} tests in {len(scores)} groups", file=sys.stderr)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from kora.imports import import_scenarios
+
+    counts = import_scenarios(Path(args.file), _taxonomy(args), Path("."), replace=args.replace)
+    print(
+        f"imported {counts['scenarios']} scenarios into {counts['shards']} shards under "
+        "data/scenarios/; the workflow now tests targets on them without generating any",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from kora.config import load_config
+
+    cfg, _ = load_config(args.configfile)
+    print(
+        f"config OK: {len(cfg.models)} models, {len(cfg.targets)} targets, judges {cfg.judges}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from kora.plan import print_plan
+
+    return print_plan(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kora", description="KORA child-safety benchmark")
+    p.add_argument(
+        "--taxonomy", default="data/taxonomy", help="taxonomy folder (default: data/taxonomy)"
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+
+    a = sub.add_parser(
+        "aggregate",
+        help="per-test results (folder, .zip or JSONL; this project's or the reference's) "
+        "-> results.json scores",
+    )
+    a.add_argument("path")
+    a.add_argument("-o", "--output", required=True)
+    a.set_defaults(func=cmd_aggregate)
+
+    i = sub.add_parser(
+        "import-scenarios", help="pre-built scenarios (reference JSONL shape) into data/scenarios"
+    )
+    i.add_argument("file")
+    i.add_argument(
+        "--replace", action="store_true", help="replace generated scenarios already in data/"
+    )
+    i.set_defaults(func=cmd_import)
+
+    c = sub.add_parser("check-config", help="validate config.yaml (and --configfile overlays)")
+    c.add_argument("--configfile", nargs="+", default=["config.yaml"])
+    c.set_defaults(func=cmd_check)
+
+    pl = sub.add_parser(
+        "plan", help="calls each requested target needs, how many are stored, estimated cost"
+    )
+    pl.add_argument("targets", nargs="*", help="target names (default: every target)")
+    pl.add_argument(
+        "--configfile",
+        nargs="+",
+        default=[],
+        help="overlays merged over config.yaml, as Snakemake's --configfile",
+    )
+    pl.set_defaults(func=cmd_plan)
+
+    try:
+        from kora.report import cmd_compare, cmd_compare_targets, cmd_stats
+    except ImportError:
+        pass
+    else:
+        cp = sub.add_parser("compare", help="agreement and 3x3 flip matrix of two judgment sets")
+        cp.add_argument("a")
+        cp.add_argument("b")
+        cp.set_defaults(func=cmd_compare)
+        ct = sub.add_parser("compare-targets", help="paired comparison of two targets")
+        ct.add_argument("a")
+        ct.add_argument("b")
+        ct.set_defaults(func=cmd_compare_targets)
+        st = sub.add_parser("stats", help="grade distribution per criterion; flags NO SIGNAL")
+        st.add_argument("path")
+        st.set_defaults(func=cmd_stats)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+        return code
+    except KoraError as exc:
+        print(f"kora: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

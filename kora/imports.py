@@ -1,0 +1,109 @@
+"""`kora import-scenarios`: pre-built scenarios (reference JSONL shape) into the data shards.
+
+Every line is checked before anything is written; the new scenario set is built in a
+staging folder and swapped in with renames, so a failed import leaves the data as it was.
+After an import the workflow tests targets on these scenarios and generates nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from kora.errors import InputError
+from kora.io import iter_jsonl, write_json, write_jsonl
+from kora.schemas import Scenario
+from kora.taxonomy import Shard, Taxonomy
+from kora.workflow import IMPORT_MANIFEST, rejected_of, scenarios_path, status_of
+
+
+def parse_scenarios(path: Path, taxonomy: Taxonomy) -> dict[Shard, list[Scenario]]:
+    from pydantic import ValidationError
+
+    from kora.io import describe
+
+    by_shard: dict[Shard, list[Scenario]] = defaultdict(list)
+    seen: dict[str, int] = {}
+    for lineno, obj in iter_jsonl(path):
+        try:
+            scenario = Scenario.model_validate(obj)
+        except ValidationError as exc:
+            raise InputError(f"{path}:{lineno}: {describe(exc)}") from None
+        where = f"{path}:{lineno}"
+        if scenario.riskId not in taxonomy.risks:
+            raise InputError(f"{where}: unknown risk id {scenario.riskId!r}")
+        if taxonomy.category_of(scenario.riskId).id != scenario.riskCategoryId:
+            raise InputError(
+                f"{where}: risk {scenario.riskId!r} is not in category {scenario.riskCategoryId!r}"
+            )
+        name = scenario.seed.motivation.name
+        if name not in taxonomy.motivations_by_name:
+            raise InputError(f"{where}: unknown motivation {name!r}")
+        if scenario.id in seen:
+            raise InputError(
+                f"{where}: scenario id {scenario.id} already on line {seen[scenario.id]}"
+            )
+        seen[scenario.id] = lineno
+        if not scenario.firstUserMessage.strip():
+            raise InputError(f"{where}: field firstUserMessage: empty")
+        shard = Shard(
+            scenario.riskCategoryId,
+            scenario.riskId,
+            scenario.ageRange,
+            taxonomy.motivations_by_name[name].id,
+        )
+        by_shard[shard].append(scenario)
+    if not seen:
+        raise InputError(f"{path}: no scenarios")
+    return by_shard
+
+
+def import_scenarios(
+    path: Path, taxonomy: Taxonomy, workdir: Path = Path("."), *, replace: bool = False
+) -> dict[str, int]:
+    by_shard = parse_scenarios(path, taxonomy)
+    data = workdir / "data" / "scenarios"
+    manifest = workdir / IMPORT_MANIFEST
+    if data.exists() and any(data.iterdir()) and not manifest.exists() and not replace:
+        raise InputError(
+            f"{data} holds generated scenarios; importing would replace them. "
+            "Pass --replace to do so."
+        )
+    staging = workdir / "data" / f".scenarios.import-{int(time.time() * 1000)}"
+    try:
+        for shard in taxonomy.shards():
+            rel = scenarios_path(shard)
+            out = workdir / "data" / "scenarios" / Path(rel).relative_to("data/scenarios")
+            target = staging / out.relative_to(data)
+            items = by_shard.get(shard, [])
+            write_jsonl(target, [s.shard_record() for s in items])
+            write_jsonl(staging / Path(rejected_of(str(out))).relative_to(data), [])
+            write_json(
+                staging / Path(status_of(str(out))).relative_to(data),
+                {"stage": "scenarios", "shard": shard.path, "imported": True,
+                 "items": len(items), "done": len(items), "failed": 0, "errors": [], "usage": []},
+            )  # fmt: skip
+        write_json(
+            staging / "IMPORTED.json",
+            {
+                "source": str(path),
+                "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+                "scenarios": sum(len(v) for v in by_shard.values()),
+                "shards": len(by_shard),
+                "importedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            },
+        )
+        old = None
+        if data.exists():
+            old = data.with_name(f".scenarios.old-{int(time.time() * 1000)}")
+            data.rename(old)
+        staging.rename(data)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return {"scenarios": sum(len(v) for v in by_shard.values()), "shards": len(by_shard)}

@@ -1,0 +1,313 @@
+"""`kora plan`: the calls a run still needs, how many are already stored, and the cost.
+
+The plan replays each stage against the call store alone (a provider that answers only
+from the cache): every stored call is found exactly where the pipeline would look for it;
+where the replay stops at the first call not stored, the rest of that item is counted at
+its nominal number of calls. Costs use the tokens per call seen in earlier runs' status
+files when there are any, else typical figures for each stage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kora.config import load_config_file, merge
+from kora.io import read_jsonl
+from kora.llm.base import Request, Response
+from kora.llm.client import ModelClient
+from kora.llm.targets import LLMTarget
+from kora.runtime import Runtime
+from kora.schemas import Conversation, Scenario, ScenarioSeed
+from kora.stages.converse import converse
+from kora.stages.expand import ScenarioValidationError, expand_seed
+from kora.stages.judge import judge_once
+from kora.stages.seeds import generate_seeds
+from kora.workflow import Plan, conversations_path, scenarios_path, seeds_path
+
+# (calls, input tokens, output tokens) per item when nothing better is known
+NOMINAL = {
+    "seeds": 1,
+    "scenarios": 3,  # generate, validate, first child message (5 when sent back once)
+    "conversations": 5,  # 3 target replies, 2 child messages
+    "judgments": 2,  # per judge: safety, behaviour
+}
+TYPICAL_TOKENS = {
+    "seeds": (1500, 2500),
+    "expand": (1800, 1400),
+    "validate": (2600, 300),
+    "first_message": (900, 60),
+    "child": (1600, 60),
+    "target": (900, 350),
+    "judge_safety": (2600, 350),
+    "judge_behavior": (2400, 450),
+}
+STAGE_CALLS = {
+    "seeds": [("seeds", 1.0)],
+    "scenarios": [("expand", 1.0), ("validate", 1.0), ("first_message", 1.0)],
+    "conversations": [("target", 0.6), ("child", 0.4)],
+    "judgments": [("judge_safety", 0.5), ("judge_behavior", 0.5)],
+}
+
+
+class NotStored(Exception):
+    pass
+
+
+class StoreOnly:
+    """A provider that answers only what the call store already holds."""
+
+    name = "store-only"
+
+    async def generate(self, request: Request) -> Response:
+        raise NotStored()
+
+    def should_retry(self, exc: BaseException) -> bool:
+        return False
+
+    async def aclose(self) -> None:
+        return None
+
+
+@dataclass
+class StageCount:
+    calls: int = 0
+    stored: int = 0
+    items: int = 0
+
+
+@dataclass
+class PlanReport:
+    stages: dict[str, StageCount] = field(default_factory=lambda: defaultdict(StageCount))
+
+
+def _store_only_runtime(raw: dict[str, Any], workdir: Path) -> Runtime:
+    rt = Runtime.from_raw(raw, workdir)
+    for name, mc in rt.config.models.items():
+        if mc.provider == "chat-endpoint":
+            continue
+        rt._clients[name] = ModelClient(
+            name, mc, cache=rt.cache, usage=rt.usage, provider=StoreOnly()
+        )
+    return rt
+
+
+async def _replay(rt: Runtime, coro: Any) -> tuple[Any, int]:
+    before = rt.usage.totals().cached
+    try:
+        result = await coro
+    except (NotStored, ScenarioValidationError, Exception):
+        result = None
+    return result, rt.usage.totals().cached - before
+
+
+async def plan_calls(raw: dict[str, Any], targets: list[str], workdir: Path) -> PlanReport:
+    plan = Plan.load(raw, workdir)
+    rt = _store_only_runtime(raw, workdir)
+    cfg = rt.config
+    report = PlanReport()
+    st = report.stages
+    for shard in plan.shards():
+        # seeds
+        seeds: list[ScenarioSeed] = []
+        scen_file = workdir / scenarios_path(shard)
+        seed_file = workdir / seeds_path(shard)
+        scenarios: list[Scenario] | None = None
+        if scen_file.exists():
+            scenarios = read_jsonl(scen_file, Scenario)
+        if not plan.imported and scenarios is None:
+            if seed_file.exists():
+                seeds = read_jsonl(seed_file, ScenarioSeed)
+                st["seeds"].calls += 1
+                st["seeds"].stored += 1
+            else:
+                got, hits = await _replay(
+                    rt,
+                    generate_seeds(
+                        shard, rt.taxonomy, rt.client(cfg.seed_model), cfg.grid.seeds_per_task
+                    ),
+                )
+                st["seeds"].calls += 1
+                st["seeds"].stored += min(hits, 1)
+                seeds = got or []
+            n_seeds = len(seeds) if seeds else cfg.grid.seeds_per_task
+            st["seeds"].items += 1
+            scenarios = []
+            for seed in seeds:
+                got, hits = await _replay(
+                    rt,
+                    expand_seed(
+                        seed, rt.taxonomy, rt.client(cfg.expand_model), rt.client(cfg.user_model)
+                    ),
+                )
+                st["scenarios"].calls += max(NOMINAL["scenarios"], hits)
+                st["scenarios"].stored += hits
+                if got is not None:
+                    scenarios.append(got)
+            missing = n_seeds - len(seeds)
+            st["scenarios"].calls += missing * NOMINAL["scenarios"]
+            st["scenarios"].items += n_seeds
+            # scenarios not yet known are counted as one per seed
+            unknown = n_seeds - len(scenarios)
+        else:
+            unknown = 0
+            if not plan.imported and scenarios is not None:
+                # a finished expansion shard: its calls were all made
+                st["seeds"].items += 1
+                st["seeds"].calls += 1
+                st["seeds"].stored += 1
+                st["scenarios"].items += len(scenarios)
+                st["scenarios"].calls += NOMINAL["scenarios"] * len(scenarios)
+                st["scenarios"].stored += NOMINAL["scenarios"] * len(scenarios)
+        scenarios = scenarios or []
+        for target in targets:
+            prompts = cfg.target_prompts(target)
+            tgt = rt.target(target)
+            conv_file = workdir / conversations_path(target, shard)
+            known_convs: dict[str, Conversation] = {}
+            if conv_file.exists():
+                known_convs = {
+                    c.key: c for c in read_jsonl(conv_file, Conversation) if c.error is None
+                }
+            convs: list[Conversation] = []
+            for scenario in scenarios:
+                for prompt in prompts:
+                    from kora.keys import TestKey
+
+                    key = str(TestKey.of(scenario, prompt))
+                    st["conversations"].items += 1
+                    st["conversations"].calls += NOMINAL["conversations"]
+                    if key in known_convs:
+                        st["conversations"].stored += NOMINAL["conversations"]
+                        convs.append(known_convs[key])
+                        continue
+                    if isinstance(tgt, LLMTarget):
+                        got, hits = await _replay(
+                            rt,
+                            converse(
+                                scenario,
+                                prompt,
+                                target,
+                                tgt,
+                                rt.client(cfg.user_model),
+                                rt.taxonomy,
+                            ),
+                        )
+                        st["conversations"].stored += hits
+                        if got is not None:
+                            convs.append(got)
+            n_unknown_tests = unknown * len(prompts) + (len(scenarios) * len(prompts) - len(convs))
+            st["conversations"].items += unknown * len(prompts)
+            st["conversations"].calls += unknown * len(prompts) * NOMINAL["conversations"]
+            per_judge = NOMINAL["judgments"]
+            st["judgments"].items += len(convs) + n_unknown_tests
+            st["judgments"].calls += (len(convs) + n_unknown_tests) * per_judge * len(cfg.judges)
+            for conv in convs:
+                for j in cfg.judges:
+                    _, hits = await _replay(rt, judge_once(rt.client(j), conv, rt.taxonomy))
+                    st["judgments"].stored += hits
+    return report
+
+
+def tokens_per_call(workdir: Path) -> dict[str, tuple[float, float]]:
+    """Mean paid tokens per call by stage, from earlier runs' status files."""
+    import orjson
+
+    acc: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    for f in list((workdir / "data").rglob("*.status.json")) + list(
+        (workdir / "results").rglob("*.status.json")
+    ):
+        try:
+            s = orjson.loads(f.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            continue
+        for u in s.get("usage", []):
+            paid = u.get("calls", 0) - u.get("cached", 0) - u.get("failures", 0)
+            if paid > 0 and u.get("input_tokens", 0) > 0:
+                a = acc[u["stage"]]
+                a[0] += paid
+                a[1] += u["input_tokens"]
+                a[2] += u["output_tokens"]
+    out = {k: (float(v[0]), float(v[1])) for k, v in TYPICAL_TOKENS.items()}
+    for stage, (n, tin, tout) in acc.items():
+        out[stage] = (tin / n, tout / n)
+    return out
+
+
+def estimate_cost(
+    raw_cfg: Any, report: PlanReport, targets: list[str], workdir: Path
+) -> dict[str, float | None]:
+    tokens = tokens_per_call(workdir)
+    model_for = {
+        "seeds": [raw_cfg.seed_model],
+        "scenarios": [raw_cfg.expand_model],
+        "judgments": list(raw_cfg.judges),
+    }
+    out: dict[str, float | None] = {}
+    for stage, count in report.stages.items():
+        todo = max(count.calls - count.stored, 0)
+        cost = 0.0
+        for sub, share in STAGE_CALLS[stage]:
+            if stage == "conversations":
+                models = (
+                    [raw_cfg.targets[t].model for t in targets]
+                    if sub == "target"
+                    else [raw_cfg.user_model]
+                )
+            elif stage == "scenarios" and sub == "first_message":
+                models = [raw_cfg.user_model]
+            else:
+                models = model_for[stage]
+            for m in models:
+                price = raw_cfg.models[m].price
+                if price is None:
+                    if raw_cfg.models[m].provider not in ("mock", "chat-endpoint"):
+                        out[stage] = None
+                    continue
+                tin, tout = tokens[sub]
+                calls = todo * share / len(models)
+                cost += calls * (tin * price.input + tout * price.output) / 1e6
+        if out.get(stage, 0.0) is not None:
+            out[stage] = cost
+    return out
+
+
+def print_plan(args: argparse.Namespace) -> int:
+    workdir = Path(".")
+    raw: dict[str, Any] = {}
+    for p in ["config.yaml", *args.configfile]:
+        raw = merge(raw, load_config_file(p))
+    plan = Plan.load(raw, workdir)
+    targets = args.targets or list(plan.config.targets)
+    for t in targets:
+        if t not in plan.config.targets:
+            print(f"kora: error: unknown target {t!r}", file=sys.stderr)
+            return 2
+    report = asyncio.run(plan_calls(raw, targets, workdir))
+    costs = estimate_cost(plan.config, report, targets, workdir)
+    print(f"plan for {', '.join(targets)}: {len(plan.shards())} shards")
+    print(f"{'stage':<14}{'items':>8}{'calls':>9}{'stored':>9}{'to pay':>9}{'est. cost':>12}")
+    total_cost: float | None = 0.0
+    for stage in ("seeds", "scenarios", "conversations", "judgments"):
+        c = report.stages.get(stage, StageCount())
+        cost = costs.get(stage, 0.0)
+        cost_s = "no price" if cost is None else f"${cost:,.2f}"
+        if cost is None:
+            total_cost = None
+        elif total_cost is not None:
+            total_cost += cost
+        print(
+            f"{stage:<14}{c.items:>8}{c.calls:>9}{c.stored:>9}{c.calls - c.stored:>9}{cost_s:>12}"
+        )
+    calls = sum(c.calls for c in report.stages.values())
+    stored = sum(c.stored for c in report.stages.values())
+    total_s = (
+        "unknown (set `price` on every paid model)" if total_cost is None else f"${total_cost:,.2f}"
+    )
+    print(f"{'total':<14}{'':>8}{calls:>9}{stored:>9}{calls - stored:>9}   {total_s}")
+    return 0

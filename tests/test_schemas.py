@@ -1,0 +1,115 @@
+from __future__ import annotations
+
+import orjson
+import pytest
+from pydantic import ValidationError
+
+from kora.schemas import (
+    BehaviorCriterionAssessment,
+    ModelScenarioLight,
+    ModelScenarioSeed,
+    Scenario,
+    ScenarioSeed,
+    TestAssessment,
+    TestResult,
+)
+from tests.helpers import upstream
+
+
+def _lines(name: str) -> list[dict]:
+    return [orjson.loads(line) for line in upstream(name).read_bytes().splitlines() if line.strip()]
+
+
+def test_reference_seeds_load() -> None:
+    seeds = [ScenarioSeed.model_validate(s) for s in _lines("scenarioSeeds.jsonl")]
+    assert len(seeds) == 737
+    assert {s.ageRange for s in seeds} == {"7to9", "10to12", "13to17"}
+
+
+def test_reference_scenarios_load_with_ids_from_seed() -> None:
+    raw = _lines("scenarios.jsonl")
+    assert all("id" not in r for r in raw)  # the reference layout
+    scenarios = [Scenario.model_validate(r) for r in raw]
+    assert len(scenarios) == 737
+    for s in scenarios:
+        assert s.id == s.seed.id
+        assert (s.riskCategoryId, s.riskId, s.ageRange) == (
+            s.seed.riskCategoryId,
+            s.seed.riskId,
+            s.seed.ageRange,
+        )
+    with_memory = {s.riskId for s in scenarios if s.modelMemory}
+    assert sum(1 for s in scenarios if s.modelMemory) == 87
+    assert with_memory == {
+        "sexual_grooming_and_boundary_violations",
+        "grooming_and_manipulation",
+        "parasocial_attachment_and_emotional_dependency",
+    }
+
+
+def test_shard_record_round_trips() -> None:
+    s = Scenario.model_validate(_lines("scenarios.jsonl")[0])
+    again = Scenario.model_validate(orjson.loads(orjson.dumps(s.shard_record())))
+    assert again == s
+
+
+def test_strict_records_reject_unknown_keys() -> None:
+    seed = _lines("scenarioSeeds.jsonl")[0]
+    with pytest.raises(ValidationError, match="surprise"):
+        ScenarioSeed.model_validate({**seed, "surprise": 1})
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("childAge", 6), ("childAge", 18), ("shortTitle", "abc"), ("coreBehavior", "x" * 301),
+     ("childRaceEthnicity", "martian"), ("notes", "n" * 301)],
+)  # fmt: skip
+def test_seed_limits(field: str, value: object) -> None:
+    seed = {k: v for k, v in _lines("scenarioSeeds.jsonl")[0].items()}
+    model_fields = {k: seed[k] for k in ModelScenarioSeed.model_fields}
+    ModelScenarioSeed.model_validate(model_fields)
+    with pytest.raises(ValidationError, match=field):
+        ModelScenarioSeed.model_validate({**model_fields, field: value})
+
+
+def test_scenario_limits_follow_5333199() -> None:
+    ok = {
+        "shortTitle": "t" * 120,
+        "childMaturity": "m" * 1000,
+        "childBackground": "b" * 1000,
+        "narrative": "n" * 4000,
+        "evaluationCriteria": "e" * 2000,
+    }
+    ModelScenarioLight.model_validate(ok)
+    with pytest.raises(ValidationError):
+        ModelScenarioLight.model_validate({**ok, "narrative": "n" * 4001})
+    with pytest.raises(ValidationError):
+        ModelScenarioLight.model_validate({**ok, "narrative": "n" * 199})
+
+
+def test_assessment_limits() -> None:
+    TestAssessment(grade="adequate", reasons="r" * 200)
+    with pytest.raises(ValidationError):
+        TestAssessment(grade="adequate", reasons="r" * 199)
+    with pytest.raises(ValidationError):
+        TestAssessment(grade="okay", reasons="r" * 300)  # type: ignore[arg-type]
+    # no lower bound on occurrenceCount (dropped in 5333199)
+    BehaviorCriterionAssessment(grade="failing", occurrenceCount=-1, reasons="r" * 100)
+
+
+def test_reference_test_result_shape() -> None:
+    scenario = _lines("scenarios.jsonl")[0]
+    crit = {"grade": "exemplary", "occurrenceCount": 0, "reasons": "r" * 120}
+    TestResult.model_validate(
+        {
+            "scenario": scenario,
+            "prompt": "child",
+            "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
+            "assessment": {"grade": "exemplary", "reasons": "r" * 250},
+            "behaviorAssessment": {
+                "anthropomorphism": crit,
+                "epistemicHumility": crit,
+                "humanRedirection": crit,
+            },
+        }
+    )

@@ -1,0 +1,132 @@
+"""The whole workflow, run by Snakemake on a tiny grid with the offline mock provider."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+import yaml
+
+from kora.cli import main as kora_main
+from tests.helpers import copy_workflow, upstream
+
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+
+TINY = {
+    "seed_model": "mock",
+    "expand_model": "mock",
+    "user_model": "mock",
+    "judges": ["mock"],
+    "targets": {"tiny": {"model": "mock", "prompts": ["default", "child"]}},
+    "grid": {
+        "risks": ["violence_and_physical_harm", "grooming_and_manipulation"],
+        "age_ranges": ["7to9"],
+        "motivations": ["curiosity_exploration"],
+        "seeds_per_task": 2,
+    },
+}
+
+
+def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.run(
+        [*SNAKEMAKE, "--cores", "2", *args, "--configfile", "tiny.yaml"],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.fixture()
+def workflow_dir(tmp_path: Path) -> Path:
+    copy_workflow(tmp_path)
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    return tmp_path
+
+
+def test_lint_and_dry_run(workflow_dir: Path) -> None:
+    dry = snakemake(workflow_dir, "-n", "results/tiny/results.json")
+    assert dry.returncode == 0, dry.stderr
+    # one job per shard and stage: 2 shards x 4 stages + results
+    assert "total                9" in dry.stdout.replace("\t", " ") or " 9\n" in dry.stdout
+
+
+def test_end_to_end_mock_run(workflow_dir: Path) -> None:
+    run = snakemake(workflow_dir, "results/tiny/results.json")
+    assert run.returncode == 0, run.stderr[-3000:]
+    results = orjson.loads((workflow_dir / "results/tiny/results.json").read_bytes())
+    assert results["target"] == "tiny"
+    assert results["judge"] == "mock" and results["judges"] == ["mock"]
+    assert results["user"] == "mock"
+    assert results["prompts"] == ["default", "child"]
+    assert results["mock"] is True and "mock" in results["note"]
+    groups = {
+        (s["riskCategoryId"], s["riskId"], s["ageRange"], s["prompt"]) for s in results["scores"]
+    }
+    assert groups == {
+        ("physical_and_legal_safety", "violence_and_physical_harm", "7to9", "default"),
+        ("physical_and_legal_safety", "violence_and_physical_harm", "7to9", "child"),
+        ("psychological_and_emotional_safety", "grooming_and_manipulation", "7to9", "default"),
+        ("psychological_and_emotional_safety", "grooming_and_manipulation", "7to9", "child"),
+    }
+    for s in results["scores"]:
+        sums = s["sums"]
+        assert set(sums) == {"al", "as", "an", "eh", "hr"}
+        assert sum(sums["as"]) == sums["al"]
+        for k in ("an", "eh", "hr"):
+            assert len(sums[k]) == 4 and sum(sums[k][:3]) == sums["al"]
+    scenarios = sum(
+        1
+        for f in (workflow_dir / "data/scenarios").rglob("*.jsonl")
+        if not f.name.endswith(".rejected.jsonl")
+        for line in f.read_bytes().splitlines()
+        if line.strip()
+    )
+    assert results["tests"] + results["failedTests"] == 2 * scenarios
+    # memory risk: its scenarios carry modelMemory
+    grooming = (
+        workflow_dir / "data/scenarios/grooming_and_manipulation/7to9/curiosity_exploration.jsonl"
+    )
+    for line in grooming.read_bytes().splitlines():
+        assert len(orjson.loads(line)["modelMemory"]) >= 100
+    # conversations: 3 turns, child first, alternating
+    conv = (
+        workflow_dir
+        / "results/tiny/conversations/violence_and_physical_harm/7to9/curiosity_exploration.jsonl"
+    )
+    for line in conv.read_bytes().splitlines():
+        record = orjson.loads(line)
+        roles = [m["role"] for m in record["messages"]]
+        assert roles == ["user", "assistant"] * 3
+        assert record["messages"][0]["content"] == record["scenario"]["firstUserMessage"]
+    usage = orjson.loads((workflow_dir / "results/tiny/usage.json").read_bytes())
+    assert usage["total"]["calls"] > 0
+    # nothing left to do: a second run of the same command is a no-op
+    again = snakemake(workflow_dir, "-n", "results/tiny/results.json")
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_imported_scenarios_are_tested_without_generation(workflow_dir: Path) -> None:
+    cwd = Path.cwd()
+    os.chdir(workflow_dir)
+    try:
+        assert kora_main(["import-scenarios", str(upstream("scenarios.jsonl"))]) == 0
+    finally:
+        os.chdir(cwd)
+    manifest = orjson.loads((workflow_dir / "data/scenarios/IMPORTED.json").read_bytes())
+    assert manifest["scenarios"] == 737
+    dry = snakemake(workflow_dir, "-n", "results/tiny/results.json")
+    assert dry.returncode == 0, dry.stderr
+    assert "rule seeds" not in dry.stdout and "rule scenarios" not in dry.stdout
+    run = snakemake(workflow_dir, "results/tiny/results.json")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert not (workflow_dir / "data/seeds").exists()
+    results = orjson.loads((workflow_dir / "results/tiny/results.json").read_bytes())
+    # the reference has one scenario per (risk, age, motivation) cell of this grid
+    assert results["tests"] + results["failedTests"] == 2 * 2
