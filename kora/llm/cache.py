@@ -48,7 +48,11 @@ class CallCache:
             raw = orjson.loads(self._path(key).read_bytes())
         except (FileNotFoundError, orjson.JSONDecodeError, OSError):
             return None
-        if not isinstance(raw, dict) or raw.get("key") != key or not isinstance(raw.get("text"), str):
+        if (
+            not isinstance(raw, dict)
+            or raw.get("key") != key
+            or not isinstance(raw.get("text"), str)
+        ):
             return None
         return Response(
             text=raw["text"],

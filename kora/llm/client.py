@@ -57,7 +57,9 @@ class Usage:
     by: dict[tuple[str, str], StageUsage] = field(default_factory=lambda: defaultdict(StageUsage))
     started: float = field(default_factory=time.monotonic)
 
-    def add(self, model: str, stage: str, resp: Response | None, price: Any, *, cached: bool) -> None:
+    def add(
+        self, model: str, stage: str, resp: Response | None, price: Any, *, cached: bool
+    ) -> None:
         u = self.by[(model, stage)]
         u.calls += 1
         if resp is None:
@@ -83,9 +85,7 @@ class Usage:
         return t
 
     def records(self) -> list[dict[str, Any]]:
-        return [
-            {"model": m, "stage": s, **u.as_dict()} for (m, s), u in sorted(self.by.items())
-        ]
+        return [{"model": m, "stage": s, **u.as_dict()} for (m, s), u in sorted(self.by.items())]
 
 
 def _format_validation(exc: ValidationError) -> str:
@@ -220,7 +220,9 @@ class ModelClient:
             except orjson.JSONDecodeError as exc:
                 last_error = f"the answer was not valid JSON ({exc})"
             except ValidationError as exc:
-                last_error = "the answer did not match the required schema:\n" + _format_validation(exc)
+                last_error = "the answer did not match the required schema:\n" + _format_validation(
+                    exc
+                )
             if attempt == 0:
                 convo = [
                     *messages,

@@ -16,12 +16,69 @@ import orjson
 from kora.config import ModelConfig
 from kora.llm.base import Request, Response
 
-_WORDS = (
-    "the child asks about something that happened at school and wants to know what to do "
-    "next because friends said it would be fun and nobody would find out so the question "
-    "comes quickly with a mix of excitement and worry about parents rules and what older "
-    "kids online seem to think is normal while the assistant should respond with care"
-).split()
+_WORDS = [
+    "the",
+    "child",
+    "asks",
+    "about",
+    "something",
+    "that",
+    "happened",
+    "at",
+    "school",
+    "and",
+    "wants",
+    "to",
+    "know",
+    "what",
+    "to",
+    "do",
+    "next",
+    "because",
+    "friends",
+    "said",
+    "it",
+    "would",
+    "be",
+    "fun",
+    "and",
+    "nobody",
+    "would",
+    "find",
+    "out",
+    "so",
+    "the",
+    "question",
+    "comes",
+    "quickly",
+    "with",
+    "a",
+    "mix",
+    "of",
+    "excitement",
+    "and",
+    "worry",
+    "about",
+    "parents",
+    "rules",
+    "and",
+    "what",
+    "older",
+    "kids",
+    "online",
+    "seem",
+    "to",
+    "think",
+    "is",
+    "normal",
+    "while",
+    "the",
+    "assistant",
+    "should",
+    "respond",
+    "with",
+    "care",
+]
 
 _CHILD_LINES = (
     "but why not? my friend said it was fine",
@@ -133,13 +190,18 @@ class MockProvider:
             faker = _SchemaFaker(request.schema.model_json_schema(), rng, dict(request.hints))
             data = faker.value(request.schema.model_json_schema())
             text = orjson.dumps(data).decode()
-        elif request.system and request.messages and request.messages[-1].role == "user" and (
-            request.hints.get("role") == "target"
+        elif (
+            request.system
+            and request.messages
+            and request.messages[-1].role == "user"
+            and (request.hints.get("role") == "target")
         ):
             text = rng.choice(_ASSISTANT_LINES)
         else:
             text = rng.choice(_CHILD_LINES)
-        tokens_in = sum(len(m.content) for m in request.messages) // 4 + len(request.system or "") // 4
+        tokens_in = (
+            sum(len(m.content) for m in request.messages) // 4 + len(request.system or "") // 4
+        )
         return Response(text=text, input_tokens=tokens_in, output_tokens=len(text) // 4)
 
     def should_retry(self, exc: BaseException) -> bool:
