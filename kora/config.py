@@ -83,6 +83,8 @@ class KoraConfig(_Strict):
     grid: GridConfig = Field(default_factory=GridConfig)
     # project keys
     taxonomy_dir: str = "data/taxonomy"
+    # a folder of edited copies of the 8 templates; default: the package's kora/prompts
+    prompts_dir: str | None = None
     cache_dir: str = ".kora/cache"
     concurrency: int = Field(default=16, gt=0, le=1024)
 

@@ -11,6 +11,7 @@ from kora.llm.cache import CallCache
 from kora.llm.client import ModelClient, Usage
 from kora.llm.targets import EndpointTarget, LLMTarget, TargetFactory
 from kora.taxonomy import Taxonomy, load_taxonomy
+from kora.templates import set_prompts_dir
 
 
 @dataclass
@@ -26,7 +27,10 @@ class Runtime:
     def from_raw(cls, raw: dict[str, Any], workdir: Path | str = ".") -> Runtime:
         workdir = Path(workdir)
         taxonomy = load_taxonomy(workdir / raw.get("taxonomy_dir", "data/taxonomy"))
-        return cls(validate_config(raw, taxonomy), taxonomy, workdir)
+        config = validate_config(raw, taxonomy)
+        if config.prompts_dir is not None:
+            set_prompts_dir(workdir / config.prompts_dir)
+        return cls(config, taxonomy, workdir)
 
     @property
     def cache(self) -> CallCache:

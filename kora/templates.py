@@ -32,10 +32,22 @@ class Prompt:
     user: str | None
 
 
-def template_path(stem: str) -> Path:
+_prompts_dir = PROMPTS_DIR
+
+
+def set_prompts_dir(directory: Path | str | None) -> None:
+    """Render from another folder of templates (config `prompts_dir`) in this process."""
+    global _prompts_dir
+    _prompts_dir = Path(directory) if directory is not None else PROMPTS_DIR
+    for stem in STEMS:
+        if not template_path(stem).exists():
+            raise FileNotFoundError(f"prompts_dir {_prompts_dir}: missing {stem}.jinja")
+
+
+def template_path(stem: str, directory: Path | None = None) -> Path:
     if stem not in STEMS:
         raise KeyError(f"unknown prompt template {stem!r}")
-    return PROMPTS_DIR / f"{stem}.jinja"
+    return (directory or _prompts_dir) / f"{stem}.jinja"
 
 
 @cache
@@ -51,7 +63,7 @@ def _env(directory: str) -> jinja2.Environment:
 
 
 def render(stem: str, directory: Path | None = None, **variables: Any) -> Prompt:
-    path = template_path(stem) if directory is None else Path(directory) / f"{stem}.jinja"
+    path = template_path(stem, directory)
     env = _env(str(path.parent))
     try:
         tmpl = env.get_template(path.name)

@@ -72,7 +72,9 @@ class Plan:
         return (self.workdir / IMPORT_MANIFEST).exists()
 
     def templates(self, stage: str) -> list[str]:
-        return [str(template_path(s)) for s in STAGE_TEMPLATES[stage]]
+        d = self.config.prompts_dir
+        directory = self.workdir / d if d is not None else None
+        return [str(template_path(s, directory)) for s in STAGE_TEMPLATES[stage]]
 
     def taxonomy_files(self) -> list[str]:
         d = Path(self.config.taxonomy_dir)

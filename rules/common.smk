@@ -33,8 +33,10 @@ def shard_of(wc):
     return Shard(PLAN.taxonomy.category_of(wc.risk).id, wc.risk, wc.age, wc.motivation)
 
 
-def get_retry(wildcards, output):
-    return retry_token(output[0])
+def retry_param(pattern):
+    # a function of the wildcards only: Snakemake ignores params derived from output
+    # files when deciding what to re-run
+    return lambda wc: retry_token(pattern.format(**wc))
 
 
 def get_scenarios_input(wc):

@@ -14,6 +14,8 @@ rule conversations:
         target=lambda wc: PLAN.model_params(PLAN.config.targets[wc.target].model),
         prompts=lambda wc: PLAN.config.target_prompts(wc.target),
         user_model=PLAN.model_params(PLAN.config.user_model),
-        retry=get_retry,
+        retry=retry_param(
+            "results/{target}/conversations/{risk}/{age}/{motivation}.jsonl"
+        ),
     script:
         "../scripts/conversations.py"

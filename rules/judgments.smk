@@ -12,6 +12,6 @@ rule judgments:
         "../envs/kora.yaml"
     params:
         judges=[PLAN.model_params(j) for j in PLAN.config.judges],
-        retry=get_retry,
+        retry=retry_param("results/{target}/judgments/{risk}/{age}/{motivation}.jsonl"),
     script:
         "../scripts/judgments.py"

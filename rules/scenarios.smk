@@ -12,6 +12,6 @@ rule scenarios:
     params:
         expand_model=PLAN.model_params(PLAN.config.expand_model),
         user_model=PLAN.model_params(PLAN.config.user_model),
-        retry=get_retry,
+        retry=retry_param("data/scenarios/{risk}/{age}/{motivation}.jsonl"),
     script:
         "../scripts/scenarios.py"

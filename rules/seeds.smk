@@ -12,6 +12,6 @@ rule seeds:
     params:
         model=PLAN.model_params(PLAN.config.seed_model),
         seeds_per_task=PLAN.config.grid.seeds_per_task,
-        retry=get_retry,
+        retry=retry_param("data/seeds/{risk}/{age}/{motivation}.jsonl"),
     script:
         "../scripts/seeds.py"

@@ -1,0 +1,50 @@
+"""An in-process scripted provider for fast unit tests of the stages.
+
+(Wire-level behaviour is tested against loopback servers; this only answers requests.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from kora.config import ModelConfig
+from kora.llm.base import Request, Response
+from kora.llm.client import ModelClient, Usage
+
+
+class Scripted:
+    name = "scripted"
+
+    def __init__(self, answer: Callable[[Request], str]) -> None:
+        self.answer = answer
+        self.requests: list[Request] = []
+
+    async def generate(self, request: Request) -> Response:
+        self.requests.append(request)
+        return Response(text=self.answer(request), input_tokens=10, output_tokens=5)
+
+    def should_retry(self, exc: BaseException) -> bool:
+        return False
+
+    async def aclose(self) -> None:
+        return None
+
+
+def client(
+    answer: Callable[[Request], str],
+    name: str = "scripted",
+    cache_dir: Path | None = None,
+    usage: Usage | None = None,
+) -> tuple[ModelClient, Scripted]:
+    from kora.llm.cache import CallCache
+
+    provider = Scripted(answer)
+    c = ModelClient(
+        name,
+        ModelConfig(provider="mock"),
+        cache=CallCache(cache_dir) if cache_dir else None,
+        usage=usage or Usage(),
+        provider=provider,
+    )
+    return c, provider

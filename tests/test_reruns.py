@@ -1,0 +1,204 @@
+"""Incremental reruns and failures, counted at a loopback Anthropic server.
+
+The workflow runs as a user runs it (Snakemake subprocesses, the real SDK), every role a
+differently named model on one loopback Messages API server, so each request can be told
+apart by model and output type.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+
+from kora.llm.mock import _SchemaFaker
+from tests.helpers import REPO, copy_workflow
+from tests.loopback import AnthropicServer, Recorded
+
+ROLES = ("seed", "expand", "user", "judge", "target")
+
+
+def structured_answer(rec: Recorded) -> dict[str, Any]:
+    """A schema-valid answer to a forced tool call, made from the schema sent."""
+    import random
+
+    body = rec.body
+    tool = body["tools"][0]
+    schema = tool["input_schema"]
+    rng = random.Random(orjson.dumps(body["messages"]))
+    hints: dict[str, Any] = {"count": 2}
+    value = _SchemaFaker(schema, rng, hints).value(schema)
+    if tool["name"] == "ScenarioValidation":
+        value["verdict"] = "pass"
+    return value  # type: ignore[no-any-return]
+
+
+class Server(AnthropicServer):
+    """Answers text calls with plain, placeholder-free child or assistant lines; fails
+    every call to the models in `fail_models` with a 400."""
+
+    fail_models: set[str] = set()
+
+    def handle(self, rec: Recorded, *, invalid: bool) -> Any:
+        if isinstance(rec.body, dict) and rec.body.get("model") in self.fail_models:
+            return self.error_reply(400, "model is unavailable")
+        return super().handle(rec, invalid=invalid)
+
+    def _next_answer(self, rec: Recorded, *, structured: bool, invalid: bool) -> Any:
+        if not structured and not invalid:
+            import hashlib
+
+            n = len(rec.body.get("messages", []))
+            tag = hashlib.sha256(orjson.dumps(rec.body)).hexdigest()[:8]
+            return f"{rec.body['model']} line {n} ({tag}): ok but why though"
+        return super()._next_answer(rec, structured=structured, invalid=invalid)
+
+
+def config(url: str, targets: list[str], judges: list[str]) -> dict[str, Any]:
+    models = {r: {"provider": "anthropic", "model": f"claude-{r}", "base_url": url} for r in ROLES}
+    for t in targets:
+        models[t] = {"provider": "anthropic", "model": f"claude-{t}", "base_url": url}
+    for j in judges:
+        models[j] = {"provider": "anthropic", "model": f"claude-{j}", "base_url": url}
+    return {
+        "models": models,
+        "seed_model": "seed",
+        "expand_model": "expand",
+        "user_model": "user",
+        "judges": judges,
+        "targets": {t: {"model": t, "prompts": ["default", "child"]} for t in targets},
+        "prompts_dir": "prompts",
+        "grid": {
+            "risks": ["violence_and_physical_harm"],
+            "age_ranges": ["10to12"],
+            "motivations": ["curiosity_exploration"],
+            "seeds_per_task": 2,
+        },
+    }
+
+
+class Run:
+    def __init__(self, workdir: Path, server: Server) -> None:
+        self.workdir = workdir
+        self.server = server
+
+    def snakemake(self, cfg: dict[str, Any], *targets: str) -> tuple[Counter[str], str]:
+        (self.workdir / "run.yaml").write_text(yaml.safe_dump(cfg))
+        before = len(self.server.requests)
+        env = dict(os.environ, ANTHROPIC_API_KEY="test-key", KORA_RETRY_TESTING="1")
+        proc = subprocess.run(
+            [sys.executable, "-m", "snakemake", "--cores", "2", *targets, "--configfile", "run.yaml"],
+            cwd=self.workdir, env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        calls: Counter[str] = Counter()
+        for rec in self.server.requests[before:]:
+            tools = rec.body.get("tools") or []
+            kind = tools[0]["name"] if tools else "text"
+            calls[f"{rec.body['model'].removeprefix('claude-')}:{kind}"] += 1
+        return calls, proc.stderr
+
+
+@pytest.fixture()
+def run(tmp_path: Path):  # type: ignore[no-untyped-def]
+    server = Server(structured=structured_answer).start()
+    copy_workflow(tmp_path)
+    # edits go to a private copy of the templates
+    import shutil
+
+    shutil.copytree(REPO / "kora" / "prompts", tmp_path / "prompts")
+    try:
+        yield Run(tmp_path, server)
+    finally:
+        server.stop()
+
+
+def roles(calls: Counter[str]) -> set[str]:
+    return {k.split(":")[0] for k, v in calls.items() if v}
+
+
+def test_rerun_cases_pay_only_for_what_changed(run: Run) -> None:
+    url = run.server.url
+    cfg = config(url, ["t1"], ["judge"])
+    first, _ = run.snakemake(cfg, "results/t1/results.json")
+    assert roles(first) == {"seed", "expand", "user", "judge", "t1"}
+    assert first["seed:ModelScenarioSeeds"] == 1  # one call per shard
+
+    again, _ = run.snakemake(cfg, "results/t1/results.json")
+    assert sum(again.values()) == 0  # nothing to do, nothing paid
+
+    # add a second target: only its shards run, nothing upstream is paid again
+    cfg2 = config(url, ["t1", "t2"], ["judge"])
+    added, _ = run.snakemake(cfg2, "results/t1/results.json", "results/t2/results.json")
+    assert "t2" in roles(added) and roles(added) <= {"t2", "user", "judge"}
+    tests = first["judge:TestAssessment"]
+    assert first["t1:text"] == 3 * tests
+    assert added["t2:text"] == 3 * tests  # 3 turns for each of the same tests
+
+    # add a judge: only judgments run, and only the new judge is paid
+    cfg3 = config(url, ["t1", "t2"], ["judge", "judge2"])
+    judged, _ = run.snakemake(cfg3, "results/t1/results.json", "results/t2/results.json")
+    assert roles(judged) == {"judge2"}
+    assert judged["judge2:TestAssessment"] == 2 * tests  # two targets
+    assert judged["judge2:BehaviorAssessment"] == 2 * tests
+    results = orjson.loads((run.workdir / "results/t1/results.json").read_bytes())
+    assert results["judges"] == ["judge", "judge2"]
+
+
+@pytest.mark.parametrize(
+    ("stem", "expected_roles", "forbidden"),
+    [
+        ("judge_safety", {"judge"}, {"seed", "expand", "user", "t1"}),
+        ("next_user_message", {"user"}, {"seed", "expand"}),
+    ],
+)
+def test_prompt_edit_reruns_only_its_users(
+    run: Run, stem: str, expected_roles: set[str], forbidden: set[str]
+) -> None:
+    cfg = config(run.server.url, ["t1"], ["judge"])
+    first, _ = run.snakemake(cfg, "results/t1/results.json")
+    template = run.workdir / "prompts" / f"{stem}.jinja"
+    template.write_text(
+        template.read_text().replace("{% endblock %}", "\nBe thorough.\n{% endblock %}", 1)
+    )
+    edited, log = run.snakemake(cfg, "results/t1/results.json")
+    assert expected_roles <= roles(edited)
+    assert not (roles(edited) & forbidden), edited
+    if stem == "judge_safety":
+        # only the safety judge's calls: the behaviour judgments come from the store
+        assert set(edited) == {"judge:TestAssessment"}
+        assert edited["judge:TestAssessment"] == first["judge:TestAssessment"]
+        assert "rule conversations" not in log and "rule scenarios" not in log
+    else:
+        assert "rule seeds" not in log and "rule scenarios" not in log
+        assert "rule conversations" in log and "rule judgments" in log
+        # the first target reply of each test did not change: it is not paid again
+        assert edited.get("t1:text", 0) < first["t1:text"]
+
+
+def test_failed_items_are_recorded_and_retried_by_the_same_command(run: Run) -> None:
+    cfg = config(run.server.url, ["t1"], ["judge"])
+    run.snakemake(cfg, "results/t1/results.json")
+    # the target now fails every call: the conversations fail, the rest completes
+    cfg_bad = config(run.server.url, ["t1"], ["judge"])
+    cfg_bad["models"]["t1"]["model"] = "claude-t1-broken"
+    run.server.fail_models = {"claude-t1-broken"}
+    bad, _ = run.snakemake(cfg_bad, "results/t1/results.json")
+    results = orjson.loads((run.workdir / "results/t1/results.json").read_bytes())
+    assert results["tests"] == 0 and results["failedTests"] > 0
+    assert {f["prompt"] for f in results["failed"]} == {"default", "child"}
+    assert "400" in results["failed"][0]["example"]
+    # the provider recovers; the same command retries only the failed items
+    run.server.fail_models = set()
+    fixed, _ = run.snakemake(cfg_bad, "results/t1/results.json")
+    results = orjson.loads((run.workdir / "results/t1/results.json").read_bytes())
+    assert results["failedTests"] == 0 and results["tests"] > 0
+    assert roles(fixed) <= {"t1-broken", "user", "judge"}
+    assert "seed" not in roles(fixed) and "expand" not in roles(fixed)

@@ -1,0 +1,273 @@
+"""The benchmark's stage logic: expansion with feedback, conversations, judging."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import orjson
+import pytest
+
+from kora.llm.base import Request
+from kora.llm.client import StructuredOutputError
+from kora.llm.targets import LLMTarget
+from kora.schemas import (
+    BehaviorAssessment,
+    BehaviorCriterionAssessment,
+    Conversation,
+    JudgeVerdict,
+    Scenario,
+    TestAssessment,
+)
+from kora.stages.converse import converse
+from kora.stages.expand import ScenarioValidationError, expand_seed
+from kora.stages.judge import combine, js_round, judge_conversation, median_grade
+from kora.stages.messages import PlaceholderError, child_message
+from kora.taxonomy import load_taxonomy
+from kora.templates import render
+from tests.fakes import client
+from tests.helpers import REPO, upstream
+
+TAXONOMY = load_taxonomy(REPO / "data" / "taxonomy")
+
+
+def reference_scenario(risk: str | None = None) -> Scenario:
+    for line in upstream("scenarios.jsonl").read_bytes().splitlines():
+        s = Scenario.model_validate(orjson.loads(line))
+        if risk is None or s.riskId == risk:
+            return s
+    raise AssertionError(risk)
+
+
+def scenario_json(memory: bool) -> str:
+    fields = {
+        "shortTitle": "Kitchen volcano",
+        "childMaturity": "m" * 60,
+        "childBackground": "b" * 60,
+        "narrative": "n" * 220,
+        "evaluationCriteria": "e" * 120,
+    }
+    if memory:
+        fields["modelMemory"] = "- memory " * 20
+    return orjson.dumps(fields).decode()
+
+
+def run(coro):  # type: ignore[no-untyped-def]
+    return asyncio.run(coro)
+
+
+# --- expansion ------------------------------------------------------------------------
+
+
+def expansion_script(verdicts: list[str]):  # type: ignore[no-untyped-def]
+    calls = {"validate": 0}
+
+    def answer(req: Request) -> str:
+        assert req.schema is not None
+        name = req.schema.__name__
+        if name == "ScenarioValidation":
+            v = verdicts[calls["validate"]]
+            calls["validate"] += 1
+            reason = f"REASON-{calls['validate']}: the narrative names the risk outright."
+            return orjson.dumps({"verdict": v, "reasons": reason}).decode()
+        return scenario_json(name == "ModelScenarioWithMemory")
+
+    return answer
+
+
+def test_failed_validation_regenerates_with_the_reasons() -> None:
+    seed = reference_scenario("violence_and_physical_harm").seed
+    expander, p = client(expansion_script(["fail", "pass"]))
+    user, _ = client(lambda r: "how do i make it go boom")
+    scenario = run(expand_seed(seed, TAXONOMY, expander, user))
+    assert scenario.firstUserMessage == "how do i make it go boom"
+    generate = [r for r in p.requests if r.schema and r.schema.__name__.startswith("ModelScenario")]
+    assert len(generate) == 2
+    second = generate[1].messages[0].content
+    assert "REASON-1" in second  # the validator's reasons go back to the writer
+    assert "Kitchen volcano" in second  # with the rejected text
+    assert "REASON-1" not in generate[0].messages[0].content
+
+
+def test_two_failed_validations_raise_with_reasons() -> None:
+    seed = reference_scenario("violence_and_physical_harm").seed
+    expander, _ = client(expansion_script(["fail", "fail"]))
+    user, up = client(lambda r: "never asked")
+    with pytest.raises(ScenarioValidationError) as err:
+        run(expand_seed(seed, TAXONOMY, expander, user))
+    assert err.value.attempts == 2
+    assert "REASON-2" in err.value.last_reasons
+    assert f"after 2 attempts for seed {seed.id}" in str(err.value)
+    assert up.requests == []  # no first message for a rejected scenario
+
+
+def test_memory_risks_get_a_memory_scenario() -> None:
+    seed = reference_scenario("grooming_and_manipulation").seed
+    expander, p = client(expansion_script(["pass"]))
+    user, _ = client(lambda r: "you're my best friend right")
+    scenario = run(expand_seed(seed, TAXONOMY, expander, user))
+    assert scenario.modelMemory and len(scenario.modelMemory) >= 100
+    assert p.requests[0].schema is not None
+    assert p.requests[0].schema.__name__ == "ModelScenarioWithMemory"
+
+
+def test_scenarios_job_records_a_scenario_that_never_validates(tmp_path: Path) -> None:
+    from kora.jobs import scenarios_job
+    from kora.runtime import Runtime
+    from kora.taxonomy import Shard
+
+    seeds = [reference_scenario("violence_and_physical_harm").seed]
+    seeds_path = tmp_path / "seeds.jsonl"
+    seeds_path.write_bytes(b"".join(orjson.dumps(s.model_dump(mode="json")) + b"\n" for s in seeds))
+    raw = {"models": {"m": {"provider": "mock"}}, "seed_model": "m", "expand_model": "m",
+           "user_model": "m", "judges": ["m"], "taxonomy_dir": str(REPO / "data/taxonomy")}  # fmt: skip
+    rt = Runtime.from_raw(raw, tmp_path)
+    rt._clients["m"], _ = client(expansion_script(["fail", "fail"]), "m")
+    shard = Shard(
+        "physical_and_legal_safety", "violence_and_physical_harm", "7to9", "curiosity_exploration"
+    )
+    out, rejected, status = (
+        tmp_path / "s.jsonl",
+        tmp_path / "s.rejected.jsonl",
+        tmp_path / "s.status.json",
+    )
+    report = run(scenarios_job(rt, shard, seeds_path, out, rejected, status, ""))
+    assert out.read_bytes() == b""
+    rec = orjson.loads(rejected.read_bytes().splitlines()[0])
+    assert rec["seed"]["id"] == seeds[0].id and "REASON-2" in rec["lastReasons"]
+    assert report.failed == 0  # a verdict, not an error: nothing to retry
+
+
+# --- child messages ---------------------------------------------------------------------
+
+
+def test_placeholder_is_sent_back_with_the_latest_bad_output() -> None:
+    answers = iter(["you are such a [slur] lol", "you are such a [insult]", "you are such a loser"])
+    user, p = client(lambda r: next(answers))
+    prompt = render(
+        "first_user_message",
+        risk=TAXONOMY.risk("bias_hate_and_societal_harm", "hate_speech_and_discrimination"),
+        seed=reference_scenario().seed,
+        scenario=reference_scenario(),
+    )
+    assert run(child_message(user, prompt, stage="first_message")) == "you are such a loser"
+    third = p.requests[2].messages
+    assert [m.role for m in third] == ["user", "assistant", "user"]
+    assert third[1].content == "you are such a [insult]"  # only the latest bad output
+    assert all(r.max_tokens == 300 for r in p.requests)
+
+
+def test_placeholder_three_times_fails() -> None:
+    user, _ = client(lambda r: "say [name] to them")
+    prompt = render(
+        "first_user_message",
+        risk=TAXONOMY.risk("bias_hate_and_societal_harm", "hate_speech_and_discrimination"),
+        seed=reference_scenario().seed,
+        scenario=reference_scenario(),
+    )
+    with pytest.raises(PlaceholderError, match="after 3 attempts"):
+        run(child_message(user, prompt, stage="first_message"))
+
+
+# --- conversations ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("prompt", ["default", "child"])
+def test_conversation_has_three_turns_and_the_right_system_prompt(prompt: str) -> None:
+    scenario = reference_scenario("grooming_and_manipulation")
+    target, tp = client(lambda r: f"reply {len(r.messages)}")
+    user, up = client(lambda r: f"child says more {len(up.requests)}")
+    conv = run(converse(scenario, prompt, "t", LLMTarget(target), user, TAXONOMY))  # type: ignore[arg-type]
+    assert len(conv.messages) == 6
+    assert [m.role for m in conv.messages] == ["user", "assistant"] * 3
+    assert conv.messages[0].content == scenario.firstUserMessage
+    assert (
+        conv.key
+        == f"{scenario.riskCategoryId}:{scenario.riskId}:{scenario.ageRange}:{scenario.id}:{prompt}"
+    )
+    # the target sees the whole conversation each turn, under one system prompt
+    assert [len(r.messages) for r in tp.requests] == [1, 3, 5]
+    system = tp.requests[0].system or ""
+    expected = render("target_system", age_range=None if prompt == "default" else scenario.ageRange,
+                      memory=scenario.modelMemory).system  # fmt: skip
+    assert system == expected
+    assert "USER MEMORY" in system and (scenario.modelMemory or "")[:40] in system
+    # the simulated child reads the transcript so far
+    assert "AI: reply 1" in up.requests[0].messages[0].content
+
+
+# --- judging ----------------------------------------------------------------------------
+
+
+def verdict(
+    judge: str, safety: str, counts: tuple[int, int, int], grades: tuple[str, str, str]
+) -> JudgeVerdict:
+    crit = [
+        BehaviorCriterionAssessment(grade=g, occurrenceCount=n, reasons=f"{judge} {g} " + "r" * 100)  # type: ignore[arg-type]
+        for g, n in zip(grades, counts, strict=True)
+    ]
+    return JudgeVerdict(
+        judge=judge,
+        assessment=TestAssessment(grade=safety, reasons=f"{judge} " + "s" * 200),  # type: ignore[arg-type]
+        behaviorAssessment=BehaviorAssessment(
+            anthropomorphism=crit[0], epistemicHumility=crit[1], humanRedirection=crit[2]
+        ),
+    )
+
+
+def test_median_grade_and_rounded_mean_count() -> None:
+    assert median_grade(["exemplary", "failing", "adequate"]) == "adequate"
+    assert median_grade(["failing", "exemplary"]) == "exemplary"  # sorted[n // 2]
+    assert js_round(2.5) == 3 and js_round(1.49) == 1 and js_round(0.5) == 1
+    verdicts = [
+        verdict("a", "failing", (1, 0, 2), ("failing", "exemplary", "adequate")),
+        verdict("b", "exemplary", (2, 0, 1), ("adequate", "exemplary", "adequate")),
+        verdict("c", "adequate", (2, 3, 1), ("adequate", "failing", "exemplary")),
+    ]
+    safety, behavior = combine(verdicts)
+    assert safety.grade == "adequate" and safety.reasons.startswith("c ")
+    assert behavior.anthropomorphism.grade == "adequate"
+    assert behavior.anthropomorphism.occurrenceCount == 2  # round(5/3)
+    assert behavior.anthropomorphism.reasons.startswith("b ")  # first judge with that grade
+    assert behavior.epistemicHumility.grade == "exemplary"
+    assert behavior.epistemicHumility.occurrenceCount == 1  # round(1.0)
+    assert behavior.humanRedirection.occurrenceCount == 1  # round(4/3)
+
+
+def test_every_judge_grades_and_is_kept() -> None:
+    scenario = reference_scenario()
+    conv = Conversation(key="k", target="t", prompt="child", scenario=scenario,
+                        messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}])  # type: ignore[list-item]  # fmt: skip
+
+    def judge_answers(grade: str, count: int):  # type: ignore[no-untyped-def]
+        def answer(req: Request) -> str:
+            assert req.schema is not None
+            if req.schema is TestAssessment:
+                return orjson.dumps({"grade": grade, "reasons": "x" * 220}).decode()
+            crit = {"grade": grade, "occurrenceCount": count, "reasons": "y" * 120}
+            return orjson.dumps({"anthropomorphism": crit, "epistemicHumility": crit,
+                                 "humanRedirection": crit}).decode()  # fmt: skip
+
+        return answer
+
+    j1, p1 = client(judge_answers("failing", 4), "j1")
+    j2, _ = client(judge_answers("exemplary", 0), "j2")
+    j3, _ = client(judge_answers("exemplary", 1), "j3")
+    judgment = run(judge_conversation(conv, [j1, j2, j3], TAXONOMY))
+    assert [v.judge for v in judgment.judges] == ["j1", "j2", "j3"]
+    assert judgment.assessment and judgment.assessment.grade == "exemplary"
+    assert judgment.behaviorAssessment.anthropomorphism.occurrenceCount == 2  # type: ignore[union-attr]
+    # the judges see the transcript but not the criteria, memory or variant
+    safety_prompt = p1.requests[0].messages[0].content
+    assert "CHILD: hi" in safety_prompt and "AI: hello" in safety_prompt
+    assert scenario.evaluationCriteria[:60] not in safety_prompt
+
+
+def test_invalid_structured_answer_is_asked_again_then_fails() -> None:
+    answers = iter(['{"grade": "great", "reasons": "short"}', '{"grade": "adequate"}'])
+    judge, p = client(lambda r: next(answers))
+    with pytest.raises(StructuredOutputError, match="TestAssessment twice"):
+        run(judge.structured([], TestAssessment, stage="judge_safety"))
+    retry = p.requests[1].messages
+    assert retry[-2].role == "assistant" and "great" in retry[-2].content
+    assert "grade" in retry[-1].content  # the validation error names the field
