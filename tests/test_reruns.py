@@ -44,7 +44,7 @@ class Server(AnthropicServer):
     """Answers text calls with plain, placeholder-free child or assistant lines; fails
     every call to the models in `fail_models` with a 400."""
 
-    fail_models: set[str] = set()
+    fail_models: frozenset[str] = frozenset()
 
     def handle(self, rec: Recorded, *, invalid: bool) -> Any:
         if isinstance(rec.body, dict) and rec.body.get("model") in self.fail_models:
@@ -189,14 +189,15 @@ def test_failed_items_are_recorded_and_retried_by_the_same_command(run: Run) -> 
     # the target now fails every call: the conversations fail, the rest completes
     cfg_bad = config(run.server.url, ["t1"], ["judge"])
     cfg_bad["models"]["t1"]["model"] = "claude-t1-broken"
-    run.server.fail_models = {"claude-t1-broken"}
+    run.server.fail_models = frozenset({"claude-t1-broken"})
     bad, _ = run.snakemake(cfg_bad, "results/t1/results.json")
+    assert roles(bad) == {"t1-broken"}  # only the target was called, and failed
     results = orjson.loads((run.workdir / "results/t1/results.json").read_bytes())
     assert results["tests"] == 0 and results["failedTests"] > 0
     assert {f["prompt"] for f in results["failed"]} == {"default", "child"}
     assert "400" in results["failed"][0]["example"]
     # the provider recovers; the same command retries only the failed items
-    run.server.fail_models = set()
+    run.server.fail_models = frozenset()
     fixed, _ = run.snakemake(cfg_bad, "results/t1/results.json")
     results = orjson.loads((run.workdir / "results/t1/results.json").read_bytes())
     assert results["failedTests"] == 0 and results["tests"] > 0
