@@ -104,7 +104,7 @@ def read_totals(directory: Path) -> Totals:
 
 
 def format_totals(t: Totals, planned_calls: int | None = None) -> str:
-    total = f"/{planned_calls}" if planned_calls else ""
+    total = f"/~{planned_calls}" if planned_calls else ""
     return (
         f"[kora] calls {t.calls}{total} ({t.cached} cached, {t.call_failures} failed) | "
         f"items {t.items_done}/{t.items} ({t.items_failed} failed) in {t.jobs} jobs | "

@@ -86,6 +86,27 @@ class Plan:
     def results_files(self) -> list[str]:
         return [f"results/{t}/results.json" for t in self.config.targets]
 
+    def nominal_calls(self, targets: list[str] | None = None) -> int:
+        """Calls the missing outputs need, at their nominal count (a progress total)."""
+        c = self.config
+        n_seeds = c.grid.seeds_per_task
+        total = 0
+        for shard in self.shards():
+            if not self.imported:
+                if not (self.workdir / seeds_path(shard)).exists():
+                    total += 1
+                if not (self.workdir / scenarios_path(shard)).exists():
+                    total += 3 * n_seeds
+            scen = self.workdir / scenarios_path(shard)
+            n = scen.read_bytes().count(b"\n") if scen.exists() else n_seeds
+            for t in targets if targets is not None else list(c.targets):
+                tests = n * len(c.target_prompts(t))
+                if not (self.workdir / conversations_path(t, shard)).exists():
+                    total += 5 * tests
+                if not (self.workdir / judgments_path(t, shard)).exists():
+                    total += 2 * len(c.judges) * tests
+        return total
+
     def wildcard_constraints(self) -> dict[str, str]:
         def alt(values: list[str]) -> str:
             return "|".join(re.escape(v) for v in values) or "(?!)"

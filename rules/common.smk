@@ -72,6 +72,7 @@ _monitor = Monitor(Path(os.getcwd()), os.environ[RUN_ENV])
 
 
 onstart:
+    _monitor.planned = PLAN.nominal_calls()
     _monitor.start()
 
 
