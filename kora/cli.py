@@ -43,6 +43,21 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import_conversations(args: argparse.Namespace) -> int:
+    from kora.imports import import_conversations
+
+    counts = import_conversations(Path(args.file), _taxonomy(args), Path("."), target=args.target)
+    for name, n in counts.items():
+        print(f"imported {n} conversations into results/{name}/conversations/", file=sys.stderr)
+    names = ", ".join(f"{n}: {{imported: true, prompts: [default, child]}}" for n in counts)
+    print(
+        f"to judge them, add under `targets:` in your config: {names}\n"
+        f"then: snakemake --cores 10 " + " ".join(f"results/{n}/results.json" for n in counts),
+        file=sys.stderr,
+    )
+    return 0
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from kora.config import load_config
 
@@ -84,6 +99,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--replace", action="store_true", help="replace generated scenarios already in data/"
     )
     i.set_defaults(func=cmd_import)
+
+    ic = sub.add_parser(
+        "import-conversations",
+        help="recorded conversations (JSONL of scenario, prompt, messages, modelId) to re-judge",
+    )
+    ic.add_argument("file")
+    ic.add_argument("--target", help="target name for every record (default: each modelId)")
+    ic.set_defaults(func=cmd_import_conversations)
 
     c = sub.add_parser("check-config", help="validate config.yaml (and --configfile overlays)")
     c.add_argument("--configfile", nargs="+", default=["config.yaml"])

@@ -62,8 +62,10 @@ class ModelConfig(_Strict):
 
 
 class TargetConfig(_Strict):
-    model: str
+    model: str | None = None
     prompts: list[PromptVariant] = Field(default_factory=lambda: list(PROMPT_VARIANTS))
+    # recorded conversations (`kora import-conversations`) to judge; no model is called
+    imported: bool = False
 
 
 class GridConfig(_Strict):
@@ -108,7 +110,7 @@ class KoraConfig(_Strict):
         """The variants a target runs: a chat endpoint always gets an age, so no `default`."""
         t = self.targets[target]
         prompts = [p for p in PROMPT_VARIANTS if p in t.prompts]
-        if self.models[t.model].provider == "chat-endpoint":
+        if t.model is not None and self.models[t.model].provider == "chat-endpoint":
             prompts = [p for p in prompts if p != "default"]
         return prompts
 
@@ -194,7 +196,11 @@ def validate_config(raw: Any, taxonomy: Taxonomy, source: str = "config.yaml") -
             raise ConfigError(
                 f"{source}: targets: invalid target name {tname!r} (letters, digits, . _ -)"
             )
-        need_model(f"targets.{tname}.model", target.model, llm=False)
+        if target.model is None:
+            if not target.imported:
+                raise ConfigError(f"{source}: targets.{tname}: missing required key 'model'")
+        else:
+            need_model(f"targets.{tname}.model", target.model, llm=False)
         if not target.prompts:
             raise ConfigError(f"{source}: targets.{tname}.prompts: empty")
         if not cfg.target_prompts(tname):

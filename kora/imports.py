@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kora.errors import InputError
 from kora.io import iter_jsonl, write_json, write_jsonl
-from kora.schemas import Scenario
+from kora.schemas import Conversation, Scenario
 from kora.taxonomy import Shard, Taxonomy
 from kora.workflow import IMPORT_MANIFEST, rejected_of, scenarios_path, status_of
 
@@ -107,3 +107,107 @@ def import_scenarios(
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     return {"scenarios": sum(len(v) for v in by_shard.values()), "shards": len(by_shard)}
+
+
+def parse_conversations(
+    path: Path, taxonomy: Taxonomy, target: str | None
+) -> dict[str, dict[Shard, list[Conversation]]]:
+    """Recorded conversations by target and shard; every line checked, numbered errors."""
+    from pydantic import ValidationError
+
+    from kora.config import NAME_RE
+    from kora.io import describe
+    from kora.keys import TestKey
+
+    out: dict[str, dict[Shard, list[Conversation]]] = defaultdict(lambda: defaultdict(list))
+    seen: dict[tuple[str, str], int] = {}
+    for lineno, obj in iter_jsonl(path):
+        where = f"{path}:{lineno}"
+        if not isinstance(obj, dict):
+            raise InputError(f"{where}: expected a JSON object")
+        name = target or obj.get("target") or obj.get("modelId")
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            raise InputError(
+                f"{where}: field modelId: {name!r} is not a usable target name "
+                "(letters, digits, . _ -); pass --target NAME"
+            )
+        try:
+            scenario = Scenario.model_validate(obj.get("scenario"))
+            record = Conversation(
+                key=str(TestKey.of(scenario, obj.get("prompt"))),  # type: ignore[arg-type]
+                target=name,
+                prompt=obj.get("prompt"),
+                scenario=scenario,
+                messages=obj.get("messages"),
+            )
+        except ValidationError as exc:
+            raise InputError(f"{where}: {describe(exc)}") from None
+        except ValueError as exc:
+            raise InputError(f"{where}: {exc}") from None
+        if not record.messages or record.messages[0].role != "user":
+            raise InputError(f"{where}: field messages: must start with the child's message")
+        if scenario.riskId not in taxonomy.risks:
+            raise InputError(f"{where}: unknown risk id {scenario.riskId!r}")
+        mname = scenario.seed.motivation.name
+        if mname not in taxonomy.motivations_by_name:
+            raise InputError(f"{where}: unknown motivation {mname!r}")
+        if (name, record.key) in seen:
+            raise InputError(
+                f"{where}: test {record.key} already on line {seen[(name, record.key)]}"
+            )
+        seen[(name, record.key)] = lineno
+        shard = Shard(
+            scenario.riskCategoryId,
+            scenario.riskId,
+            scenario.ageRange,
+            taxonomy.motivations_by_name[mname].id,
+        )
+        out[name][shard].append(record)
+    if not seen:
+        raise InputError(f"{path}: no conversations")
+    return out
+
+
+def import_conversations(
+    path: Path, taxonomy: Taxonomy, workdir: Path = Path("."), *, target: str | None = None
+) -> dict[str, int]:
+    """Recorded conversations into results/<target>/conversations/, for judging only."""
+    from kora.workflow import conversations_path
+
+    by_target = parse_conversations(path, taxonomy, target)
+    counts = {}
+    for name, shards in by_target.items():
+        data = workdir / "results" / name / "conversations"
+        staging = data.with_name(f".conversations.import-{int(time.time() * 1000)}")
+        try:
+            for shard in taxonomy.shards():
+                rel = Path(conversations_path(name, shard)).relative_to(
+                    f"results/{name}/conversations"
+                )
+                items = shards.get(shard, [])
+                write_jsonl(staging / rel, items)
+                write_json(
+                    staging / Path(status_of(str(rel))),
+                    {"stage": "conversations", "shard": f"{name}/{shard.path}", "imported": True,
+                     "items": len(items), "done": len(items), "failed": 0, "errors": [],
+                     "usage": []},
+                )  # fmt: skip
+            n = sum(len(v) for v in shards.values())
+            write_json(
+                staging / "IMPORTED.json",
+                {"source": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+                 "conversations": n,
+                 "importedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+            )  # fmt: skip
+            old = None
+            if data.exists():
+                old = data.with_name(f".conversations.old-{int(time.time() * 1000)}")
+                data.rename(old)
+            staging.rename(data)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
+        counts[name] = n
+    return counts

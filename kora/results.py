@@ -21,7 +21,9 @@ MOCK_NOTE = (
 
 def models_used(config: KoraConfig, target: str) -> dict[str, dict[str, Any]]:
     roles: dict[str, list[str]] = defaultdict(list)
-    roles[config.targets[target].model].append("target")
+    target_model = config.targets[target].model
+    if target_model is not None:
+        roles[target_model].append("target")
     roles[config.user_model].append("user")
     for j in config.judges:
         roles[j].append("judge")
@@ -105,6 +107,8 @@ def build_results(
             "a no-age `default` baseline cannot be run against it"
         )
     results["models"] = used
+    if config.targets[target].imported:
+        results["conversations"] = "imported"
     results["tests"] = sum(s["sums"]["al"] for s in scores)
     results["failedTests"] = sum(f["failed"] for f in failed)
     results["failed"] = failed

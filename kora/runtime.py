@@ -53,6 +53,8 @@ class Runtime:
 
     def target(self, target_name: str) -> TargetFactory:
         model_name = self.config.targets[target_name].model
+        if model_name is None:
+            raise ValueError(f"target {target_name!r} has imported conversations: no model to call")
         if model_name not in self._targets:
             mc = self.config.models[model_name]
             if mc.provider == "chat-endpoint":

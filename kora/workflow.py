@@ -16,6 +16,11 @@ from kora.templates import template_path
 
 IMPORT_MANIFEST = Path("data/scenarios/IMPORTED.json")
 
+
+def conversations_manifest(target: str) -> Path:
+    return Path(f"results/{target}/conversations/IMPORTED.json")
+
+
 # the templates each stage renders: a rule's inputs, so an edit re-runs exactly its users
 STAGE_TEMPLATES = {
     "seeds": ("seeds",),
@@ -71,6 +76,9 @@ class Plan:
     def imported(self) -> bool:
         return (self.workdir / IMPORT_MANIFEST).exists()
 
+    def target_imported(self, target: str) -> bool:
+        return self.config.targets[target].imported
+
     def templates(self, stage: str) -> list[str]:
         d = self.config.prompts_dir
         directory = self.workdir / d if d is not None else None
@@ -82,6 +90,10 @@ class Plan:
 
     def model_params(self, name: str) -> dict[str, Any]:
         return {"name": name, **self.config.models[name].output_settings()}
+
+    def target_params(self, target: str) -> dict[str, Any]:
+        model = self.config.targets[target].model
+        return {"imported": True} if model is None else self.model_params(model)
 
     def results_files(self) -> list[str]:
         return [f"results/{t}/results.json" for t in self.config.targets]
@@ -101,7 +113,10 @@ class Plan:
             n = scen.read_bytes().count(b"\n") if scen.exists() else n_seeds
             for t in targets if targets is not None else list(c.targets):
                 tests = n * len(c.target_prompts(t))
-                if not (self.workdir / conversations_path(t, shard)).exists():
+                if (
+                    not c.targets[t].imported
+                    and not (self.workdir / conversations_path(t, shard)).exists()
+                ):
                     total += 5 * tests
                 if not (self.workdir / judgments_path(t, shard)).exists():
                     total += 2 * len(c.judges) * tests

@@ -50,6 +50,17 @@ def get_scenarios_input(wc):
     }
 
 
+def get_conversations_input(wc):
+    # recorded conversations are final: nothing behind them is generated or called
+    if PLAN.target_imported(wc.target):
+        return {}
+    return {
+        "scenarios": scenarios_path(shard_of(wc)),
+        "prompts": PLAN.templates("conversations"),
+        "taxonomy": PLAN.taxonomy_files(),
+    }
+
+
 def get_target_judgments(wc):
     return [judgments_path(wc.target, s) for s in PLAN.shards()]
 
@@ -58,6 +69,8 @@ def get_target_status(wc):
     shards = PLAN.shards()
     files = [status_of(conversations_path(wc.target, s)) for s in shards]
     files += [status_of(judgments_path(wc.target, s)) for s in shards]
+    if PLAN.target_imported(wc.target):
+        return files
     files += [status_of(scenarios_path(s)) for s in shards]
     if not PLAN.imported:
         files += [status_of(seeds_path(s)) for s in shards]
@@ -65,6 +78,8 @@ def get_target_status(wc):
 
 
 def get_target_rejected(wc):
+    if PLAN.target_imported(wc.target):
+        return []
     return [rejected_of(scenarios_path(s)) for s in PLAN.shards()]
 
 

@@ -1,8 +1,6 @@
 rule conversations:
     input:
-        scenarios="data/scenarios/{risk}/{age}/{motivation}.jsonl",
-        prompts=PLAN.templates("conversations"),
-        taxonomy=PLAN.taxonomy_files(),
+        unpack(get_conversations_input),
     output:
         data="results/{target}/conversations/{risk}/{age}/{motivation}.jsonl",
         status="results/{target}/conversations/{risk}/{age}/{motivation}.status.json",
@@ -11,7 +9,7 @@ rule conversations:
     conda:
         "../envs/kora.yaml"
     params:
-        target=lambda wc: PLAN.model_params(PLAN.config.targets[wc.target].model),
+        target=lambda wc: PLAN.target_params(wc.target),
         prompts=lambda wc: PLAN.config.target_prompts(wc.target),
         user_model=PLAN.model_params(PLAN.config.user_model),
         retry=retry_param(

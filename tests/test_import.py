@@ -50,3 +50,68 @@ def test_generated_scenarios_are_not_replaced_silently(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="--replace"):
         import_scenarios(upstream("scenarios.jsonl"), TAXONOMY, tmp_path)
     import_scenarios(upstream("scenarios.jsonl"), TAXONOMY, tmp_path, replace=True)
+
+
+def recorded_conversations(n: int) -> list[dict]:
+    lines = upstream("scenarios.jsonl").read_bytes().splitlines()[:n]
+    out = []
+    for line in lines:
+        sc = orjson.loads(line)
+        out.append({
+            "id": sc["seed"]["id"], "modelId": "recorded-bot", "scenario": sc, "prompt": "child",
+            "messages": [{"role": "user", "content": sc["firstUserMessage"]},
+                         {"role": "assistant", "content": "Let's talk to a grown-up about it."}],
+        })  # fmt: skip
+    return out
+
+
+def test_recorded_conversations_are_judged_without_calling_a_target(tmp_path: Path) -> None:
+    """Re-judging (spec section 7 `reassess`): recorded transcripts, judges only."""
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    from kora.imports import import_conversations
+    from tests.helpers import copy_workflow
+
+    copy_workflow(tmp_path)
+    src = tmp_path / "recorded.jsonl"
+    src.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recorded_conversations(12)))
+    assert import_conversations(src, TAXONOMY, tmp_path) == {"recorded-bot": 12}
+    cfg = {
+        "seed_model": "mock", "expand_model": "mock", "user_model": "mock", "judges": ["mock"],
+        "targets": {"recorded-bot": {"imported": True, "prompts": ["child"]}},
+        "grid": {"risks": ["violence_and_physical_harm"], "age_ranges": ["7to9", "10to12"]},
+    }  # fmt: skip
+    (tmp_path / "re.yaml").write_text(yaml.safe_dump(cfg))
+    run = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--cores", "2", "results/recorded-bot/results.json",
+         "--configfile", "re.yaml"],
+        cwd=tmp_path, env=dict(os.environ), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "rule conversations" not in run.stdout + run.stderr
+    assert "rule seeds" not in run.stdout + run.stderr
+    results = orjson.loads((tmp_path / "results/recorded-bot/results.json").read_bytes())
+    assert results["conversations"] == "imported"
+    in_grid = [
+        r
+        for r in recorded_conversations(12)
+        if r["scenario"]["seed"]["ageRange"] in ("7to9", "10to12")
+    ]
+    assert results["tests"] == len(in_grid) > 0
+    assert {s["prompt"] for s in results["scores"]} == {"child"}
+
+
+def test_recorded_conversation_errors_name_the_line(tmp_path: Path) -> None:
+    from kora.imports import import_conversations
+
+    records = recorded_conversations(3)
+    records[1]["prompt"] = "adult"
+    src = tmp_path / "recorded.jsonl"
+    src.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    with pytest.raises(InputError, match=r"recorded\.jsonl:2: field prompt"):
+        import_conversations(src, TAXONOMY, tmp_path)
+    assert not (tmp_path / "results").exists()
