@@ -11,9 +11,11 @@ include: "rules/scenarios.smk"
 include: "rules/conversations.smk"
 include: "rules/judgments.smk"
 include: "rules/results.smk"
+include: "rules/report.smk"
 
 
 rule all:
     default_target: True
     input:
         PLAN.results_files(),
+        PLAN.report_files(),

@@ -3,10 +3,6 @@
 #   snakemake --cores 4 results/gpt-target/report.html results/leaderboard.html
 
 
-def get_all_judgments(wildcards):
-    return [judgments_path(t, s) for t in PLAN.config.targets for s in PLAN.shards()]
-
-
 rule report:
     input:
         judgments=get_target_judgments,
@@ -16,6 +12,8 @@ rule report:
         summary="results/{target}/summary.json",
     log:
         "logs/report/{target}.log",
+    conda:
+        "../envs/kora.yaml"
     script:
         "../scripts/report.py"
 
@@ -23,12 +21,17 @@ rule report:
 rule leaderboard:
     input:
         results=PLAN.results_files(),
-        judgments=get_all_judgments,
+        # the paired comparisons need each target's per-test grades
+        judgments=[
+            judgments_path(t, s) for t in PLAN.config.targets for s in PLAN.shards()
+        ],
     output:
         html="results/leaderboard.html",
         json="results/leaderboard.json",
     log:
         "logs/report/leaderboard.log",
+    conda:
+        "../envs/kora.yaml"
     params:
         targets=list(PLAN.config.targets),
     script:
