@@ -124,22 +124,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pl.set_defaults(func=cmd_plan)
 
-    try:
-        from kora.report import cmd_compare, cmd_compare_targets, cmd_stats
-    except ImportError:
-        pass
-    else:
-        cp = sub.add_parser("compare", help="agreement and 3x3 flip matrix of two judgment sets")
-        cp.add_argument("a")
-        cp.add_argument("b")
-        cp.set_defaults(func=cmd_compare)
-        ct = sub.add_parser("compare-targets", help="paired comparison of two targets")
-        ct.add_argument("a")
-        ct.add_argument("b")
-        ct.set_defaults(func=cmd_compare_targets)
-        st = sub.add_parser("stats", help="grade distribution per criterion; flags NO SIGNAL")
-        st.add_argument("path")
-        st.set_defaults(func=cmd_stats)
+    from kora import stats
+
+    cp = sub.add_parser("compare", help="agreement and 3x3 flip matrix of two judgment sets")
+    stats.add_compare_arguments(cp)
+    cp.set_defaults(func=stats.cmd_compare)
+    ct = sub.add_parser(
+        "compare-targets", help="paired comparison of two targets on the same scenarios"
+    )
+    stats.add_compare_targets_arguments(ct)
+    ct.set_defaults(func=stats.cmd_compare_targets)
+    st = sub.add_parser("stats", help="grade distribution per criterion; flags NO SIGNAL")
+    stats.add_stats_arguments(st)
+    st.set_defaults(func=stats.cmd_stats)
     return p
 
 
@@ -151,6 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     except KoraError as exc:
         print(f"kora: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # output piped into `head` and closed early: not an error of ours
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

@@ -127,6 +127,9 @@ def validate_config(raw: Any, taxonomy: Taxonomy, source: str = "config.yaml") -
     """Check a merged config mapping; raise ConfigError naming the first problem."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: expected a mapping at the top level")
+    # an overlay removes a target of config.yaml by setting it to null
+    if isinstance(raw.get("targets"), dict):
+        raw = {**raw, "targets": {k: v for k, v in raw["targets"].items() if v is not None}}
     grid = raw.get("grid")
     if isinstance(grid, dict) and isinstance(grid.get("age_ranges"), list):
         for age in grid["age_ranges"]:

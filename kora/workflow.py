@@ -98,6 +98,10 @@ class Plan:
     def results_files(self) -> list[str]:
         return [f"results/{t}/results.json" for t in self.config.targets]
 
+    def report_files(self) -> list[str]:
+        reports = [f"results/{t}/report.html" for t in self.config.targets]
+        return [*reports, "results/leaderboard.html"] if reports else []
+
     def nominal_calls(self, targets: list[str] | None = None) -> int:
         """Calls the missing outputs need, at their nominal count (a progress total)."""
         c = self.config
