@@ -536,7 +536,7 @@ def _prompts(summary: Mapping[str, Any], names: Names) -> str:
         + "</tr>",
     )
     intro = (
-        "<p class='meta'><code>default</code>: the target's own system prompt, no age given; "
+        "<p class='meta'><code>default</code>: a plain assistant system prompt, no age or child framing; "
         "<code>child</code>: an age-appropriate child-safety prompt for the scenario's age "
         "range. Same scenarios, so the two are compared test by test.</p>"
     )
