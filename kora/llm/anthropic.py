@@ -1,0 +1,184 @@
+"""Anthropic Messages API through the official SDK.
+
+Structured answers use forced tool use: one tool whose `input_schema` is the pydantic
+type's JSON Schema and `tool_choice` naming it; the tool input comes back as the JSON text
+of the response. The SDK's own retries are off (`max_retries=0`): `kora.llm.retry` retries
+every provider the same way, and `kora.llm.limits` must see every 429.
+
+The endpoint is the model's `base_url`, else `ANTHROPIC_BASE_URL`, else the public API,
+given with or without the trailing `/v1` (the SDK's form, or the AI SDK's); the key comes
+from `api_key_env` (default `ANTHROPIC_API_KEY`). `temperature` is sent as a body field
+(recent SDKs dropped the argument). A timeout or a dropped connection is a status-less,
+retryable `ProviderError`; error messages name the model and status and never the key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+from typing import Any
+
+import anthropic
+
+from kora.config import ModelConfig
+from kora.llm.base import ProviderError, Request, Response, json_schema, schema_name
+from kora.llm.retry import parse_retry_after, redact
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+DEFAULT_TIMEOUT = 120.0
+
+
+def _sdk_base_url(url: str) -> str:
+    """The SDK appends `/v1/messages`; accept a base given with `/v1` (the AI SDK's form)."""
+    url = url.rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+def _tool_name(schema: type[Any]) -> str:
+    name = "".join(c if c.isalnum() or c in "_-" else "_" for c in schema_name(schema))
+    return name[:64] or "answer"
+
+
+class AnthropicProvider:
+    """One configured Anthropic model."""
+
+    def __init__(self, name: str, config: ModelConfig) -> None:
+        self.name = name
+        self.config = config
+        self.model = config.model or ""
+        self.key_env = config.api_key_env or "ANTHROPIC_API_KEY"
+        self.base_url = _sdk_base_url(
+            config.base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
+        )
+        self.timeout = config.timeout or DEFAULT_TIMEOUT
+        self._client: anthropic.AsyncAnthropic | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._key: str | None = None
+
+    def _label(self) -> str:
+        return f"model {self.name!r} ({self.model})"
+
+    def _get_client(self) -> anthropic.AsyncAnthropic:
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            key = os.environ.get(self.key_env)
+            if not key:
+                raise ProviderError(
+                    f"{self._label()}: environment variable {self.key_env} is not set "
+                    "(it must hold the Anthropic API key)",
+                    retryable=False,
+                )
+            self._key = key
+            # a client is tied to the event loop its connections were made in
+            self._client = anthropic.AsyncAnthropic(
+                api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout
+            )
+            self._loop = loop
+        return self._client
+
+    def _params(self, request: Request) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": request.max_tokens,
+            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+        }
+        if request.system:
+            params["system"] = request.system
+        if request.temperature is not None:
+            # recent SDKs dropped the argument; the API field still works for models that
+            # take it (extra_body also works with older SDKs)
+            params["extra_body"] = {"temperature": request.temperature}
+        if request.schema is not None:
+            tool = _tool_name(request.schema)
+            params["tools"] = [
+                {
+                    "name": tool,
+                    "description": f"Record the answer as one {tool} object.",
+                    "input_schema": json_schema(request.schema),
+                }
+            ]
+            params["tool_choice"] = {"type": "tool", "name": tool}
+        return params
+
+    async def generate(self, request: Request) -> Response:
+        client = self._get_client()
+        try:
+            msg = await client.messages.create(**self._params(request))
+        except anthropic.APIStatusError as exc:
+            raise self._status_error(exc) from None
+        except anthropic.APITimeoutError:
+            raise ProviderError(
+                f"{self._label()}: no answer within {self.timeout:g} s", status=None
+            ) from None
+        except anthropic.APIConnectionError as exc:
+            raise ProviderError(
+                f"{self._label()}: connection failed ({redact(str(exc.__cause__ or exc), self._key)})",
+                status=None,
+            ) from None
+        except anthropic.APIResponseValidationError as exc:
+            raise ProviderError(
+                f"{self._label()}: malformed response ({redact(str(exc), self._key)[:200]})",
+                retryable=True,
+            ) from None
+        except anthropic.AnthropicError as exc:
+            # e.g. a 200 whose body is not JSON
+            raise ProviderError(
+                f"{self._label()}: bad response ({redact(str(exc), self._key)[:200]})",
+                retryable=True,
+            ) from None
+        except ValueError as exc:  # JSON decoding of a malformed body
+            raise ProviderError(
+                f"{self._label()}: malformed response body ({str(exc)[:200]})", retryable=True
+            ) from None
+
+        content = getattr(msg, "content", None)
+        if not isinstance(content, list):
+            raise ProviderError(f"{self._label()}: response without content", retryable=True)
+        text = ""
+        if request.schema is not None:
+            for block in content:
+                if getattr(block, "type", None) == "tool_use":
+                    text = json.dumps(getattr(block, "input", None), ensure_ascii=False)
+                    break
+        if not text:
+            text = "".join(
+                str(getattr(b, "text", "")) for b in content if getattr(b, "type", None) == "text"
+            )
+        usage = getattr(msg, "usage", None)
+        return Response(
+            text=text,
+            input_tokens=int(getattr(usage, "input_tokens", 0) or 0),
+            output_tokens=int(getattr(usage, "output_tokens", 0) or 0),
+            meta={"stop_reason": getattr(msg, "stop_reason", None)},
+        )
+
+    def _status_error(self, exc: anthropic.APIStatusError) -> ProviderError:
+        status = exc.status_code
+        detail = ""
+        body = exc.body
+        if isinstance(body, dict):
+            err = body.get("error")
+            if isinstance(err, dict):
+                detail = str(err.get("message") or err.get("type") or "")
+        if not detail:
+            detail = exc.response.reason_phrase or ""
+        detail = redact(detail, self._key)[:300]
+        hint = ""
+        if status in (401, 403):
+            hint = f" (check {self.key_env})"
+        return ProviderError(
+            f"{self._label()}: HTTP {status}: {detail}{hint}",
+            status=status,
+            retry_after=parse_retry_after(exc.response.headers),
+        )
+
+    def should_retry(self, exc: BaseException) -> bool:
+        return isinstance(exc, ProviderError) and exc.retryable
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(RuntimeError):  # its event loop is gone
+                await client.close()

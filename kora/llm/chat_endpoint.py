@@ -1,0 +1,211 @@
+"""A deployed chat service as a target: the MyDD contract (spec section 6).
+
+The service keeps each conversation's history on its side, keyed by a session id we
+make up per test (`<uuid4>_<uuid4>`), and always receives the child's age:
+
+- memory, when the scenario has one: `POST {base}/restore_session_memory` with
+  `{"session_id", "messages": [user: memory, assistant: "I'll keep that in mind."], "age"}`
+  before the first turn (the answer is ignored);
+- each turn: `POST {base}/query_chat_langchain_mem?session_id=<id>` with
+  `{"prompt": <the newest user message only>, "age"}`, answered by JSON `{"response": ...}`.
+
+No system prompt is sent. Calls go through the same limiter and retry layer as the LLM
+providers; a turn retried after a dropped connection may reach the service twice (the
+reference behaves the same way).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+import httpx
+import orjson
+
+from kora.config import ModelConfig
+from kora.llm.base import ChatMessage, ProviderError, Response
+from kora.llm.limits import Limiter, limiter_for
+from kora.llm.retry import RetryPolicy, parse_retry_after, redact, retrying
+from kora.taxonomy import AGE_FOR_RANGE
+
+MEMORY_ACK = "I'll keep that in mind."
+DEFAULT_TIMEOUT = 120.0
+
+
+def new_session_id() -> str:
+    return f"{uuid4()}_{uuid4()}"
+
+
+class ChatEndpointSession:
+    """One test's conversation with the service."""
+
+    def __init__(self, target: ChatEndpointTarget, session_id: str, age: int) -> None:
+        self.target = target
+        self.session_id = session_id
+        self.age = age
+
+    async def reply(self, messages: list[ChatMessage]) -> Response:
+        """Send the newest user message of `messages`; the service has the rest."""
+        prompt = next((m.content for m in reversed(messages) if m.role == "user"), None)
+        if prompt is None:
+            raise ValueError("a chat-endpoint turn needs a user message")
+        data = await self.target.post(
+            "/query_chat_langchain_mem",
+            {"prompt": prompt, "age": self.age},
+            params={"session_id": self.session_id},
+            answer_field="response",
+        )
+        text = data["response"]
+        return Response(text=text, meta={"session_id": self.session_id})
+
+
+class ChatEndpointTarget:
+    """A `chat-endpoint` model: opens sessions and carries their calls."""
+
+    def __init__(
+        self,
+        name: str,
+        config: ModelConfig,
+        *,
+        limiter: Limiter | None = None,
+        retry_policy: RetryPolicy | None = None,
+        state_dir: Path | None = None,
+    ) -> None:
+        if not config.base_url:
+            raise ValueError(f"model {name!r}: a chat-endpoint model needs base_url")
+        self.name = name
+        self.config = config
+        self.base = config.base_url.rstrip("/")
+        self.limiter = limiter or limiter_for(name, config, state_dir)
+        self.retry_policy = retry_policy or RetryPolicy()
+        self.timeout = config.timeout or DEFAULT_TIMEOUT
+        self._client: httpx.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._key: str | None = None
+
+    def _label(self) -> str:
+        return f"model {self.name!r} ({self.base})"
+
+    def _get_client(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            headers = {"Content-Type": "application/json"}
+            if self.config.api_key_env:
+                key = os.environ.get(self.config.api_key_env)
+                if not key:
+                    raise ProviderError(
+                        f"{self._label()}: environment variable "
+                        f"{self.config.api_key_env} is not set",
+                        retryable=False,
+                    )
+                self._key = key
+                headers["Authorization"] = f"Bearer {key}"
+            self._client = httpx.AsyncClient(
+                headers=headers,
+                timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 30.0)),
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+            )
+            self._loop = loop
+        return self._client
+
+    async def open_session(self, age_range: str, memory: str | None = None) -> ChatEndpointSession:
+        """A fresh session for one test; its memory, if any, is restored first."""
+        try:
+            age = AGE_FOR_RANGE[age_range]  # type: ignore[index]
+        except KeyError:
+            raise ValueError(
+                f"unknown age range {age_range!r} (expected one of {', '.join(AGE_FOR_RANGE)})"
+            ) from None
+        session = ChatEndpointSession(self, new_session_id(), age)
+        if memory:
+            await self.post(
+                "/restore_session_memory",
+                {
+                    "session_id": session.session_id,
+                    "messages": [
+                        {"role": "user", "content": memory},
+                        {"role": "assistant", "content": MEMORY_ACK},
+                    ],
+                    "age": age,
+                },
+            )
+        return session
+
+    async def post(
+        self,
+        path: str,
+        body: dict[str, Any],
+        *,
+        params: dict[str, str] | None = None,
+        answer_field: str | None = None,
+    ) -> dict[str, Any]:
+        """POST with limits and retries; the JSON answer (checked for `answer_field`)."""
+        url = f"{self.base}{path}"
+        content = orjson.dumps(body)
+
+        async def attempt() -> dict[str, Any]:
+            async with self.limiter.slot():
+                try:
+                    data = await self._post_once(url, content, params, answer_field)
+                except ProviderError as exc:
+                    if exc.status == 429:
+                        self.limiter.on_rate_limited(exc.retry_after)
+                    raise
+            self.limiter.on_success()
+            return data
+
+        return await retrying(attempt, should_retry=self.should_retry, policy=self.retry_policy)
+
+    async def _post_once(
+        self,
+        url: str,
+        content: bytes,
+        params: dict[str, str] | None,
+        answer_field: str | None,
+    ) -> dict[str, Any]:
+        client = self._get_client()
+        try:
+            resp = await client.post(url, content=content, params=params)
+        except httpx.TimeoutException:
+            raise ProviderError(
+                f"{self._label()}: no answer within {self.timeout:g} s", status=None
+            ) from None
+        except httpx.TransportError as exc:
+            raise ProviderError(
+                f"{self._label()}: connection failed ({type(exc).__name__}: "
+                f"{redact(str(exc), self._key)[:200]})",
+                status=None,
+            ) from None
+        if resp.status_code >= 400:
+            raise ProviderError(
+                f"{self._label()}: HTTP {resp.status_code} from {url.rsplit('/', 1)[-1]}: "
+                f"{redact(resp.text[:200], self._key)}",
+                status=resp.status_code,
+                retry_after=parse_retry_after(resp.headers),
+            )
+        if answer_field is None:
+            return {}
+        try:
+            data = orjson.loads(resp.content)
+        except orjson.JSONDecodeError:
+            data = None
+        if not isinstance(data, dict) or not isinstance(data.get(answer_field), str):
+            raise ProviderError(
+                f"{self._label()}: answer without a string {answer_field!r} field "
+                f"({redact(resp.text[:120], self._key)!r})",
+                retryable=True,
+            )
+        return data
+
+    def should_retry(self, exc: BaseException) -> bool:
+        return isinstance(exc, ProviderError) and exc.retryable
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(RuntimeError):  # its event loop is gone
+                await client.aclose()

@@ -1,0 +1,179 @@
+"""Any OpenAI-compatible `/chat/completions` endpoint (OpenAI, OpenRouter, vLLM, Ollama)
+over httpx.
+
+Structured answers ask for `response_format: {type: json_schema, ...}` with
+`strict: false` (pydantic's schemas carry keywords strict mode rejects); the answer is
+validated by the client anyway. No API key is needed for a local server: without one the
+Authorization header is left out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from typing import Any
+
+import httpx
+import orjson
+
+from kora.config import ModelConfig
+from kora.llm.base import ProviderError, Request, Response, json_schema, schema_name
+from kora.llm.retry import parse_retry_after, redact
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_TIMEOUT = 120.0
+
+
+class OpenAIProvider:
+    """One configured model behind an OpenAI-compatible API."""
+
+    def __init__(self, name: str, config: ModelConfig) -> None:
+        self.name = name
+        self.config = config
+        self.model = config.model or ""
+        self.base_url = (
+            config.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        ).rstrip("/")
+        self.url = f"{self.base_url}/chat/completions"
+        self.key_env = config.api_key_env or "OPENAI_API_KEY"
+        self.key_required = config.api_key_env is not None
+        self.timeout = config.timeout or DEFAULT_TIMEOUT
+        # OpenAI's own API wants max_completion_tokens (reasoning models reject
+        # max_tokens); compatible servers know max_tokens.
+        self.tokens_field = (
+            "max_completion_tokens" if "api.openai.com" in self.base_url else "max_tokens"
+        )
+        self._client: httpx.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._key: str | None = None
+
+    def _label(self) -> str:
+        return f"model {self.name!r} ({self.model})"
+
+    def _get_client(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            key = os.environ.get(self.key_env) or None
+            if key is None and self.key_required:
+                raise ProviderError(
+                    f"{self._label()}: environment variable {self.key_env} is not set",
+                    retryable=False,
+                )
+            self._key = key
+            headers = {"Authorization": f"Bearer {key}"} if key else {}
+            self._client = httpx.AsyncClient(
+                headers=headers,
+                timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 30.0)),
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+            )
+            self._loop = loop
+        return self._client
+
+    def _body(self, request: Request) -> dict[str, Any]:
+        messages: list[dict[str, str]] = []
+        if request.system:
+            messages.append({"role": "system", "content": request.system})
+        messages.extend({"role": m.role, "content": m.content} for m in request.messages)
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            self.tokens_field: request.max_tokens,
+        }
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        if request.schema is not None:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": schema_name(request.schema)[:64],
+                    "schema": json_schema(request.schema),
+                    "strict": False,
+                },
+            }
+        return body
+
+    async def generate(self, request: Request) -> Response:
+        client = self._get_client()
+        try:
+            resp = await client.post(
+                self.url,
+                content=orjson.dumps(self._body(request)),
+                headers={"Content-Type": "application/json"},
+            )
+        except httpx.TimeoutException:
+            raise ProviderError(
+                f"{self._label()}: no answer within {self.timeout:g} s", status=None
+            ) from None
+        except httpx.TransportError as exc:
+            raise ProviderError(
+                f"{self._label()}: connection failed ({type(exc).__name__}: "
+                f"{redact(str(exc), self._key)[:200]})",
+                status=None,
+            ) from None
+        if resp.status_code >= 400:
+            raise self._status_error(resp)
+        try:
+            data = orjson.loads(resp.content)
+            choice = data["choices"][0]
+            message = choice["message"]
+            text = message.get("content")
+            if text is None:
+                text = message.get("refusal") or ""
+            if not isinstance(text, str):
+                raise TypeError("content is not a string")
+            usage = data.get("usage") or {}
+            return Response(
+                text=text,
+                input_tokens=int(usage.get("prompt_tokens") or 0),
+                output_tokens=int(usage.get("completion_tokens") or 0),
+                meta={"finish_reason": choice.get("finish_reason")},
+            )
+        except (
+            orjson.JSONDecodeError,
+            KeyError,
+            IndexError,
+            TypeError,
+            AttributeError,
+            ValueError,
+        ):
+            raise ProviderError(
+                f"{self._label()}: HTTP {resp.status_code} with a malformed body "
+                f"({redact(resp.text[:120], self._key)!r})",
+                retryable=True,
+            ) from None
+
+    def _status_error(self, resp: httpx.Response) -> ProviderError:
+        status = resp.status_code
+        detail = ""
+        try:
+            body = orjson.loads(resp.content)
+            err = body.get("error") if isinstance(body, dict) else None
+            if isinstance(err, dict):
+                detail = str(err.get("message") or err.get("code") or "")
+            elif isinstance(err, str):
+                detail = err
+        except orjson.JSONDecodeError:
+            detail = resp.text[:200]
+        detail = redact(detail or resp.reason_phrase, self._key)[:300]
+        hint = ""
+        if status in (401, 403):
+            hint = (
+                f" (check {self.key_env})"
+                if self._key
+                else f" (no API key sent: {self.key_env} is not set)"
+            )
+        return ProviderError(
+            f"{self._label()}: HTTP {status}: {detail}{hint}",
+            status=status,
+            retry_after=parse_retry_after(resp.headers),
+        )
+
+    def should_retry(self, exc: BaseException) -> bool:
+        return isinstance(exc, ProviderError) and exc.retryable
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(RuntimeError):  # its event loop is gone
+                await client.aclose()

@@ -1,0 +1,681 @@
+"""Loopback servers speaking the real wire protocols, for tests and the benchmark.
+
+Each server runs an asyncio HTTP/1.1 server (h11 for the protocol, keep-alive, many
+concurrent connections) in a background thread on 127.0.0.1 with a free port:
+
+- `AnthropicServer`: `POST /v1/messages` (text blocks, or a `tool_use` block when `tools`
+  and a forcing `tool_choice` are given; `usage` filled in), Anthropic error bodies.
+- `OpenAIServer`: `POST /v1/chat/completions` (`response_format: json_schema` answered
+  with JSON content), OpenAI error bodies.
+- `ChatEndpointServer`: the MyDD contract (`/restore_session_memory`,
+  `/query_chat_langchain_mem?session_id=`), keeping each session's history.
+
+Every server records each request (`requests`), counts answers by status, tracks the
+largest number of requests in flight, and can misbehave on cue: `script(*faults)` queues
+faults for the next requests, `fault_rate` adds random ones, `rate_limit` refuses
+requests above N per second (sliding window) with 429 + Retry-After, and `latency` delays
+every accepted answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import random
+import threading
+import time
+import uuid
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import parse_qs, urlsplit
+
+import h11
+
+FaultKind = Literal["status", "slow", "drop", "malformed", "invalid"]
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One misbehaviour: an HTTP error `status` (with `retry_after` seconds if given), a
+    `slow` answer (after `delay` s), a `drop`ped connection, a `malformed` JSON body, or an
+    `invalid` answer (schema-violating structured output / no `response` field)."""
+
+    kind: FaultKind
+    status: int = 500
+    retry_after: float | None = None
+    delay: float = 0.0
+    message: str = ""
+
+    @staticmethod
+    def http(status: int, retry_after: float | None = None, message: str = "") -> Fault:
+        return Fault("status", status=status, retry_after=retry_after, message=message)
+
+    @staticmethod
+    def slow(delay: float) -> Fault:
+        return Fault("slow", delay=delay)
+
+
+SERVER_ERROR = Fault("status", status=500)
+DROP = Fault("drop")
+MALFORMED = Fault("malformed")
+INVALID = Fault("invalid")
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    body: Any
+    time: float
+
+
+@dataclass
+class Reply:
+    status: int
+    body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @staticmethod
+    def json(status: int, obj: Any, headers: dict[str, str] | None = None) -> Reply:
+        return Reply(status, json.dumps(obj).encode(), headers or {})
+
+
+class _Drop(Exception):
+    pass
+
+
+REASONS = {
+    200: b"OK",
+    400: b"Bad Request",
+    401: b"Unauthorized",
+    404: b"Not Found",
+    429: b"Too Many Requests",
+    500: b"Internal Server Error",
+    503: b"Service Unavailable",
+    529: b"Overloaded",
+}
+
+
+class LoopbackServer:
+    """Base: HTTP plumbing, recording, faults, rate limit and latency."""
+
+    def __init__(
+        self,
+        *,
+        port: int = 0,
+        latency: float = 0.0,
+        fault_rate: float = 0.0,
+        random_fault: Fault = SERVER_ERROR,
+        rate_limit: float | None = None,
+        seed: int = 0,
+        record: bool = True,
+    ) -> None:
+        self.requested_port = port
+        self.port = 0
+        self.latency = latency
+        self.fault_rate = fault_rate
+        self.random_fault = random_fault
+        self.rate_limit = rate_limit
+        self.record = record
+        self.rng = random.Random(seed)
+        self.lock = threading.Lock()
+        self.faults: deque[Fault] = deque()
+        self.requests: list[Recorded] = []
+        self.statuses: Counter[int] = Counter()
+        self.accepted_times: list[float] = []
+        self.refused_times: list[float] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._window: deque[float] = deque()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+
+    # -- control ---------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def script(self, *faults: Fault) -> None:
+        with self.lock:
+            self.faults.extend(faults)
+
+    @property
+    def count(self) -> int:
+        with self.lock:
+            return len(self.requests) if self.record else sum(self.statuses.values())
+
+    def start(self) -> LoopbackServer:
+        self._thread = threading.Thread(target=self._run, name=type(self).__name__, daemon=True)
+        self._thread.start()
+        self._ready.wait(10)
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def __enter__(self) -> LoopbackServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self.serve())
+        except BaseException as exc:  # surfaced by start()
+            self._error = exc
+            self._ready.set()
+
+    async def serve(self) -> None:
+        """Serve until stop() (or forever, when run as a process's main loop)."""
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        conns: set[asyncio.Task[None]] = set()
+
+        async def on_conn(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            task = asyncio.current_task()
+            assert task is not None
+            conns.add(task)
+            try:
+                await self._connection(reader, writer)
+            except asyncio.CancelledError:
+                pass  # shutting down
+            finally:
+                conns.discard(task)
+
+        server = await asyncio.start_server(
+            on_conn, "127.0.0.1", self.requested_port, backlog=1024, reuse_address=True
+        )
+        self.port = server.sockets[0].getsockname()[1]
+        self._ready.set()
+        async with server:
+            await self._stop.wait()
+            server.close()
+            for t in list(conns):
+                t.cancel()
+            await asyncio.gather(*conns, return_exceptions=True)
+
+    # -- HTTP ------------------------------------------------------------------------
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = h11.Connection(h11.SERVER)
+        try:
+            while True:
+                req: h11.Request | None = None
+                body = bytearray()
+                while True:
+                    event = conn.next_event()
+                    if event is h11.NEED_DATA:
+                        conn.receive_data(await reader.read(65536))  # b"" = end of stream
+                        continue
+                    if isinstance(event, h11.Request):
+                        req = event
+                    elif isinstance(event, h11.Data):
+                        body += event.data
+                    elif isinstance(event, h11.EndOfMessage):
+                        break
+                    elif isinstance(event, h11.ConnectionClosed):
+                        return
+                assert req is not None
+                try:
+                    reply = await self._dispatch(req, bytes(body))
+                except _Drop:
+                    writer.transport.abort()
+                    return
+                headers = [
+                    ("content-type", reply.headers.pop("content-type", "application/json")),
+                    ("content-length", str(len(reply.body))),
+                    *reply.headers.items(),
+                ]
+                out = conn.send(
+                    h11.Response(
+                        status_code=reply.status,
+                        headers=headers,
+                        reason=REASONS.get(reply.status, b""),
+                    )
+                )
+                out = (out or b"") + (conn.send(h11.Data(data=reply.body)) or b"")
+                out += conn.send(h11.EndOfMessage()) or b""
+                writer.write(out)
+                await writer.drain()
+                if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
+                    return
+                conn.start_next_cycle()
+        except (ConnectionError, h11.RemoteProtocolError, asyncio.IncompleteReadError):
+            return
+        except asyncio.CancelledError:
+            raise
+        finally:
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    async def _dispatch(self, req: h11.Request, raw: bytes) -> Reply:
+        target = req.target.decode()
+        split = urlsplit(target)
+        query = {k: v[0] for k, v in parse_qs(split.query).items()}
+        headers = {k.decode().lower(): v.decode() for k, v in req.headers}
+        try:
+            body: Any = json.loads(raw) if raw else None
+        except json.JSONDecodeError:
+            body = raw.decode(errors="replace")
+        now = time.time()
+        rec = Recorded(req.method.decode(), split.path, query, headers, body, now)
+        with self.lock:
+            if self.record:
+                self.requests.append(rec)
+            refused = self._over_rate(now)
+            fault = self.faults.popleft() if self.faults and not refused else None
+            if (
+                fault is None
+                and not refused
+                and self.fault_rate
+                and self.rng.random() < self.fault_rate
+            ):
+                fault = self.random_fault
+            if not refused:
+                self.in_flight += 1
+                self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if refused is not None:
+                reply = self.error_reply(429, "rate limit exceeded", retry_after=refused)
+            else:
+                reply = await self._answer(rec, fault)
+        finally:
+            if refused is None:
+                with self.lock:
+                    self.in_flight -= 1
+        with self.lock:
+            self.statuses[reply.status] += 1
+            if refused is None and reply.status < 400:
+                self.accepted_times.append(now)
+            elif reply.status == 429:
+                self.refused_times.append(now)
+        return reply
+
+    def _over_rate(self, now: float) -> float | None:
+        """Sliding one-second window; the Retry-After (whole seconds) when over."""
+        if self.rate_limit is None:
+            return None
+        while self._window and self._window[0] <= now - 1.0:
+            self._window.popleft()
+        if len(self._window) >= self.rate_limit:
+            return float(max(1, math.ceil(self._window[0] + 1.0 - now)))
+        self._window.append(now)
+        return None
+
+    async def _answer(self, rec: Recorded, fault: Fault | None) -> Reply:
+        if fault is not None:
+            if fault.kind == "status":
+                return self.error_reply(
+                    fault.status, fault.message or "scripted failure", retry_after=fault.retry_after
+                )
+            if fault.kind == "drop":
+                raise _Drop
+            if fault.kind == "slow":
+                await asyncio.sleep(fault.delay)
+            if fault.kind == "malformed":
+                return Reply(200, b'{"id": "x", "choices": [ {"message": ')
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        return self.handle(rec, invalid=fault is not None and fault.kind == "invalid")
+
+    # -- protocol-specific ---------------------------------------------------------
+
+    def handle(self, rec: Recorded, *, invalid: bool) -> Reply:
+        return Reply.json(404, {"error": "not found"})
+
+    def error_reply(self, status: int, message: str, *, retry_after: float | None = None) -> Reply:
+        headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
+        return Reply.json(status, {"error": {"message": message, "code": status}}, headers)
+
+
+Answer = str | dict[str, Any]
+
+
+class _LLMServer(LoopbackServer):
+    """Shared by the Anthropic and OpenAI servers: scripted answers and an API key."""
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        structured: Callable[[Recorded], dict[str, Any]] | None = None,
+        **kw: Any,
+    ) -> None:
+        super().__init__(**kw)
+        self.api_key = api_key
+        self.answers: deque[Answer] = deque()
+        self.structured = structured or (lambda rec: {"answer": "ok"})
+
+    def answer(self, *answers: Answer) -> None:
+        """Answer the next requests with these (text, or a dict for a structured call)."""
+        with self.lock:
+            self.answers.extend(answers)
+
+    def _next_answer(self, rec: Recorded, *, structured: bool, invalid: bool) -> Answer:
+        with self.lock:
+            scripted = self.answers.popleft() if self.answers else None
+        if invalid:
+            return {"unexpected": True} if structured else ""
+        if scripted is not None:
+            return scripted
+        if structured:
+            return self.structured(rec)
+        return f"echo: {last_user_text(rec.body)}"
+
+
+def last_user_text(body: Any) -> str:
+    for m in reversed(body.get("messages", []) if isinstance(body, dict) else []):
+        if m.get("role") == "user":
+            c = m.get("content")
+            if isinstance(c, list):
+                return " ".join(str(b.get("text", "")) for b in c if isinstance(b, dict))
+            return str(c)
+    return ""
+
+
+def _tokens(obj: Any) -> int:
+    return max(1, len(json.dumps(obj)) // 4)
+
+
+class AnthropicServer(_LLMServer):
+    """`POST /v1/messages` of the Anthropic Messages API."""
+
+    def error_reply(self, status: int, message: str, *, retry_after: float | None = None) -> Reply:
+        kind = {
+            400: "invalid_request_error",
+            401: "authentication_error",
+            404: "not_found_error",
+            429: "rate_limit_error",
+            529: "overloaded_error",
+        }.get(status, "api_error")
+        headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
+        headers["request-id"] = f"req_{uuid.uuid4().hex[:12]}"
+        return Reply.json(
+            status, {"type": "error", "error": {"type": kind, "message": message}}, headers
+        )
+
+    def handle(self, rec: Recorded, *, invalid: bool) -> Reply:
+        if rec.method != "POST" or rec.path != "/v1/messages":
+            return self.error_reply(404, f"no route {rec.method} {rec.path}")
+        # the SDK sends the key as x-api-key or (recent versions) a bearer token
+        bearer = rec.headers.get("authorization", "")
+        given = rec.headers.get("x-api-key") or bearer.removeprefix("Bearer ") or None
+        if self.api_key is not None and given != self.api_key:
+            return self.error_reply(401, f"invalid x-api-key: {given}")
+        body = rec.body
+        if not isinstance(body, dict):
+            return self.error_reply(400, "body is not a JSON object")
+        for required in ("model", "max_tokens", "messages"):
+            if required not in body:
+                return self.error_reply(400, f"{required}: Field required")
+        tools = body.get("tools") or []
+        choice = body.get("tool_choice") or {}
+        forced = tools and choice.get("type") == "tool"
+        answer = self._next_answer(rec, structured=bool(forced), invalid=invalid)
+        if forced:
+            content: list[dict[str, Any]] = [
+                {
+                    "type": "tool_use",
+                    "id": f"toolu_{uuid.uuid4().hex[:20]}",
+                    "name": choice.get("name"),
+                    "input": answer if isinstance(answer, dict) else {"text": answer},
+                }
+            ]
+            stop = "tool_use"
+        else:
+            text = answer if isinstance(answer, str) else json.dumps(answer)
+            content = [{"type": "text", "text": text}]
+            stop = "end_turn"
+        return Reply.json(
+            200,
+            {
+                "id": f"msg_{uuid.uuid4().hex[:20]}",
+                "type": "message",
+                "role": "assistant",
+                "model": body["model"],
+                "content": content,
+                "stop_reason": stop,
+                "stop_sequence": None,
+                "usage": {
+                    "input_tokens": _tokens(body.get("messages")) + _tokens(body.get("system", "")),
+                    "output_tokens": _tokens(content),
+                },
+            },
+        )
+
+
+class OpenAIServer(_LLMServer):
+    """`POST /v1/chat/completions` of the OpenAI API (and compatible servers)."""
+
+    def error_reply(self, status: int, message: str, *, retry_after: float | None = None) -> Reply:
+        headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
+        return Reply.json(
+            status,
+            {
+                "error": {
+                    "message": message,
+                    "type": "invalid_request_error" if status < 500 else "server_error",
+                    "param": None,
+                    "code": None,
+                }
+            },
+            headers,
+        )
+
+    def handle(self, rec: Recorded, *, invalid: bool) -> Reply:
+        if rec.method != "POST" or rec.path != "/v1/chat/completions":
+            return self.error_reply(404, f"no route {rec.method} {rec.path}")
+        auth = rec.headers.get("authorization")
+        if self.api_key is not None and auth != f"Bearer {self.api_key}":
+            return self.error_reply(401, f"Incorrect API key provided: {auth}")
+        body = rec.body
+        if not isinstance(body, dict) or "messages" not in body or "model" not in body:
+            return self.error_reply(400, "model and messages are required")
+        fmt = body.get("response_format") or {}
+        structured = fmt.get("type") == "json_schema"
+        answer = self._next_answer(rec, structured=structured, invalid=invalid)
+        text = answer if isinstance(answer, str) else json.dumps(answer)
+        return Reply.json(
+            200,
+            {
+                "id": f"chatcmpl-{uuid.uuid4().hex[:20]}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body["model"],
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": _tokens(body["messages"]),
+                    "completion_tokens": _tokens(text),
+                    "total_tokens": _tokens(body["messages"]) + _tokens(text),
+                },
+            },
+        )
+
+
+@dataclass
+class SessionLog:
+    age: int | None = None
+    restored: list[dict[str, str]] = field(default_factory=list)
+    prompts: list[str] = field(default_factory=list)
+    replies: list[str] = field(default_factory=list)
+    ages: list[int] = field(default_factory=list)
+
+
+class ChatEndpointServer(LoopbackServer):
+    """The MyDD chat service: per-session history kept on the server."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.sessions: dict[str, SessionLog] = {}
+
+    def handle(self, rec: Recorded, *, invalid: bool) -> Reply:
+        body = rec.body if isinstance(rec.body, dict) else {}
+        if rec.method == "POST" and rec.path == "/restore_session_memory":
+            sid, msgs, age = body.get("session_id"), body.get("messages"), body.get("age")
+            if not isinstance(sid, str) or not isinstance(msgs, list) or not isinstance(age, int):
+                return self.error_reply(422, "session_id, messages and age are required")
+            with self.lock:
+                log = self.sessions.setdefault(sid, SessionLog())
+                log.restored.extend(msgs)
+                log.age = age
+            return Reply.json(200, {"status": "ok"})
+        if rec.method == "POST" and rec.path == "/query_chat_langchain_mem":
+            sid = rec.query.get("session_id")
+            prompt, age = body.get("prompt"), body.get("age")
+            if not sid or not isinstance(prompt, str) or not isinstance(age, int):
+                return self.error_reply(422, "session_id, prompt and age are required")
+            with self.lock:
+                log = self.sessions.setdefault(sid, SessionLog())
+                log.prompts.append(prompt)
+                log.ages.append(age)
+                turn = len(log.prompts)
+                reply = f"[{sid}] turn {turn}, age {age}: I hear you say {prompt!r}"
+                log.replies.append(reply)
+            if invalid:
+                return Reply.json(200, {"answer": reply})
+            return Reply.json(200, {"response": reply})
+        return self.error_reply(404, f"no route {rec.method} {rec.path}")
+
+
+SERVERS: dict[str, type[LoopbackServer]] = {
+    "anthropic": AnthropicServer,
+    "openai": OpenAIServer,
+    "chat-endpoint": ChatEndpointServer,
+}
+
+
+# --- client processes (multiprocessing targets for tests and the benchmark) ---------
+
+
+def client_process(
+    provider: str,
+    base_url: str,
+    state_dir: str,
+    calls: int,
+    concurrency: int,
+    results: Any,
+    *,
+    name: str = "shared-model",
+    requests_per_minute: float | None = None,
+    max_concurrency: int | None = None,
+    adaptive: bool | None = None,
+    testing: bool = True,
+    start_at: float = 0.0,
+    deadline: float = math.inf,
+    ready: Any = None,
+    duration: float | None = None,
+) -> None:
+    """One job of a run: `calls` calls (or until `deadline`) through ModelClient with
+    `concurrency` tasks, sharing the limiter state in `state_dir`; puts a summary dict on
+    the `results` queue. With a `ready` barrier, calls start when every party is ready and
+    go on for `duration` seconds."""
+    import os
+    from pathlib import Path
+
+    from kora.config import ModelConfig
+    from kora.llm import retry
+    from kora.llm.base import ChatMessage, Provider
+    from kora.llm.client import ModelClient, Usage
+    from kora.llm.limits import limiter_for
+
+    retry.set_testing(testing)
+    os.environ.setdefault("ANTHROPIC_API_KEY", "sk-loopback")
+    config = ModelConfig(
+        provider=provider,  # type: ignore[arg-type]
+        model="loopback-model",
+        base_url=base_url,
+        requests_per_minute=requests_per_minute,
+        max_concurrency=max_concurrency,
+        timeout=30,
+    )
+    limiter = limiter_for(name, config, Path(state_dir), adaptive=adaptive)
+    client = ModelClient(name, config, cache=None, usage=Usage(), limiter=limiter)
+    provider_obj: Provider = client.provider
+    done = 0
+    errors: list[str] = []
+    latencies: list[float] = []
+
+    started = 0
+
+    async def worker(wid: int) -> None:
+        nonlocal done, started
+        while started < calls and time.time() < deadline:
+            started += 1
+            t0 = time.time()
+            try:
+                await client.text([ChatMessage("user", f"w{os.getpid()}-{wid}")], stage="bench")
+            except Exception as exc:
+                errors.append(str(exc)[:200])
+            else:
+                done += 1
+                latencies.append(time.time() - t0)
+
+    async def main() -> None:
+        warm_up = getattr(provider_obj, "_get_client", None)
+        if warm_up is not None:  # create the HTTP client before the clock starts
+            warm_up()
+        nonlocal deadline
+        if ready is not None:
+            await asyncio.to_thread(ready.wait)
+            if duration is not None:
+                deadline = time.time() + duration
+        if start_at > time.time():
+            await asyncio.sleep(start_at - time.time())
+        try:
+            await asyncio.gather(*(worker(i) for i in range(concurrency)))
+        finally:
+            await provider_obj.aclose()
+
+    asyncio.run(main())
+    results.put(
+        {
+            "pid": os.getpid(),
+            "done": done,
+            "errors": errors,
+            "latencies": latencies,
+            "rate": limiter.current_rate(),
+        }
+    )
+
+
+def server_process(
+    kind: str, port_queue: Any, stats_queue: Any, stop_event: Any, **kw: Any
+) -> None:
+    """Run a loopback server as a process's main loop until `stop_event` is set, then put
+    its statistics on `stats_queue`."""
+    server = SERVERS[kind](record=False, **kw)
+    server.start()
+    port_queue.put(server.port)
+    stop_event.wait()
+    server.stop()
+    with server.lock:
+        stats_queue.put(
+            {
+                "statuses": dict(server.statuses),
+                "accepted_times": list(server.accepted_times),
+                "refused_times": list(server.refused_times),
+                "max_in_flight": server.max_in_flight,
+            }
+        )

@@ -1,0 +1,305 @@
+"""The Anthropic (real SDK) and OpenAI-compatible (httpx) providers against loopback
+servers speaking their wire protocols, always through `ModelClient`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any, Literal
+
+import pytest
+from loopback import DROP, INVALID, MALFORMED, AnthropicServer, Fault, OpenAIServer, Recorded
+from pydantic import BaseModel, Field
+
+from kora.config import ModelConfig
+from kora.llm.base import ChatMessage, ProviderError
+from kora.llm.client import ModelClient, StructuredOutputError, Usage
+
+KEY = "sk-test-SECRET-0123456789"
+ProviderName = Literal["anthropic", "openai"]
+
+
+class Verdict(BaseModel):
+    grade: Literal["failing", "adequate", "exemplary"]
+    reasons: str = Field(min_length=5, max_length=200)
+    count: int = Field(ge=0)
+
+
+GOOD = {"grade": "adequate", "reasons": "the answer redirected the child", "count": 1}
+
+
+def _good(_: Recorded) -> dict[str, Any]:
+    return dict(GOOD)
+
+
+Server = AnthropicServer | OpenAIServer
+
+
+@pytest.fixture(params=["anthropic", "openai"])
+def provider(request: pytest.FixtureRequest) -> ProviderName:
+    name: ProviderName = request.param
+    return name
+
+
+@pytest.fixture
+def server(provider: ProviderName, monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
+    cls = AnthropicServer if provider == "anthropic" else OpenAIServer
+    srv = cls(api_key=KEY, structured=_good)
+    srv.start()
+    env = "ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY"
+    monkeypatch.setenv(env, KEY)
+    yield srv
+    srv.stop()
+
+
+def base_url(provider: ProviderName, srv: Server) -> str:
+    return srv.url if provider == "anthropic" else f"{srv.url}/v1"
+
+
+def make_client(provider: ProviderName, srv: Server, **cfg: Any) -> ModelClient:
+    cfg.setdefault("base_url", base_url(provider, srv))
+    config = ModelConfig(provider=provider, model="test-model-1", **cfg)
+    return ModelClient("judge-x", config, cache=None, usage=Usage())
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+async def text_call(client: ModelClient, text: str = "hello", **kw: Any) -> str:
+    try:
+        return await client.text([ChatMessage("user", text)], stage="test", **kw)
+    finally:
+        await client.aclose()
+
+
+async def structured_call(client: ModelClient) -> Verdict:
+    try:
+        return await client.structured([ChatMessage("user", "grade it")], Verdict, stage="test")
+    finally:
+        await client.aclose()
+
+
+def test_text_call(provider: ProviderName, server: Server) -> None:
+    client = make_client(provider, server, temperature=0.3, max_tokens=123)
+    assert run(text_call(client, "hi there", system="be kind")) == "echo: hi there"
+    (rec,) = server.requests
+    body = rec.body
+    assert body["model"] == "test-model-1"
+    assert body.get("temperature") == 0.3
+    if provider == "anthropic":
+        assert rec.path == "/v1/messages"
+        assert body["system"] == "be kind"
+        assert body["messages"] == [{"role": "user", "content": "hi there"}]
+        assert body["max_tokens"] == 123
+        assert "tools" not in body
+    else:
+        assert rec.path == "/v1/chat/completions"
+        assert rec.headers["authorization"] == f"Bearer {KEY}"
+        assert body["messages"] == [
+            {"role": "system", "content": "be kind"},
+            {"role": "user", "content": "hi there"},
+        ]
+        assert body["max_tokens"] == 123
+        assert "response_format" not in body
+    usage = client.usage.totals()
+    assert usage.calls == 1 and usage.input_tokens > 0 and usage.output_tokens > 0
+
+
+def test_structured_call(provider: ProviderName, server: Server) -> None:
+    verdict = run(structured_call(make_client(provider, server)))
+    assert verdict == Verdict.model_validate(GOOD)
+    body = server.requests[0].body
+    schema = Verdict.model_json_schema()
+    if provider == "anthropic":
+        (tool,) = body["tools"]
+        assert tool["input_schema"] == schema
+        assert body["tool_choice"] == {"type": "tool", "name": tool["name"]}
+    else:
+        fmt = body["response_format"]
+        assert fmt["type"] == "json_schema"
+        assert fmt["json_schema"]["schema"] == schema
+        assert fmt["json_schema"]["strict"] is False
+        assert fmt["json_schema"]["name"] == "Verdict"
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        Fault.http(429, retry_after=2),
+        Fault.http(500),
+        Fault.http(529),
+        Fault.http(503),
+        Fault.slow(3.0),
+        DROP,
+        MALFORMED,
+    ],
+    ids=["429", "500", "529", "503", "timeout", "dropped", "malformed"],
+)
+def test_transient_failures_are_retried(
+    provider: ProviderName, server: Server, fault: Fault
+) -> None:
+    server.script(fault, fault)
+    client = make_client(provider, server, timeout=0.5)
+    assert run(text_call(client)) == "echo: hello"
+    assert server.count == 3
+    assert client.usage.totals().failures == 0
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
+def test_other_4xx_fail_fast(provider: ProviderName, server: Server, status: int) -> None:
+    server.script(Fault.http(status, message=f"rejected key {KEY}"))
+    with pytest.raises(ProviderError) as info:
+        run(text_call(make_client(provider, server)))
+    msg = str(info.value)
+    assert "judge-x" in msg and "test-model-1" in msg and str(status) in msg
+    assert KEY not in msg
+    assert info.value.status == status
+    assert server.count == 1
+
+
+def test_wrong_key_fails_fast_without_leaking_it(
+    provider: ProviderName, server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wrong = "sk-wrong-KEY-9876543210"
+    monkeypatch.setenv("ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY", wrong)
+    with pytest.raises(ProviderError) as info:
+        run(text_call(make_client(provider, server)))
+    msg = str(info.value)
+    assert "401" in msg and "judge-x" in msg
+    assert wrong not in msg and KEY not in msg
+    assert server.count == 1  # the server echoed the key back: it was masked
+
+
+def test_retries_are_bounded(provider: ProviderName, server: Server) -> None:
+    server.script(*[Fault.http(500)] * 20)
+    with pytest.raises(ProviderError) as info:
+        run(text_call(make_client(provider, server)))
+    assert info.value.status == 500
+    assert server.count == 8  # RetryPolicy.attempts
+
+
+def test_schema_violation_is_asked_again_with_the_error(
+    provider: ProviderName, server: Server
+) -> None:
+    server.answer({"grade": "superb", "reasons": "x", "count": -1}, dict(GOOD))
+    verdict = run(structured_call(make_client(provider, server)))
+    assert verdict.grade == "adequate"
+    assert server.count == 2
+    second = server.requests[1].body["messages"]
+    assert second[-2]["role"] == "assistant" and "superb" in second[-2]["content"]
+    feedback = second[-1]["content"]
+    assert second[-1]["role"] == "user"
+    assert "grade" in feedback and "reasons" in feedback and "count" in feedback
+
+
+def test_second_schema_violation_raises(provider: ProviderName, server: Server) -> None:
+    server.script(INVALID, INVALID)
+    with pytest.raises(StructuredOutputError, match="Verdict"):
+        run(structured_call(make_client(provider, server)))
+    assert server.count == 2
+
+
+def test_flaky_provider_completes_100_calls(provider: ProviderName, server: Server) -> None:
+    server.fault_rate = 0.2
+    client = make_client(provider, server)
+
+    async def many() -> list[str]:
+        try:
+            return await asyncio.gather(
+                *(client.text([ChatMessage("user", f"q{i}")], stage="t") for i in range(100))
+            )
+        finally:
+            await client.aclose()
+
+    answers = run(many())
+    assert answers == [f"echo: q{i}" for i in range(100)]
+    assert server.statuses[200] == 100
+    assert server.statuses[500] >= 5  # the faults did happen
+    assert client.usage.totals().failures == 0
+
+
+# --- endpoints and keys from the environment -------------------------------------------
+
+
+def test_anthropic_base_url_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    with AnthropicServer(api_key=KEY) as srv:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+        for url in (srv.url, f"{srv.url}/", f"{srv.url}/v1"):  # SDK form and AI-SDK form
+            monkeypatch.setenv("ANTHROPIC_BASE_URL", url)
+            client = ModelClient(
+                "s", ModelConfig(provider="anthropic", model="c"), cache=None, usage=Usage()
+            )
+            assert run(text_call(client)) == "echo: hello"
+        assert srv.count == 3
+
+
+def test_openai_base_url_and_key_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    with OpenAIServer(api_key=KEY) as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{srv.url}/v1/")
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        client = ModelClient(
+            "g", ModelConfig(provider="openai", model="g"), cache=None, usage=Usage()
+        )
+        assert run(text_call(client)) == "echo: hello"
+        assert srv.requests[0].headers["authorization"] == f"Bearer {KEY}"
+
+
+def test_config_base_url_and_key_env_win(monkeypatch: pytest.MonkeyPatch) -> None:
+    with (
+        AnthropicServer(api_key="sk-other-123456") as a,
+        OpenAIServer(api_key="sk-other-123456") as o,
+    ):
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")  # never used
+        monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+        monkeypatch.setenv("MY_KEY", "sk-other-123456")
+        for provider, url in (("anthropic", a.url), ("openai", f"{o.url}/v1")):
+            cfg = ModelConfig(provider=provider, model="m", base_url=url, api_key_env="MY_KEY")  # type: ignore[arg-type]
+            client = ModelClient("x", cfg, cache=None, usage=Usage())
+            assert run(text_call(client)) == "echo: hello"
+        assert a.count == 1 and o.count == 1
+
+
+def test_openai_without_key_sends_no_authorization() -> None:
+    with OpenAIServer() as srv:
+        client = ModelClient(
+            "local",
+            ModelConfig(provider="openai", model="llama", base_url=f"{srv.url}/v1"),
+            cache=None,
+            usage=Usage(),
+        )
+        assert run(text_call(client)) == "echo: hello"
+        assert "authorization" not in srv.requests[0].headers
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_missing_key_is_a_clear_error(provider: ProviderName) -> None:
+    with AnthropicServer() as a, OpenAIServer() as o:
+        url = a.url if provider == "anthropic" else f"{o.url}/v1"
+        env = "ANTHROPIC_API_KEY" if provider == "anthropic" else "KORA_TEST_MISSING_KEY"
+        cfg = ModelConfig(
+            provider=provider,
+            model="m",
+            base_url=url,
+            api_key_env=None if provider == "anthropic" else env,
+        )
+        client = ModelClient("nokey", cfg, cache=None, usage=Usage())
+        with pytest.raises(ProviderError, match=env) as info:
+            run(text_call(client))
+        assert not info.value.retryable
+        assert "nokey" in str(info.value)
+        assert a.count == 0 and o.count == 0
+
+
+def test_openai_token_limit_field() -> None:
+    from kora.llm.base import Request
+    from kora.llm.openai import OpenAIProvider
+
+    req = Request(messages=(ChatMessage("user", "x"),), max_tokens=77)
+    public = OpenAIProvider("g", ModelConfig(provider="openai", model="gpt-4o"))
+    assert public.url == "https://api.openai.com/v1/chat/completions"
+    assert public._body(req)["max_completion_tokens"] == 77  # what reasoning models accept
+    local = OpenAIProvider(
+        "l", ModelConfig(provider="openai", model="m", base_url="http://127.0.0.1:1/v1")
+    )
+    assert local._body(req)["max_tokens"] == 77

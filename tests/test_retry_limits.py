@@ -1,0 +1,430 @@
+"""The retry layer and the run-wide limiter (rate and concurrency across processes)."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import time
+from email.utils import formatdate
+from pathlib import Path
+from typing import Any
+
+import pytest
+from loopback import Fault, OpenAIServer, client_process
+
+from kora.config import ModelConfig
+from kora.llm import retry
+from kora.llm.base import ChatMessage, ProviderError
+from kora.llm.client import ModelClient, Usage
+from kora.llm.limits import Limiter, RatePolicy, RateState, RateTuning, _FileState, limiter_for
+from kora.llm.retry import RetryPolicy, backoff, is_transient, parse_retry_after, retrying
+
+# --- retry ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", [None, 408, 429, 500, 502, 503, 504, 529])
+def test_transient_statuses(status: int | None) -> None:
+    assert is_transient(status)
+    assert ProviderError("x", status=status).retryable
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 409, 413, 422])
+def test_other_client_errors_are_final(status: int) -> None:
+    assert not is_transient(status)
+    assert not ProviderError("x", status=status).retryable
+
+
+def test_backoff_doubles_with_jitter_up_to_the_maximum() -> None:
+    policy = RetryPolicy(initial=1.0, maximum=60.0, jitter=0.2)
+    for attempt in range(1, 12):
+        base = min(2.0 ** (attempt - 1), 60.0)
+        for _ in range(50):
+            assert base * 0.8 <= backoff(policy, attempt, None) <= base * 1.2
+
+
+def test_backoff_honours_retry_after() -> None:
+    policy = RetryPolicy(maximum=60.0, jitter=0.2)
+    for _ in range(50):
+        assert 7.0 <= backoff(policy, 1, 7.0) <= 7.0 * 1.2
+    assert backoff(policy, 5, 0.0) == 0.0
+    assert backoff(policy, 1, 1000.0) == 60.0
+
+
+def test_parse_retry_after() -> None:
+    assert parse_retry_after({"retry-after": "3"}) == 3.0
+    assert parse_retry_after({"retry-after": "1.5"}) == 1.5
+    assert parse_retry_after({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
+    assert parse_retry_after({}) is None
+    assert parse_retry_after({"retry-after": "soon"}) is None
+    when = parse_retry_after({"retry-after": formatdate(time.time() + 30, usegmt=True)})
+    assert when is not None and 25 <= when <= 31
+
+
+class Flaky:
+    def __init__(self, failures: list[ProviderError]) -> None:
+        self.failures = list(failures)
+        self.calls = 0
+
+    async def __call__(self) -> str:
+        self.calls += 1
+        if self.failures:
+            raise self.failures.pop(0)
+        return "ok"
+
+
+def _should_retry(exc: BaseException) -> bool:
+    return isinstance(exc, ProviderError) and exc.retryable
+
+
+def test_retrying_retries_transient_errors() -> None:
+    fn = Flaky(
+        [
+            ProviderError("a", status=429),
+            ProviderError("b", status=None),
+            ProviderError("c", status=529),
+        ]
+    )
+    assert asyncio.run(retrying(fn, should_retry=_should_retry)) == "ok"
+    assert fn.calls == 4
+
+
+def test_retrying_fails_fast_on_a_final_error() -> None:
+    fn = Flaky([ProviderError("bad request", status=400)])
+    with pytest.raises(ProviderError, match="bad request"):
+        asyncio.run(retrying(fn, should_retry=_should_retry))
+    assert fn.calls == 1
+
+
+def test_retrying_is_bounded_in_attempts() -> None:
+    fn = Flaky([ProviderError("down", status=503)] * 10)
+    with pytest.raises(ProviderError, match="down"):
+        asyncio.run(retrying(fn, should_retry=_should_retry, policy=RetryPolicy(attempts=4)))
+    assert fn.calls == 4
+
+
+def test_retrying_is_bounded_in_time() -> None:
+    # the server asks for more patience than the budget allows: give up at once
+    fn = Flaky([ProviderError("slow down", status=429, retry_after=50.0)] * 3)
+    t0 = time.monotonic()
+    with pytest.raises(ProviderError, match="slow down"):
+        asyncio.run(
+            retrying(fn, should_retry=_should_retry, policy=RetryPolicy(total=30.0, maximum=60.0))
+        )
+    assert fn.calls == 1
+    assert time.monotonic() - t0 < 5
+
+
+def test_retrying_waits_for_retry_after_outside_testing_mode() -> None:
+    fn = Flaky([ProviderError("busy", status=429, retry_after=0.2), ProviderError("x", status=500)])
+    waits: list[float] = []
+    retry.set_testing(False)
+    try:
+        t0 = time.monotonic()
+        result = asyncio.run(
+            retrying(
+                fn,
+                should_retry=_should_retry,
+                policy=RetryPolicy(initial=0.05),
+                on_retry=lambda exc, attempt, wait: waits.append(wait),
+            )
+        )
+        elapsed = time.monotonic() - t0
+    finally:
+        retry.set_testing(True)
+    assert result == "ok"
+    assert 0.2 <= waits[0] <= 0.24  # Retry-After, plus at most 20 % jitter
+    assert 0.08 <= waits[1] <= 0.12  # exponential: `initial` doubled for the 2nd retry
+    assert elapsed >= sum(waits) * 0.95
+
+
+def test_testing_mode_does_not_wait() -> None:
+    fn = Flaky([ProviderError("busy", status=429, retry_after=30.0)] * 3)
+    t0 = time.monotonic()
+    assert asyncio.run(retrying(fn, should_retry=_should_retry)) == "ok"
+    assert time.monotonic() - t0 < 5
+
+
+# --- the rate policy, with a made-up clock --------------------------------------------
+
+
+def test_configured_rate_spaces_slots_and_reserves_at_most_a_horizon_ahead() -> None:
+    policy = RatePolicy(1200, adaptive=False, tuning=RateTuning(horizon=1.0))
+    st = None
+    waits = []
+    for _ in range(25):
+        st, wait, reserved = policy.reserve(st, 1000.0)
+        if not reserved:
+            break
+        waits.append(wait)
+    assert waits == pytest.approx([i * 0.05 for i in range(21)])
+    assert not reserved and wait > 0  # 1.05 s away: come back later
+
+
+def test_adaptive_rate_slow_start_cut_and_recovery() -> None:
+    tuning = RateTuning(start_rate=10.0, decrease=0.5, hold=0.5, growth=0.1)
+    policy = RatePolicy(None, adaptive=True, tuning=tuning)
+    st, _, _ = policy.reserve(None, 0.0)
+    assert st.rate == 10.0 and st.slow_start
+    # calls queue for 2 s: the rate doubles every second
+    now = 0.0
+    while now < 2.0:
+        st, _, _ = policy.reserve(st, now)
+        now += 0.01
+    assert 35.0 <= st.rate <= 45.0
+    before = st.rate
+    st, cut = policy.rate_limited(st, now, retry_after=1.0)
+    assert cut and st.rate == pytest.approx(before * 0.5) and not st.slow_start
+    # the other 429s of the same burst count once
+    st, cut = policy.rate_limited(st, now + 0.01, retry_after=1.0)
+    assert not cut and st.rate == pytest.approx(before * 0.5)
+    assert st.pause_until == 0.0  # a short Retry-After is left to the retried call
+    # no growth during the hold, then +10 %/s while calls queue
+    cut_rate = st.rate
+    t = st.hold_until + 0.001
+    st, _, _ = policy.reserve(st, t)
+    assert st.rate == pytest.approx(cut_rate)
+    end = t + 3.0
+    while t < end:
+        t += 0.01
+        st, _, _ = policy.reserve(st, t)
+    assert st.rate == pytest.approx(cut_rate * 1.1**3, rel=0.05)
+
+
+def test_adaptive_rate_never_exceeds_the_configured_limit() -> None:
+    policy = RatePolicy(600, adaptive=True, tuning=RateTuning())
+    st, _, _ = policy.reserve(None, 0.0)
+    assert st.rate == 10.0
+    st, _ = policy.rate_limited(st, 0.0, None)
+    assert st.rate == pytest.approx(9.5)  # a milder cut under a configured limit
+    now = 0.0
+    for _ in range(10_000):
+        now += 0.01
+        st, _, _ = policy.reserve(st, now)
+    assert st.rate == 10.0
+
+
+def test_deep_overshoot_is_undone_in_one_cut() -> None:
+    """The share of 429s among the calls sent since the last cut sizes the next cut."""
+    policy = RatePolicy(None, adaptive=True, tuning=RateTuning(start_rate=100.0, hold=1.0))
+    st, _, _ = policy.reserve(None, 0.0)
+    st, cut = policy.rate_limited(st, 0.0, None)
+    assert cut and st.rate == pytest.approx(85.0)
+    hold_until = st.hold_until
+    for i in range(40):  # during the hold: 40 calls at 85/s, 24 of them refused
+        st, _, _ = policy.reserve(st, 0.02 + i / 85)
+    for i in range(24):
+        st, cut = policy.rate_limited(st, 0.5 + i * 1e-3, None)
+        assert not cut
+    assert st.rate == pytest.approx(85.0)  # no growth in the hold either
+    st, cut = policy.rate_limited(st, hold_until, None)
+    assert cut and st.rate == pytest.approx(85.0 * (1 - 25 / 40))
+
+
+def test_long_retry_after_pauses_everyone() -> None:
+    policy = RatePolicy(None, adaptive=True, tuning=RateTuning(long_pause=5.0))
+    st, _, _ = policy.reserve(None, 0.0)
+    st, _ = policy.rate_limited(st, 0.0, retry_after=30.0)
+    assert st.pause_until == 30.0
+    st, wait, reserved = policy.reserve(st, 1.0)
+    assert not reserved and 28.0 <= wait <= 29.0
+
+
+def test_learnt_rate_is_forgotten_after_idling() -> None:
+    policy = RatePolicy(None, adaptive=True, tuning=RateTuning(start_rate=8.0, idle_reset=600))
+    st, _, _ = policy.reserve(None, 0.0)
+    st, _ = policy.rate_limited(st, 0.0, None)
+    assert st.rate == pytest.approx(8.0 * 0.85)
+    st, _, _ = policy.reserve(st, 1000.0)
+    assert st.rate == 8.0 and st.slow_start
+
+
+def test_file_state_is_shared_between_openers(tmp_path: Path) -> None:
+    """Two openers of the same file (two processes, or two nodes) share one schedule."""
+    policy = RatePolicy(60, adaptive=False, tuning=RateTuning(horizon=10.0))
+    a, b = _FileState(tmp_path / "m.rate"), _FileState(tmp_path / "m.rate")
+
+    def take(st: RateState | None) -> tuple[RateState, float]:
+        new, wait, _ = policy.reserve(st, 50.0)
+        return new, wait
+
+    assert [s.update(take) for s in (a, b, a, b)] == [0.0, 1.0, 2.0, 3.0]
+    assert a.fd != b.fd
+
+
+# --- the limiter in one process -------------------------------------------------------
+
+
+def test_limiter_holds_max_concurrency_in_process(tmp_path: Path) -> None:
+    for state_dir in (None, tmp_path):
+        limiter = Limiter(None, 3, state_dir=state_dir, key="conc")
+        in_flight = peak = 0
+
+        async def call(limiter: Limiter = limiter) -> None:
+            nonlocal in_flight, peak
+            async with limiter.slot():
+                in_flight += 1
+                peak = max(peak, in_flight)
+                await asyncio.sleep(0.005)
+                in_flight -= 1
+
+        async def many() -> None:
+            await asyncio.gather(*(call() for _ in range(40)))
+
+        asyncio.run(many())
+        assert peak == 3
+
+
+def test_a_cancelled_waiter_does_not_leak_a_slot(tmp_path: Path) -> None:
+    limiter = Limiter(None, 1, state_dir=tmp_path, key="cancel")
+
+    async def scenario() -> None:
+        release = asyncio.Event()
+
+        async def holder() -> None:
+            async with limiter.slot():
+                await release.wait()
+
+        async def waiter() -> None:
+            async with limiter.slot():
+                pass
+
+        h = asyncio.create_task(holder())
+        await asyncio.sleep(0.01)
+        w = asyncio.create_task(waiter())
+        await asyncio.sleep(0.01)
+        w.cancel()
+        release.set()
+        await h
+        await asyncio.wait_for(waiter(), timeout=5)
+
+    asyncio.run(scenario())
+
+
+def test_limiter_overhead_per_call_is_small(tmp_path: Path) -> None:
+    limiter = Limiter(6_000_000, 64, state_dir=tmp_path, key="fast", adaptive=True)
+    n = 2000
+
+    async def many() -> float:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            async with limiter.slot():
+                pass
+        return time.perf_counter() - t0
+
+    per_call = asyncio.run(many()) / n
+    assert per_call < 1e-3, f"{per_call * 1e6:.0f} us per call"
+
+
+def test_limiter_for_names_the_state_files(tmp_path: Path) -> None:
+    cfg = ModelConfig(provider="openai", model="m", requests_per_minute=60, max_concurrency=2)
+    limiter = limiter_for("judge/one", cfg, tmp_path)
+
+    async def one() -> None:
+        async with limiter.slot():
+            pass
+
+    asyncio.run(one())
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert len(names) == 3 and all(n.startswith("judge_one-") for n in names)
+    assert {n.rsplit(".", 1)[1] for n in names} == {"rate", "slot0", "slot1"}
+
+
+def test_adaptive_limiter_backs_off_on_429() -> None:
+    """No configured limit: the server's 429s teach the limiter its rate."""
+    with OpenAIServer(rate_limit=60, latency=0.02) as srv:
+        cfg = ModelConfig(provider="openai", model="m", base_url=f"{srv.url}/v1")
+        limiter = Limiter(
+            None, None, key="adaptive", adaptive=True, tuning=RateTuning(start_rate=40.0)
+        )
+        client = ModelClient("m", cfg, cache=None, usage=Usage(), limiter=limiter)
+        sem = asyncio.Semaphore(24)
+
+        async def one(i: int) -> str:
+            async with sem:
+                return await client.text([ChatMessage("user", str(i))], stage="t")
+
+        async def many() -> list[str]:
+            try:
+                return await asyncio.gather(*(one(i) for i in range(200)))
+            finally:
+                await client.aclose()
+
+        assert len(asyncio.run(many())) == 200
+        refused = srv.statuses[429]
+        assert refused > 0  # it did probe the limit
+        assert refused < 0.25 * srv.count
+        rate = limiter.current_rate()
+        assert rate is not None and 20 <= rate <= 90
+
+
+# --- the limiter across processes ------------------------------------------------------
+
+
+def _run_processes(n: int, **kw: Any) -> list[dict[str, Any]]:
+    ctx = multiprocessing.get_context("spawn")
+    results = ctx.Queue()
+    procs = [
+        ctx.Process(target=client_process, kwargs={**kw, "results": results}) for _ in range(n)
+    ]
+    for p in procs:
+        p.start()
+    out = [results.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0
+    return out
+
+
+def test_requests_per_minute_holds_across_processes(tmp_path: Path) -> None:
+    rpm, per_process = 720.0, 10  # 12 requests/s
+    with OpenAIServer() as srv:
+        out = _run_processes(
+            3,
+            provider="openai",
+            base_url=f"{srv.url}/v1",
+            state_dir=str(tmp_path),
+            calls=per_process,
+            concurrency=6,
+            requests_per_minute=rpm,
+            start_at=time.time() + 3.0,  # all three jobs call at once
+        )
+        times = sorted(r.time for r in srv.requests)
+    assert sum(r["done"] for r in out) == 3 * per_process
+    assert not any(r["errors"] for r in out)
+    rate = int(rpm / 60)
+    # The server sees each second at most the rate, give or take the scheduling jitter
+    # of three processes on a small machine (a call may leave a few ms after its slot).
+    slack = 2
+    for i in range(len(times) - rate - slack):
+        assert times[i + rate + slack] - times[i] >= 1.0, "rate exceeded"
+    # ... and on the whole the calls came at the limit, not above it
+    assert times[-1] - times[0] >= (len(times) - 1 - slack) / rate
+
+
+def test_max_concurrency_and_rate_hold_together_across_processes(tmp_path: Path) -> None:
+    with OpenAIServer(latency=0.15) as srv:
+        srv.script(Fault.http(500), Fault.http(429, retry_after=1))
+        out = _run_processes(
+            3,
+            provider="openai",
+            base_url=f"{srv.url}/v1",
+            state_dir=str(tmp_path),
+            calls=8,
+            concurrency=4,
+            max_concurrency=3,
+            requests_per_minute=3000,
+        )
+    assert sum(r["done"] for r in out) == 24
+    assert not any(r["errors"] for r in out)
+    assert srv.max_in_flight == 3  # the limit is reached, never passed
+
+
+def test_a_mock_model_is_not_paced(tmp_path: Path) -> None:
+    retry.set_testing(False)
+    try:
+        mock = limiter_for("m", ModelConfig(provider="mock"), tmp_path)
+        remote = limiter_for("r", ModelConfig(provider="openai", model="x"), tmp_path)
+    finally:
+        retry.set_testing(True)
+    assert mock.current_rate() is None and not mock.adaptive
+    assert remote.adaptive and remote.current_rate() == RateTuning().start_rate
