@@ -58,6 +58,12 @@ def cmd_import_conversations(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_prompts(args: argparse.Namespace) -> int:
+    from kora.showprompts import cmd_prompts as show
+
+    return show(args, _taxonomy(args))
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from kora.config import load_config
 
@@ -107,6 +113,11 @@ def build_parser() -> argparse.ArgumentParser:
     ic.add_argument("file")
     ic.add_argument("--target", help="target name for every record (default: each modelId)")
     ic.set_defaults(func=cmd_import_conversations)
+
+    pr = sub.add_parser("prompts", help="every prompt as rendered for one scenario (JSON)")
+    pr.add_argument("scenario", help="a scenario JSON object (e.g. docs/example-scenario.json)")
+    pr.add_argument("-o", "--output", help="write Markdown here instead of stdout")
+    pr.set_defaults(func=cmd_prompts)
 
     c = sub.add_parser("check-config", help="validate config.yaml (and --configfile overlays)")
     c.add_argument("--configfile", nargs="+", default=["config.yaml"])

@@ -771,3 +771,20 @@ def test_judge_behavior_output_and_inputs():
     ):
         assert value in user, value
     assert "NARRATIVE-MARKER" not in user and "CRITERIA-MARKER" not in user
+
+
+def test_kora_prompts_renders_every_prompt_for_a_scenario(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from pathlib import Path
+
+    from kora.cli import main
+
+    repo = Path(__file__).resolve().parents[1]
+    out = tmp_path / "prompts.md"
+    code = main(["--taxonomy", str(repo / "data/taxonomy"), "prompts",
+                 str(repo / "docs/example-scenario.json"), "-o", str(out)])  # fmt: skip
+    assert code == 0
+    text = out.read_text()
+    for name in ("seeds", "scenario", "validate", "first_user_message", "target_system (default)",
+                 "target_system (child)", "next_user_message", "judge_safety", "judge_behavior"):  # fmt: skip
+        assert f"## {name}\n" in text
+    assert "bike ramp" in text.lower()
