@@ -1,0 +1,48 @@
+"""`kora plan`: calls needed, calls already stored, estimated cost."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kora.cli import main as kora_main
+from tests.helpers import copy_workflow
+from tests.test_workflow import TINY, snakemake
+
+
+def plan(workdir: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, list[str]]:
+    cwd = Path.cwd()
+    os.chdir(workdir)
+    try:
+        assert kora_main(["plan", "tiny", "--configfile", "tiny.yaml"]) == 0
+    finally:
+        os.chdir(cwd)
+    rows = {}
+    for line in capsys.readouterr().out.splitlines():
+        parts = line.split()
+        if parts and parts[0] in ("seeds", "scenarios", "conversations", "judgments", "total"):
+            rows[parts[0]] = parts[1:]
+    return rows
+
+
+def test_plan_before_and_after_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    copy_workflow(tmp_path)
+    cfg = dict(TINY, models={"mock": {"provider": "mock", "price": {"input": 3.0, "output": 15.0}}})
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(cfg))
+    before = plan(tmp_path, capsys)
+    # 2 shards: 1 seed call each; 2 seeds each, 3 expansion calls a seed; 2 prompts x
+    # 4 scenarios = 8 tests, 5 conversation calls and 2 judge calls each
+    assert before["seeds"][:4] == ["2", "2", "0", "2"]
+    assert before["scenarios"][:4] == ["4", "12", "0", "12"]
+    assert before["conversations"][:4] == ["8", "40", "0", "40"]
+    assert before["judgments"][:4] == ["8", "16", "0", "16"]
+    assert float(before["total"][-1].lstrip("$").replace(",", "")) > 0
+    run = snakemake(tmp_path, "results/tiny/results.json")
+    assert run.returncode == 0, run.stderr[-2000:]
+    after = plan(tmp_path, capsys)
+    calls, stored, to_pay = (int(x) for x in after["total"][:3])
+    assert calls == stored and to_pay == 0
+    assert after["total"][3] == "$0.00"
