@@ -317,17 +317,19 @@ def run_results_job(smk: Any) -> None:
     """Aggregate a target's judgments into results.json and its usage into usage.json."""
     from kora.io import iter_jsonl
     from kora.results import build_results
+    from kora.workflow import Plan
 
     setup_logging(smk.log[0] if smk.log else None)
     rt = Runtime.from_raw(dict(smk.config), workdir=Path.cwd())
     target = smk.wildcards.target
-    rejected = sum(1 for f in smk.input.rejected for _ in iter_jsonl(f))
+    status, rejected_files = Plan(rt.config, rt.taxonomy, rt.workdir).target_side_files(target)
+    rejected = sum(1 for f in rejected_files if Path(f).exists() for _ in iter_jsonl(f))
     results, usage = build_results(
         rt.config,
         rt.taxonomy,
         target,
         list(smk.input.judgments),
-        list(smk.input.status),
+        status,
         rejected_counts=rejected,
     )
     write_json(smk.output.results, results)

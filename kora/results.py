@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,8 +81,8 @@ def build_results(
     config: KoraConfig,
     taxonomy: Taxonomy,
     target: str,
-    judgment_files: list[Path | str],
-    status_files: list[Path | str],
+    judgment_files: Sequence[Path | str],
+    status_files: Sequence[Path | str],
     rejected_counts: int = 0,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(results.json, usage.json) documents for one target."""

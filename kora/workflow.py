@@ -126,6 +126,18 @@ class Plan:
                     total += 2 * len(c.judges) * tests
         return total
 
+    def target_side_files(self, target: str) -> tuple[list[str], list[str]]:
+        """(status files, rejected-scenario files) behind a target's results."""
+        shards = self.shards()
+        status = [status_of(conversations_path(target, s)) for s in shards]
+        status += [status_of(judgments_path(target, s)) for s in shards]
+        if self.target_imported(target):
+            return status, []
+        status += [status_of(scenarios_path(s)) for s in shards]
+        if not self.imported:
+            status += [status_of(seeds_path(s)) for s in shards]
+        return status, [rejected_of(scenarios_path(s)) for s in shards]
+
     def wildcard_constraints(self) -> dict[str, str]:
         def alt(values: list[str]) -> str:
             return "|".join(re.escape(v) for v in values) or "(?!)"

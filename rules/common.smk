@@ -10,10 +10,8 @@ from kora.workflow import (
     Plan,
     conversations_path,
     judgments_path,
-    rejected_of,
     scenarios_path,
     seeds_path,
-    status_of,
 )
 
 # Validate the merged config (config.yaml + any --configfile) before any job runs.
@@ -63,24 +61,6 @@ def get_conversations_input(wc):
 
 def get_target_judgments(wc):
     return [judgments_path(wc.target, s) for s in PLAN.shards()]
-
-
-def get_target_status(wc):
-    shards = PLAN.shards()
-    files = [status_of(conversations_path(wc.target, s)) for s in shards]
-    files += [status_of(judgments_path(wc.target, s)) for s in shards]
-    if PLAN.target_imported(wc.target):
-        return files
-    files += [status_of(scenarios_path(s)) for s in shards]
-    if not PLAN.imported:
-        files += [status_of(seeds_path(s)) for s in shards]
-    return files
-
-
-def get_target_rejected(wc):
-    if PLAN.target_imported(wc.target):
-        return []
-    return [rejected_of(scenarios_path(s)) for s in PLAN.shards()]
 
 
 _monitor = Monitor(Path(os.getcwd()), os.environ[RUN_ENV])

@@ -1,8 +1,8 @@
 rule results:
     input:
+        # the shards' .status.json and .rejected.jsonl come from the same jobs as these
+        # files; the script finds them beside them (fewer inputs: a faster DAG)
         judgments=get_target_judgments,
-        status=get_target_status,
-        rejected=get_target_rejected,
     output:
         results="results/{target}/results.json",
         usage="results/{target}/usage.json",
