@@ -20,6 +20,18 @@ from kora.taxonomy import Shard, Taxonomy
 from kora.workflow import IMPORT_MANIFEST, rejected_of, scenarios_path, status_of
 
 
+def _swap_in(staging: Path, data: Path) -> None:
+    """Replace the folder `data` by `staging` with two renames: a reader sees the old set
+    or the new one, and a failure before this point leaves the old one untouched."""
+    old = None
+    if data.exists():
+        old = data.with_name(f".{data.name}.old-{int(time.time() * 1000)}")
+        data.rename(old)
+    staging.rename(data)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
 def parse_scenarios(path: Path, taxonomy: Taxonomy) -> dict[Shard, list[Scenario]]:
     from pydantic import ValidationError
 
@@ -96,13 +108,7 @@ def import_scenarios(
                 "importedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             },
         )
-        old = None
-        if data.exists():
-            old = data.with_name(f".scenarios.old-{int(time.time() * 1000)}")
-            data.rename(old)
-        staging.rename(data)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        _swap_in(staging, data)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
@@ -199,13 +205,7 @@ def import_conversations(
                  "conversations": n,
                  "importedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
             )  # fmt: skip
-            old = None
-            if data.exists():
-                old = data.with_name(f".conversations.old-{int(time.time() * 1000)}")
-                data.rename(old)
-            staging.rename(data)
-            if old is not None:
-                shutil.rmtree(old, ignore_errors=True)
+            _swap_in(staging, data)
         finally:
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)

@@ -28,6 +28,7 @@ import orjson
 
 from kora.config import ModelConfig
 from kora.llm.base import ChatMessage, ProviderError, Response
+from kora.llm.http import post
 from kora.llm.limits import Limiter, limiter_for
 from kora.llm.retry import RetryPolicy, parse_retry_after, redact, retrying
 from kora.taxonomy import AGE_FOR_RANGE
@@ -168,18 +169,15 @@ class ChatEndpointTarget:
         answer_field: str | None,
     ) -> dict[str, Any]:
         client = self._get_client()
-        try:
-            resp = await client.post(url, content=content, params=params)
-        except httpx.TimeoutException:
-            raise ProviderError(
-                f"{self._label()}: no answer within {self.timeout:g} s", status=None
-            ) from None
-        except httpx.TransportError as exc:
-            raise ProviderError(
-                f"{self._label()}: connection failed ({type(exc).__name__}: "
-                f"{redact(str(exc), self._key)[:200]})",
-                status=None,
-            ) from None
+        resp = await post(
+            client,
+            url,
+            label=self._label(),
+            timeout=self.timeout,
+            key=self._key,
+            content=content,
+            params=params,
+        )
         if resp.status_code >= 400:
             raise ProviderError(
                 f"{self._label()}: HTTP {resp.status_code} from {url.rsplit('/', 1)[-1]}: "

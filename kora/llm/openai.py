@@ -19,6 +19,7 @@ import orjson
 
 from kora.config import ModelConfig
 from kora.llm.base import ProviderError, Request, Response, json_schema, schema_name
+from kora.llm.http import post
 from kora.llm.retry import parse_retry_after, redact
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -95,22 +96,15 @@ class OpenAIProvider:
 
     async def generate(self, request: Request) -> Response:
         client = self._get_client()
-        try:
-            resp = await client.post(
-                self.url,
-                content=orjson.dumps(self._body(request)),
-                headers={"Content-Type": "application/json"},
-            )
-        except httpx.TimeoutException:
-            raise ProviderError(
-                f"{self._label()}: no answer within {self.timeout:g} s", status=None
-            ) from None
-        except httpx.TransportError as exc:
-            raise ProviderError(
-                f"{self._label()}: connection failed ({type(exc).__name__}: "
-                f"{redact(str(exc), self._key)[:200]})",
-                status=None,
-            ) from None
+        resp = await post(
+            client,
+            self.url,
+            label=self._label(),
+            timeout=self.timeout,
+            key=self._key,
+            content=orjson.dumps(self._body(request)),
+            headers={"Content-Type": "application/json"},
+        )
         if resp.status_code >= 400:
             raise self._status_error(resp)
         try:
