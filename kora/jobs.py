@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kora.io import read_jsonl, write_json, write_jsonl
+from kora.llm.base import ProviderError
 from kora.progress import ProgressReporter
 from kora.runtime import Runtime
 from kora.schemas import Conversation, Judgment, RejectedScenario, Scenario, ScenarioSeed
@@ -32,6 +34,10 @@ from kora.taxonomy import Shard
 log = logging.getLogger("kora")
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+class FatalProviderError(Exception):
+    """An error that no retry and no other item can get past (a bad or missing key)."""
 
 
 def retry_marker(output: Path | str) -> Path:
@@ -73,6 +79,12 @@ async def run_items(
             try:
                 result = await work(item)
             except Exception as exc:
+                if isinstance(exc, ProviderError) and (
+                    exc.status in (401, 403) or (exc.status is None and not exc.retryable)
+                ):
+                    # a rejected or missing key fails every item alike: stop the job now
+                    # rather than record the same error for each of them
+                    raise FatalProviderError(str(exc)) from None
                 report.failed += 1
                 report.errors.append({"item": label(item), "error": f"{type(exc).__name__}: {exc}"})
                 log.error("%s failed: %s: %s", label(item), type(exc).__name__, exc)
@@ -302,7 +314,12 @@ def run_snakemake_job(smk: Any, stage: str) -> None:
         finally:
             await rt.aclose()
 
-    report = asyncio.run(main())
+    try:
+        report = asyncio.run(main())
+    except FatalProviderError as exc:
+        log.error("stopped: %s", exc)
+        print(f"kora: {stage} job stopped: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
     log.info("finished in %.1f s", time.monotonic() - started)
     if report.failed:
         log.warning(

@@ -54,6 +54,13 @@ def rejected_of(path: str) -> str:
     return re.sub(r"\.jsonl$", ".rejected.jsonl", path)
 
 
+def _custom_openai_url(base_url: str | None) -> bool:
+    import os
+
+    url = base_url or os.environ.get("OPENAI_BASE_URL") or ""
+    return bool(url) and "api.openai.com" not in url
+
+
 @dataclass
 class Plan:
     config: KoraConfig
@@ -137,6 +144,29 @@ class Plan:
         if not self.imported:
             status += [status_of(seeds_path(s)) for s in shards]
         return status, [rejected_of(scenarios_path(s)) for s in shards]
+
+    def missing_keys(self) -> list[str]:
+        """API-key variables that the run's models need and the environment lacks."""
+        import os
+
+        c = self.config
+        names = {c.seed_model, c.expand_model, c.user_model, *c.judges}
+        names |= {t.model for t in c.targets.values() if t.model is not None}
+        missing = []
+        for name in sorted(names):
+            m = c.models[name]
+            if m.provider == "anthropic":
+                env = m.api_key_env or "ANTHROPIC_API_KEY"
+            elif m.provider == "openai" and (m.api_key_env or not _custom_openai_url(m.base_url)):
+                # a local OpenAI-compatible server (vLLM, Ollama) may need no key
+                env = m.api_key_env or "OPENAI_API_KEY"
+            elif m.provider == "chat-endpoint" and m.api_key_env:
+                env = m.api_key_env
+            else:
+                continue
+            if not os.environ.get(env):
+                missing.append(f"{env} (model {name!r})")
+        return missing
 
     def wildcard_constraints(self) -> dict[str, str]:
         def alt(values: list[str]) -> str:

@@ -67,6 +67,11 @@ _monitor = Monitor(Path(os.getcwd()), os.environ[RUN_ENV])
 
 
 onstart:
+    # a missing key would fail every call of the run one by one: stop before any job
+    if PLAN.missing_keys():
+        raise WorkflowError(
+            "set the API keys this run needs: " + ", ".join(PLAN.missing_keys())
+        )
     _monitor.planned = PLAN.nominal_calls()
     _monitor.start()
 

@@ -271,3 +271,49 @@ def test_invalid_structured_answer_is_asked_again_then_fails() -> None:
     retry = p.requests[1].messages
     assert retry[-2].role == "assistant" and "great" in retry[-2].content
     assert "grade" in retry[-1].content  # the validation error names the field
+
+
+def test_a_rejected_key_stops_the_job_instead_of_failing_every_item() -> None:
+    from kora.jobs import FatalProviderError, JobReport, run_items
+    from kora.llm.base import ProviderError
+
+    class Progress:
+        def update(self, report: JobReport) -> None:
+            pass
+
+    async def work(i: int) -> int:
+        if i == 0:
+            raise ProviderError("model 'x': HTTP 500", status=500)
+        if i == 3:
+            raise ProviderError("model 'x': HTTP 401 invalid x-api-key", status=401)
+        return i
+
+    report = JobReport("conversations", "t/s")
+    with pytest.raises(FatalProviderError, match="401"):
+        run(run_items(list(range(5)), work, label=str, concurrency=1, report=report,
+                      progress=Progress()))  # type: ignore[arg-type]  # fmt: skip
+    # a transient error is an item failure, recorded
+    report = JobReport("conversations", "t/s")
+    results = run(run_items([0, 1, 2], work, label=str, concurrency=2, report=report,
+                            progress=Progress()))  # type: ignore[arg-type]  # fmt: skip
+    assert report.failed == 1 and report.done == 2
+    assert isinstance(results[0], ProviderError) and results[1:] == [1, 2]
+
+
+def test_missing_api_keys_are_named_before_a_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    import yaml
+
+    from kora.workflow import Plan
+
+    raw = yaml.safe_load((REPO / "config.yaml").read_text())
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    plan = Plan.load(raw, REPO)
+    assert plan.missing_keys() == [
+        "OPENAI_API_KEY (model 'gpt-4o')",
+        "ANTHROPIC_API_KEY (model 'sonnet')",
+    ]
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://localhost:11434/v1")  # a local server
+    assert plan.missing_keys() == []
