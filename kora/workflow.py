@@ -145,13 +145,31 @@ class Plan:
             status += [status_of(seeds_path(s)) for s in shards]
         return status, [rejected_of(scenarios_path(s)) for s in shards]
 
-    def missing_keys(self) -> list[str]:
-        """API-key variables that the run's models need and the environment lacks."""
+    def models_for_jobs(self, jobs: list[tuple[str, dict[str, str]]]) -> set[str]:
+        """The models that jobs of these (rule, wildcards) will call."""
+        c = self.config
+        names: set[str] = set()
+        for rule, wc in jobs:
+            if rule == "seeds":
+                names.add(c.seed_model)
+            elif rule == "scenarios":
+                names |= {c.expand_model, c.user_model}
+            elif rule == "conversations":
+                model = c.targets[wc["target"]].model if wc.get("target") in c.targets else None
+                names |= {c.user_model} | ({model} if model else set())
+            elif rule == "judgments":
+                names |= set(c.judges)
+        return names
+
+    def missing_keys(self, names: set[str] | None = None) -> list[str]:
+        """API-key variables that these models (default: every model of the run) need
+        and the environment lacks."""
         import os
 
         c = self.config
-        names = {c.seed_model, c.expand_model, c.user_model, *c.judges}
-        names |= {t.model for t in c.targets.values() if t.model is not None}
+        if names is None:
+            names = {c.seed_model, c.expand_model, c.user_model, *c.judges}
+            names |= {t.model for t in c.targets.values() if t.model is not None}
         missing = []
         for name in sorted(names):
             m = c.models[name]

@@ -63,14 +63,22 @@ def get_target_judgments(wc):
     return [judgments_path(wc.target, s) for s in PLAN.shards()]
 
 
+def jobs_to_run():
+    return [
+        (job.rule.name, dict(job.wildcards_dict))
+        for job in workflow.dag.needrun_jobs(exclude_finished=False)
+    ]
+
+
 _monitor = Monitor(Path(os.getcwd()), os.environ[RUN_ENV])
 
 
 onstart:
     # a missing key would fail every call of the run one by one: stop before any job
-    if PLAN.missing_keys():
+    _missing = PLAN.missing_keys(PLAN.models_for_jobs(jobs_to_run()))
+    if _missing:
         raise WorkflowError(
-            "set the API keys this run needs: " + ", ".join(PLAN.missing_keys())
+            "set the API keys this run needs: " + ", ".join(_missing)
         )
     _monitor.planned = PLAN.nominal_calls()
     _monitor.start()
