@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
 import threading
 import time
@@ -142,3 +143,5 @@ class Monitor:
     def stop(self) -> None:
         self._stop.set()
         self.print()
+        # the snapshots only serve this run's progress line
+        shutil.rmtree(self.dir, ignore_errors=True)
