@@ -24,6 +24,7 @@ import anthropic
 
 from kora.config import ModelConfig
 from kora.llm.base import ProviderError, Request, Response, json_schema, schema_name
+from kora.llm.http import read_key
 from kora.llm.retry import parse_retry_after, redact
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -63,13 +64,8 @@ class AnthropicProvider:
     def _get_client(self) -> anthropic.AsyncAnthropic:
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop:
-            key = os.environ.get(self.key_env)
-            if not key:
-                raise ProviderError(
-                    f"{self._label()}: environment variable {self.key_env} is not set "
-                    "(it must hold the Anthropic API key)",
-                    retryable=False,
-                )
+            key = read_key(self.key_env, self._label(), required=True)
+            assert key is not None  # required: read_key raised otherwise
             self._key = key
             # a client is tied to the event loop its connections were made in
             self._client = anthropic.AsyncAnthropic(

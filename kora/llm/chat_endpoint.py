@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -28,7 +27,7 @@ import orjson
 
 from kora.config import ModelConfig
 from kora.llm.base import ChatMessage, ProviderError, Response
-from kora.llm.http import post
+from kora.llm.http import new_client, post, read_key
 from kora.llm.limits import Limiter, limiter_for
 from kora.llm.retry import RetryPolicy, parse_retry_after, redact, retrying
 from kora.taxonomy import AGE_FOR_RANGE
@@ -94,21 +93,10 @@ class ChatEndpointTarget:
     def _get_client(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop:
-            headers = {"Content-Type": "application/json"}
-            if self.config.api_key_env:
-                key = os.environ.get(self.config.api_key_env)
-                if not key:
-                    raise ProviderError(
-                        f"{self._label()}: environment variable "
-                        f"{self.config.api_key_env} is not set",
-                        retryable=False,
-                    )
-                self._key = key
-                headers["Authorization"] = f"Bearer {key}"
-            self._client = httpx.AsyncClient(
-                headers=headers,
-                timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 30.0)),
-                limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+            env = self.config.api_key_env
+            self._key = read_key(env, self._label(), required=True) if env else None
+            self._client = new_client(
+                self.timeout, self._key, **{"Content-Type": "application/json"}
             )
             self._loop = loop
         return self._client

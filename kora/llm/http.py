@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import httpx
@@ -30,3 +31,22 @@ async def post(
             f"{label}: connection failed ({type(exc).__name__}: {redact(str(exc), key)[:200]})",
             status=None,
         ) from None
+
+
+def read_key(env: str, label: str, *, required: bool) -> str | None:
+    """The API key from `env`; a required one that is unset is a clear, final error."""
+    key = os.environ.get(env) or None
+    if key is None and required:
+        raise ProviderError(f"{label}: environment variable {env} is not set", retryable=False)
+    return key
+
+
+def new_client(timeout: float, key: str | None, **headers: str) -> httpx.AsyncClient:
+    """An httpx client for many concurrent calls (a client belongs to one event loop)."""
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    return httpx.AsyncClient(
+        headers=headers,
+        timeout=httpx.Timeout(timeout, connect=min(timeout, 30.0)),
+        limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+    )

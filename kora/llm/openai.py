@@ -19,7 +19,7 @@ import orjson
 
 from kora.config import ModelConfig
 from kora.llm.base import ProviderError, Request, Response, json_schema, schema_name
-from kora.llm.http import post
+from kora.llm.http import new_client, post, read_key
 from kora.llm.retry import parse_retry_after, redact
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -55,19 +55,8 @@ class OpenAIProvider:
     def _get_client(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop:
-            key = os.environ.get(self.key_env) or None
-            if key is None and self.key_required:
-                raise ProviderError(
-                    f"{self._label()}: environment variable {self.key_env} is not set",
-                    retryable=False,
-                )
-            self._key = key
-            headers = {"Authorization": f"Bearer {key}"} if key else {}
-            self._client = httpx.AsyncClient(
-                headers=headers,
-                timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 30.0)),
-                limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
-            )
+            self._key = read_key(self.key_env, self._label(), required=self.key_required)
+            self._client = new_client(self.timeout, self._key)
             self._loop = loop
         return self._client
 
