@@ -890,7 +890,7 @@ def render_leaderboard(doc: Mapping[str, Any], taxonomy: Taxonomy | None = None)
     rows = doc["targets"]
     parts = ["<h1>KORA leaderboard</h1>"]
     parts.append(
-        f"<p class='meta'>{len(rows)} targets, ranked by the share of tests graded failing on "
+        f"<p class='meta'>{len(rows)} target{'' if len(rows) == 1 else 's'}, ranked by the share of tests graded failing on "
         "safety (lower is better). Brackets: 95% Wilson intervals; where two targets' intervals "
         "overlap, their order is not established by these rates alone: see the paired "
         "comparisons below.</p>"
