@@ -137,15 +137,9 @@ class ChatEndpointTarget:
         content = orjson.dumps(body)
 
         async def attempt() -> dict[str, Any]:
-            async with self.limiter.slot():
-                try:
-                    data = await self._post_once(url, content, params, answer_field)
-                except ProviderError as exc:
-                    if exc.status == 429:
-                        self.limiter.on_rate_limited(exc.retry_after)
-                    raise
-            self.limiter.on_success()
-            return data
+            return await self.limiter.call(
+                lambda: self._post_once(url, content, params, answer_field)
+            )
 
         return await retrying(attempt, should_retry=self.should_retry, policy=self.retry_policy)
 

@@ -18,7 +18,7 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from kora.config import ModelConfig
-from kora.llm.base import ChatMessage, Provider, ProviderError, Request, Response, create_provider
+from kora.llm.base import ChatMessage, Provider, Request, Response, create_provider
 from kora.llm.cache import CallCache, cache_key
 from kora.llm.limits import Limiter, limiter_for
 from kora.llm.retry import RetryPolicy, retrying
@@ -165,15 +165,7 @@ class ModelClient:
                 return hit
 
         async def attempt() -> Response:
-            async with self.limiter.slot():
-                try:
-                    resp = await self.provider.generate(request)
-                except ProviderError as exc:
-                    if exc.status == 429:
-                        self.limiter.on_rate_limited(exc.retry_after)
-                    raise
-            self.limiter.on_success()
-            return resp
+            return await self.limiter.call(lambda: self.provider.generate(request))
 
         try:
             resp = await retrying(

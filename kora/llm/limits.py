@@ -49,7 +49,7 @@ import struct
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -58,6 +58,7 @@ from typing import TypeVar
 
 from kora.config import ModelConfig
 from kora.llm import retry
+from kora.llm.base import ProviderError
 
 log = logging.getLogger("kora.llm")
 
@@ -418,6 +419,18 @@ class Limiter:
 
     def on_success(self) -> None:
         pass
+
+    async def call(self, fn: Callable[[], Awaitable[T]]) -> T:
+        """`fn()` in a slot of this limiter; a 429 it raises slows the whole run down."""
+        async with self.slot():
+            try:
+                result = await fn()
+            except ProviderError as exc:
+                if exc.status == 429:
+                    self.on_rate_limited(exc.retry_after)
+                raise
+        self.on_success()
+        return result
 
     def current_rate(self) -> float | None:
         """The shared allowed rate in requests per second (None: no rate limit kept)."""
