@@ -633,9 +633,9 @@ def client_process(
                 latencies.append(time.time() - t0)
 
     async def main() -> None:
-        warm_up = getattr(provider_obj, "_get_client", None)
-        if warm_up is not None:  # create the HTTP client before the clock starts
-            warm_up()
+        clients = getattr(provider_obj, "_clients", None)
+        if clients is not None:  # create the HTTP client before the clock starts
+            clients.get()
         nonlocal deadline
         if ready is not None:
             await asyncio.to_thread(ready.wait)

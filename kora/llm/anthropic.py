@@ -14,8 +14,6 @@ retryable `ProviderError`; error messages name the model and status and never th
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import os
 from typing import Any
@@ -24,7 +22,7 @@ import anthropic
 
 from kora.config import ModelConfig
 from kora.llm.base import ProviderError, Request, Response, json_schema, schema_name
-from kora.llm.http import read_key
+from kora.llm.http import LoopBound, read_key
 from kora.llm.retry import parse_retry_after, redact
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -54,25 +52,19 @@ class AnthropicProvider:
             config.base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
         )
         self.timeout = config.timeout or DEFAULT_TIMEOUT
-        self._client: anthropic.AsyncAnthropic | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._clients = LoopBound(self._new_client, lambda c: c.close())
         self._key: str | None = None
 
     def _label(self) -> str:
         return f"model {self.name!r} ({self.model})"
 
-    def _get_client(self) -> anthropic.AsyncAnthropic:
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
-            key = read_key(self.key_env, self._label(), required=True)
-            assert key is not None  # required: read_key raised otherwise
-            self._key = key
-            # a client is tied to the event loop its connections were made in
-            self._client = anthropic.AsyncAnthropic(
-                api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout
-            )
-            self._loop = loop
-        return self._client
+    def _new_client(self) -> anthropic.AsyncAnthropic:
+        key = read_key(self.key_env, self._label(), required=True)
+        assert key is not None  # required: read_key raised otherwise
+        self._key = key
+        return anthropic.AsyncAnthropic(
+            api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout
+        )
 
     def _params(self, request: Request) -> dict[str, Any]:
         params: dict[str, Any] = {
@@ -99,7 +91,7 @@ class AnthropicProvider:
         return params
 
     async def generate(self, request: Request) -> Response:
-        client = self._get_client()
+        client = self._clients.get()
         try:
             msg = await client.messages.create(**self._params(request))
         except anthropic.APIStatusError as exc:
@@ -174,7 +166,4 @@ class AnthropicProvider:
         return isinstance(exc, ProviderError) and exc.retryable
 
     async def aclose(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            with contextlib.suppress(RuntimeError):  # its event loop is gone
-                await client.close()
+        await self._clients.aclose()

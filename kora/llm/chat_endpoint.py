@@ -16,8 +16,6 @@ reference behaves the same way).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -27,7 +25,7 @@ import orjson
 
 from kora.config import ModelConfig
 from kora.llm.base import ChatMessage, ProviderError, Response
-from kora.llm.http import new_client, post, read_key
+from kora.llm.http import LoopBound, new_client, post, read_key
 from kora.llm.limits import Limiter, limiter_for
 from kora.llm.retry import RetryPolicy, parse_retry_after, redact, retrying
 from kora.taxonomy import AGE_FOR_RANGE
@@ -83,23 +81,16 @@ class ChatEndpointTarget:
         self.limiter = limiter or limiter_for(name, config, state_dir)
         self.retry_policy = retry_policy or RetryPolicy()
         self.timeout = config.timeout or DEFAULT_TIMEOUT
-        self._client: httpx.AsyncClient | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._clients = LoopBound(self._new_client, lambda c: c.aclose())
         self._key: str | None = None
 
     def _label(self) -> str:
         return f"model {self.name!r} ({self.base})"
 
-    def _get_client(self) -> httpx.AsyncClient:
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
-            env = self.config.api_key_env
-            self._key = read_key(env, self._label(), required=True) if env else None
-            self._client = new_client(
-                self.timeout, self._key, **{"Content-Type": "application/json"}
-            )
-            self._loop = loop
-        return self._client
+    def _new_client(self) -> httpx.AsyncClient:
+        env = self.config.api_key_env
+        self._key = read_key(env, self._label(), required=True) if env else None
+        return new_client(self.timeout, self._key, **{"Content-Type": "application/json"})
 
     async def open_session(self, age_range: str, memory: str | None = None) -> ChatEndpointSession:
         """A fresh session for one test; its memory, if any, is restored first."""
@@ -150,7 +141,7 @@ class ChatEndpointTarget:
         params: dict[str, str] | None,
         answer_field: str | None,
     ) -> dict[str, Any]:
-        client = self._get_client()
+        client = self._clients.get()
         resp = await post(
             client,
             url,
@@ -185,7 +176,4 @@ class ChatEndpointTarget:
         return isinstance(exc, ProviderError) and exc.retryable
 
     async def aclose(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            with contextlib.suppress(RuntimeError):  # its event loop is gone
-                await client.aclose()
+        await self._clients.aclose()

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Generic, TypeVar
 
 import httpx
 
@@ -50,3 +53,30 @@ def new_client(timeout: float, key: str | None, **headers: str) -> httpx.AsyncCl
         timeout=httpx.Timeout(timeout, connect=min(timeout, 30.0)),
         limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
     )
+
+
+C = TypeVar("C")
+
+
+class LoopBound(Generic[C]):
+    """A provider's client, made anew for each event loop: a client's connections belong
+    to the loop that opened them, and each job (or test) may run several loops in turn."""
+
+    def __init__(self, make: Callable[[], C], close: Callable[[C], Awaitable[None]]) -> None:
+        self._make = make
+        self._close = close
+        self._client: C | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def get(self) -> C:
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            self._client = self._make()
+            self._loop = loop
+        return self._client
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(RuntimeError):  # its event loop is gone
+                await self._close(client)

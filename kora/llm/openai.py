@@ -9,8 +9,6 @@ Authorization header is left out.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 from typing import Any
 
@@ -19,7 +17,7 @@ import orjson
 
 from kora.config import ModelConfig
 from kora.llm.base import ProviderError, Request, Response, json_schema, schema_name
-from kora.llm.http import new_client, post, read_key
+from kora.llm.http import LoopBound, new_client, post, read_key
 from kora.llm.retry import parse_retry_after, redact
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -45,20 +43,15 @@ class OpenAIProvider:
         self.tokens_field = (
             "max_completion_tokens" if "api.openai.com" in self.base_url else "max_tokens"
         )
-        self._client: httpx.AsyncClient | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._clients = LoopBound(self._new_client, lambda c: c.aclose())
         self._key: str | None = None
 
     def _label(self) -> str:
         return f"model {self.name!r} ({self.model})"
 
-    def _get_client(self) -> httpx.AsyncClient:
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
-            self._key = read_key(self.key_env, self._label(), required=self.key_required)
-            self._client = new_client(self.timeout, self._key)
-            self._loop = loop
-        return self._client
+    def _new_client(self) -> httpx.AsyncClient:
+        self._key = read_key(self.key_env, self._label(), required=self.key_required)
+        return new_client(self.timeout, self._key)
 
     def _body(self, request: Request) -> dict[str, Any]:
         messages: list[dict[str, str]] = []
@@ -84,7 +77,7 @@ class OpenAIProvider:
         return body
 
     async def generate(self, request: Request) -> Response:
-        client = self._get_client()
+        client = self._clients.get()
         resp = await post(
             client,
             self.url,
@@ -156,7 +149,4 @@ class OpenAIProvider:
         return isinstance(exc, ProviderError) and exc.retryable
 
     async def aclose(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            with contextlib.suppress(RuntimeError):  # its event loop is gone
-                await client.aclose()
+        await self._clients.aclose()
