@@ -257,10 +257,12 @@ async def judgments_job(
         r = by_key.get(c.key)
         if r is None:
             r = Judgment(key=c.key, target=c.target, scenario=c.scenario, prompt=c.prompt,
-                         messages=c.messages, error=f"conversation failed: {c.error}")  # fmt: skip
+                         messages=c.messages, turns=c.turns,
+                         error=f"conversation failed: {c.error}")  # fmt: skip
         elif isinstance(r, BaseException):
             r = Judgment(key=c.key, target=c.target, scenario=c.scenario, prompt=c.prompt,
-                         messages=c.messages, error=f"{type(r).__name__}: {r}")  # fmt: skip
+                         messages=c.messages, turns=c.turns,
+                         error=f"{type(r).__name__}: {r}")  # fmt: skip
         records.append(r)
     write_jsonl(output, records)
     _finish(rt, report, status, output, token)

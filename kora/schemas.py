@@ -164,6 +164,28 @@ class Message(Strict):
     content: str
 
 
+# Why a target's reply ended, in one vocabulary across providers: `stop` (it finished),
+# `max_tokens` (cut at the length limit), `content_filter` (the provider's filter cut or
+# blocked it), `refusal` (the model declined through the API's refusal channel), `other`
+# (any other reason the provider gave). None: the service does not say (chat endpoints).
+FinishReason = Literal["stop", "max_tokens", "content_filter", "refusal", "other"]
+FINISH_REASONS: tuple[FinishReason, ...] = (
+    "stop",
+    "max_tokens",
+    "content_filter",
+    "refusal",
+    "other",
+)
+
+
+class TargetTurn(Strict):
+    """What is known about one reply of the target, beside its text in `messages`."""
+
+    finishReason: FinishReason | None = None
+    # a reply that is empty after stripping whitespace: kept as the target's behaviour
+    empty: bool = False
+
+
 class TestAssessment(Strict):
     __test__ = False  # not a pytest class
     grade: Grade
@@ -212,6 +234,8 @@ class Conversation(Strict):
     prompt: PromptVariant
     scenario: Scenario
     messages: list[Message] = []
+    # one per assistant message, in order (absent for imported conversations)
+    turns: list[TargetTurn] = []
     error: str | None = None
 
 
@@ -227,6 +251,7 @@ class Judgment(Strict):
     scenario: Scenario
     prompt: PromptVariant
     messages: list[Message]
+    turns: list[TargetTurn] = []
     assessment: TestAssessment | None = None
     behaviorAssessment: BehaviorAssessment | None = None
     judges: list[JudgeVerdict] = []

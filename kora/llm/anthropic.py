@@ -24,8 +24,18 @@ from kora.config import ModelConfig
 from kora.llm.base import ProviderError, Request, Response, json_schema, schema_name
 from kora.llm.http import LoopBound, read_key
 from kora.llm.retry import parse_retry_after, redact
+from kora.schemas import FinishReason
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
+# the Messages API's stop_reason in the project's vocabulary (kora.schemas.FinishReason)
+_FINISH: dict[str, FinishReason] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "stop",
+    "max_tokens": "max_tokens",
+    "model_context_window_exceeded": "max_tokens",
+    "refusal": "refusal",
+}
 DEFAULT_TIMEOUT = 120.0
 
 
@@ -139,6 +149,7 @@ class AnthropicProvider:
             text=text,
             input_tokens=int(getattr(usage, "input_tokens", 0) or 0),
             output_tokens=int(getattr(usage, "output_tokens", 0) or 0),
+            finish_reason=_FINISH.get(str(getattr(msg, "stop_reason", None)), "other"),
             meta={"stop_reason": getattr(msg, "stop_reason", None)},
         )
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from kora.config import ModelConfig
 from kora.llm.retry import is_transient
+from kora.schemas import FinishReason
 
 Role = Literal["user", "assistant"]
 
@@ -44,6 +45,8 @@ class Response:
     text: str  # plain text, or the JSON document of a structured answer
     input_tokens: int = 0
     output_tokens: int = 0
+    # why the answer ended, mapped onto kora.schemas.FinishReason (None: not said)
+    finish_reason: FinishReason | None = None
     meta: dict[str, Any] = field(default_factory=dict)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from kora.llm.base import Request, Response
+from kora.schemas import FINISH_REASONS
 
 CACHE_VERSION = 1
 
@@ -54,10 +55,12 @@ class CallCache:
             or not isinstance(raw.get("text"), str)
         ):
             return None
+        finish = raw.get("finish_reason")
         return Response(
             text=raw["text"],
             input_tokens=int(raw.get("input_tokens", 0)),
             output_tokens=int(raw.get("output_tokens", 0)),
+            finish_reason=finish if finish in FINISH_REASONS else None,
             meta={"cached": True},
         )
 
@@ -70,6 +73,7 @@ class CallCache:
                 "text": response.text,
                 "input_tokens": response.input_tokens,
                 "output_tokens": response.output_tokens,
+                "finish_reason": response.finish_reason,
             }
         )
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:8]}.", suffix=".tmp")

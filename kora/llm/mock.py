@@ -202,7 +202,9 @@ class MockProvider:
         tokens_in = (
             sum(len(m.content) for m in request.messages) // 4 + len(request.system or "") // 4
         )
-        return Response(text=text, input_tokens=tokens_in, output_tokens=len(text) // 4)
+        return Response(
+            text=text, input_tokens=tokens_in, output_tokens=len(text) // 4, finish_reason="stop"
+        )
 
     def should_retry(self, exc: BaseException) -> bool:
         return False

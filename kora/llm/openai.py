@@ -19,8 +19,17 @@ from kora.config import ModelConfig
 from kora.llm.base import ProviderError, Request, Response, json_schema, schema_name
 from kora.llm.http import LoopBound, new_client, post, read_key
 from kora.llm.retry import parse_retry_after, redact
+from kora.schemas import FinishReason
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+# chat-completions finish_reason in the project's vocabulary (kora.schemas.FinishReason)
+_FINISH: dict[str, FinishReason] = {
+    "stop": "stop",
+    "tool_calls": "stop",
+    "function_call": "stop",
+    "length": "max_tokens",
+    "content_filter": "content_filter",
+}
 DEFAULT_TIMEOUT = 120.0
 
 
@@ -94,6 +103,7 @@ class OpenAIProvider:
             choice = data["choices"][0]
             message = choice["message"]
             text = message.get("content")
+            refused = text is None and bool(message.get("refusal"))
             if text is None:
                 text = message.get("refusal") or ""
             if not isinstance(text, str):
@@ -103,6 +113,9 @@ class OpenAIProvider:
                 text=text,
                 input_tokens=int(usage.get("prompt_tokens") or 0),
                 output_tokens=int(usage.get("completion_tokens") or 0),
+                finish_reason="refusal"
+                if refused
+                else _FINISH.get(str(choice.get("finish_reason")), "other"),
                 meta={"finish_reason": choice.get("finish_reason")},
             )
         except (

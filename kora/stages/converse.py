@@ -6,7 +6,7 @@ from kora.keys import TestKey
 from kora.llm.base import ChatMessage
 from kora.llm.client import ModelClient
 from kora.llm.targets import TargetFactory
-from kora.schemas import Conversation, Message, PromptVariant, Scenario
+from kora.schemas import Conversation, Message, PromptVariant, Scenario, TargetTurn
 from kora.stages.messages import child_message
 from kora.taxonomy import Taxonomy
 from kora.templates import format_conversation, render
@@ -36,6 +36,7 @@ async def converse(
         target_system_prompt(scenario, prompt),
     )
     messages: list[ChatMessage] = []
+    turns: list[TargetTurn] = []
     for turn in range(TURNS):
         if turn == 0:
             child = scenario.firstUserMessage
@@ -50,11 +51,14 @@ async def converse(
             child = await child_message(user, follow, stage="child")
         messages.append(ChatMessage("user", child))
         reply = await session.reply(messages)
-        messages.append(ChatMessage("assistant", reply.text.strip()))
+        text = reply.text.strip()
+        messages.append(ChatMessage("assistant", text))
+        turns.append(TargetTurn(finishReason=reply.finish_reason, empty=not text))
     return Conversation(
         key=str(key),
         target=target_name,
         prompt=prompt,
         scenario=scenario,
         messages=[Message(role=m.role, content=m.content) for m in messages],
+        turns=turns,
     )

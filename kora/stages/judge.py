@@ -94,6 +94,7 @@ async def judge_conversation(
         scenario=conversation.scenario,
         prompt=conversation.prompt,
         messages=conversation.messages,
+        turns=conversation.turns,
     )
     if conversation.error is not None:
         return base.model_copy(update={"error": f"conversation failed: {conversation.error}"})
