@@ -336,13 +336,13 @@ def run_results_job(smk: Any) -> None:
     """Aggregate a target's judgments into results.json and its usage into usage.json."""
     from kora.io import iter_jsonl
     from kora.results import build_results
-    from kora.workflow import Plan
 
     setup_logging(smk.log[0] if smk.log else None)
     rt = Runtime.from_raw(dict(smk.config), workdir=Path.cwd())
     target = smk.wildcards.target
-    status, rejected_files = Plan(rt.config, rt.taxonomy, rt.workdir).target_side_files(target)
-    rejected = sum(1 for f in rejected_files if Path(f).exists() for _ in iter_jsonl(f))
+    inputs = dict(smk.input.items())
+    status = [f for kind, files in inputs.items() if kind.endswith("_status") for f in files]
+    rejected = sum(1 for f in inputs.get("rejected", []) for _ in iter_jsonl(f))
     results, usage = build_results(
         rt.config,
         rt.taxonomy,

@@ -102,6 +102,11 @@ class Plan:
         model = self.config.targets[target].model
         return {"imported": True} if model is None else self.model_params(model)
 
+    def models_used(self, target: str) -> dict[str, dict[str, Any]]:
+        from kora.results import models_used
+
+        return models_used(self.config, target)
+
     def results_files(self) -> list[str]:
         return [f"results/{t}/results.json" for t in self.config.targets]
 
@@ -132,6 +137,33 @@ class Plan:
                 if not (self.workdir / judgments_path(t, shard)).exists():
                     total += 2 * len(c.judges) * tests
         return total
+
+    def results_inputs(self, target: str) -> dict[str, list[str]]:
+        """Every shard file behind a target's results, by kind.
+
+        All of them are inputs of its results job, so a shard that a failed or killed job
+        left missing is rebuilt by the next run of the same command, whatever stage it
+        belongs to (Snakemake would otherwise keep a missing intermediate while the files
+        after it exist).
+        """
+        shards = self.shards()
+        out: dict[str, list[str]] = {}
+        for stage, path_of in (
+            ("judgments", lambda s: judgments_path(target, s)),
+            ("conversations", lambda s: conversations_path(target, s)),
+            ("scenarios", scenarios_path),
+            ("seeds", seeds_path),
+        ):
+            if stage in ("scenarios", "seeds") and self.target_imported(target):
+                continue
+            if stage == "seeds" and self.imported:
+                continue
+            data = [path_of(s) for s in shards]
+            out[stage] = data
+            out[f"{stage}_status"] = [status_of(p) for p in data]
+            if stage == "scenarios":
+                out["rejected"] = [rejected_of(p) for p in data]
+        return out
 
     def target_side_files(self, target: str) -> tuple[list[str], list[str]]:
         """(status files, rejected-scenario files) behind a target's results."""

@@ -63,6 +63,10 @@ def get_target_judgments(wc):
     return [judgments_path(wc.target, s) for s in PLAN.shards()]
 
 
+def get_results_input(wc):
+    return PLAN.results_inputs(wc.target)
+
+
 def jobs_to_run():
     return [
         (job.rule.name, dict(job.wildcards_dict))

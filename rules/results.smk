@@ -1,8 +1,6 @@
 rule results:
     input:
-        # the shards' .status.json and .rejected.jsonl come from the same jobs as these
-        # files; the script finds them beside them (fewer inputs: a faster DAG)
-        judgments=get_target_judgments,
+        unpack(get_results_input),
     output:
         results="results/{target}/results.json",
         usage="results/{target}/usage.json",
@@ -11,7 +9,11 @@ rule results:
     conda:
         "../envs/kora.yaml"
     params:
+        # what results.json reports about the run: a change re-writes it even when no
+        # shard changed (e.g. a role renamed)
         judges=PLAN.config.judges,
         user=PLAN.config.user_model,
+        models=lambda wc: PLAN.models_used(wc.target),
+        prompts=lambda wc: PLAN.config.target_prompts(wc.target),
     script:
         "../scripts/results.py"

@@ -45,10 +45,11 @@ class Server(AnthropicServer):
     every call to the models in `fail_models` with a 400."""
 
     fail_models: frozenset[str] = frozenset()
+    fail_status = 400
 
     def handle(self, rec: Recorded, *, invalid: bool) -> Any:
         if isinstance(rec.body, dict) and rec.body.get("model") in self.fail_models:
-            return self.error_reply(400, "model is unavailable")
+            return self.error_reply(self.fail_status, "model is unavailable")
         return super().handle(rec, invalid=invalid)
 
     def _next_answer(self, rec: Recorded, *, structured: bool, invalid: bool) -> Any:
@@ -89,7 +90,9 @@ class Run:
         self.workdir = workdir
         self.server = server
 
-    def snakemake(self, cfg: dict[str, Any], *targets: str) -> tuple[Counter[str], str]:
+    def snakemake(
+        self, cfg: dict[str, Any], *targets: str, ok: bool = True
+    ) -> tuple[Counter[str], str]:
         (self.workdir / "run.yaml").write_text(yaml.safe_dump(cfg))
         before = len(self.server.requests)
         env = dict(os.environ, ANTHROPIC_API_KEY="test-key", KORA_RETRY_TESTING="1")
@@ -97,7 +100,7 @@ class Run:
             [sys.executable, "-m", "snakemake", "--cores", "2", *targets, "--configfile", "run.yaml"],
             cwd=self.workdir, env=env, capture_output=True, text=True, timeout=600,
         )  # fmt: skip
-        assert proc.returncode == 0, proc.stderr[-4000:]
+        assert (proc.returncode == 0) == ok, proc.stderr[-4000:]
         calls: Counter[str] = Counter()
         for rec in self.server.requests[before:]:
             tools = rec.body.get("tools") or []
@@ -203,3 +206,37 @@ def test_failed_items_are_recorded_and_retried_by_the_same_command(run: Run) -> 
     assert results["failedTests"] == 0 and results["tests"] > 0
     assert roles(fixed) <= {"t1-broken", "user", "judge"}
     assert "seed" not in roles(fixed) and "expand" not in roles(fixed)
+
+
+def results_of(run: Run, target: str = "t1") -> dict[str, Any]:
+    return orjson.loads((run.workdir / f"results/{target}/results.json").read_bytes())  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("change", ["model", "user_model"])
+def test_a_failed_rerun_after_a_config_change_is_rebuilt_by_the_same_command(
+    run: Run, change: str
+) -> None:
+    """Change what a target's conversations depend on, let the new run stop on a 401,
+    fix the cause: the same command rebuilds everything the failure removed, and
+    results.json describes the new config, never the old one."""
+    cfg = config(run.server.url, ["t1"], ["judge"])
+    run.snakemake(cfg, "results/t1/results.json")
+    assert results_of(run)["models"]["t1"]["model"] == "claude-t1"
+    changed = config(run.server.url, ["t1"], ["judge"])
+    role = "t1" if change == "model" else "user"
+    changed["models"][role]["model"] = f"claude-{role}-new"
+    run.server.fail_models = frozenset({f"claude-{role}-new"})
+    run.server.fail_status = 401
+    run.snakemake(changed, "results/t1/results.json", ok=False)
+    run.server.fail_models = frozenset()
+    fixed, log = run.snakemake(changed, "results/t1/results.json")
+    assert "Nothing to be done" not in log
+    assert f"{role}-new" in roles(fixed)
+    results = results_of(run)
+    assert results["models"][role]["model"] == f"claude-{role}-new"
+    assert results["failedTests"] == 0 and results["tests"] > 0
+    shards = list((run.workdir / "results/t1/conversations").rglob("*.jsonl"))
+    assert shards, "the conversation shards were not rebuilt"
+    for shard in shards:
+        for line in shard.read_bytes().splitlines():
+            assert orjson.loads(line).get("error") is None
