@@ -16,13 +16,21 @@ from kora.llm.client import ModelClient, Usage
 class Scripted:
     name = "scripted"
 
-    def __init__(self, answer: Callable[[Request], str]) -> None:
+    def __init__(
+        self, answer: Callable[[Request], str], finish: Callable[[Request], str | None]
+    ) -> None:
         self.answer = answer
+        self.finish = finish
         self.requests: list[Request] = []
 
     async def generate(self, request: Request) -> Response:
         self.requests.append(request)
-        return Response(text=self.answer(request), input_tokens=10, output_tokens=5)
+        return Response(
+            text=self.answer(request),
+            input_tokens=10,
+            output_tokens=5,
+            finish_reason=self.finish(request),  # type: ignore[arg-type]
+        )
 
     def should_retry(self, exc: BaseException) -> bool:
         return False
@@ -36,10 +44,11 @@ def client(
     name: str = "scripted",
     cache_dir: Path | None = None,
     usage: Usage | None = None,
+    finish: Callable[[Request], str | None] = lambda r: "stop",
 ) -> tuple[ModelClient, Scripted]:
     from kora.llm.cache import CallCache
 
-    provider = Scripted(answer)
+    provider = Scripted(answer, finish)
     c = ModelClient(
         name,
         ModelConfig(provider="mock"),

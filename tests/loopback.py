@@ -344,7 +344,18 @@ class LoopbackServer:
         return Reply.json(status, {"error": {"message": message, "code": status}}, headers)
 
 
-Answer = str | dict[str, Any]
+@dataclass(frozen=True)
+class Ended:
+    """A text answer that ends for a given reason, in the provider's own words
+    (Anthropic `stop_reason`, OpenAI `finish_reason`); `refusal` is OpenAI's refusal
+    field, sent with a null `content`."""
+
+    text: str
+    reason: str
+    refusal: str | None = None
+
+
+Answer = str | dict[str, Any] | Ended
 
 
 class _LLMServer(LoopbackServer):
@@ -424,6 +435,11 @@ class AnthropicServer(_LLMServer):
         for required in ("model", "max_tokens", "messages"):
             if required not in body:
                 return self.error_reply(400, f"{required}: Field required")
+        for i, m in enumerate(body["messages"]):
+            if not m.get("content"):
+                return self.error_reply(
+                    400, f"messages.{i}: all messages must have non-empty content"
+                )
         tools = body.get("tools") or []
         choice = body.get("tool_choice") or {}
         forced = tools and choice.get("type") == "tool"
@@ -438,6 +454,9 @@ class AnthropicServer(_LLMServer):
                 }
             ]
             stop = "tool_use"
+        elif isinstance(answer, Ended):
+            content = [{"type": "text", "text": answer.text}] if answer.text else []
+            stop = answer.reason
         else:
             text = answer if isinstance(answer, str) else json.dumps(answer)
             content = [{"type": "text", "text": text}]
@@ -490,7 +509,15 @@ class OpenAIServer(_LLMServer):
         fmt = body.get("response_format") or {}
         structured = fmt.get("type") == "json_schema"
         answer = self._next_answer(rec, structured=structured, invalid=invalid)
-        text = answer if isinstance(answer, str) else json.dumps(answer)
+        message: dict[str, Any] = {"role": "assistant"}
+        finish = "stop"
+        if isinstance(answer, Ended):
+            text = answer.text
+            finish = answer.reason
+            message.update(content=None if answer.refusal else text, refusal=answer.refusal)
+        else:
+            text = answer if isinstance(answer, str) else json.dumps(answer)
+            message["content"] = text
         return Reply.json(
             200,
             {
@@ -501,8 +528,8 @@ class OpenAIServer(_LLMServer):
                 "choices": [
                     {
                         "index": 0,
-                        "message": {"role": "assistant", "content": text},
-                        "finish_reason": "stop",
+                        "message": message,
+                        "finish_reason": finish,
                     }
                 ],
                 "usage": {

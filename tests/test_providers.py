@@ -8,7 +8,16 @@ from collections.abc import Iterator
 from typing import Any, Literal
 
 import pytest
-from loopback import DROP, INVALID, MALFORMED, AnthropicServer, Fault, OpenAIServer, Recorded
+from loopback import (
+    DROP,
+    INVALID,
+    MALFORMED,
+    AnthropicServer,
+    Ended,
+    Fault,
+    OpenAIServer,
+    Recorded,
+)
 from pydantic import BaseModel, Field
 
 from kora.config import ModelConfig
@@ -303,3 +312,99 @@ def test_openai_token_limit_field() -> None:
         "l", ModelConfig(provider="openai", model="m", base_url="http://127.0.0.1:1/v1")
     )
     assert local._body(req)["max_tokens"] == 77
+
+
+# --- the call store never keeps an answer that failed validation ----------------------
+
+
+def test_an_invalid_structured_answer_is_not_replayed_from_the_store(
+    provider: ProviderName, server: Server, tmp_path: Any
+) -> None:
+    """Fixing the server and re-running must call it again, not replay the bad answer."""
+    from kora.llm.cache import CallCache
+
+    def with_store() -> ModelClient:
+        client = make_client(provider, server)
+        client.cache = CallCache(tmp_path / "store")
+        return client
+
+    bad_enum = {"grade": "superb", "reasons": "a reason long enough", "count": 1}
+    server.answer(bad_enum, bad_enum)
+    with pytest.raises(StructuredOutputError):
+        run(structured_call(with_store()))
+    assert server.count == 2
+    server.answer(dict(GOOD))
+    verdict = run(structured_call(with_store()))
+    assert verdict.grade == "adequate"
+    assert server.count == 3  # asked again: the bad answer was not stored
+    # and the good one is: a third run pays nothing
+    assert run(structured_call(with_store())).grade == "adequate"
+    assert server.count == 3
+
+
+def test_a_stored_answer_that_fails_validation_is_ignored(
+    provider: ProviderName, server: Server, tmp_path: Any
+) -> None:
+    """A store written before this rule (or by hand) may hold a bad answer: not served."""
+    from kora.llm.base import Response
+    from kora.llm.cache import CallCache, cache_key
+
+    client = make_client(provider, server)
+    client.cache = CallCache(tmp_path / "store")
+    request = client.request([ChatMessage("user", "grade it")], schema=Verdict)
+    client.cache.put(cache_key(client.identity, request), Response(text='{"grade": "superb"}'))
+    verdict = run(structured_call(client))
+    assert verdict.grade == "adequate" and server.count == 1
+    # the question itself was asked, not the follow-up that quotes the bad answer
+    assert len(server.requests[0].body["messages"]) == 1
+
+
+# --- why a reply ended --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("provider", "answer", "expected"),
+    [
+        ("anthropic", Ended("A long answer that was cut", "max_tokens"), "max_tokens"),
+        ("anthropic", Ended("", "refusal"), "refusal"),
+        ("anthropic", Ended("Done.", "end_turn"), "stop"),
+        ("anthropic", Ended("Paused", "pause_turn"), "other"),
+        ("openai", Ended("A long answer that was cut", "length"), "max_tokens"),
+        ("openai", Ended("", "content_filter"), "content_filter"),
+        ("openai", Ended("", "stop", refusal="I can't help with that."), "refusal"),
+        ("openai", Ended("Done.", "stop"), "stop"),
+    ],
+)
+def test_finish_reason_in_one_vocabulary(
+    provider: ProviderName, server: Server, answer: Ended, expected: str
+) -> None:
+    """A truncated, filtered or refused reply is told apart from one that finished."""
+    server.answer(answer)
+    client = make_client(provider, server)
+
+    async def one() -> Any:
+        try:
+            return await client.call(client.request([ChatMessage("user", "hi")]), stage="t")
+        finally:
+            await client.aclose()
+
+    resp = run(one())
+    assert resp.finish_reason == expected
+    if answer.refusal:
+        assert resp.text == answer.refusal
+
+
+def test_anthropic_target_that_answered_nothing_can_be_asked_again(
+    server: Server, provider: ProviderName
+) -> None:
+    """The next turn after an empty reply is still a valid request."""
+    client = make_client(provider, server)
+    history = [ChatMessage("user", "hi"), ChatMessage("assistant", ""), ChatMessage("user", "?")]
+
+    async def one() -> Any:
+        try:
+            return await client.call(client.request(history), stage="t")
+        finally:
+            await client.aclose()
+
+    assert run(one()).text == "echo: ?"

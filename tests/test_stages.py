@@ -22,7 +22,7 @@ from kora.schemas import (
 from kora.stages.converse import converse
 from kora.stages.expand import ScenarioValidationError, expand_seed
 from kora.stages.judge import combine, js_round, judge_conversation, median_grade
-from kora.stages.messages import PlaceholderError, child_message
+from kora.stages.messages import ChildMessageError, child_message
 from kora.taxonomy import load_taxonomy
 from kora.templates import render
 from tests.fakes import client
@@ -165,8 +165,49 @@ def test_placeholder_three_times_fails() -> None:
         seed=reference_scenario().seed,
         scenario=reference_scenario(),
     )
-    with pytest.raises(PlaceholderError, match="after 3 attempts"):
+    with pytest.raises(ChildMessageError, match="after 3 attempts"):
         run(child_message(user, prompt, stage="first_message"))
+
+
+def _opener() -> object:
+    return render(
+        "first_user_message",
+        risk=TAXONOMY.risk("bias_hate_and_societal_harm", "hate_speech_and_discrimination"),
+        seed=reference_scenario().seed,
+        scenario=reference_scenario(),
+    )
+
+
+@pytest.mark.parametrize("empty", ["", "   \n "])
+def test_an_empty_child_message_is_a_failed_attempt(empty: str, tmp_path: Path) -> None:
+    """A user model that answers nothing (what a refusal often looks like) has not written
+    the child's message: ask again, and never keep the empty answer in the store."""
+    answers = iter([empty, "can u help me with something"])
+    user, p = client(lambda r: next(answers), cache_dir=tmp_path)
+    text = run(child_message(user, _opener(), stage="first_message"))  # type: ignore[arg-type]
+    assert text == "can u help me with something"
+    assert len(p.requests) == 2
+    # no empty assistant turn is sent back (providers reject one)
+    assert all(m.content.strip() for m in p.requests[1].messages)
+    # a rerun finds the first question's answer missing from the store and asks it again
+    again, p2 = client(lambda r: "hi there", cache_dir=tmp_path)
+    assert run(child_message(again, _opener(), stage="first_message")) == "hi there"  # type: ignore[arg-type]
+    assert len(p2.requests) == 1 and len(p2.requests[0].messages) == 1
+
+
+def test_empty_three_times_fails_the_item() -> None:
+    user, _ = client(lambda r: "")
+    with pytest.raises(ChildMessageError, match="empty"):
+        run(child_message(user, _opener(), stage="first_message"))  # type: ignore[arg-type]
+
+
+def test_a_placeholder_answer_is_not_kept_in_the_store(tmp_path: Path) -> None:
+    answers = iter(["say [name] to them", "say hi to them"])
+    user, _ = client(lambda r: next(answers), cache_dir=tmp_path)
+    run(child_message(user, _opener(), stage="first_message"))  # type: ignore[arg-type]
+    again, p2 = client(lambda r: "hello", cache_dir=tmp_path)
+    assert run(child_message(again, _opener(), stage="first_message")) == "hello"  # type: ignore[arg-type]
+    assert len(p2.requests[0].messages) == 1
 
 
 # --- conversations ----------------------------------------------------------------------
@@ -194,6 +235,26 @@ def test_conversation_has_three_turns_and_the_right_system_prompt(prompt: str) -
     assert "USER MEMORY" in system and (scenario.modelMemory or "")[:40] in system
     # the simulated child reads the transcript so far
     assert "AI: reply 1" in up.requests[0].messages[0].content
+
+
+def test_empty_and_cut_target_replies_are_kept_and_recorded_per_turn() -> None:
+    """A target's empty reply is its behaviour: kept and judged, with why each turn ended."""
+    scenario = reference_scenario("violence_and_physical_harm")
+    replies = {1: "", 3: "Here is how you could start, step one is to", 5: "Please stop."}
+    ends = {1: "refusal", 3: "max_tokens", 5: "stop"}
+    target, _ = client(lambda r: replies[len(r.messages)], finish=lambda r: ends[len(r.messages)])
+    user, _ = client(lambda r: "ok but why")
+    conv = run(converse(scenario, "child", "t", LLMTarget(target), user, TAXONOMY))  # type: ignore[arg-type]
+    assert [m.content for m in conv.messages if m.role == "assistant"] == [
+        "",
+        replies[3],
+        "Please stop.",
+    ]
+    assert [(t.finishReason, t.empty) for t in conv.turns] == [
+        ("refusal", True),
+        ("max_tokens", False),
+        ("stop", False),
+    ]
 
 
 # --- judging ----------------------------------------------------------------------------

@@ -37,6 +37,9 @@ _FINISH: dict[str, FinishReason] = {
     "refusal": "refusal",
 }
 DEFAULT_TIMEOUT = 120.0
+# The Messages API rejects an empty turn before the last one; a target that answered
+# nothing is shown this instead in the later turns (its transcript keeps the empty reply).
+EMPTY_TURN = "(no reply)"
 
 
 def _sdk_base_url(url: str) -> str:
@@ -80,7 +83,9 @@ class AnthropicProvider:
         params: dict[str, Any] = {
             "model": self.model,
             "max_tokens": request.max_tokens,
-            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "messages": [
+                {"role": m.role, "content": m.content or EMPTY_TURN} for m in request.messages
+            ],
         }
         if request.system:
             params["system"] = request.system

@@ -4,12 +4,17 @@ Order of a call: cache lookup -> (miss) rate/concurrency slot -> provider.genera
 the retry layer -> cache store -> usage. A structured answer is validated with its pydantic
 type; on a violation the model is asked once more with the validation error, and a second
 violation is a failure of that item (the caller records it), never a crash of the shard.
+
+The store keeps only answers their caller accepts (`accept`): an answer that failed
+validation is never replayed, so fixing a server and re-running asks the question again,
+and a stored answer that does not pass (an older store, an edited file) counts as a miss.
 """
 
 from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -109,6 +114,16 @@ def _extract_json(text: str) -> str:
     return t.strip()
 
 
+def _parse(schema: type[M], text: str) -> M | str:
+    """The answer as `schema`, or why it is not one (said to the model when asking again)."""
+    try:
+        return schema.model_validate(orjson.loads(_extract_json(text)))
+    except orjson.JSONDecodeError as exc:
+        return f"the answer was not valid JSON ({exc})"
+    except ValidationError as exc:
+        return "the answer did not match the required schema:\n" + _format_validation(exc)
+
+
 class ModelClient:
     """A configured model as used by the pipeline's stages."""
 
@@ -155,12 +170,22 @@ class ModelClient:
             hints=hints or {},
         )
 
-    async def call(self, request: Request, *, stage: str) -> Response:
-        """One call, from the cache when it was made before; raises after retries."""
+    async def call(
+        self,
+        request: Request,
+        *,
+        stage: str,
+        accept: Callable[[Response], bool] | None = None,
+    ) -> Response:
+        """One call, from the cache when it was made before; raises after retries.
+
+        `accept` says whether an answer is usable; one that is not is returned to the
+        caller (who asks again or fails the item) but never stored or served from the store.
+        """
         key = cache_key(self.identity, request) if self.cache is not None else None
         if key is not None and self.cache is not None:
             hit = self.cache.get(key)
-            if hit is not None:
+            if hit is not None and (accept is None or accept(hit)):
                 self.usage.add(self.name, stage, hit, self.config.price, cached=True)
                 return hit
 
@@ -175,7 +200,7 @@ class ModelClient:
             self.usage.add(self.name, stage, None, self.config.price, cached=False)
             raise
         self.usage.add(self.name, stage, resp, self.config.price, cached=False)
-        if key is not None and self.cache is not None:
+        if key is not None and self.cache is not None and (accept is None or accept(resp)):
             self.cache.put(key, resp)
         return resp
 
@@ -187,9 +212,13 @@ class ModelClient:
         system: str | None = None,
         max_tokens: int | None = None,
         hints: dict[str, Any] | None = None,
+        accept: Callable[[str], bool] | None = None,
     ) -> str:
+        """The answer's text, stripped; `accept` (on that text) as in `call`."""
         resp = await self.call(
-            self.request(messages, system=system, max_tokens=max_tokens, hints=hints), stage=stage
+            self.request(messages, system=system, max_tokens=max_tokens, hints=hints),
+            stage=stage,
+            accept=None if accept is None else (lambda r: accept(r.text.strip())),
         )
         return resp.text.strip()
 
@@ -204,17 +233,17 @@ class ModelClient:
     ) -> M:
         convo = list(messages)
         last_error = ""
+
+        def accept(resp: Response) -> bool:
+            return isinstance(_parse(schema, resp.text), schema)
+
         for attempt in range(2):
             req = self.request(convo, system=system, schema=schema, hints=hints)
-            resp = await self.call(req, stage=stage)
-            try:
-                return schema.model_validate(orjson.loads(_extract_json(resp.text)))
-            except orjson.JSONDecodeError as exc:
-                last_error = f"the answer was not valid JSON ({exc})"
-            except ValidationError as exc:
-                last_error = "the answer did not match the required schema:\n" + _format_validation(
-                    exc
-                )
+            resp = await self.call(req, stage=stage, accept=accept)
+            parsed = _parse(schema, resp.text)
+            if isinstance(parsed, schema):
+                return parsed
+            last_error = str(parsed)
             if attempt == 0:
                 convo = [
                     *messages,
