@@ -14,10 +14,11 @@ from collections import defaultdict
 from pathlib import Path
 
 from kora.errors import InputError
-from kora.io import iter_jsonl, write_json, write_jsonl
+from kora.io import iter_jsonl, write_json
 from kora.schemas import Conversation, Scenario
+from kora.shards import rejected_of, write_records, write_status
 from kora.taxonomy import Shard, Taxonomy
-from kora.workflow import IMPORT_MANIFEST, rejected_of, scenarios_path, status_of
+from kora.workflow import IMPORT_MANIFEST, scenarios_path
 
 
 def _swap_in(staging: Path, data: Path) -> None:
@@ -91,12 +92,16 @@ def import_scenarios(
             out = workdir / "data" / "scenarios" / Path(rel).relative_to("data/scenarios")
             target = staging / out.relative_to(data)
             items = by_shard.get(shard, [])
-            write_jsonl(target, [s.shard_record() for s in items])
-            write_jsonl(staging / Path(rejected_of(str(out))).relative_to(data), [])
-            write_json(
-                staging / Path(status_of(str(out))).relative_to(data),
+            rejected = staging / Path(rejected_of(out)).relative_to(data)
+            files = {
+                target.name: write_records(target, [s.shard_record() for s in items]),
+                rejected.name: write_records(rejected, []),
+            }
+            write_status(
+                target,
                 {"stage": "scenarios", "shard": shard.path, "imported": True,
                  "items": len(items), "done": len(items), "failed": 0, "errors": [], "usage": []},
+                files,
             )  # fmt: skip
         write_json(
             staging / "IMPORTED.json",
@@ -191,12 +196,12 @@ def import_conversations(
                     f"results/{name}/conversations"
                 )
                 items = shards.get(shard, [])
-                write_jsonl(staging / rel, items)
-                write_json(
-                    staging / Path(status_of(str(rel))),
+                write_status(
+                    staging / rel,
                     {"stage": "conversations", "shard": f"{name}/{shard.path}", "imported": True,
                      "items": len(items), "done": len(items), "failed": 0, "errors": [],
                      "usage": []},
+                    {rel.name: write_records(staging / rel, items)},
                 )  # fmt: skip
             n = sum(len(v) for v in shards.values())
             write_json(

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -20,11 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kora.io import read_jsonl, write_json, write_jsonl
+from kora.errors import KoraError
+from kora.io import write_json
 from kora.llm.base import ProviderError
 from kora.progress import ProgressReporter
 from kora.runtime import Runtime
 from kora.schemas import Conversation, Judgment, RejectedScenario, Scenario, ScenarioSeed
+from kora.shards import check as check_shard
+from kora.shards import keep_token, new_token, read_shard, write_records, write_status
 from kora.stages.converse import converse
 from kora.stages.expand import ScenarioValidationError, expand_seed, rejected_record
 from kora.stages.judge import judge_conversation
@@ -38,18 +40,6 @@ R = TypeVar("R")
 
 class FatalProviderError(Exception):
     """An error that no retry and no other item can get past (a bad or missing key)."""
-
-
-def retry_marker(output: Path | str) -> Path:
-    return Path(f"{output}.retry")
-
-
-def retry_token(output: Path | str) -> str:
-    """The `retry` param of a shard rule: the marker's content, or '' when there is none."""
-    try:
-        return retry_marker(output).read_text().strip()
-    except FileNotFoundError:
-        return ""
 
 
 @dataclass
@@ -97,9 +87,12 @@ async def run_items(
     return list(await asyncio.gather(*(one(i) for i in items)))
 
 
-def _finish(rt: Runtime, report: JobReport, status_path: Path, output: Path, token: str) -> None:
-    write_json(
-        status_path,
+def _finish(
+    rt: Runtime, report: JobReport, output: Path, token: str, files: dict[str, Any]
+) -> None:
+    """The status file after the data files; the retry token for the next run."""
+    write_status(
+        output,
         {
             "stage": report.stage,
             "shard": report.shard,
@@ -109,13 +102,13 @@ def _finish(rt: Runtime, report: JobReport, status_path: Path, output: Path, tok
             "errors": report.errors,
             "usage": rt.usage.records(),
         },
+        files,
     )
     # a fresh token when anything failed: the next run re-runs this shard
-    new = secrets.token_hex(8) if report.failed else token
-    if new:
-        retry_marker(output).write_text(new + "\n")
+    if report.failed:
+        new_token(output)
     else:
-        retry_marker(output).unlink(missing_ok=True)
+        keep_token(output, token)
     t = rt.usage.totals()
     log.info(
         "%s %s: %d/%d done, %d failed; %d calls (%d cached, %d failed), tokens in %d out %d, $%.4f",
@@ -124,7 +117,7 @@ def _finish(rt: Runtime, report: JobReport, status_path: Path, output: Path, tok
     )  # fmt: skip
 
 
-async def seeds_job(rt: Runtime, shard: Shard, output: Path, status: Path, token: str) -> JobReport:
+async def seeds_job(rt: Runtime, shard: Shard, output: Path, token: str) -> JobReport:
     report = JobReport("seeds", shard.path)
     progress = ProgressReporter(rt, report)
     client = rt.client(rt.config.seed_model)
@@ -137,8 +130,8 @@ async def seeds_job(rt: Runtime, shard: Shard, output: Path, status: Path, token
         progress=progress,
     )
     seeds = [s for r in results if not isinstance(r, BaseException) for s in r]
-    write_jsonl(output, seeds)
-    _finish(rt, report, status, output, token)
+    files = {output.name: write_records(output, seeds)}
+    _finish(rt, report, output, token, files)
     progress.close()
     return report
 
@@ -149,12 +142,11 @@ async def scenarios_job(
     seeds_path: Path,
     output: Path,
     rejected: Path,
-    status: Path,
     token: str,
 ) -> JobReport:
     report = JobReport("scenarios", shard.path)
     progress = ProgressReporter(rt, report)
-    seeds = read_jsonl(seeds_path, ScenarioSeed)
+    seeds = read_shard(seeds_path, ScenarioSeed)
     expander = rt.client(rt.config.expand_model)
     user = rt.client(rt.config.user_model)
 
@@ -173,9 +165,15 @@ async def scenarios_job(
         report=report,
         progress=progress,
     )
-    write_jsonl(output, [r.shard_record() for r in results if isinstance(r, Scenario)])
-    write_jsonl(rejected, [r for r in results if isinstance(r, RejectedScenario)])
-    _finish(rt, report, status, output, token)
+    files = {
+        output.name: write_records(
+            output, [r.shard_record() for r in results if isinstance(r, Scenario)]
+        ),
+        rejected.name: write_records(
+            rejected, [r for r in results if isinstance(r, RejectedScenario)]
+        ),
+    }
+    _finish(rt, report, output, token, files)
     progress.close()
     return report
 
@@ -186,12 +184,11 @@ async def conversations_job(
     shard: Shard,
     scenarios_path: Path,
     output: Path,
-    status: Path,
     token: str,
 ) -> JobReport:
     report = JobReport("conversations", f"{target}/{shard.path}")
     progress = ProgressReporter(rt, report)
-    scenarios = read_jsonl(scenarios_path, Scenario)
+    scenarios = read_shard(scenarios_path, Scenario)
     tgt = rt.target(target)
     user = rt.client(rt.config.user_model)
     tests = [(s, p) for s in scenarios for p in rt.config.target_prompts(target)]
@@ -220,8 +217,7 @@ async def conversations_job(
                 error=f"{type(r).__name__}: {r}",
             )
         records.append(r)
-    write_jsonl(output, records)
-    _finish(rt, report, status, output, token)
+    _finish(rt, report, output, token, {output.name: write_records(output, records)})
     progress.close()
     return report
 
@@ -232,12 +228,11 @@ async def judgments_job(
     shard: Shard,
     conversations_path: Path,
     output: Path,
-    status: Path,
     token: str,
 ) -> JobReport:
     report = JobReport("judgments", f"{target}/{shard.path}")
     progress = ProgressReporter(rt, report)
-    conversations = read_jsonl(conversations_path, Conversation)
+    conversations = read_shard(conversations_path, Conversation)
     judges = [rt.client(j) for j in rt.config.judges]
     # a conversation that failed upstream is carried as a failed judgment, not re-judged
     todo = [c for c in conversations if c.error is None]
@@ -264,8 +259,7 @@ async def judgments_job(
                          messages=c.messages, turns=c.turns,
                          error=f"{type(r).__name__}: {r}")  # fmt: skip
         records.append(r)
-    write_jsonl(output, records)
-    _finish(rt, report, status, output, token)
+    _finish(rt, report, output, token, {output.name: write_records(output, records)})
     progress.close()
     return report
 
@@ -294,23 +288,22 @@ def run_snakemake_job(smk: Any, stage: str) -> None:
     shard = Shard(rt.taxonomy.category_of(w.risk).id, w.risk, w.age, w.motivation)
     token = str(smk.params.retry)
     out = Path(smk.output.data)
-    status = Path(smk.output.status)
 
     async def main() -> JobReport:
         try:
             if stage == "seeds":
-                return await seeds_job(rt, shard, out, status, token)
+                return await seeds_job(rt, shard, out, token)
             if stage == "scenarios":
                 return await scenarios_job(
-                    rt, shard, Path(smk.input.seeds), out, Path(smk.output.rejected), status, token
+                    rt, shard, Path(smk.input.seeds), out, Path(smk.output.rejected), token
                 )
             if stage == "conversations":
                 return await conversations_job(
-                    rt, w.target, shard, Path(smk.input.scenarios), out, status, token
+                    rt, w.target, shard, Path(smk.input.scenarios), out, token
                 )
             if stage == "judgments":
                 return await judgments_job(
-                    rt, w.target, shard, Path(smk.input.conversations), out, status, token
+                    rt, w.target, shard, Path(smk.input.conversations), out, token
                 )
             raise ValueError(f"unknown stage {stage!r}")
         finally:
@@ -318,7 +311,7 @@ def run_snakemake_job(smk: Any, stage: str) -> None:
 
     try:
         report = asyncio.run(main())
-    except FatalProviderError as exc:
+    except (FatalProviderError, KoraError) as exc:
         log.error("stopped: %s", exc)
         print(f"kora: {stage} job stopped: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
@@ -341,6 +334,15 @@ def run_results_job(smk: Any) -> None:
     rt = Runtime.from_raw(dict(smk.config), workdir=Path.cwd())
     target = smk.wildcards.target
     inputs = dict(smk.input.items())
+    try:
+        for kind, files in inputs.items():
+            if not kind.endswith("_status"):
+                for f in files:
+                    check_shard(f)
+    except KoraError as exc:
+        log.error("stopped: %s", exc)
+        print(f"kora: results job stopped: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
     status = [f for kind, files in inputs.items() if kind.endswith("_status") for f in files]
     rejected = sum(1 for f in inputs.get("rejected", []) for _ in iter_jsonl(f))
     results, usage = build_results(

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kora.config import KoraConfig, validate_config
+from kora.shards import rejected_of, status_of
 from kora.taxonomy import Shard, Taxonomy, load_taxonomy
 from kora.templates import template_path
 
@@ -44,14 +45,6 @@ def conversations_path(target: str, shard: Shard) -> str:
 
 def judgments_path(target: str, shard: Shard) -> str:
     return f"results/{target}/judgments/{shard.path}.jsonl"
-
-
-def status_of(path: str) -> str:
-    return re.sub(r"\.jsonl$", ".status.json", path)
-
-
-def rejected_of(path: str) -> str:
-    return re.sub(r"\.jsonl$", ".rejected.jsonl", path)
 
 
 def _custom_openai_url(base_url: str | None) -> bool:
@@ -165,17 +158,8 @@ class Plan:
                 out["rejected"] = [rejected_of(p) for p in data]
         return out
 
-    def target_side_files(self, target: str) -> tuple[list[str], list[str]]:
-        """(status files, rejected-scenario files) behind a target's results."""
-        shards = self.shards()
-        status = [status_of(conversations_path(target, s)) for s in shards]
-        status += [status_of(judgments_path(target, s)) for s in shards]
-        if self.target_imported(target):
-            return status, []
-        status += [status_of(scenarios_path(s)) for s in shards]
-        if not self.imported:
-            status += [status_of(seeds_path(s)) for s in shards]
-        return status, [rejected_of(scenarios_path(s)) for s in shards]
+    def results_input_files(self, target: str) -> list[str]:
+        return [f for files in self.results_inputs(target).values() for f in files]
 
     def models_for_jobs(self, jobs: list[tuple[str, dict[str, str]]]) -> set[str]:
         """The models that jobs of these (rule, wildcards) will call."""

@@ -3,7 +3,7 @@ import uuid
 from pathlib import Path
 
 from kora.errors import KoraError
-from kora.jobs import retry_token
+from kora.shards import missing_token, retry_token
 from kora.progress import RUN_ENV, Monitor
 from kora.taxonomy import Shard
 from kora.workflow import (

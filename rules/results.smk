@@ -15,5 +15,9 @@ rule results:
         user=PLAN.config.user_model,
         models=lambda wc: PLAN.models_used(wc.target),
         prompts=lambda wc: PLAN.config.target_prompts(wc.target),
+        # renewed when a shard is missing: Snakemake then rebuilds it (see kora.shards)
+        retry=lambda wc: missing_token(
+            f"results/{wc.target}/results.json", PLAN.results_input_files(wc.target)
+        ),
     script:
         "../scripts/results.py"

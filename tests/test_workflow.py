@@ -130,3 +130,77 @@ def test_imported_scenarios_are_tested_without_generation(workflow_dir: Path) ->
     results = orjson.loads((workflow_dir / "results/tiny/results.json").read_bytes())
     # the reference has one scenario per (risk, age, motivation) cell of this grid
     assert results["tests"] + results["failedTests"] == 2 * 2
+
+
+def _damage(path: Path, how: str) -> None:
+    data = path.read_bytes()
+    if how == "cut-mid-line":
+        path.write_bytes(data[: len(data) // 2])
+    elif how == "cut-at-line":
+        lines = data.splitlines(keepends=True)
+        path.write_bytes(b"".join(lines[:-1]))
+    else:
+        path.write_bytes(b"")
+
+
+@pytest.mark.parametrize("how", ["cut-mid-line", "cut-at-line", "emptied"])
+@pytest.mark.parametrize("stage", ["conversations", "scenarios"])
+def test_a_shard_damaged_by_hand_is_rebuilt_by_the_same_command(
+    workflow_dir: Path, how: str, stage: str
+) -> None:
+    first = snakemake(workflow_dir, "results/tiny/results.json")
+    assert first.returncode == 0, first.stderr[-3000:]
+    before = orjson.loads((workflow_dir / "results/tiny/results.json").read_bytes())
+    shard = "violence_and_physical_harm/7to9/curiosity_exploration.jsonl"
+    path = workflow_dir / (
+        f"results/tiny/conversations/{shard}"
+        if stage == "conversations"
+        else f"data/scenarios/{shard}"
+    )
+    whole = path.read_bytes()
+    _damage(path, how)
+    again = snakemake(workflow_dir, "results/tiny/results.json")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert path.read_bytes() == whole  # rebuilt, from the call store
+    after = orjson.loads((workflow_dir / "results/tiny/results.json").read_bytes())
+    assert (after["tests"], after["failedTests"]) == (before["tests"], before["failedTests"])
+    assert after["scores"] == before["scores"]
+
+
+def test_a_shard_edited_in_place_stops_the_run_naming_it(workflow_dir: Path) -> None:
+    """An edit that keeps the size is caught when the shard is read: the job stops with
+    the file named and what to do; doing it rebuilds the shard."""
+    assert snakemake(workflow_dir, "results/tiny/results.json").returncode == 0
+    rel = "results/tiny/conversations/violence_and_physical_harm/7to9/curiosity_exploration.jsonl"
+    path = workflow_dir / rel
+    whole = path.read_bytes()
+    path.write_bytes(whole.replace(b'"role":"user"', b'"role":"USER"', 1))
+    stopped = snakemake(workflow_dir, "results/tiny/results.json")
+    assert stopped.returncode != 0
+    assert f"{rel}: damaged or edited" in stopped.stderr
+    assert "Traceback" not in stopped.stderr
+    path.unlink()
+    assert snakemake(workflow_dir, "results/tiny/results.json").returncode == 0
+    assert path.read_bytes() == whole
+
+
+@pytest.mark.parametrize("stages", [("judgments",), ("conversations", "judgments"), ("scenarios",)])
+def test_missing_shards_are_rebuilt_and_then_nothing_is_left_to_do(
+    workflow_dir: Path, stages: tuple[str, ...]
+) -> None:
+    """Snakemake keeps a missing intermediate while the files after it exist; the results
+    job notices and the same command makes it again, once."""
+    assert snakemake(workflow_dir, "results/tiny/results.json").returncode == 0
+    shard = "violence_and_physical_harm/7to9/curiosity_exploration.jsonl"
+    paths = [
+        workflow_dir / (f"data/{s}/{shard}" if s == "scenarios" else f"results/tiny/{s}/{shard}")
+        for s in stages
+    ]
+    wholes = [p.read_bytes() for p in paths]
+    for p in paths:
+        p.unlink()
+    again = snakemake(workflow_dir, "results/tiny/results.json")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert [p.read_bytes() for p in paths] == wholes
+    done = snakemake(workflow_dir, "-n", "results/tiny/results.json")
+    assert "Nothing to be done" in done.stdout + done.stderr

@@ -1,0 +1,67 @@
+"""Shard files and their status: damage is detected, named, and leads to a rebuild."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kora.schemas import Message
+from kora.shards import (
+    DamagedShardError,
+    check,
+    looks_damaged,
+    read_shard,
+    retry_token,
+    status_of,
+    write_records,
+    write_status,
+)
+
+
+def shard(tmp_path: Path, n: int = 3) -> Path:
+    path = tmp_path / "risk" / "7to9" / "m.jsonl"
+    records = [Message(role="user", content=f"hello {i}") for i in range(n)]
+    write_status(path, {"stage": "test", "items": n}, {path.name: write_records(path, records)})
+    return path
+
+
+def test_a_whole_shard_reads_back(tmp_path: Path) -> None:
+    path = shard(tmp_path)
+    assert [m.content for m in read_shard(path, Message)] == ["hello 0", "hello 1", "hello 2"]
+    assert not looks_damaged(path)
+    assert retry_token(path) == ""
+
+
+def test_an_edit_of_the_same_size_is_caught_when_read(tmp_path: Path) -> None:
+    path = shard(tmp_path)
+    path.write_bytes(path.read_bytes().replace(b"hello 1", b"HELLO 1"))
+    with pytest.raises(DamagedShardError, match=str(path)):
+        read_shard(path, Message)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "drop-status", "garble-status"])
+def test_damage_gives_a_fresh_retry_token_once(tmp_path: Path, damage: str) -> None:
+    path = shard(tmp_path)
+    if damage == "truncate":
+        path.write_bytes(path.read_bytes()[:10])
+    elif damage == "drop-status":
+        Path(status_of(path)).unlink()
+    else:
+        Path(status_of(path)).write_text("{not json")
+    assert looks_damaged(path)
+    token = retry_token(path)
+    assert token  # a param value the last run did not have: Snakemake rebuilds the shard
+    assert retry_token(path) == token  # and the same value until it is rebuilt
+    with pytest.raises(DamagedShardError, match="run the same command again"):
+        check(path)
+
+
+def test_a_missing_shard_is_not_damaged(tmp_path: Path) -> None:
+    assert not looks_damaged(tmp_path / "nothing.jsonl")
+    assert retry_token(tmp_path / "nothing.jsonl") == ""
+
+
+def test_a_scenarios_rejected_file_shares_the_shard_status(tmp_path: Path) -> None:
+    assert status_of("a/b.rejected.jsonl") == "a/b.status.json"
+    assert status_of("a/b.jsonl") == "a/b.status.json"
