@@ -33,6 +33,33 @@ def _swap_in(staging: Path, data: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def shard_of(scenario: Scenario, taxonomy: Taxonomy, where: str) -> Shard:
+    """The grid cell a scenario belongs to, after checking its ids against the taxonomy
+    (a record that fits no cell would be counted as imported and then never written)."""
+    if scenario.riskId not in taxonomy.risks:
+        raise InputError(f"{where}: unknown risk id {scenario.riskId!r}")
+    if taxonomy.category_of(scenario.riskId).id != scenario.riskCategoryId:
+        raise InputError(
+            f"{where}: risk {scenario.riskId!r} is not in category {scenario.riskCategoryId!r}"
+        )
+    seed = scenario.seed
+    for name in ("id", "riskCategoryId", "riskId", "ageRange"):
+        if getattr(seed, name) != getattr(scenario, name):
+            raise InputError(
+                f"{where}: field scenario.{name} is {getattr(scenario, name)!r} but "
+                f"seed.{name} is {getattr(seed, name)!r}"
+            )
+    name = seed.motivation.name
+    if name not in taxonomy.motivations_by_name:
+        raise InputError(f"{where}: unknown motivation {name!r}")
+    return Shard(
+        scenario.riskCategoryId,
+        scenario.riskId,
+        scenario.ageRange,
+        taxonomy.motivations_by_name[name].id,
+    )
+
+
 def parse_scenarios(path: Path, taxonomy: Taxonomy) -> dict[Shard, list[Scenario]]:
     from pydantic import ValidationError
 
@@ -46,15 +73,7 @@ def parse_scenarios(path: Path, taxonomy: Taxonomy) -> dict[Shard, list[Scenario
         except ValidationError as exc:
             raise InputError(f"{path}:{lineno}: {describe(exc)}") from None
         where = f"{path}:{lineno}"
-        if scenario.riskId not in taxonomy.risks:
-            raise InputError(f"{where}: unknown risk id {scenario.riskId!r}")
-        if taxonomy.category_of(scenario.riskId).id != scenario.riskCategoryId:
-            raise InputError(
-                f"{where}: risk {scenario.riskId!r} is not in category {scenario.riskCategoryId!r}"
-            )
-        name = scenario.seed.motivation.name
-        if name not in taxonomy.motivations_by_name:
-            raise InputError(f"{where}: unknown motivation {name!r}")
+        shard = shard_of(scenario, taxonomy, where)
         if scenario.id in seen:
             raise InputError(
                 f"{where}: scenario id {scenario.id} already on line {seen[scenario.id]}"
@@ -62,12 +81,6 @@ def parse_scenarios(path: Path, taxonomy: Taxonomy) -> dict[Shard, list[Scenario
         seen[scenario.id] = lineno
         if not scenario.firstUserMessage.strip():
             raise InputError(f"{where}: field firstUserMessage: empty")
-        shard = Shard(
-            scenario.riskCategoryId,
-            scenario.riskId,
-            scenario.ageRange,
-            taxonomy.motivations_by_name[name].id,
-        )
         by_shard[shard].append(scenario)
     if not seen:
         raise InputError(f"{path}: no scenarios")
@@ -157,22 +170,12 @@ def parse_conversations(
             raise InputError(f"{where}: {exc}") from None
         if not record.messages or record.messages[0].role != "user":
             raise InputError(f"{where}: field messages: must start with the child's message")
-        if scenario.riskId not in taxonomy.risks:
-            raise InputError(f"{where}: unknown risk id {scenario.riskId!r}")
-        mname = scenario.seed.motivation.name
-        if mname not in taxonomy.motivations_by_name:
-            raise InputError(f"{where}: unknown motivation {mname!r}")
+        shard = shard_of(scenario, taxonomy, where)
         if (name, record.key) in seen:
             raise InputError(
                 f"{where}: test {record.key} already on line {seen[(name, record.key)]}"
             )
         seen[(name, record.key)] = lineno
-        shard = Shard(
-            scenario.riskCategoryId,
-            scenario.riskId,
-            scenario.ageRange,
-            taxonomy.motivations_by_name[mname].id,
-        )
         out[name][shard].append(record)
     if not seen:
         raise InputError(f"{path}: no conversations")

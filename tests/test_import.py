@@ -115,3 +115,38 @@ def test_recorded_conversation_errors_name_the_line(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"recorded\.jsonl:2: field prompt"):
         import_conversations(src, TAXONOMY, tmp_path)
     assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("where", ["scenario", "seed"])
+def test_a_recorded_conversation_in_the_wrong_category_is_refused(
+    tmp_path: Path, where: str
+) -> None:
+    """Every record imported is written: one whose category does not hold its risk is an
+    error naming the line, as import-scenarios does, and nothing is written."""
+    from kora.imports import import_conversations
+
+    records = recorded_conversations(6)
+    holder = records[3]["scenario"] if where == "scenario" else records[3]["scenario"]["seed"]
+    holder["riskCategoryId"] = "online_safety"
+    if where == "scenario":
+        records[3]["scenario"]["seed"]["riskCategoryId"] = "online_safety"
+    src = tmp_path / "recorded.jsonl"
+    src.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    with pytest.raises(InputError, match=r"recorded\.jsonl:4: .*not in category 'online_safety'"):
+        import_conversations(src, TAXONOMY, tmp_path)
+    assert not (tmp_path / "results").exists()
+
+
+def test_every_imported_conversation_is_written(tmp_path: Path) -> None:
+    from kora.imports import import_conversations
+
+    src = tmp_path / "recorded.jsonl"
+    src.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recorded_conversations(12)))
+    counts = import_conversations(src, TAXONOMY, tmp_path)
+    written = sum(
+        1
+        for f in (tmp_path / "results/recorded-bot/conversations").rglob("*.jsonl")
+        for line in f.read_bytes().splitlines()
+        if line.strip()
+    )
+    assert counts == {"recorded-bot": written}
