@@ -32,8 +32,20 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from kora.imports import import_scenarios
+    from kora.imports import import_scenarios, remove_imported_scenarios
 
+    if args.remove:
+        if args.file:
+            raise KoraError("import-scenarios: give a FILE or --remove, not both")
+        n = remove_imported_scenarios(Path("."))
+        print(
+            f"removed {n} imported scenarios from data/scenarios/; the next run generates "
+            "scenarios from the seeds again (calls made before come from the store)",
+            file=sys.stderr,
+        )
+        return 0
+    if not args.file:
+        raise KoraError("import-scenarios: give the FILE to import (or --remove)")
     counts = import_scenarios(Path(args.file), _taxonomy(args), Path("."), replace=args.replace)
     print(
         f"imported {counts['scenarios']} scenarios into {counts['shards']} shards under "
@@ -100,9 +112,14 @@ def build_parser() -> argparse.ArgumentParser:
     i = sub.add_parser(
         "import-scenarios", help="pre-built scenarios (reference JSONL shape) into data/scenarios"
     )
-    i.add_argument("file")
+    i.add_argument("file", nargs="?", help="JSONL of scenarios, one per line")
     i.add_argument(
         "--replace", action="store_true", help="replace generated scenarios already in data/"
+    )
+    i.add_argument(
+        "--remove",
+        action="store_true",
+        help="remove imported scenarios: the workflow generates them from seeds again",
     )
     i.set_defaults(func=cmd_import)
 

@@ -13,6 +13,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import orjson
+
 from kora.errors import InputError
 from kora.io import iter_jsonl, write_json
 from kora.schemas import Conversation, Scenario
@@ -131,6 +133,24 @@ def import_scenarios(
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     return {"scenarios": sum(len(v) for v in by_shard.values()), "shards": len(by_shard)}
+
+
+def remove_imported_scenarios(workdir: Path = Path(".")) -> int:
+    """Switch back to generated scenarios: remove the imported set (the next run makes the
+    generated one again from the seeds; its calls come from the store). Returns how many
+    scenarios were removed."""
+    data = workdir / "data" / "scenarios"
+    manifest = workdir / IMPORT_MANIFEST
+    try:
+        count = int(orjson.loads(manifest.read_bytes()).get("scenarios", 0))
+    except FileNotFoundError:
+        raise InputError(f"{data}: no imported scenarios to remove") from None
+    except orjson.JSONDecodeError:
+        count = 0
+    old = data.with_name(f".{data.name}.removed-{int(time.time() * 1000)}")
+    data.rename(old)  # one rename: a reader sees the imported set or none
+    shutil.rmtree(old, ignore_errors=True)
+    return count
 
 
 def parse_conversations(

@@ -76,6 +76,16 @@ class Plan:
     def imported(self) -> bool:
         return (self.workdir / IMPORT_MANIFEST).exists()
 
+    def scenario_source(self) -> str:
+        """'generated', or the imported file's SHA-256 (from the import manifest)."""
+        import orjson
+
+        try:
+            manifest = orjson.loads((self.workdir / IMPORT_MANIFEST).read_bytes())
+        except (FileNotFoundError, orjson.JSONDecodeError):
+            return "generated"
+        return f"imported {manifest.get('sha256', '')}"
+
     def target_imported(self, target: str) -> bool:
         return self.config.targets[target].imported
 

@@ -37,17 +37,6 @@ def retry_param(pattern):
     return lambda wc: retry_token(pattern.format(**wc))
 
 
-def get_scenarios_input(wc):
-    # imported scenarios are final: no seeds, prompts or models behind them
-    if PLAN.imported:
-        return {}
-    return {
-        "seeds": seeds_path(shard_of(wc)),
-        "prompts": PLAN.templates("scenarios"),
-        "taxonomy": PLAN.taxonomy_files(),
-    }
-
-
 def get_conversations_input(wc):
     # recorded conversations are final: nothing behind them is generated or called
     if PLAN.target_imported(wc.target):

@@ -12,6 +12,8 @@ rule conversations:
         target=lambda wc: PLAN.target_params(wc.target),
         prompts=lambda wc: PLAN.config.target_prompts(wc.target),
         user_model=PLAN.model_params(PLAN.config.user_model),
+        # generated, or which imported file: switching re-runs the conversations
+        scenarios=PLAN.scenario_source(),
         retry=retry_param(
             "results/{target}/conversations/{risk}/{age}/{motivation}.jsonl"
         ),

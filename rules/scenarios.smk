@@ -1,17 +1,23 @@
-rule scenarios:
-    input:
-        unpack(get_scenarios_input),
-    output:
-        data="data/scenarios/{risk}/{age}/{motivation}.jsonl",
-        rejected="data/scenarios/{risk}/{age}/{motivation}.rejected.jsonl",
-        status="data/scenarios/{risk}/{age}/{motivation}.status.json",
-    log:
-        "logs/scenarios/{risk}/{age}/{motivation}.log",
-    conda:
-        "../envs/kora.yaml"
-    params:
-        expand_model=PLAN.model_params(PLAN.config.expand_model),
-        user_model=PLAN.model_params(PLAN.config.user_model),
-        retry=retry_param("data/scenarios/{risk}/{age}/{motivation}.jsonl"),
-    script:
-        "../scripts/scenarios.py"
+# Imported scenarios (`kora import-scenarios`) are source files: no rule makes them, so
+# Snakemake never re-runs (or deletes) one; `kora import-scenarios --remove` switches back.
+if not PLAN.imported:
+
+    rule scenarios:
+        input:
+            seeds="data/seeds/{risk}/{age}/{motivation}.jsonl",
+            prompts=PLAN.templates("scenarios"),
+            taxonomy=PLAN.taxonomy_files(),
+        output:
+            data="data/scenarios/{risk}/{age}/{motivation}.jsonl",
+            rejected="data/scenarios/{risk}/{age}/{motivation}.rejected.jsonl",
+            status="data/scenarios/{risk}/{age}/{motivation}.status.json",
+        log:
+            "logs/scenarios/{risk}/{age}/{motivation}.log",
+        conda:
+            "../envs/kora.yaml"
+        params:
+            expand_model=PLAN.model_params(PLAN.config.expand_model),
+            user_model=PLAN.model_params(PLAN.config.user_model),
+            retry=retry_param("data/scenarios/{risk}/{age}/{motivation}.jsonl"),
+        script:
+            "../scripts/scenarios.py"

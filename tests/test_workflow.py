@@ -204,3 +204,38 @@ def test_missing_shards_are_rebuilt_and_then_nothing_is_left_to_do(
     assert [p.read_bytes() for p in paths] == wholes
     done = snakemake(workflow_dir, "-n", "results/tiny/results.json")
     assert "Nothing to be done" in done.stdout + done.stderr
+
+
+def kora(workdir: Path, *args: str) -> int:
+    cwd = Path.cwd()
+    os.chdir(workdir)
+    try:
+        return kora_main(list(args))
+    finally:
+        os.chdir(cwd)
+
+
+def test_switching_between_generated_and_imported_scenarios_both_ways(workflow_dir: Path) -> None:
+    """After a run on generated scenarios, import a file over them, run, switch back, run:
+    every run succeeds, and each results.json describes the scenarios in use."""
+    first = snakemake(workflow_dir, "results/tiny/results.json")
+    assert first.returncode == 0, first.stderr[-3000:]
+    generated = orjson.loads((workflow_dir / "results/tiny/results.json").read_bytes())
+
+    assert (
+        kora(workflow_dir, "import-scenarios", "--replace", str(upstream("scenarios.jsonl"))) == 0
+    )
+    on_imported = snakemake(workflow_dir, "results/tiny/results.json")
+    assert on_imported.returncode == 0, on_imported.stderr[-3000:]
+    assert "rule scenarios" not in on_imported.stdout + on_imported.stderr
+    imported = orjson.loads((workflow_dir / "results/tiny/results.json").read_bytes())
+    # the reference has one scenario per (risk, age, motivation) cell of this grid
+    assert imported["tests"] + imported["failedTests"] == 2 * 2
+    assert (workflow_dir / "data/scenarios/IMPORTED.json").exists()
+
+    assert kora(workflow_dir, "import-scenarios", "--remove") == 0
+    back = snakemake(workflow_dir, "results/tiny/results.json")
+    assert back.returncode == 0, back.stderr[-3000:]
+    again = orjson.loads((workflow_dir / "results/tiny/results.json").read_bytes())
+    assert again["scores"] == generated["scores"]
+    assert "calls 0/" not in back.stderr  # regenerated: every call from the store
