@@ -70,10 +70,13 @@ async def run_items(
                 result = await work(item)
             except Exception as exc:
                 if isinstance(exc, ProviderError) and (
-                    exc.status in (401, 403) or (exc.status is None and not exc.retryable)
+                    exc.status in (401, 403)
+                    or exc.unreachable
+                    or (exc.status is None and not exc.retryable)
                 ):
-                    # a rejected or missing key fails every item alike: stop the job now
-                    # rather than record the same error for each of them
+                    # a rejected or missing key, or a service that cannot be reached, fails
+                    # every item alike: stop the job now rather than record the same error
+                    # for each of them
                     raise FatalProviderError(str(exc)) from None
                 report.failed += 1
                 report.errors.append({"item": label(item), "error": f"{type(exc).__name__}: {exc}"})

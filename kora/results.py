@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -77,6 +78,36 @@ def stage_failures(statuses: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+def failure_summary(path: Path | str, max_errors: int = 3) -> str | None:
+    """What a user must know about an incomplete results.json, or None when complete."""
+    doc = orjson.loads(Path(path).read_bytes())
+    if doc.get("complete", True):
+        return None
+    target = doc.get("target", "?")
+    failed = int(doc.get("failedTests", 0))
+    total = failed + int(doc.get("tests", 0))
+    lines = []
+    if failed:
+        lines.append(f"{failed} of {total} tests of target {target!r} failed")
+    # failed conversations and judgments are the failed tests; before them, say which
+    stages = [s for s in doc.get("stageFailures", []) if s.get("stage") in ("seeds", "scenarios")]
+    for stage in ("seeds", "scenarios"):
+        n = sum(int(s.get("failed", 0)) for s in stages if s.get("stage") == stage)
+        if n:
+            lines.append(f"{n} {'seed calls' if stage == 'seeds' else 'expansions'} failed")
+    errors = [g["example"] for g in doc.get("failed", []) if g.get("example")]
+    errors += [e["error"] for s in stages for e in s.get("errors", []) if e.get("error")]
+    seen: list[str] = []
+    for e in errors:
+        e = e.removeprefix("conversation failed: ")
+        if e not in seen:
+            seen.append(e)
+    shown = os.path.relpath(path) if Path(path).is_absolute() else str(path)
+    out = [f"{shown}: " + "; ".join(lines) + " (kept, marked incomplete)"]
+    out += [f"  - {e[:300]}" for e in seen[:max_errors]]
+    return "\n".join(out)
+
+
 def build_results(
     config: KoraConfig,
     taxonomy: Taxonomy,
@@ -114,6 +145,9 @@ def build_results(
     results["failed"] = failed
     results["stageFailures"] = stage_failures(statuses)
     results["rejectedScenarios"] = rejected_counts
+    # a run with failed tests or stage items is readable but not finished: the same
+    # command retries what failed
+    results["complete"] = results["failedTests"] == 0 and not results["stageFailures"]
     if is_mock:
         results["mock"] = True
         results["note"] = MOCK_NOTE

@@ -110,6 +110,23 @@ class Plan:
 
         return models_used(self.config, target)
 
+    def incomplete_results(self, since: float) -> list[str]:
+        """Failure summaries of the results files this run wrote (mtime >= since)."""
+        from kora.results import failure_summary
+
+        out = []
+        for f in self.results_files():
+            path = self.workdir / f
+            try:
+                if path.stat().st_mtime < since:
+                    continue
+            except FileNotFoundError:
+                continue
+            summary = failure_summary(path)
+            if summary:
+                out.append(summary)
+        return out
+
     def results_files(self) -> list[str]:
         return [f"results/{t}/results.json" for t in self.config.targets]
 
@@ -211,6 +228,41 @@ class Plan:
             if not os.environ.get(env):
                 missing.append(f"{env} (model {name!r})")
         return missing
+
+    def unreachable(self, names: set[str]) -> list[str]:
+        """Models among `names` whose own service (a configured or environment base URL)
+        cannot be reached at all: a wrong URL or a service that is not running would
+        otherwise fail every call of the run after minutes of retries."""
+        import os
+
+        from kora.llm.http import probe
+
+        if any(
+            os.environ.get(v)
+            for v in (
+                "HTTPS_PROXY",
+                "https_proxy",
+                "HTTP_PROXY",
+                "http_proxy",
+                "ALL_PROXY",
+                "all_proxy",
+            )
+        ):
+            return []  # the proxy knows the way; a direct probe would mislead
+        env_url = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
+        out = []
+        for name in sorted(names):
+            m = self.config.models[name]
+            url = m.base_url or os.environ.get(env_url.get(m.provider, ""), "")
+            if m.provider == "mock" or not url:
+                continue
+            why = probe(url)
+            if why is not None:
+                out.append(
+                    f"model {name!r}: cannot connect to {url} ({why}): is the service "
+                    "running, and is base_url right?"
+                )
+        return out
 
     def wildcard_constraints(self) -> dict[str, str]:
         def alt(values: list[str]) -> str:

@@ -1,4 +1,6 @@
 import os
+import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -64,21 +66,36 @@ def jobs_to_run():
 
 
 _monitor = Monitor(Path(os.getcwd()), os.environ[RUN_ENV])
+_started = time.time()
 
 
 onstart:
     # a missing key would fail every call of the run one by one: stop before any job
-    _missing = PLAN.missing_keys(PLAN.models_for_jobs(jobs_to_run()))
+    _models = PLAN.models_for_jobs(jobs_to_run())
+    _missing = PLAN.missing_keys(_models)
     if _missing:
         raise WorkflowError(
             "set the API keys this run needs: " + ", ".join(_missing)
         )
+    _unreachable = PLAN.unreachable(_models)
+    if _unreachable:
+        raise WorkflowError("\n".join(_unreachable))
     _monitor.planned = PLAN.nominal_calls()
     _monitor.start()
 
 
 onsuccess:
     _monitor.stop()
+    # tests that failed must not look like a finished run: name them, exit non-zero
+    _incomplete = PLAN.incomplete_results(since=_started)
+    if _incomplete:
+        print(
+            "kora: the run finished with failures:\n"
+            + "\n".join(_incomplete)
+            + "\nRun the same command again to retry only what failed.",
+            file=sys.stderr,
+        )
+        sys.exit(1)
 
 
 onerror:

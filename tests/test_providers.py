@@ -408,3 +408,24 @@ def test_anthropic_target_that_answered_nothing_can_be_asked_again(
             await client.aclose()
 
     assert run(one()).text == "echo: ?"
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_a_service_that_cannot_be_reached_is_named_with_its_url(
+    provider: ProviderName, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    from kora.llm.retry import RetryPolicy
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    monkeypatch.setenv("ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY", KEY)
+    config = ModelConfig(provider=provider, model="m", base_url=url)
+    client = ModelClient("far", config, cache=None, usage=Usage(), retry_policy=RetryPolicy())
+    with pytest.raises(ProviderError) as info:
+        run(text_call(client))
+    assert info.value.unreachable
+    assert "'far'" in str(info.value) and "127.0.0.1" in str(info.value)
+    assert "cannot connect" in str(info.value)

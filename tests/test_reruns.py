@@ -91,11 +91,13 @@ class Run:
         self.server = server
 
     def snakemake(
-        self, cfg: dict[str, Any], *targets: str, ok: bool = True
+        self, cfg: dict[str, Any], *targets: str, ok: bool = True, backoff: bool = False
     ) -> tuple[Counter[str], str]:
         (self.workdir / "run.yaml").write_text(yaml.safe_dump(cfg))
         before = len(self.server.requests)
         env = dict(os.environ, ANTHROPIC_API_KEY="test-key", KORA_RETRY_TESTING="1")
+        if backoff:  # the real waits between retries
+            del env["KORA_RETRY_TESTING"]
         proc = subprocess.run(
             [sys.executable, "-m", "snakemake", "--cores", "2", *targets, "--configfile", "run.yaml"],
             cwd=self.workdir, env=env, capture_output=True, text=True, timeout=600,
@@ -193,17 +195,23 @@ def test_failed_items_are_recorded_and_retried_by_the_same_command(run: Run) -> 
     cfg_bad = config(run.server.url, ["t1"], ["judge"])
     cfg_bad["models"]["t1"]["model"] = "claude-t1-broken"
     run.server.fail_models = frozenset({"claude-t1-broken"})
-    bad, _ = run.snakemake(cfg_bad, "results/t1/results.json")
+    bad, log = run.snakemake(cfg_bad, "results/t1/results.json", ok=False)
     assert roles(bad) == {"t1-broken"}  # only the target was called, and failed
     results = orjson.loads((run.workdir / "results/t1/results.json").read_bytes())
     assert results["tests"] == 0 and results["failedTests"] > 0
+    assert results["complete"] is False
     assert {f["prompt"] for f in results["failed"]} == {"default", "child"}
     assert "400" in results["failed"][0]["example"]
+    # a failed run does not look like a success: non-zero exit and a closing summary
+    n = results["failedTests"]
+    assert f"{n} of {n} tests of target 't1' failed" in log
+    assert "HTTP 400" in log and "model is unavailable" in log
     # the provider recovers; the same command retries only the failed items
     run.server.fail_models = frozenset()
     fixed, _ = run.snakemake(cfg_bad, "results/t1/results.json")
     results = orjson.loads((run.workdir / "results/t1/results.json").read_bytes())
     assert results["failedTests"] == 0 and results["tests"] > 0
+    assert results["complete"] is True
     assert roles(fixed) <= {"t1-broken", "user", "judge"}
     assert "seed" not in roles(fixed) and "expand" not in roles(fixed)
 
@@ -240,3 +248,21 @@ def test_a_failed_rerun_after_a_config_change_is_rebuilt_by_the_same_command(
     for shard in shards:
         for line in shard.read_bytes().splitlines():
             assert orjson.loads(line).get("error") is None
+
+
+def test_an_unreachable_target_stops_the_run_at_once_naming_it(run: Run) -> None:
+    """Connection refused is a configuration error, not something to retry for minutes."""
+    import socket
+    import time
+
+    cfg = config(run.server.url, ["t1"], ["judge"])
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    cfg["models"]["t1"]["base_url"] = dead
+    started = time.monotonic()
+    calls, log = run.snakemake(cfg, "results/t1/results.json", ok=False, backoff=True)
+    assert time.monotonic() - started < 60
+    assert "'t1'" in log and dead in log
+    assert "connection refused" in log.lower() or "cannot connect" in log.lower()
+    assert "t1" not in roles(calls)

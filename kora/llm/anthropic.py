@@ -22,7 +22,7 @@ import anthropic
 
 from kora.config import ModelConfig
 from kora.llm.base import ProviderError, Request, Response, json_schema, schema_name
-from kora.llm.http import LoopBound, read_key
+from kora.llm.http import LoopBound, is_connect_error, read_key, unreachable
 from kora.llm.retry import parse_retry_after, redact
 from kora.schemas import FinishReason
 
@@ -116,6 +116,8 @@ class AnthropicProvider:
                 f"{self._label()}: no answer within {self.timeout:g} s", status=None
             ) from None
         except anthropic.APIConnectionError as exc:
+            if exc.__cause__ is not None and is_connect_error(exc.__cause__):
+                raise unreachable(self._label(), self.base_url, exc.__cause__) from None
             raise ProviderError(
                 f"{self._label()}: connection failed ({redact(str(exc.__cause__ or exc), self._key)})",
                 status=None,

@@ -63,11 +63,15 @@ class ProviderError(Exception):
         status: int | None = None,
         retry_after: float | None = None,
         retryable: bool | None = None,
+        unreachable: bool = False,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.retry_after = retry_after
         self._retryable = retryable
+        # no connection could be made (refused, unknown host): retried only briefly, then
+        # a configuration error that stops the job
+        self.unreachable = unreachable
 
     @property
     def retryable(self) -> bool:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -27,6 +29,8 @@ async def post(
     ProviderError without status (retryable) that names the model, never the key."""
     try:
         return await client.post(url, **kwargs)
+    except httpx.ConnectError as exc:
+        raise unreachable(label, url, exc) from None
     except httpx.TimeoutException:
         raise ProviderError(f"{label}: no answer within {timeout:g} s", status=None) from None
     except httpx.TransportError as exc:
@@ -34,6 +38,51 @@ async def post(
             f"{label}: connection failed ({type(exc).__name__}: {redact(str(exc), key)[:200]})",
             status=None,
         ) from None
+
+
+def is_connect_error(exc: BaseException | None) -> bool:
+    """httpx's ConnectError, by name: SDKs may bundle their own copy of httpx."""
+    return exc is not None and any(k.__name__ == "ConnectError" for k in type(exc).__mro__)
+
+
+def _root_reason(exc: BaseException) -> str:
+    """The most specific words in an exception chain (the OS's 'connection refused')."""
+    reason = str(exc) or type(exc).__name__
+    seen = 0
+    cur: BaseException | None = exc
+    while cur is not None and seen < 10:
+        if isinstance(cur, OSError) and cur.strerror:
+            errno = cur.errno
+            reason = os.strerror(errno) if isinstance(errno, int) and errno > 0 else cur.strerror
+        cur = cur.__cause__ or cur.__context__
+        seen += 1
+    return reason
+
+
+def unreachable(label: str, url: str, exc: BaseException) -> ProviderError:
+    """No connection to `url` could be made: most often a wrong base_url or a service
+    that is not running, which no retry fixes."""
+    reason = _root_reason(exc)
+    return ProviderError(
+        f"{label}: cannot connect to {url} ({reason[:200]}): is the service running, "
+        "and is base_url right?",
+        status=None,
+        unreachable=True,
+    )
+
+
+def probe(url: str, timeout: float = 5.0) -> str | None:
+    """Why no TCP connection to `url`'s host can be made, or None when one can."""
+    parts = urlsplit(url)
+    host = parts.hostname
+    if not host:
+        return "no host in the URL"
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        return str(exc) or type(exc).__name__
+    return None
 
 
 def read_key(env: str, label: str, *, required: bool) -> str | None:

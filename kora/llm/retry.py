@@ -46,6 +46,9 @@ class RetryPolicy:
     initial: float = 1.0  # first back-off, seconds
     maximum: float = 60.0  # longest single wait (also caps a Retry-After)
     total: float = 600.0  # give up when the next wait would pass this since the first call
+    # no connection at all (refused, unknown host): a wrong base_url or a service that is
+    # down; give up after this many seconds rather than `total`
+    unreachable_total: float = 20.0
     jitter: float = 0.2  # +-20 % on exponential waits; up to +20 % on a Retry-After
 
 
@@ -115,7 +118,10 @@ async def retrying(
                 raise
             ra = getattr(exc, "retry_after", None)
             wait = backoff(policy, attempt, float(ra) if isinstance(ra, int | float) else None)
-            if time.monotonic() - start + wait > policy.total:
+            budget = (
+                policy.unreachable_total if getattr(exc, "unreachable", False) else policy.total
+            )
+            if time.monotonic() - start + wait > budget:
                 raise
             if on_retry is not None:
                 on_retry(exc, attempt, wait)
