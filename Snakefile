@@ -2,9 +2,6 @@
 # -> judgments -> results.json, one job per (risk, age range, motivation) shard and stage.
 
 
-configfile: "config.yaml"
-
-
 include: "rules/common.smk"
 include: "rules/seeds.smk"
 include: "rules/scenarios.smk"

@@ -77,11 +77,13 @@ def cmd_prompts(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from kora.config import load_config
+    from kora.config_files import load_run_config
 
-    cfg, _ = load_config(args.configfile)
+    cfg, _ = load_run_config(args.configfile)
+    files = " + ".join(["config.yaml", *args.configfile])
     print(
-        f"config OK: {len(cfg.models)} models, {len(cfg.targets)} targets, judges {cfg.judges}",
+        f"{files}: config OK: {len(cfg.models)} models, targets {', '.join(cfg.targets)}, "
+        f"judges {', '.join(cfg.judges)}",
         file=sys.stderr,
     )
     return 0
@@ -136,8 +138,15 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("-o", "--output", help="write Markdown here instead of stdout")
     pr.set_defaults(func=cmd_prompts)
 
-    c = sub.add_parser("check-config", help="validate config.yaml (and --configfile overlays)")
-    c.add_argument("--configfile", nargs="+", default=["config.yaml"])
+    c = sub.add_parser(
+        "check-config", help="validate config.yaml with any --configfile overlays merged over it"
+    )
+    c.add_argument(
+        "--configfile",
+        nargs="+",
+        default=[],
+        help="overlays merged over config.yaml, as Snakemake's --configfile",
+    )
     c.set_defaults(func=cmd_check)
 
     pl = sub.add_parser(

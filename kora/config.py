@@ -7,10 +7,11 @@ after an hour of paid calls.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
+from urllib.parse import urlsplit
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kora.errors import ConfigError
@@ -19,11 +20,13 @@ from kora.taxonomy import Taxonomy
 
 PROVIDERS = ("anthropic", "openai", "chat-endpoint", "mock")
 Provider = Literal["anthropic", "openai", "chat-endpoint", "mock"]
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# \Z, not $: a name must not end in a newline (it becomes a folder and a wildcard)
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: YAML gives real types, and `seeds_per_task: true` must not pass for 1
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class Price(_Strict):
@@ -69,9 +72,9 @@ class TargetConfig(_Strict):
 
 
 class GridConfig(_Strict):
-    risks: Literal["all"] | list[str] = "all"
-    age_ranges: Literal["all"] | list[AgeRange] = "all"
-    motivations: Literal["all"] | list[str] = "all"
+    risks: Literal["all"] | list[str] = Field(default="all", min_length=1)
+    age_ranges: Literal["all"] | list[AgeRange] = Field(default="all", min_length=1)
+    motivations: Literal["all"] | list[str] = Field(default="all", min_length=1)
     seeds_per_task: int = Field(default=8, gt=0, le=100)
 
 
@@ -114,6 +117,29 @@ class KoraConfig(_Strict):
             prompts = [p for p in prompts if p != "default"]
         return prompts
 
+    def model_params(self, name: str) -> dict[str, Any]:
+        """A model as a rule param and in a shard's status: its name and what changes its
+        answers (so a change re-runs the shards it made, and `kora plan` can tell)."""
+        return {"name": name, **self.models[name].output_settings()}
+
+    def stage_models(self, stage: str, target: str | None = None) -> dict[str, Any]:
+        """The models behind a stage's shards, by role."""
+        if stage == "seeds":
+            return {"seed": self.model_params(self.seed_model)}
+        if stage == "scenarios":
+            return {
+                "expand": self.model_params(self.expand_model),
+                "user": self.model_params(self.user_model),
+            }
+        if stage == "conversations":
+            assert target is not None
+            model = self.targets[target].model
+            return {
+                "target": None if model is None else self.model_params(model),
+                "user": self.model_params(self.user_model),
+            }
+        return {"judges": [self.model_params(j) for j in self.judges]}
+
     def skipped_prompts(self, target: str) -> list[PromptVariant]:
         asked = self.targets[target].prompts
         return [p for p in PROMPT_VARIANTS if p in asked and p not in self.target_prompts(target)]
@@ -123,10 +149,27 @@ def _loc(err: Any) -> str:
     return ".".join(str(p) for p in err["loc"])
 
 
-def validate_config(raw: Any, taxonomy: Taxonomy, source: str = "config.yaml") -> KoraConfig:
-    """Check a merged config mapping; raise ConfigError naming the first problem."""
+def validate_config(
+    raw: Any,
+    taxonomy: Taxonomy,
+    source: str = "config.yaml",
+    *,
+    workdir: Path | None = None,
+    source_of: Callable[[str], str] | None = None,
+) -> KoraConfig:
+    """Check a merged config mapping; raise ConfigError naming the first problem.
+
+    `source_of(loc)` names the file that set the key at `loc` (a dotted path), so an
+    error in an overlay names the overlay; `workdir` resolves `prompts_dir` and
+    `cache_dir` (checked only when given).
+    """
+
+    def fail(loc: str, text: str) -> NoReturn:
+        where = source_of(loc) if source_of is not None else source
+        raise ConfigError(f"{where}: {text}")
+
     if not isinstance(raw, dict):
-        raise ConfigError(f"{source}: expected a mapping at the top level")
+        fail("", "expected a mapping at the top level")
     # an overlay removes a target of config.yaml by setting it to null
     if isinstance(raw.get("targets"), dict):
         raw = {**raw, "targets": {k: v for k, v in raw["targets"].items() if v is not None}}
@@ -134,9 +177,10 @@ def validate_config(raw: Any, taxonomy: Taxonomy, source: str = "config.yaml") -
     if isinstance(grid, dict) and isinstance(grid.get("age_ranges"), list):
         for age in grid["age_ranges"]:
             if age not in AGE_RANGES:
-                raise ConfigError(
-                    f"{source}: grid.age_ranges: unknown age range {age!r} "
-                    f"(expected one of {', '.join(AGE_RANGES)})"
+                fail(
+                    "grid.age_ranges",
+                    f"grid.age_ranges: unknown age range {age!r} "
+                    f"(expected one of {', '.join(AGE_RANGES)})",
                 )
     try:
         cfg = KoraConfig.model_validate(raw)
@@ -144,48 +188,50 @@ def validate_config(raw: Any, taxonomy: Taxonomy, source: str = "config.yaml") -
         err = exc.errors()[0]
         loc = _loc(err)
         if err["type"] == "extra_forbidden":
-            raise ConfigError(f"{source}: unknown key {loc!r}") from None
+            fail(loc, f"unknown key {loc!r}")
         if err["type"] == "missing":
-            raise ConfigError(f"{source}: missing required key {loc!r}") from None
+            fail(loc.rsplit(".", 1)[0] if "." in loc else "", f"missing required key {loc!r}")
         if loc.endswith(".provider") and err["type"] == "literal_error":
-            raise ConfigError(
-                f"{source}: {loc}: unknown provider {err['input']!r} "
-                f"(expected one of {', '.join(PROVIDERS)})"
-            ) from None
+            fail(
+                loc,
+                f"{loc}: unknown provider {err['input']!r} "
+                f"(expected one of {', '.join(PROVIDERS)})",
+            )
         if "age_ranges" in loc and err["type"] == "literal_error":
-            raise ConfigError(
-                f"{source}: {loc}: unknown age range {err['input']!r} "
-                f"(expected one of {', '.join(AGE_RANGES)})"
-            ) from None
+            fail(
+                loc,
+                f"{loc}: unknown age range {err['input']!r} "
+                f"(expected one of {', '.join(AGE_RANGES)})",
+            )
         if "prompts" in loc and err["type"] == "literal_error":
-            raise ConfigError(
-                f"{source}: {loc}: unknown prompt variant {err['input']!r} "
-                f"(expected default or child)"
-            ) from None
-        raise ConfigError(f"{source}: {loc}: {err['msg']} (got {err.get('input')!r})") from None
+            fail(loc, f"{loc}: unknown prompt variant {err['input']!r} (expected default or child)")
+        # a union's errors name its branch ("grid.risks.list[str]"): name the key itself
+        key = ".".join(p for p in loc.split(".") if "[" not in p and p != "literal")
+        fail(key, f"{key}: {err['msg']} (got {err.get('input')!r})")
 
     for name, m in cfg.models.items():
         if not NAME_RE.match(name):
-            raise ConfigError(f"{source}: models: invalid model name {name!r}")
+            fail(f"models.{name}", f"models: invalid model name {name!r}")
         if m.provider in ("anthropic", "openai") and not m.model:
-            raise ConfigError(f"{source}: models.{name}: provider {m.provider} needs `model`")
+            fail(f"models.{name}", f"models.{name}: provider {m.provider} needs `model`")
         if m.provider == "chat-endpoint" and not m.base_url:
-            raise ConfigError(f"{source}: models.{name}: a chat-endpoint model needs `base_url`")
-        if m.base_url and not re.match(r"^https?://", m.base_url):
-            raise ConfigError(
-                f"{source}: models.{name}.base_url: not an http(s) URL: {m.base_url!r}"
-            )
+            fail(f"models.{name}", f"models.{name}: a chat-endpoint model needs `base_url`")
+        if m.base_url is not None:
+            problem = _url_problem(m.base_url)
+            if problem:
+                loc = f"models.{name}.base_url"
+                fail(loc, f"{loc}: {problem}: {m.base_url!r}")
 
     def need_model(role: str, name: str, *, llm: bool = True) -> None:
+        loc = role.split("[", 1)[0]
         if name not in cfg.models:
-            raise ConfigError(
-                f"{source}: {role}: model {name!r} is not defined under `models` "
-                f"(defined: {', '.join(sorted(cfg.models)) or 'none'})"
+            fail(
+                loc,
+                f"{role}: model {name!r} is not defined under `models` "
+                f"(defined: {', '.join(sorted(cfg.models)) or 'none'})",
             )
         if llm and cfg.models[name].provider == "chat-endpoint":
-            raise ConfigError(
-                f"{source}: {role}: {name!r} is a chat endpoint; it can only be a target"
-            )
+            fail(loc, f"{role}: {name!r} is a chat endpoint; it can only be a target")
 
     need_model("seed_model", cfg.seed_model)
     need_model("expand_model", cfg.expand_model)
@@ -193,72 +239,75 @@ def validate_config(raw: Any, taxonomy: Taxonomy, source: str = "config.yaml") -
     for i, judge in enumerate(cfg.judges):
         need_model(f"judges[{i}]", judge)
     if len(set(cfg.judges)) != len(cfg.judges):
-        raise ConfigError(f"{source}: judges: a judge is listed twice")
+        fail("judges", "judges: a judge is listed twice")
     for tname, target in cfg.targets.items():
+        loc = f"targets.{tname}"
         if not NAME_RE.match(tname):
-            raise ConfigError(
-                f"{source}: targets: invalid target name {tname!r} (letters, digits, . _ -)"
-            )
+            fail(loc, f"targets: invalid target name {tname!r} (letters, digits, . _ -)")
         if target.model is None:
             if not target.imported:
-                raise ConfigError(f"{source}: targets.{tname}: missing required key 'model'")
+                fail(loc, f"{loc}: missing required key 'model'")
         else:
-            need_model(f"targets.{tname}.model", target.model, llm=False)
+            need_model(f"{loc}.model", target.model, llm=False)
         if not target.prompts:
-            raise ConfigError(f"{source}: targets.{tname}.prompts: empty")
+            fail(f"{loc}.prompts", f"{loc}.prompts: empty")
         if not cfg.target_prompts(tname):
-            raise ConfigError(
-                f"{source}: targets.{tname}.prompts: a chat endpoint always receives an age, "
-                "so it runs the `child` variant only; add `child`"
+            fail(
+                f"{loc}.prompts",
+                f"{loc}.prompts: a chat endpoint always receives an age, "
+                "so it runs the `child` variant only; add `child`",
             )
 
     if cfg.grid.risks != "all":
         for r in cfg.grid.risks:
             if r not in taxonomy.risks:
-                raise ConfigError(f"{source}: grid.risks: unknown risk id {r!r}")
+                fail("grid.risks", f"grid.risks: unknown risk id {r!r}")
     if cfg.grid.motivations != "all":
         for mid in cfg.grid.motivations:
             if mid not in taxonomy.motivations_by_id:
-                raise ConfigError(
-                    f"{source}: grid.motivations: unknown motivation id {mid!r} "
-                    f"(expected one of {', '.join(taxonomy.motivations_by_id)})"
+                fail(
+                    "grid.motivations",
+                    f"grid.motivations: unknown motivation id {mid!r} "
+                    f"(expected one of {', '.join(taxonomy.motivations_by_id)})",
                 )
+    if workdir is not None:
+        problem = _cache_dir_problem(workdir, cfg.cache_dir)
+        if problem:
+            fail("cache_dir", f"cache_dir: {problem}")
+        if cfg.prompts_dir is not None:
+            problem = _prompts_dir_problem(workdir / cfg.prompts_dir)
+            if problem:
+                fail("prompts_dir", f"prompts_dir: {problem}")
     return cfg
 
 
-def load_config_file(path: Path | str) -> dict[str, Any]:
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: not found") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
-    return data
+def _url_problem(url: str) -> str | None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        return "not an http(s) URL"
+    if not parts.hostname:
+        return "no host in the URL"
+    return None
 
 
-def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """Snakemake's --configfile rule: nested mappings merge, other values replace."""
-    out = dict(base)
-    for k, v in over.items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = merge(out[k], v)
-        else:
-            out[k] = v
-    return out
+def _cache_dir_problem(workdir: Path, cache_dir: str) -> str | None:
+    """The call store gets files written (and on a cluster, shared): never into a folder
+    that holds other things, such as /, a home folder or the project itself."""
+    where = (workdir / cache_dir).resolve()
+    home = Path.home().resolve()
+    if where == Path(where.anchor) or where == home or where in workdir.resolve().parents:
+        return f"{cache_dir!r} is not a folder of its own ({where})"
+    if where == workdir.resolve():
+        return f"{cache_dir!r} is the project folder itself; use e.g. .kora/cache"
+    return None
 
 
-def load_config(
-    paths: list[Path | str], taxonomy: Taxonomy | None = None
-) -> tuple[KoraConfig, Taxonomy]:
-    """Merge config files left to right and validate (the CLI's view of a run)."""
-    from kora.taxonomy import load_taxonomy
+def _prompts_dir_problem(directory: Path) -> str | None:
+    from kora.templates import STEMS
 
-    raw: dict[str, Any] = {}
-    for p in paths:
-        raw = merge(raw, load_config_file(p))
-    if taxonomy is None:
-        taxonomy = load_taxonomy(raw.get("taxonomy_dir", "data/taxonomy"))
-    return validate_config(raw, taxonomy, source=" + ".join(str(p) for p in paths)), taxonomy
+    if not directory.is_dir():
+        return f"{directory} is not a folder"
+    missing = [f"{s}.jinja" for s in STEMS if not (directory / f"{s}.jinja").is_file()]
+    if missing:
+        return f"{directory} lacks {', '.join(missing)}"
+    return None

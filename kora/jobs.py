@@ -50,6 +50,9 @@ class JobReport:
     done: int = 0
     failed: int = 0
     errors: list[dict[str, str]] = field(default_factory=list)
+    # the models that made the shard, by role: `kora plan` tells stored shards from
+    # shards another model made (which the next run re-makes)
+    models: dict[str, Any] = field(default_factory=dict)
 
 
 async def run_items(
@@ -103,6 +106,7 @@ def _finish(
             "done": report.done,
             "failed": report.failed,
             "errors": report.errors,
+            "models": report.models,
             "usage": rt.usage.records(),
         },
         files,
@@ -121,7 +125,7 @@ def _finish(
 
 
 async def seeds_job(rt: Runtime, shard: Shard, output: Path, token: str) -> JobReport:
-    report = JobReport("seeds", shard.path)
+    report = JobReport("seeds", shard.path, models=rt.config.stage_models("seeds"))
     progress = ProgressReporter(rt, report)
     client = rt.client(rt.config.seed_model)
     results = await run_items(
@@ -147,7 +151,7 @@ async def scenarios_job(
     rejected: Path,
     token: str,
 ) -> JobReport:
-    report = JobReport("scenarios", shard.path)
+    report = JobReport("scenarios", shard.path, models=rt.config.stage_models("scenarios"))
     progress = ProgressReporter(rt, report)
     seeds = read_shard(seeds_path, ScenarioSeed)
     expander = rt.client(rt.config.expand_model)
@@ -189,7 +193,11 @@ async def conversations_job(
     output: Path,
     token: str,
 ) -> JobReport:
-    report = JobReport("conversations", f"{target}/{shard.path}")
+    report = JobReport(
+        "conversations",
+        f"{target}/{shard.path}",
+        models=rt.config.stage_models("conversations", target),
+    )
     progress = ProgressReporter(rt, report)
     scenarios = read_shard(scenarios_path, Scenario)
     tgt = rt.target(target)
@@ -233,7 +241,9 @@ async def judgments_job(
     output: Path,
     token: str,
 ) -> JobReport:
-    report = JobReport("judgments", f"{target}/{shard.path}")
+    report = JobReport(
+        "judgments", f"{target}/{shard.path}", models=rt.config.stage_models("judgments")
+    )
     progress = ProgressReporter(rt, report)
     conversations = read_shard(conversations_path, Conversation)
     judges = [rt.client(j) for j in rt.config.judges]

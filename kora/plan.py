@@ -11,19 +11,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kora.config import load_config_file, merge
+import orjson
+
+from kora.errors import ConfigError, KoraError
 from kora.io import read_jsonl
 from kora.llm.base import Request, Response
 from kora.llm.client import ModelClient
 from kora.llm.targets import LLMTarget
 from kora.runtime import Runtime
 from kora.schemas import Conversation, Scenario, ScenarioSeed
+from kora.shards import check, status_of
 from kora.stages.converse import converse
 from kora.stages.expand import ScenarioValidationError, expand_seed
 from kora.stages.judge import judge_once
@@ -53,6 +55,17 @@ STAGE_CALLS = {
     "conversations": [("target", 0.6), ("child", 0.4)],
     "judgments": [("judge_safety", 0.5), ("judge_behavior", 0.5)],
 }
+
+
+def made_by(path: Path, models: dict[str, Any]) -> bool:
+    """Whether the shard exists, is whole, and was made by these models (a run re-makes
+    a shard another model made, so its calls are not stored for this config)."""
+    try:
+        check(path)
+        status = orjson.loads(Path(status_of(path)).read_bytes())
+    except (KoraError, OSError, orjson.JSONDecodeError):
+        return False
+    return bool(status.get("imported")) or status.get("models") == models
 
 
 class NotStored(Exception):
@@ -86,8 +99,8 @@ class PlanReport:
     stages: dict[str, StageCount] = field(default_factory=lambda: defaultdict(StageCount))
 
 
-def _store_only_runtime(raw: dict[str, Any], workdir: Path) -> Runtime:
-    rt = Runtime.from_raw(raw, workdir)
+def _store_only_runtime(plan: Plan) -> Runtime:
+    rt = Runtime(plan.config, plan.taxonomy, plan.workdir)
     for name, mc in rt.config.models.items():
         if mc.provider == "chat-endpoint":
             continue
@@ -106,9 +119,9 @@ async def _replay(rt: Runtime, coro: Any) -> tuple[Any, int]:
     return result, rt.usage.totals().cached - before
 
 
-async def plan_calls(raw: dict[str, Any], targets: list[str], workdir: Path) -> PlanReport:
-    plan = Plan.load(raw, workdir)
-    rt = _store_only_runtime(raw, workdir)
+async def plan_calls(plan: Plan, targets: list[str]) -> PlanReport:
+    workdir = plan.workdir
+    rt = _store_only_runtime(plan)
     cfg = rt.config
     report = PlanReport()
     st = report.stages
@@ -118,10 +131,14 @@ async def plan_calls(raw: dict[str, Any], targets: list[str], workdir: Path) -> 
         scen_file = workdir / scenarios_path(shard)
         seed_file = workdir / seeds_path(shard)
         scenarios: list[Scenario] | None = None
-        if scen_file.exists():
+        # a shard counts as made only when what it was made from is current too: new
+        # seeds re-make the scenarios (as Snakemake does), new scenarios the conversations
+        seeds_current = made_by(seed_file, cfg.stage_models("seeds"))
+        if plan.imported or (seeds_current and made_by(scen_file, cfg.stage_models("scenarios"))):
             scenarios = read_jsonl(scen_file, Scenario)
+        scenarios_current = scenarios is not None
         if not plan.imported and scenarios is None:
-            if seed_file.exists():
+            if seeds_current:
                 seeds = read_jsonl(seed_file, ScenarioSeed)
                 st["seeds"].calls += 1
                 st["seeds"].stored += 1
@@ -170,7 +187,7 @@ async def plan_calls(raw: dict[str, Any], targets: list[str], workdir: Path) -> 
             tgt = rt.target(target)
             conv_file = workdir / conversations_path(target, shard)
             known_convs: dict[str, Conversation] = {}
-            if conv_file.exists():
+            if scenarios_current and made_by(conv_file, cfg.stage_models("conversations", target)):
                 known_convs = {
                     c.key: c for c in read_jsonl(conv_file, Conversation) if c.error is None
                 }
@@ -277,18 +294,31 @@ def estimate_cost(
     return out
 
 
+def split_overlays(configfiles: list[str], targets: list[str]) -> tuple[list[str], list[str]]:
+    """`--configfile` takes several files, as Snakemake's does, so `kora plan --configfile
+    X TARGET` hands it the target too: a value that is no file and no YAML file name is
+    taken back as a target."""
+    files, more = [], []
+    for value in configfiles:
+        if Path(value).exists() or value.endswith((".yaml", ".yml", ".json")):
+            files.append(value)
+        else:
+            more.append(value)
+    return files, [*targets, *more]
+
+
 def print_plan(args: argparse.Namespace) -> int:
     workdir = Path(".")
-    raw: dict[str, Any] = {}
-    for p in ["config.yaml", *args.configfile]:
-        raw = merge(raw, load_config_file(p))
-    plan = Plan.load(raw, workdir)
-    targets = args.targets or list(plan.config.targets)
+    overlays, targets = split_overlays(args.configfile, args.targets)
+    plan = Plan.load(overlays, workdir)
+    targets = targets or list(plan.config.targets)
     for t in targets:
         if t not in plan.config.targets:
-            print(f"kora: error: unknown target {t!r}", file=sys.stderr)
-            return 2
-    report = asyncio.run(plan_calls(raw, targets, workdir))
+            raise ConfigError(
+                f"unknown target {t!r}; the config defines: "
+                + (", ".join(plan.config.targets) or "no targets")
+            )
+    report = asyncio.run(plan_calls(plan, targets))
     costs = estimate_cost(plan.config, report, targets, workdir)
     print(f"plan for {', '.join(targets)}: {len(plan.shards())} shards")
     print(f"{'stage':<14}{'items':>8}{'calls':>9}{'stored':>9}{'to pay':>9}{'est. cost':>12}")

@@ -988,7 +988,7 @@ def _taxonomy_of(smk: Any) -> Taxonomy | None:
     from kora.workflow import Plan
 
     try:
-        return Plan.load(dict(smk.config), Path.cwd()).taxonomy
+        return Plan.load(workdir=Path.cwd(), values=dict(smk.config)).taxonomy
     except KoraError as exc:  # the figures do not need names: ids will do
         log.warning("taxonomy not loaded (%s): the report shows ids", exc)
         return None

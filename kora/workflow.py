@@ -6,13 +6,15 @@ Kept here (not in the .smk files) so it is typed, tested and shared with the `ko
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kora.config import KoraConfig, validate_config
+from kora.config import KoraConfig
+from kora.config_files import load_run_config
 from kora.shards import rejected_of, status_of
-from kora.taxonomy import Shard, Taxonomy, load_taxonomy
+from kora.taxonomy import Shard, Taxonomy
 from kora.templates import template_path
 
 IMPORT_MANIFEST = Path("data/scenarios/IMPORTED.json")
@@ -61,10 +63,16 @@ class Plan:
     workdir: Path
 
     @classmethod
-    def load(cls, raw: dict[str, Any], workdir: Path | str = ".") -> Plan:
-        workdir = Path(workdir)
-        taxonomy = load_taxonomy(workdir / raw.get("taxonomy_dir", "data/taxonomy"))
-        return cls(validate_config(raw, taxonomy), taxonomy, workdir)
+    def load(
+        cls,
+        overlays: Sequence[Path | str] = (),
+        workdir: Path | str = ".",
+        *,
+        values: dict[str, Any] | None = None,
+    ) -> Plan:
+        """config.yaml with `overlays` merged over it (see kora.config_files)."""
+        config, taxonomy = load_run_config(overlays, workdir=workdir, values=values)
+        return cls(config, taxonomy, Path(workdir))
 
     def shards(self) -> list[Shard]:
         c = self.config
@@ -99,7 +107,7 @@ class Plan:
         return [str(d / "risks.json"), str(d / "motivations.json")]
 
     def model_params(self, name: str) -> dict[str, Any]:
-        return {"name": name, **self.config.models[name].output_settings()}
+        return self.config.model_params(name)
 
     def target_params(self, target: str) -> dict[str, Any]:
         model = self.config.targets[target].model

@@ -4,6 +4,7 @@ import time
 import uuid
 from pathlib import Path
 
+from kora.config_files import load_run_config
 from kora.errors import KoraError
 from kora.shards import missing_token, retry_token
 from kora.progress import RUN_ENV, Monitor
@@ -16,9 +17,23 @@ from kora.workflow import (
     seeds_path,
 )
 
-# Validate the merged config (config.yaml + any --configfile) before any job runs.
+# Read config.yaml and every --configfile overlay with the project's loader first: it
+# names the file and line of a YAML problem or of a bad value, which Snakemake's own
+# reading does not. `workflow.configfiles` (the overlays given on the command line) has
+# no public accessor; it is read before `configfile:` below adds config.yaml to it.
+_overlays = list(workflow.configfiles)
 try:
-    PLAN = Plan.load(config, workflow.basedir)
+    load_run_config(_overlays, workdir=Path.cwd())
+except KoraError as exc:
+    raise WorkflowError(str(exc)) from None
+
+
+configfile: "config.yaml"
+
+
+# Validate the merged config (Snakemake's, which also holds --config) before any job runs.
+try:
+    PLAN = Plan.load(_overlays, Path.cwd(), values=config)
 except KoraError as exc:
     raise WorkflowError(str(exc)) from None
 

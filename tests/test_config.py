@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import shutil
 from typing import Any
 
 import pytest
 import yaml
 
-from kora.config import merge, validate_config
+from kora.config import validate_config
+from kora.config_files import merge
 from kora.errors import ConfigError
 from kora.taxonomy import load_taxonomy
 from tests.helpers import REPO
@@ -88,3 +90,106 @@ def test_output_settings_leave_out_transport() -> None:
         "model": "claude-sonnet-4-5",
         "max_tokens": 4000,
     }
+
+
+# --- values that must not pass -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda c: c["targets"].update({"bad\n": {"model": "gpt-4o"}}), "invalid target name"),
+        (lambda c: c["grid"].update(seeds_per_task=True), "grid.seeds_per_task"),
+        (lambda c: c["grid"].update(risks=[]), "grid.risks"),
+        (lambda c: c["grid"].update(motivations=[]), "grid.motivations"),
+        (lambda c: c["grid"].update(age_ranges=[]), "grid.age_ranges"),
+        (lambda c: c["models"]["gpt-4o"].update(base_url="http://"), "no host"),
+        (lambda c: c.update(cache_dir="/"), "cache_dir"),
+        (lambda c: c.update(cache_dir="."), "cache_dir"),
+        (lambda c: c.update(prompts_dir="no-such-prompts"), "prompts_dir"),
+    ],
+)  # fmt: skip
+def test_values_that_passed_and_should_not(mutate: Any, message: str) -> None:
+    raw = base()
+    mutate(raw)
+    with pytest.raises(ConfigError, match=message):
+        validate_config(raw, TAXONOMY, workdir=REPO)
+
+
+# --- one loader for the Snakefile, check-config and plan ------------------------------
+
+
+def write(path: Any, text: str) -> Any:
+    path.write_text(text)
+    return path
+
+
+def test_overlays_merge_over_config_yaml_and_errors_name_the_file(tmp_path: Any) -> None:
+    from kora.config_files import load_run_config
+
+    shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
+    shutil.copytree(REPO / "data" / "taxonomy", tmp_path / "data" / "taxonomy")
+    demo = shutil.copy(REPO / "config" / "demo.yaml", tmp_path / "demo.yaml")
+    cfg, _ = load_run_config([demo], workdir=tmp_path)
+    assert cfg.judges == ["mock"] and "mock-target" in cfg.targets
+    over = write(tmp_path / "over.yaml", "grid:\n  seeds_per_task: 0\n")
+    with pytest.raises(ConfigError, match=r"over\.yaml: grid\.seeds_per_task"):
+        load_run_config([over], workdir=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("grid:\n  risks: [a, b\n", r"bad\.yaml:\d+(:\d+)?: not valid YAML"),
+        ("judges: [mock]\njudges: [sonnet]\n", r"bad\.yaml:2: duplicate key 'judges'"),
+        ("grid:\n  seeds_per_task: 2\n  seeds_per_task: 3\n", r"bad\.yaml:3: duplicate key"),
+        ("- a\n- b\n", r"bad\.yaml: expected a mapping"),
+    ],
+)
+def test_yaml_problems_name_the_file_and_line(tmp_path: Any, text: str, message: str) -> None:
+    from kora.config_files import read_config_file
+
+    with pytest.raises(ConfigError, match=message):
+        read_config_file(write(tmp_path / "bad.yaml", text))
+
+
+def test_a_missing_config_file_is_named(tmp_path: Any) -> None:
+    from kora.config_files import read_config_file
+
+    with pytest.raises(ConfigError, match=r"nope\.yaml: not found"):
+        read_config_file(tmp_path / "nope.yaml")
+
+
+def test_check_config_merges_overlays_as_the_readme_says(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kora.cli import main
+
+    monkeypatch.chdir(REPO)
+    assert main(["check-config"]) == 0
+    assert main(["check-config", "--configfile", "config/demo.yaml"]) == 0
+    assert "mock-target" in capsys.readouterr().err
+    bad = write(tmp_path / "bad.yaml", "grid:\n  risks: [bogus]\n")
+    assert main(["check-config", "--configfile", str(bad)]) == 2
+    assert f"{bad}: grid.risks" in capsys.readouterr().err
+
+
+def test_snakemake_names_the_file_and_line_of_a_broken_config(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    from tests.helpers import copy_workflow
+
+    copy_workflow(tmp_path)
+    text = (
+        (tmp_path / "config.yaml").read_text().replace("seed_model: sonnet", "seed_model: [sonnet")
+    )
+    (tmp_path / "config.yaml").write_text(text)
+    run = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "1"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode != 0
+    out = run.stdout + run.stderr
+    assert "config.yaml:19:" in out and "not valid YAML" in out
+    assert "Traceback" not in out

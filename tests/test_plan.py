@@ -46,3 +46,34 @@ def test_plan_before_and_after_a_run(tmp_path: Path, capsys: pytest.CaptureFixtu
     calls, stored, to_pay = (int(x) for x in after["total"][:3])
     assert calls == stored and to_pay == 0
     assert after["total"][3] == "$0.00"
+
+
+def test_seeds_and_scenarios_of_another_model_are_not_counted_as_stored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy_workflow(tmp_path)
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    assert snakemake(tmp_path, "results/tiny/results.json").returncode == 0
+    other = dict(TINY, models={"mock2": {"provider": "mock", "temperature": 0.5}})
+    other["seed_model"] = "mock2"
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(other))
+    rows = plan(tmp_path, capsys)
+    assert rows["seeds"][3] == "2"  # both seed calls are to pay again
+    assert int(rows["scenarios"][3]) > 0  # and the expansions of the new seeds
+
+
+def test_plan_takes_a_target_given_after_configfile(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy_workflow(tmp_path)
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    cwd = Path.cwd()
+    os.chdir(tmp_path)
+    try:
+        assert kora_main(["plan", "--configfile", "tiny.yaml", "tiny"]) == 0
+        assert "plan for tiny" in capsys.readouterr().out
+        assert kora_main(["plan", "--configfile", "tiny.yaml", "nosuch"]) == 2
+        err = capsys.readouterr().err
+        assert "unknown target 'nosuch'" in err and "tiny" in err
+    finally:
+        os.chdir(cwd)

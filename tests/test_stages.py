@@ -113,12 +113,15 @@ def test_memory_risks_get_a_memory_scenario() -> None:
 
 def test_scenarios_job_records_a_scenario_that_never_validates(tmp_path: Path) -> None:
     from kora.jobs import scenarios_job
+    from kora.shards import write_records, write_status
     from kora.runtime import Runtime
     from kora.taxonomy import Shard
 
     seeds = [reference_scenario("violence_and_physical_harm").seed]
     seeds_path = tmp_path / "seeds.jsonl"
-    seeds_path.write_bytes(b"".join(orjson.dumps(s.model_dump(mode="json")) + b"\n" for s in seeds))
+    write_status(
+        seeds_path, {"stage": "seeds"}, {seeds_path.name: write_records(seeds_path, seeds)}
+    )
     raw = {"models": {"m": {"provider": "mock"}}, "seed_model": "m", "expand_model": "m",
            "user_model": "m", "judges": ["m"], "taxonomy_dir": str(REPO / "data/taxonomy")}  # fmt: skip
     rt = Runtime.from_raw(raw, tmp_path)
@@ -126,12 +129,8 @@ def test_scenarios_job_records_a_scenario_that_never_validates(tmp_path: Path) -
     shard = Shard(
         "physical_and_legal_safety", "violence_and_physical_harm", "7to9", "curiosity_exploration"
     )
-    out, rejected, status = (
-        tmp_path / "s.jsonl",
-        tmp_path / "s.rejected.jsonl",
-        tmp_path / "s.status.json",
-    )
-    report = run(scenarios_job(rt, shard, seeds_path, out, rejected, status, ""))
+    out, rejected = tmp_path / "s.jsonl", tmp_path / "s.rejected.jsonl"
+    report = run(scenarios_job(rt, shard, seeds_path, out, rejected, ""))
     assert out.read_bytes() == b""
     rec = orjson.loads(rejected.read_bytes().splitlines()[0])
     assert rec["seed"]["id"] == seeds[0].id and "REASON-2" in rec["lastReasons"]
@@ -362,15 +361,13 @@ def test_a_rejected_key_stops_the_job_instead_of_failing_every_item() -> None:
 
 
 def test_missing_api_keys_are_named_before_a_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    import yaml
 
     from kora.workflow import Plan
 
-    raw = yaml.safe_load((REPO / "config.yaml").read_text())
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    plan = Plan.load(raw, REPO)
+    plan = Plan.load(workdir=REPO)
     assert plan.missing_keys() == [
         "OPENAI_API_KEY (model 'gpt-4o')",
         "ANTHROPIC_API_KEY (model 'sonnet')",
