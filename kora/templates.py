@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+from jinja2 import nodes
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
 STEMS = (
@@ -62,10 +63,48 @@ def _env(directory: str) -> jinja2.Environment:
     )
 
 
+_ALLOWED_AT_TOP = (nodes.Block, nodes.Assign, nodes.Macro, nodes.Import, nodes.FromImport)
+
+
+_checked: set[tuple[str, int, int]] = set()
+
+
+def _check_blocks(env: jinja2.Environment, path: Path) -> None:
+    """Only blocks (and set/macro/import) at the top level: text there renders nowhere,
+    so an edit placed outside `{% block %}` would silently change nothing."""
+    st = path.stat()
+    version = (str(path), st.st_mtime_ns, st.st_size)
+    if version in _checked:
+        return  # rendered for every call: parse each version of a file once
+    source = path.read_text()
+    for node in env.parse(source, path.name, str(path)).body:
+        if isinstance(node, _ALLOWED_AT_TOP):
+            continue
+        if isinstance(node, nodes.Output) and all(
+            isinstance(part, nodes.TemplateData) and not part.data.strip() for part in node.nodes
+        ):
+            continue
+        line = node.lineno
+        if isinstance(node, nodes.Output):
+            # the first part that is not blank: leading newlines belong to the line before
+            for part in node.nodes:
+                if not (isinstance(part, nodes.TemplateData) and not part.data.strip()):
+                    line = part.lineno
+                    if isinstance(part, nodes.TemplateData):
+                        line += len(part.data) - len(part.data.lstrip("\n"))
+                    break
+        raise ValueError(
+            f"prompt template {path}, line {line}: text outside {{% block system %}} / "
+            "{% block user %} is never sent; move it inside a block"
+        )
+    _checked.add(version)
+
+
 def render(stem: str, directory: Path | None = None, **variables: Any) -> Prompt:
     path = template_path(stem, directory)
     env = _env(str(path.parent))
     try:
+        _check_blocks(env, path)
         tmpl = env.get_template(path.name)
         ctx = tmpl.new_context(variables)
         parts: dict[str, str | None] = {}
