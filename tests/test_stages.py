@@ -113,8 +113,8 @@ def test_memory_risks_get_a_memory_scenario() -> None:
 
 def test_scenarios_job_records_a_scenario_that_never_validates(tmp_path: Path) -> None:
     from kora.jobs import scenarios_job
-    from kora.shards import write_records, write_status
     from kora.runtime import Runtime
+    from kora.shards import write_records, write_status
     from kora.taxonomy import Shard
 
     seeds = [reference_scenario("violence_and_physical_harm").seed]
