@@ -429,3 +429,17 @@ def test_a_service_that_cannot_be_reached_is_named_with_its_url(
     assert info.value.unreachable
     assert "'far'" in str(info.value) and "127.0.0.1" in str(info.value)
     assert "cannot connect" in str(info.value)
+
+
+@pytest.mark.parametrize("status", [400, 500])
+def test_error_bodies_reach_the_terminal_without_control_characters(
+    provider: ProviderName, server: Server, status: int
+) -> None:
+    """A hostile or broken server must not be able to drive the user's terminal."""
+    hostile = "boom \x1b[2J\x1b]0;owned\x07 \u202eevil\r\nnext"
+    server.script(*[Fault.http(status, message=hostile)] * 10)
+    with pytest.raises(ProviderError) as info:
+        run(text_call(make_client(provider, server)))
+    message = str(info.value)
+    assert "boom" in message
+    assert not any(c in message for c in "\x1b\x07\r\n\u202e")

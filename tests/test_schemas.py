@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import orjson
 import pytest
 from pydantic import ValidationError
@@ -113,3 +115,18 @@ def test_reference_test_result_shape() -> None:
             },
         }
     )
+
+
+def test_reference_data_is_required_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without ../shared/upstream a test skips locally but fails under CI."""
+    import _pytest.outcomes
+
+    from tests import helpers
+
+    monkeypatch.setattr(helpers, "UPSTREAM", Path("/nonexistent-upstream"))
+    monkeypatch.setenv("CI", "")
+    with pytest.raises(_pytest.outcomes.Skipped):
+        helpers.upstream("scenarios.jsonl")
+    monkeypatch.setenv("CI", "1")
+    with pytest.raises(_pytest.outcomes.Failed, match="CI is set"):
+        helpers.upstream("scenarios.jsonl")

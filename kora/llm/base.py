@@ -99,6 +99,16 @@ class ChatSession(Protocol):
     async def reply(self, messages: list[ChatMessage]) -> Response: ...
 
 
+def clean_text(text: str) -> str:
+    """An answer's text as valid Unicode: JSON may carry an unpaired surrogate escape
+    (`\\ud800`), which no file can hold; it becomes U+FFFD (paired ones are joined)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
 def schema_name(schema: type[BaseModel]) -> str:
     return schema.__name__
 

@@ -10,13 +10,12 @@ carry its own key is ignored and re-fetched.
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from kora.io import write_atomic
 from kora.llm.base import Request, Response
 from kora.schemas import FINISH_REASONS
 
@@ -45,28 +44,27 @@ class CallCache:
         return self.root / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> Response | None:
+        """The stored answer, or None when there is none or it is not a whole, sound
+        entry (it is then fetched again, never a failure of the item)."""
         try:
             raw = orjson.loads(self._path(key).read_bytes())
-        except (FileNotFoundError, orjson.JSONDecodeError, OSError):
+        except (OSError, orjson.JSONDecodeError):
             return None
-        if (
-            not isinstance(raw, dict)
-            or raw.get("key") != key
-            or not isinstance(raw.get("text"), str)
-        ):
+        if not isinstance(raw, dict) or raw.get("key") != key:
+            return None
+        text, tin, tout = raw.get("text"), raw.get("input_tokens", 0), raw.get("output_tokens", 0)
+        if not isinstance(text, str) or not all(_count(n) for n in (tin, tout)):
             return None
         finish = raw.get("finish_reason")
         return Response(
-            text=raw["text"],
-            input_tokens=int(raw.get("input_tokens", 0)),
-            output_tokens=int(raw.get("output_tokens", 0)),
+            text=text,
+            input_tokens=int(tin),
+            output_tokens=int(tout),
             finish_reason=finish if finish in FINISH_REASONS else None,
             meta={"cached": True},
         )
 
     def put(self, key: str, response: Response) -> None:
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
         data = orjson.dumps(
             {
                 "key": key,
@@ -76,16 +74,8 @@ class CallCache:
                 "finish_reason": response.finish_reason,
             }
         )
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:8]}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(self._path(key), data)
 
-    def __contains__(self, key: str) -> bool:
-        return self.get(key) is not None
+
+def _count(n: object) -> bool:
+    return isinstance(n, int) and not isinstance(n, bool) and n >= 0

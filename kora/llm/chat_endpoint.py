@@ -24,7 +24,7 @@ import httpx
 import orjson
 
 from kora.config import ModelConfig
-from kora.llm.base import ChatMessage, ProviderError, Response
+from kora.llm.base import ChatMessage, ProviderError, Response, clean_text
 from kora.llm.http import LoopBound, new_client, post, read_key
 from kora.llm.limits import Limiter, limiter_for
 from kora.llm.retry import RetryPolicy, parse_retry_after, redact, retrying
@@ -57,8 +57,7 @@ class ChatEndpointSession:
             params={"session_id": self.session_id},
             answer_field="response",
         )
-        text = data["response"]
-        return Response(text=text, meta={"session_id": self.session_id})
+        return Response(text=clean_text(data["response"]), meta={"session_id": self.session_id})
 
 
 class ChatEndpointTarget:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,7 +23,14 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from kora.config import ModelConfig
-from kora.llm.base import ChatMessage, Provider, Request, Response, create_provider
+from kora.llm.base import (
+    ChatMessage,
+    Provider,
+    Request,
+    Response,
+    clean_text,
+    create_provider,
+)
 from kora.llm.cache import CallCache, cache_key
 from kora.llm.limits import Limiter, limiter_for
 from kora.llm.retry import RetryPolicy, retrying
@@ -199,6 +206,7 @@ class ModelClient:
         except Exception:
             self.usage.add(self.name, stage, None, self.config.price, cached=False)
             raise
+        resp = replace(resp, text=clean_text(resp.text))
         self.usage.add(self.name, stage, resp, self.config.price, cached=False)
         if key is not None and self.cache is not None and (accept is None or accept(resp)):
             self.cache.put(key, resp)

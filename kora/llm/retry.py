@@ -19,6 +19,7 @@ import os
 import random
 import re
 import time
+import unicodedata
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
@@ -92,10 +93,15 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
 
 
 def redact(text: str, secret: str | None) -> str:
-    """`text` with every occurrence of `secret` masked (error messages never carry a key)."""
+    """`text` (from a server, for a user's terminal and logs) with every occurrence of
+    `secret` masked, and control and bidirectional-format characters shown as escapes,
+    so that no server can move the cursor, clear the screen or reorder the line."""
     if secret and len(secret) >= 4:
         text = text.replace(secret, "***")
-    return text
+    return "".join(
+        c if c.isprintable() and unicodedata.category(c) != "Cf" else f"\\u{ord(c):04x}"
+        for c in text
+    )
 
 
 async def retrying(

@@ -1,0 +1,65 @@
+"""The call store: what it keeps, what it ignores, and who can read it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+from pathlib import Path
+
+import orjson
+import pytest
+
+from kora.llm.base import ChatMessage, Response
+from kora.llm.cache import CallCache
+from tests.fakes import client
+
+
+def test_a_stored_call_is_replayed(tmp_path: Path) -> None:
+    c, _ = client(lambda r: "hello", cache_dir=tmp_path)
+    assert asyncio.run(c.text([ChatMessage("user", "hi")], stage="t")) == "hello"
+    again, p2 = client(lambda r: "other", cache_dir=tmp_path)
+    assert asyncio.run(again.text([ChatMessage("user", "hi")], stage="t")) == "hello"
+    assert len(p2.requests) == 0
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"text": "x", "input_tokens": "lots", "output_tokens": 1},
+        {"text": "x", "input_tokens": 1, "output_tokens": None},
+        {"text": "x", "input_tokens": 1.5e400, "output_tokens": 1},
+        {"text": 5},
+        [],
+    ],
+)
+def test_a_malformed_entry_is_a_miss_not_a_failure(tmp_path: Path, entry: object) -> None:
+    """A damaged or hand-edited entry is fetched again rather than failing the item on
+    every rerun."""
+    store = CallCache(tmp_path)
+    key = "ab" + "0" * 62
+    path = tmp_path / key[:2] / f"{key}.json"
+    path.parent.mkdir(parents=True)
+    body = dict(entry, key=key) if isinstance(entry, dict) else entry
+    path.write_bytes(orjson.dumps(body) if "1.5e400" not in str(entry) else
+                     f'{{"key": "{key}", "text": "x", "input_tokens": 1.5e400}}'.encode())  # fmt: skip
+    assert store.get(key) is None
+
+
+def test_store_files_are_readable_by_the_group_and_others(tmp_path: Path) -> None:
+    """On a shared cluster checkout other users of the project read the store."""
+    old = os.umask(0o022)
+    try:
+        CallCache(tmp_path).put("cd" + "1" * 62, Response(text="hi"))
+    finally:
+        os.umask(old)
+    (entry,) = tmp_path.rglob("*.json")
+    assert stat.S_IMODE(entry.stat().st_mode) == 0o644
+
+
+def test_a_lone_surrogate_in_an_answer_is_replaced_not_an_error(tmp_path: Path) -> None:
+    """JSON can carry an unpaired surrogate escape; it cannot be written as UTF-8."""
+    c, _ = client(lambda r: "ok \ud800 then", cache_dir=tmp_path)
+    text = asyncio.run(c.text([ChatMessage("user", "hi")], stage="t"))
+    assert text == "ok \ufffd then"
+    text.encode()  # writable anywhere
