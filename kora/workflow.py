@@ -98,9 +98,16 @@ class Plan:
         return self.config.targets[target].imported
 
     def templates(self, stage: str) -> list[str]:
+        """A stage's template files, as rule inputs: relative to the project when inside
+        it, so a moved checkout re-runs nothing."""
         d = self.config.prompts_dir
         directory = self.workdir / d if d is not None else None
-        return [str(template_path(s, directory)) for s in STAGE_TEMPLATES[stage]]
+        out = []
+        for stem in STAGE_TEMPLATES[stage]:
+            path = template_path(stem, directory).resolve()
+            inside = path.is_relative_to(self.workdir.resolve())
+            out.append(str(path.relative_to(self.workdir.resolve()) if inside else path))
+        return out
 
     def taxonomy_files(self) -> list[str]:
         d = Path(self.config.taxonomy_dir)

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -239,3 +240,19 @@ def test_switching_between_generated_and_imported_scenarios_both_ways(workflow_d
     again = orjson.loads((workflow_dir / "results/tiny/results.json").read_bytes())
     assert again["scores"] == generated["scores"]
     assert "calls 0/" not in back.stderr  # regenerated: every call from the store
+
+
+def test_a_moved_checkout_has_nothing_to_redo(workflow_dir: Path, tmp_path_factory: Any) -> None:
+    """Rule inputs are paths relative to the project: moving it re-runs nothing."""
+    import shutil
+
+    from tests.helpers import REPO
+
+    shutil.copytree(REPO / "kora" / "prompts", workflow_dir / "prompts")
+    cfg = dict(TINY, prompts_dir="prompts")
+    (workflow_dir / "tiny.yaml").write_text(yaml.safe_dump(cfg))
+    assert snakemake(workflow_dir, "results/tiny/results.json").returncode == 0
+    moved = tmp_path_factory.mktemp("elsewhere") / "project"
+    shutil.move(str(workflow_dir), moved)
+    dry = snakemake(moved, "-n", "results/tiny/results.json")
+    assert "Nothing to be done" in dry.stdout + dry.stderr, dry.stdout[-3000:]
