@@ -7,6 +7,7 @@ few seconds, so a user sees calls and money move, not only finished jobs.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
@@ -43,6 +44,19 @@ class ProgressReporter:
         )
         self._last = 0.0
         self.update(report, force=True)
+        # a snapshot every interval, not only when an item ends: calls waiting to retry
+        # (a 529 storm, say) then show on the line instead of a silent pause
+        try:
+            self._ticker: asyncio.Task[None] | None = asyncio.get_running_loop().create_task(
+                self._tick()
+            )
+        except RuntimeError:  # no event loop: updates come from items only
+            self._ticker = None
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            self.update(self.report)
 
     def update(self, report: JobReport, force: bool = False) -> None:
         if self.path is None:
@@ -64,12 +78,16 @@ class ProgressReporter:
             "input_tokens": t.input_tokens,
             "output_tokens": t.output_tokens,
             "cost": t.cost,
+            "waiting": self.rt.usage.waiting,
+            "last_retry": self.rt.usage.last_retry,
         }
         # progress is a courtesy; never fail a job over it
         with contextlib.suppress(OSError):
             write_atomic(self.path, orjson.dumps(snapshot))
 
     def close(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
         self.update(self.report, force=True)
 
 
@@ -85,6 +103,8 @@ class Totals:
     input_tokens: int = 0
     output_tokens: int = 0
     cost: float = 0.0
+    waiting: int = 0
+    last_retry: str = ""
 
 
 def read_totals(directory: Path) -> Totals:
@@ -97,20 +117,25 @@ def read_totals(directory: Path) -> Totals:
         t.jobs += 1
         for k in (
             "items", "items_done", "items_failed", "calls", "cached",
-            "call_failures", "input_tokens", "output_tokens",
+            "call_failures", "input_tokens", "output_tokens", "waiting",
         ):  # fmt: skip
             setattr(t, k, getattr(t, k) + int(s.get(k, 0)))
         t.cost += float(s.get("cost", 0.0))
+        if s.get("waiting") and s.get("last_retry"):
+            t.last_retry = str(s["last_retry"])
     return t
 
 
 def format_totals(t: Totals, planned_calls: int | None = None) -> str:
     total = f"/~{planned_calls}" if planned_calls else ""
-    return (
+    line = (
         f"[kora] calls {t.calls}{total} ({t.cached} cached, {t.call_failures} failed) | "
         f"items {t.items_done}/{t.items} ({t.items_failed} failed) in {t.jobs} jobs | "
         f"tokens in {t.input_tokens:,} out {t.output_tokens:,} | ${t.cost:.4f}"
     )
+    if t.waiting:
+        line += f" | {t.waiting} waiting to retry ({t.last_retry[:80]})"
+    return line
 
 
 class Monitor:

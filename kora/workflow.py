@@ -149,28 +149,33 @@ class Plan:
         reports = [f"results/{t}/report.html" for t in self.config.targets]
         return [*reports, "results/leaderboard.html"] if reports else []
 
-    def nominal_calls(self, targets: list[str] | None = None) -> int:
-        """Calls the missing outputs need, at their nominal count (a progress total)."""
+    def nominal_calls(self, jobs: list[tuple[str, dict[str, str]]]) -> int:
+        """The calls these (rule, wildcards) jobs make at their nominal count: the total
+        of the progress line (calls answered from the store count as calls)."""
         c = self.config
-        n_seeds = c.grid.seeds_per_task
+
+        def lines(path: str, default: int) -> int:
+            try:
+                return (self.workdir / path).read_bytes().count(b"\n")
+            except FileNotFoundError:
+                return default
+
         total = 0
-        for shard in self.shards():
-            if not self.imported:
-                if not (self.workdir / seeds_path(shard)).exists():
-                    total += 1
-                if not (self.workdir / scenarios_path(shard)).exists():
-                    total += 3 * n_seeds
-            scen = self.workdir / scenarios_path(shard)
-            n = scen.read_bytes().count(b"\n") if scen.exists() else n_seeds
-            for t in targets if targets is not None else list(c.targets):
-                tests = n * len(c.target_prompts(t))
-                if (
-                    not c.targets[t].imported
-                    and not (self.workdir / conversations_path(t, shard)).exists()
-                ):
-                    total += 5 * tests
-                if not (self.workdir / judgments_path(t, shard)).exists():
-                    total += 2 * len(c.judges) * tests
+        for rule, wc in jobs:
+            if rule not in ("seeds", "scenarios", "conversations", "judgments"):
+                continue
+            cell = f"{wc['risk']}/{wc['age']}/{wc['motivation']}"
+            if rule == "seeds":
+                total += 1
+                continue
+            seeds = lines(f"data/seeds/{cell}.jsonl", c.grid.seeds_per_task)
+            if rule == "scenarios":
+                total += 3 * seeds
+                continue
+            tests = lines(f"data/scenarios/{cell}.jsonl", seeds) * len(
+                c.target_prompts(wc["target"])
+            )
+            total += 5 * tests if rule == "conversations" else 2 * len(c.judges) * tests
         return total
 
     def results_inputs(self, target: str) -> dict[str, list[str]]:

@@ -86,7 +86,8 @@ _started = time.time()
 
 onstart:
     # a missing key would fail every call of the run one by one: stop before any job
-    _models = PLAN.models_for_jobs(jobs_to_run())
+    _jobs = jobs_to_run()
+    _models = PLAN.models_for_jobs(_jobs)
     _missing = PLAN.missing_keys(_models)
     if _missing:
         raise WorkflowError(
@@ -95,7 +96,7 @@ onstart:
     _unreachable = PLAN.unreachable(_models)
     if _unreachable:
         raise WorkflowError("\n".join(_unreachable))
-    _monitor.planned = PLAN.nominal_calls()
+    _monitor.planned = PLAN.nominal_calls(_jobs)
     _monitor.start()
 
 

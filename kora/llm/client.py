@@ -68,6 +68,8 @@ class Usage:
 
     by: dict[tuple[str, str], StageUsage] = field(default_factory=lambda: defaultdict(StageUsage))
     started: float = field(default_factory=time.monotonic)
+    waiting: int = 0  # calls sleeping before a retry, now
+    last_retry: str = ""  # why the latest of them failed
 
     def add(
         self, model: str, stage: str, resp: Response | None, price: Any, *, cached: bool
@@ -199,9 +201,20 @@ class ModelClient:
         async def attempt() -> Response:
             return await self.limiter.call(lambda: self.provider.generate(request))
 
+        def on_retry(exc: BaseException, attempt: int, wait: float) -> None:
+            self.usage.waiting += 1
+            self.usage.last_retry = f"{exc}"[:200]
+
+        def on_resume() -> None:
+            self.usage.waiting -= 1
+
         try:
             resp = await retrying(
-                attempt, should_retry=self.provider.should_retry, policy=self.retry_policy
+                attempt,
+                should_retry=self.provider.should_retry,
+                policy=self.retry_policy,
+                on_retry=on_retry,
+                on_resume=on_resume,
             )
         except Exception:
             self.usage.add(self.name, stage, None, self.config.price, cached=False)

@@ -110,6 +110,7 @@ async def retrying(
     should_retry: Callable[[BaseException], bool],
     policy: RetryPolicy = RetryPolicy(),
     on_retry: Callable[[BaseException, int, float], None] | None = None,
+    on_resume: Callable[[], None] | None = None,
 ) -> T:
     """Call `fn` until it succeeds, it fails with an error `should_retry` rejects, or the
     attempts or the time budget run out; the last error is raised as it is."""
@@ -129,9 +130,12 @@ async def retrying(
             )
             if time.monotonic() - start + wait > budget:
                 raise
+            log.debug("attempt %d failed (%s); retrying in %.1f s", attempt, exc, wait)
             if on_retry is not None:
                 on_retry(exc, attempt, wait)
-            else:
-                log.debug("attempt %d failed (%s); retrying in %.1f s", attempt, exc, wait)
-            if not _testing:
-                await asyncio.sleep(wait)
+            try:
+                if not _testing:
+                    await asyncio.sleep(wait)
+            finally:
+                if on_resume is not None:
+                    on_resume()

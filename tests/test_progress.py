@@ -1,0 +1,88 @@
+"""The run's progress line: its total, and what it shows while calls wait to retry."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from kora.llm import retry
+from kora.llm.base import ChatMessage, ProviderError, Request, Response
+from kora.llm.client import ModelClient, Usage
+from kora.llm.retry import RetryPolicy
+from kora.progress import Totals, format_totals
+from kora.workflow import Plan
+from tests.helpers import copy_workflow
+
+
+class FailsThenAnswers:
+    name = "flaky"
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+
+    async def generate(self, request: Request) -> Response:
+        if self.failures:
+            self.failures -= 1
+            raise ProviderError("model 'm': HTTP 529: overloaded", status=529)
+        return Response(text="ok")
+
+    def should_retry(self, exc: BaseException) -> bool:
+        return True
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_a_call_waiting_to_retry_is_counted_while_it_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kora.config import ModelConfig
+
+    monkeypatch.setattr(retry, "_testing", False)
+    usage = Usage()
+    client = ModelClient(
+        "m",
+        ModelConfig(provider="mock"),
+        cache=None,
+        usage=usage,
+        provider=FailsThenAnswers(1),
+        retry_policy=RetryPolicy(initial=0.4, jitter=0.0),
+    )
+    seen: list[tuple[int, str]] = []
+
+    async def main() -> None:
+        call = asyncio.create_task(client.text([ChatMessage("user", "hi")], stage="t"))
+        await asyncio.sleep(0.2)
+        seen.append((usage.waiting, usage.last_retry))
+        assert await call == "ok"
+        seen.append((usage.waiting, usage.last_retry))
+
+    asyncio.run(main())
+    assert seen[0][0] == 1 and "529" in seen[0][1]
+    assert seen[1][0] == 0
+
+
+def test_the_line_says_calls_are_waiting_and_why() -> None:
+    line = format_totals(Totals(calls=10, waiting=3, last_retry="model 'm': HTTP 529"), 100)
+    assert "3 waiting to retry (model 'm': HTTP 529)" in line
+    assert "waiting" not in format_totals(Totals(calls=10), 100)
+
+
+def test_the_total_counts_the_calls_of_the_jobs_to_run_only(tmp_path: Path) -> None:
+    copy_workflow(tmp_path)  # a project with no shards made yet
+    plan = Plan.load(workdir=tmp_path)
+    wc = {
+        "risk": "violence_and_physical_harm",
+        "age": "7to9",
+        "motivation": "curiosity_exploration",
+    }
+    n = plan.config.grid.seeds_per_task
+    prompts = len(plan.config.target_prompts("gpt-target"))
+    assert plan.nominal_calls([("seeds", wc)]) == 1
+    assert plan.nominal_calls([("scenarios", wc)]) == 3 * n
+    conv = ("conversations", dict(wc, target="gpt-target"))
+    assert plan.nominal_calls([conv]) == 5 * n * prompts
+    judge = ("judgments", dict(wc, target="gpt-target"))
+    assert plan.nominal_calls([conv, judge, ("results", {"target": "gpt-target"})]) == (
+        5 * n * prompts + 2 * len(plan.config.judges) * n * prompts
+    )
