@@ -78,8 +78,11 @@ def cmd_prompts(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from kora.config_files import load_run_config
+    from kora.llm.lifecycle import lifecycle_notes
 
     cfg, _ = load_run_config(args.configfile)
+    for note in lifecycle_notes(cfg, cfg.models):
+        print(f"kora: warning: {note}", file=sys.stderr)
     files = " + ".join(["config.yaml", *args.configfile])
     print(
         f"{files}: config OK: {len(cfg.models)} models, targets {', '.join(cfg.targets)}, "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -311,13 +312,20 @@ def print_plan(args: argparse.Namespace) -> int:
     workdir = Path(".")
     overlays, targets = split_overlays(args.configfile, args.targets)
     plan = Plan.load(overlays, workdir)
-    targets = targets or list(plan.config.targets)
+    cfg = plan.config
+    targets = targets or list(cfg.targets)
     for t in targets:
         if t not in plan.config.targets:
             raise ConfigError(
                 f"unknown target {t!r}; the config defines: "
                 + (", ".join(plan.config.targets) or "no targets")
             )
+    from kora.llm.lifecycle import lifecycle_notes
+
+    used = {cfg.seed_model, cfg.expand_model, cfg.user_model, *cfg.judges}
+    used |= {m for t in targets if (m := cfg.targets[t].model) is not None}
+    for note in lifecycle_notes(cfg, used):
+        print(f"kora: warning: {note}", file=sys.stderr)
     report = asyncio.run(plan_calls(plan, targets))
     costs = estimate_cost(plan.config, report, targets, workdir)
     print(f"plan for {', '.join(targets)}: {len(plan.shards())} shards")

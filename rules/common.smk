@@ -6,6 +6,7 @@ from pathlib import Path
 
 from kora.config_files import load_run_config
 from kora.errors import KoraError
+from kora.llm.lifecycle import lifecycle_notes
 from kora.shards import missing_token, retry_token
 from kora.progress import RUN_ENV, Monitor
 from kora.taxonomy import Shard
@@ -96,6 +97,8 @@ onstart:
     _unreachable = PLAN.unreachable(_models)
     if _unreachable:
         raise WorkflowError("\n".join(_unreachable))
+    for _note in lifecycle_notes(PLAN.config, _models):
+        print(f"kora: warning: {_note}", file=sys.stderr)
     _monitor.planned = PLAN.nominal_calls(_jobs)
     _monitor.start()
 

@@ -25,7 +25,7 @@ def check(raw: dict[str, Any]) -> None:
 
 def test_shipped_config_is_valid() -> None:
     cfg = validate_config(base(), TAXONOMY)
-    assert cfg.targets["gpt-target"].model == "gpt-4o"
+    assert cfg.targets["gpt-target"].model == "gpt"
     assert cfg.target_prompts("gpt-target") == ["default", "child"]
 
 
@@ -51,7 +51,7 @@ def test_demo_overlay_is_valid() -> None:
         (lambda c: c["models"].update(ep={"provider": "chat-endpoint"}), "needs `base_url`"),
         (lambda c: c.update(seed_model="ep") or c["models"].update(
             ep={"provider": "chat-endpoint", "base_url": "http://x"}), "can only be a target"),
-        (lambda c: c["targets"].update(bad={"model": "gpt-4o", "prompts": ["adult"]}),
+        (lambda c: c["targets"].update(bad={"model": "gpt", "prompts": ["adult"]}),
          "unknown prompt variant 'adult'"),
     ],
 )  # fmt: skip
@@ -87,7 +87,7 @@ def test_output_settings_leave_out_transport() -> None:
     cfg = validate_config(raw, TAXONOMY)
     assert cfg.models["sonnet"].output_settings() == {
         "provider": "anthropic",
-        "model": "claude-sonnet-4-5",
+        "model": "claude-sonnet-5-5",
         "max_tokens": 4000,
     }
 
@@ -98,12 +98,12 @@ def test_output_settings_leave_out_transport() -> None:
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
-        (lambda c: c["targets"].update({"bad\n": {"model": "gpt-4o"}}), "invalid target name"),
+        (lambda c: c["targets"].update({"bad\n": {"model": "gpt"}}), "invalid target name"),
         (lambda c: c["grid"].update(seeds_per_task=True), "grid.seeds_per_task"),
         (lambda c: c["grid"].update(risks=[]), "grid.risks"),
         (lambda c: c["grid"].update(motivations=[]), "grid.motivations"),
         (lambda c: c["grid"].update(age_ranges=[]), "grid.age_ranges"),
-        (lambda c: c["models"]["gpt-4o"].update(base_url="http://"), "no host"),
+        (lambda c: c["models"]["gpt"].update(base_url="http://"), "no host"),
         (lambda c: c.update(cache_dir="/"), "cache_dir"),
         (lambda c: c.update(cache_dir="."), "cache_dir"),
         (lambda c: c.update(prompts_dir="no-such-prompts"), "prompts_dir"),

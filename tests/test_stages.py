@@ -369,7 +369,7 @@ def test_missing_api_keys_are_named_before_a_run(monkeypatch: pytest.MonkeyPatch
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     plan = Plan.load(workdir=REPO)
     assert plan.missing_keys() == [
-        "OPENAI_API_KEY (model 'gpt-4o')",
+        "OPENAI_API_KEY (model 'gpt')",
         "ANTHROPIC_API_KEY (model 'sonnet')",
     ]
     monkeypatch.setenv("ANTHROPIC_API_KEY", "k")

@@ -1,0 +1,63 @@
+"""Models near or past their end of life, from the provider SDK's own table.
+
+The Anthropic SDK ships the retirement dates of deprecated models; a run, `kora
+check-config` and `kora plan` say so before any call, so a benchmark is not started on a
+model that stops answering halfway.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterable
+
+from kora.config import KoraConfig
+
+
+def _anthropic_table() -> dict[str, str]:
+    try:
+        from anthropic.resources.messages.messages import DEPRECATED_MODELS
+    except ImportError:  # an SDK without the table: nothing is known
+        return {}
+    return dict(DEPRECATED_MODELS)
+
+
+def parse_date(text: str) -> dt.date | None:
+    """'November 30th, 2026' -> 2026-11-30 (the SDK's form); None if not a date."""
+    plain = re.sub(r"(\d+)(st|nd|rd|th)\b", r"\1", text.strip())
+    for fmt in ("%B %d, %Y", "%Y-%m-%d"):
+        try:
+            return dt.datetime.strptime(plain, fmt).date()
+        except ValueError:
+            continue
+    return None
+
+
+def lifecycle_notes(
+    config: KoraConfig,
+    names: Iterable[str],
+    today: dt.date | None = None,
+    table: dict[str, str] | None = None,
+) -> list[str]:
+    """One line per model among `names` that is deprecated or past its end of life."""
+    today = today or dt.date.today()
+    table = _anthropic_table() if table is None else table
+    notes = []
+    for name in sorted(set(names)):
+        m = config.models[name]
+        if m.provider != "anthropic" or not m.model or m.model not in table:
+            continue
+        when = table[m.model]
+        date = parse_date(when)
+        if date is not None and date <= today:
+            notes.append(
+                f"model {name!r} ({m.model}) reached its end of life on {when}: its calls "
+                "will fail; choose a current model in config.yaml"
+            )
+        else:
+            left = f" ({(date - today).days} days from now)" if date is not None else ""
+            notes.append(
+                f"model {name!r} ({m.model}) is deprecated and reaches its end of life on "
+                f"{when}{left}; results made with it cannot be repeated after that"
+            )
+    return notes

@@ -1,0 +1,30 @@
+"""Deprecated models are named before a run, from the SDK's own dates."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from kora.config_files import load_run_config
+from kora.llm.lifecycle import lifecycle_notes, parse_date
+from tests.helpers import REPO
+
+
+def test_the_sdk_dates_parse() -> None:
+    assert parse_date("November 30th, 2026") == dt.date(2026, 11, 30)
+    assert parse_date("June 1st, 2026") == dt.date(2026, 6, 1)
+    assert parse_date("soon") is None
+
+
+def test_deprecated_and_retired_models_are_named() -> None:
+    cfg, _ = load_run_config(workdir=REPO)
+    cfg.models["sonnet"].model = "claude-old-1"
+    table = {"claude-old-1": "November 30th, 2026"}
+    before = lifecycle_notes(cfg, ["sonnet"], dt.date(2026, 11, 22), table)
+    assert len(before) == 1 and "deprecated" in before[0] and "8 days" in before[0]
+    after = lifecycle_notes(cfg, ["sonnet"], dt.date(2026, 12, 1), table)
+    assert "reached its end of life" in after[0] and "will fail" in after[0]
+
+
+def test_the_shipped_config_uses_no_model_the_sdk_retires() -> None:
+    cfg, _ = load_run_config(workdir=REPO)
+    assert lifecycle_notes(cfg, cfg.models) == []
