@@ -309,6 +309,28 @@ def test_report_is_self_contained_and_safe(tmp_path: Path) -> None:
     assert any(XSS in m[1] for t in doc["tests"] for m in t["m"])
 
 
+def with_reply(judgments: list[Judgment], text: str) -> list[Judgment]:
+    """The fixture run with the first test's first reply replaced by `text`."""
+    first = judgments[0]
+    messages = [*first.messages[:1], Message(role="assistant", content=text), *first.messages[2:]]
+    return [first.model_copy(update={"messages": messages}), *judgments[1:]]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the page is assembled with chained str.replace: a reply containing the body "
+    "placeholder gets the page body pasted into the embedded data, which no longer parses",
+)
+def test_placeholder_in_a_reply_does_not_break_the_data(tmp_path: Path) -> None:
+    reply = "before {{KORA_BODY}} {{KORA_DATA}} {{KORA_TITLE}} after"
+    page = render_report(records_of(with_reply(make_judgments(), reply)), results_doc(), TAXONOMY)
+    data = re.search(r'<script type="application/json" id="kora-data">(.*?)</script>', page, re.S)
+    assert data is not None
+    doc = orjson.loads(data.group(1))
+    assert len(doc["tests"]) == 41
+    assert doc["tests"][0]["m"][1][1] == reply
+
+
 def test_report_figures(tmp_path: Path) -> None:
     html_path, _ = write_fixture_report(tmp_path)
     page = html_path.read_text(encoding="utf-8")

@@ -25,7 +25,7 @@ import pytest
 
 from kora.report import build_leaderboard, records_of, render_leaderboard, write_report
 from kora.stats import wilson
-from tests.test_report import TAXONOMY, make_judgments, results_doc
+from tests.test_report import TAXONOMY, make_judgments, results_doc, with_reply
 
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 
@@ -184,6 +184,19 @@ def test_open_conversation_shows_transcript_and_every_judge(
     # scenario and transcript text with markup in it stay text
     assert "&lt;/script&gt;&lt;script&gt;window.__pwned = 1&lt;/script&gt;" in dom
     assert '<img src="x"' not in dom and 'onerror="' not in dom
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a reply containing the body placeholder breaks the embedded data: 0 rows shown",
+)
+def test_placeholder_in_a_reply_keeps_every_row(browser: Browser, tmp_path: Path) -> None:
+    html_path = tmp_path / "hostile.html"
+    judgments = with_reply(make_judgments(), "hide me: {{KORA_BODY}}")
+    write_report(judgments, results_doc(), html_path, None, TAXONOMY)
+    dom, console = browser.dom(html_path.as_uri())
+    assert 'data-rendered="41"' in dom, "the conversation browser lost its rows"
+    assert console == [], "\n".join(console)
 
 
 def test_screenshot(browser: Browser, report_url: str, tmp_path: Path) -> None:
