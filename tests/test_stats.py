@@ -160,10 +160,13 @@ def test_sign_test_exact_values() -> None:
     assert sign_test(2, 10) == sign_test(10, 2)
     assert sign_test(5, 0) == pytest.approx(2 / 32)
     assert sign_test(6, 0) == pytest.approx(2 / 64)
-    # thousands of discordant pairs: exact big-integer arithmetic, no overflow
-    p = sign_test(3000, 3300)
-    assert 0 < p < 0.001
-    assert sign_test(3000, 3010) > 0.9
+    # tens of thousands of discordant pairs: still exact. Known values: 2 * sum of
+    # C(n, i) for i <= min(b, c), over 2**n, summed in exact integer arithmetic
+    assert sign_test(3000, 3300) == pytest.approx(1.6475607669748032e-04, rel=1e-9)
+    assert sign_test(3000, 3010) == pytest.approx(0.9075802564932535, rel=1e-9)
+    assert sign_test(10000, 10500) == pytest.approx(4.915393992266735e-04, rel=1e-9)
+    assert sign_test(10500, 10000) == sign_test(10000, 10500)
+    assert sign_test(50000, 50400) == pytest.approx(0.20794602416762883, rel=1e-9)
 
 
 def test_paired_test_counts_discordant_pairs_on_shared_keys() -> None:
