@@ -22,37 +22,30 @@ import orjson
 
 from kora.errors import InputError
 from kora.io import write_atomic, write_json
-from kora.schemas import AGE_RANGES, Judgment
-from kora.stats import (
-    ALPHA,
-    BEHAVIOR_CRITERIA,
+from kora.records import (
     CRITERIA,
     CRITERION_LABELS,
-    GRADES,
     JudgeGrades,
-    Rate,
     TestRecord,
-    cmd_compare,
-    cmd_compare_targets,
-    cmd_stats,
+    judged,
+    load_records,
+    record_from_dict,
+)
+from kora.schemas import AGE_RANGES, BEHAVIOR_CRITERIA, GRADES, Judgment
+from kora.stats.agreement import kappa_label
+from kora.stats.analyses import (
     compare_prompts,
     compare_targets,
     criteria_of,
     group_summary,
     judge_agreement,
-    judged,
-    kappa_label,
-    pct,
-    record_from_dict,
-    records_of_file,
 )
+from kora.stats.paired import ALPHA
+from kora.stats.rates import Rate, pct
 from kora.taxonomy import Taxonomy
 
 __all__ = [
     "build_summary",
-    "cmd_compare",
-    "cmd_compare_targets",
-    "cmd_stats",
     "load_judgments",
     "render_leaderboard",
     "render_report",
@@ -86,13 +79,7 @@ HEAT_MAX = 0.5  # failing rates at or above this get the full colour
 
 def load_judgments(files: Iterable[Path | str]) -> list[TestRecord]:
     """Every record of the given judgment shards (JSONL) or per-test JSON files."""
-    out: list[TestRecord] = []
-    for f in files:
-        p = Path(f)
-        if p.stat().st_size == 0:
-            continue
-        out.extend(records_of_file(p))
-    return out
+    return load_records(files)
 
 
 def records_of(judgments: Iterable[Judgment | TestRecord | Mapping[str, Any]]) -> list[TestRecord]:

@@ -40,7 +40,8 @@ from kora.schemas import (
     TestAssessment,
 )
 from kora.stages.judge import combine
-from kora.stats import fleiss_kappa, ratings_table, wilson
+from kora.stats.agreement import fleiss_kappa, ratings_table
+from kora.stats.rates import wilson
 from kora.taxonomy import load_taxonomy
 from tests.helpers import REPO, copy_workflow
 

@@ -24,7 +24,7 @@ from urllib.parse import quote
 import pytest
 
 from kora.report import build_leaderboard, records_of, render_leaderboard, write_report
-from kora.stats import wilson
+from kora.stats.rates import wilson
 from tests.test_report import TAXONOMY, make_judgments, results_doc, with_reply
 
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")

@@ -9,26 +9,19 @@ from typing import Any
 import pytest
 
 from kora.errors import InputError
-from kora.stats import (
-    Criterion,
-    Rate,
+from kora.records import Criterion, record_from_dict
+from kora.stats.agreement import (
     cohen_kappa,
-    compare_judgments,
-    compare_targets,
-    criterion_summary,
     fleiss_kappa,
     flip_matrix,
-    holm,
     matrix_agreement,
-    no_signal,
-    paired_test,
     percent_agreement,
     ratings_table,
-    record_from_dict,
-    sign_test,
     unanimous_share,
-    wilson,
 )
+from kora.stats.analyses import compare_judgments, compare_targets, criterion_summary
+from kora.stats.paired import holm, paired_test, sign_test, verdict
+from kora.stats.rates import Rate, no_signal, wilson
 
 # --- Wilson -----------------------------------------------------------------------------
 
@@ -179,7 +172,11 @@ def test_paired_test_counts_discordant_pairs_on_shared_keys() -> None:
     assert not t.significant()
     many = paired_test({i: i < 12 for i in range(40)}, {i: i < 1 for i in range(40)})
     assert (many.a_only, many.b_only) == (11, 0) and many.significant()
-    assert many.verdict("A", "B") == "A fails more often"
+    row = {**many.as_dict(), "significant": many.significant()}
+    assert verdict(row, "A", "B") == "A fails significantly more often"
+    assert verdict({**row, "significant": False}, "A", "B") == "no significant difference"
+    none = paired_test({1: True}, {2: False})
+    assert verdict({**none.as_dict(), "significant": False}, "A", "B") == "no paired tests"
 
 
 def test_holm() -> None:
