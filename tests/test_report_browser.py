@@ -23,9 +23,11 @@ from urllib.parse import quote
 
 import pytest
 
-from kora.report import build_leaderboard, records_of, render_leaderboard, write_report
+from kora.report.leaderboard import build_leaderboard
+from kora.report.pages import render_leaderboard, write_report
+from kora.report.summary import records_of
 from kora.stats.rates import wilson
-from tests.test_report import TAXONOMY, make_judgments, results_doc, with_reply
+from tests.reportdata import TAXONOMY, make_judgments, results_doc, scores_of, with_reply
 
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 
@@ -186,10 +188,6 @@ def test_open_conversation_shows_transcript_and_every_judge(
     assert '<img src="x"' not in dom and 'onerror="' not in dom
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a reply containing the body placeholder breaks the embedded data: 0 rows shown",
-)
 def test_placeholder_in_a_reply_keeps_every_row(browser: Browser, tmp_path: Path) -> None:
     html_path = tmp_path / "hostile.html"
     judgments = with_reply(make_judgments(), "hide me: {{KORA_BODY}}")
@@ -218,12 +216,10 @@ def test_screenshot(browser: Browser, report_url: str, tmp_path: Path) -> None:
 def test_leaderboard_page(browser: Browser, tmp_path: Path) -> None:
     good = records_of(make_judgments("good"))
     bad = records_of(make_judgments("bad", flip=True))
-    from tests.test_report import _scores
-
     doc = build_leaderboard(
         {
-            "good": {**results_doc("good"), "scores": _scores(good)},
-            "bad": {**results_doc("bad", mock=False), "scores": _scores(bad)},
+            "good": {**results_doc("good"), "scores": scores_of(good)},
+            "bad": {**results_doc("bad", mock=False), "scores": scores_of(bad)},
         },
         {"good": good, "bad": bad},
         taxonomy=TAXONOMY,
