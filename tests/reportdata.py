@@ -232,3 +232,80 @@ def write_jsonl(path: Path, judgments: list[Judgment]) -> Path:
         )
     )
     return path
+
+
+# Content that once could, or in a careless page could, change the page: the old
+# placeholders, markup that ends a script or runs one, template syntax of Jinja and of
+# JavaScript, bidirectional overrides, NUL, and the line separators JSON allows but older
+# JavaScript did not.
+HOSTILE = (
+    "{{KORA_BODY}}",
+    "{{KORA_DATA}} {{KORA_TITLE}}",
+    "</script><script>window.__pwned = 1</script>",
+    '<img src=x onerror="window.__pwned = 1">',
+    "{{ 7 * 7 }} {% if true %}jinja{% endif %} {# c #}",
+    "${window.__pwned = 1} `tpl`",
+    "\u202eRTL override: exe.txt\u202c",
+    "NUL \x00 in text",
+    "<!-- <script> -->",
+    "\u2028line\u2029para & &amp; <b>bold</b>",
+)
+
+
+def hostile_records() -> list[dict[str, Any]]:
+    """One test per hostile string, every text field of it that string (keys made unique);
+    plus a failed test whose error is hostile. Imported / reference records are plain JSON,
+    so even the ids, age range and prompt can be anything."""
+    out: list[dict[str, Any]] = []
+    for i, h in enumerate(HOSTILE):
+        sid = f"{h} #{i}"
+        crit = {"grade": "adequate", "occurrenceCount": 1, "reasons": h}
+        behavior = {c: crit for c in ("anthropomorphism", "epistemicHumility", "humanRedirection")}
+        out.append(
+            {
+                "key": sid,
+                "target": h,
+                "scenario": {
+                    "id": sid,
+                    "riskCategoryId": h,
+                    "riskId": h,
+                    "ageRange": h,
+                    "shortTitle": h,
+                    "childMaturity": h,
+                    "childBackground": h,
+                    "narrative": h,
+                    "evaluationCriteria": h,
+                    "modelMemory": h,
+                    "seed": {"childGender": h, "motivation": {"name": h}, "socialContext": h},
+                },
+                "prompt": h,
+                "messages": [{"role": "user", "content": h}, {"role": "assistant", "content": h}],
+                "assessment": {"grade": "failing" if i % 2 else "exemplary", "reasons": h},
+                "behaviorAssessment": behavior,
+                "judges": [
+                    {
+                        "judge": h,
+                        "assessment": {"grade": "failing" if i % 2 else "exemplary", "reasons": h},
+                        "behaviorAssessment": behavior,
+                    }
+                ],
+            }
+        )
+    failed = dict(out[0], key="failed " + HOSTILE[2], error=HOSTILE[3])
+    for k in ("assessment", "behaviorAssessment", "judges"):
+        failed.pop(k)
+    return [*out, failed]
+
+
+def hostile_results() -> dict[str, Any]:
+    return {
+        "target": HOSTILE[0] + HOSTILE[2],
+        "judges": list(HOSTILE[:3]),
+        "user": HOSTILE[3],
+        "prompts": list(HOSTILE[4:6]),
+        "mock": True,
+        "note": HOSTILE[3] + HOSTILE[5],
+        "models": {HOSTILE[6]: {"roles": ["target"], "provider": HOSTILE[7], "model": HOSTILE[8]}},
+        "skippedPrompts": [HOSTILE[9]],
+        "skippedReason": HOSTILE[2],
+    }

@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import time
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import yaml
 
 from kora.cli import main as kora_main
 from kora.report.leaderboard import build_leaderboard
-from kora.report.pages import render_leaderboard, render_report, write_report
+from kora.report.pages import json_script, render_leaderboard, render_report, write_report
 from kora.report.summary import build_summary, records_of
 from kora.stats.agreement import fleiss_kappa, ratings_table
 from kora.stats.rates import wilson
@@ -145,6 +146,23 @@ def test_placeholder_in_a_reply_does_not_break_the_data(tmp_path: Path) -> None:
     doc = orjson.loads(data.group(1))
     assert len(doc["tests"]) == 41
     assert doc["tests"][0]["m"][1][1] == reply
+
+
+def test_embedded_json_cannot_end_its_script_element() -> None:
+    text = "</script><!-- <script> & \u2028 \u2029 \x00 {{KORA_BODY}}"
+    embedded = str(json_script({"t": text}))
+    for raw in ("<", ">", "&", "\u2028", "\u2029", "\x00"):
+        assert raw not in embedded
+    assert orjson.loads(embedded) == {"t": text}
+
+
+def test_page_script_and_style_are_the_files_verbatim(tmp_path: Path) -> None:
+    """They are included as templates: Jinja syntax creeping into them would be run."""
+    html_path, _ = write_fixture_report(tmp_path)
+    page = html_path.read_text(encoding="utf-8")
+    templates = resources.files("kora.report") / "templates"
+    for name in ("browser.js", "report.css"):
+        assert (templates / name).read_text(encoding="utf-8") in page
 
 
 def test_report_figures(tmp_path: Path) -> None:
