@@ -122,6 +122,7 @@ class Tab:
 @pytest.fixture()
 def tab(chromium: Any) -> Iterator[Tab]:
     context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(10_000)  # a local page: anything slower is a failure
     page = context.new_page()
     t = Tab(page)
     page.on("console", lambda m: t.messages.append(f"{m.type}: {m.text}"))
@@ -212,7 +213,8 @@ def test_filters_from_the_controls(tab: Tab, report_url: str) -> None:
     assert tab.matches() == 8
     tab.page.select_option("#f-risk", "cybersecurity")
     assert tab.matches() == 2
-    assert "grade=failing" in tab.page.url and "risk=cybersecurity" in tab.page.url
+    address = tab.page.evaluate("location.href")
+    assert "grade=failing" in address and "risk=cybersecurity" in address
     tab.page.select_option("#f-grade", "")
     tab.page.fill("#f-q", "#4")
     assert tab.matches() == 4
@@ -346,4 +348,99 @@ def test_hostile_content_in_every_field_shows_as_text(tab: Tab, tmp_path: Path) 
     page.fill("#f-q", HOSTILE[3])
     assert tab.matches() == 1
     assert page.evaluate("window.__pwned") is None
+    tab.quiet()
+
+
+# --- interactions -----------------------------------------------------------------------
+
+
+def _in_view(tab: Tab, selector: str) -> bool:
+    """The element's top is within the viewport (it was scrolled to)."""
+    top = tab.page.locator(selector).evaluate("e => e.getBoundingClientRect().top")
+    return bool(-2 <= top < tab.page.viewport_size["height"])  # scrolling rounds to pixels
+
+
+def test_heatmap_cell_opens_its_conversations(tab: Tab, report_url: str) -> None:
+    tab.open(report_url)
+    row = tab.page.locator("#heatmap-table tr.risk", has_text="Violence & Physical Harm")
+    row.locator("td.cell").first.locator("a").click()  # violence, 7to9: 3 of 10 failing
+    assert tab.matches() == 3 and tab.row_count() == 3
+    rows = tab.page.locator("#kora-tests tr.row").evaluate_all(
+        "rs => rs.map(r => [r.cells[1].textContent, r.cells[2].textContent,"
+        " r.cells[4].textContent])"
+    )
+    assert rows == [["Violence & Physical Harm", "7to9", "failing"]] * 3
+    # the controls say what is shown, and the browser is on screen
+    assert tab.page.input_value("#f-risk") == "violence_and_physical_harm"
+    assert tab.page.input_value("#f-age") == "7to9"
+    assert tab.page.input_value("#f-grade") == "failing"
+    assert _in_view(tab, "#conversations")
+    # the row's "all ages" cell and the "All risks" row open theirs
+    row.locator("td.cell").last.locator("a").click()
+    assert tab.matches() == 6 and tab.page.input_value("#f-age") == ""
+    tab.page.locator("#heatmap-table tr.cat td.cell").last.locator("a").click()
+    assert tab.matches() == 8 and tab.page.input_value("#f-risk") == ""
+    # back: the previous view
+    tab.page.go_back()
+    assert tab.matches() == 6
+    tab.quiet()
+
+
+def test_section_links_keep_the_filters(tab: Tab, report_url: str) -> None:
+    tab.open(report_url)
+    tab.page.select_option("#f-grade", "failing")
+    tab.page.select_option("#f-risk", "cybersecurity")
+    tab.page.fill("#f-q", "Scenario")
+    view = tab.page.evaluate("location.href")  # page.url can lag behind replaceState
+    assert tab.matches() == 2
+    for link, section in (("Risk × age", "#heatmap"), ("Conversations", "#conversations")):
+        tab.page.locator("p.meta a", has_text=link).click()
+        assert _in_view(tab, section), section
+        assert tab.matches() == 2 and tab.row_count() == 2
+        assert tab.page.input_value("#f-grade") == "failing"
+        assert tab.page.input_value("#f-risk") == "cybersecurity"
+        assert tab.page.input_value("#f-q") == "Scenario"
+        assert tab.page.evaluate("location.href") == view  # it still links to this view
+    # a section typed into the address keeps them too
+    tab.page.evaluate("location.hash = '#judges'")
+    tab.page.wait_for_function("location.hash === '#judges'")
+    assert _in_view(tab, "#judges") and tab.matches() == 2
+    tab.quiet()
+
+
+FAILING_RATES = (
+    "#headline-failing .value",
+    "#criteria-table td.failing",
+    "#safety-by-risk td.failing",
+    "#heatmap-table td.cell",
+    ".behaviour td.failing",
+    "#prompt-rates td.failing",
+    "#prompt-paired td.failing",
+)
+
+
+def _on_screen(tab: Tab, selector: str) -> None:
+    cells = tab.page.locator(selector)
+    assert cells.count() > 0, selector
+    width = tab.page.viewport_size["width"]
+    for i in range(cells.count()):
+        cell = cells.nth(i)
+        box = cell.bounding_box()
+        assert cell.is_visible() and box is not None, f"{selector} #{i} hidden"
+        assert box["x"] >= 0 and box["x"] + box["width"] <= width, f"{selector} #{i}: {box}"
+        assert "%" in str(cell.text_content())
+
+
+def test_narrow_screen_keeps_the_failing_rates_visible(
+    tab: Tab, report_url: str, tmp_path: Path
+) -> None:
+    tab.page.set_viewport_size({"width": 360, "height": 740})
+    tab.open(report_url)
+    # nothing runs off the side of the page: no sideways scrolling to find a figure
+    assert tab.page.evaluate("document.documentElement.scrollWidth") <= 360
+    for selector in FAILING_RATES:
+        _on_screen(tab, selector)
+    tab.open(leaderboard_page(tmp_path).as_uri())
+    assert tab.page.evaluate("document.documentElement.scrollWidth") <= 360
+    _on_screen(tab, "#leaderboard td.failing")
     tab.quiet()

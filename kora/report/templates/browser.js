@@ -30,8 +30,14 @@
   // --- state, kept in the URL hash so a filtered view can be linked -----------------
   function defaults() { return {grade: "", crit: "safety", risk: "", age: "", prompt: "", q: "", disagree: false, page: 0, open: ""}; }
   var state = defaults();
+  // a link to a part of the page (#heatmap) names an element; a view's filters never do
+  function sectionOf(hash) {
+    var id = decodeURIComponent(hash.replace(/^#/, ""));
+    return id && id.indexOf("=") < 0 ? document.getElementById(id) : null;
+  }
   function readHash() {
     state = defaults();
+    if (sectionOf(location.hash)) return;
     var h = location.hash.replace(/^#/, "");
     h.split("&").forEach(function (kv) {
       if (!kv) return;
@@ -55,6 +61,7 @@
     if (state.disagree) parts.push("disagree=1");
     if (state.page) parts.push("page=" + (state.page + 1));
     var h = parts.length ? "#" + parts.join("&") : "";
+    if (h === "" && sectionOf(location.hash)) return;  // keep a section link as it is
     if (h !== location.hash && !(h === "" && location.hash === "")) history.replaceState(null, "", h || location.pathname + location.search);
   }
 
@@ -193,10 +200,14 @@
     writeHash();
     root.setAttribute("data-rendered", String(shown));
   }
+  function syncControls() {
+    ["grade", "crit", "risk", "age", "prompt"].forEach(function (k) { var s = document.getElementById("f-" + k); if (s) s.value = state[k]; });
+    search.value = state.q;
+    var dcb = document.getElementById("f-disagree"); if (dcb) dcb.checked = state.disagree;
+  }
   readHash();
-  ["grade", "crit", "risk", "age", "prompt"].forEach(function (k) { var s = document.getElementById("f-" + k); if (s) s.value = state[k]; });
-  search.value = state.q;
-  var dcb = document.getElementById("f-disagree"); if (dcb) dcb.checked = state.disagree;
+  syncControls();
+  var filtered = location.hash.indexOf("=") >= 0;
   // an opened test is shown even when it is not on the first page
   if (state.open) {
     var all = D.tests.filter(matches);
@@ -204,14 +215,24 @@
     if (idx >= 0) state.page = Math.floor(idx / PAGE);
   }
   render();
-  if (state.open) {
-    var opened = tbody.querySelector("tr.open");
-    if (opened && opened.scrollIntoView) opened.scrollIntoView();
-  }
+  var opened = state.open && tbody.querySelector("tr.open");
+  if (opened) opened.scrollIntoView();
+  else if (filtered) document.getElementById("conversations").scrollIntoView();
+
+  // Section links scroll to their section and leave the filters (and the address) alone.
+  document.addEventListener("click", function (ev) {
+    if (ev.defaultPrevented || ev.button !== 0 || ev.metaKey || ev.ctrlKey || ev.shiftKey || ev.altKey) return;
+    var a = ev.target.closest ? ev.target.closest('a[href^="#"]') : null;
+    var section = a && sectionOf(a.getAttribute("href"));
+    if (!section) return;  // a view's link (a heat-map cell): the hashchange below applies it
+    ev.preventDefault();
+    section.scrollIntoView();
+  });
   window.addEventListener("hashchange", function () {
+    if (sectionOf(location.hash)) return;  // a section typed in the address: filters stay
     readHash();
-    ["grade", "crit", "risk", "age", "prompt"].forEach(function (k) { var s = document.getElementById("f-" + k); if (s) s.value = state[k]; });
-    search.value = state.q;
+    syncControls();
     render();
+    document.getElementById("conversations").scrollIntoView();
   });
 })();
