@@ -22,6 +22,7 @@ from kora.schemas import (
     Message,
     Scenario,
     ScenarioSeed,
+    TargetTurn,
     TestAssessment,
 )
 from kora.stages.judge import combine
@@ -106,8 +107,26 @@ def verdict(judge: str, safety: Grade, eh: Grade, hr: Grade) -> JudgeVerdict:
     )
 
 
-def make_judgments(target: str = "fixture-target", flip: bool = False) -> list[Judgment]:
-    """The fixture run; `flip` makes a second target that fails more on cybersecurity."""
+def target_turns(risk: str, age: str, i: int, prompt: str) -> list[TargetTurn]:
+    """Why each of a test's two replies ended: 3 tests with a flagged reply (one cut at the
+    length limit, one empty and filtered, one refused), one whose service does not say."""
+    stop = TargetTurn(finishReason="stop")
+    if (risk, age, i, prompt) == ("violence_and_physical_harm", "7to9", 1, "child"):
+        return [stop, TargetTurn(finishReason="max_tokens")]
+    if (risk, age, i, prompt) == ("cybersecurity", "13to17", 4, "default"):
+        return [TargetTurn(finishReason="content_filter", empty=True), stop]
+    if (risk, age, i, prompt) == ("cybersecurity", "7to9", 2, "child"):
+        return [TargetTurn(finishReason="refusal"), stop]
+    if (risk, age, i, prompt) == ("violence_and_physical_harm", "13to17", 0, "default"):
+        return [TargetTurn(), TargetTurn()]
+    return [stop, stop]
+
+
+def make_judgments(
+    target: str = "fixture-target", flip: bool = False, turns: bool = True
+) -> list[Judgment]:
+    """The fixture run; `flip` makes a second target that fails more on cybersecurity;
+    without `turns`, the records say nothing of how replies ended (imported, older runs)."""
     out = []
     for risk in RISKS:
         for age in AGES:
@@ -115,10 +134,12 @@ def make_judgments(target: str = "fixture-target", flip: bool = False) -> list[J
                 sc = scenario(risk, age, i)
                 for prompt in ("default", "child"):
                     key = f"{sc.riskCategoryId}:{risk}:{age}:{sc.id}:{prompt}"
+                    ends = target_turns(risk, age, i, prompt) if turns else []
+                    first_reply = f"Reply to {key}" + (XSS if i == 3 else "")
                     messages = [
                         Message(role="user", content=sc.firstUserMessage),
                         Message(
-                            role="assistant", content=f"Reply to {key}" + (XSS if i == 3 else "")
+                            role="assistant", content="" if ends and ends[0].empty else first_reply
                         ),
                         Message(role="user", content="ok but why"),
                         Message(role="assistant", content="Because a trusted adult can help."),
@@ -148,6 +169,7 @@ def make_judgments(target: str = "fixture-target", flip: bool = False) -> list[J
                             scenario=sc,
                             prompt=prompt,  # type: ignore[arg-type]
                             messages=messages,
+                            turns=ends,
                             assessment=assessment,
                             behaviorAssessment=behavior,
                             judges=verdicts,

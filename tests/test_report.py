@@ -75,6 +75,37 @@ def test_summary_counts_and_intervals(tmp_path: Path) -> None:
     assert summary["overall"]["safety"]["noSignal"] is False
 
 
+def test_summary_counts_empty_and_cut_short_replies() -> None:
+    summary = build_summary(records_of(make_judgments()), results_doc(), TAXONOMY)
+    # 40 tests that recorded their turns (the failed one did not), 2 replies each
+    assert summary["targetReplies"] == {
+        "tests": 40,
+        "replies": 80,
+        "empty": 1,
+        "finishReasons": {
+            "stop": 75,
+            "max_tokens": 1,
+            "content_filter": 1,
+            "refusal": 1,
+            "other": 0,
+            "unknown": 2,
+        },
+        "flaggedTests": 3,
+    }
+
+
+def test_records_without_turns_show_nothing_of_them() -> None:
+    records = records_of(make_judgments(turns=False))
+    summary = build_summary(records, results_doc(), TAXONOMY)
+    assert "targetReplies" not in summary
+    page = render_report(records, results_doc(), TAXONOMY, summary)
+    assert 'id="replies"' not in page and "Target replies" not in page
+    data = re.search(r'<script type="application/json" id="kora-data">(.*?)</script>', page, re.S)
+    assert data is not None
+    doc = orjson.loads(data.group(1))
+    assert doc["hasTurns"] is False and not any("f" in t for t in doc["tests"])
+
+
 def test_summary_prompt_comparison_is_paired_by_scenario() -> None:
     summary = build_summary(records_of(make_judgments()), results_doc(), TAXONOMY)
     cmp = summary["promptComparison"]

@@ -444,3 +444,49 @@ def test_narrow_screen_keeps_the_failing_rates_visible(
     assert tab.page.evaluate("document.documentElement.scrollWidth") <= 360
     _on_screen(tab, "#leaderboard td.failing")
     tab.quiet()
+
+
+# --- empty and cut-short replies --------------------------------------------------------
+
+
+def test_flagged_replies_are_counted_and_marked(tab: Tab, report_url: str) -> None:
+    tab.open(report_url)
+    counts = tab.page.locator("#reply-counts tr[data-reply]").evaluate_all(
+        "rs => rs.map(r => [r.dataset.reply, r.cells[1].textContent, r.cells[2].textContent])"
+    )
+    assert counts == [
+        ["empty", "1", "1.2%"],
+        ["max_tokens", "1", "1.2%"],
+        ["content_filter", "1", "1.2%"],
+        ["refusal", "1", "1.2%"],
+        ["other", "0", "0.0%"],
+        ["stop", "75", "93.8%"],
+        ["unknown", "2", "2.5%"],
+    ]
+    assert tab.text("#reply-tests").startswith("3 of 40 tests had at least one empty or cut-short")
+    # the link shows those three tests, each row marked with what went wrong
+    tab.page.locator("#reply-tests a").click()
+    assert tab.matches() == 3 and tab.page.is_checked("#f-replies")
+    marks = tab.page.locator("#kora-tests tr.row").evaluate_all(
+        "rs => rs.map(r => Array.from(r.cells[0].querySelectorAll('.flag.reply'))"
+        ".map(f => f.textContent).join(' '))"
+    )
+    assert sorted(marks) == ["cut", "empty filtered", "refused"]
+    # opened, the reply itself carries the badge; the other reply does not
+    tab.page.locator("#kora-tests tr.row", has_text="cut").click()
+    who = tab.page.locator("#kora-tests tr.detail .msg.assistant .who").all_text_contents()
+    assert who == ["AI", "AIcut at the length limit"]
+    # and the filter clears like any other
+    tab.page.uncheck("#f-replies")
+    assert tab.matches() == 41
+    tab.quiet()
+
+
+def test_without_turns_nothing_is_shown_of_them(tab: Tab, tmp_path: Path) -> None:
+    html_path = tmp_path / "report.html"
+    write_report(make_judgments(turns=False), results_doc(), html_path, None, TAXONOMY)
+    tab.open(html_path.as_uri())
+    assert tab.row_count() == 41
+    for selector in ("#replies", "#f-replies", ".flag.reply", 'a[href="#replies"]'):
+        assert tab.page.locator(selector).count() == 0, selector
+    tab.quiet()

@@ -4,7 +4,8 @@ Keys are one or two letters (a run has thousands of tests, each with its transcr
 every judge's reasons); the page's script (templates/browser.js) reads them:
 `k` key, `s` scenario id, `r` risk, `a` age range, `p` prompt, `m` [[role, text], ...],
 `e` error, `g` grade per criterion, `n` count per behaviour criterion, `j` each judge's
-`{name, g, n, r}` (`r`: reasons per criterion).
+`{name, g, n, r}` (`r`: reasons per criterion), `f` per target reply its flags (empty,
+cut, ...; only for tests that recorded their turns).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from kora.records import CRITERION_LABELS, JudgeGrades, TestRecord
 from kora.report.names import Names, age_key, prompt_key
+from kora.report.replies import FLAGS, turn_flags
 
 
 def _count(x: float | None) -> int | float | None:
@@ -81,6 +83,8 @@ def browser_data(
             "p": r.prompt,
             "m": [[m.get("role", ""), m.get("content", "")] for m in raw.get("messages") or []],
         }
+        if r.turns:
+            t["f"] = [turn_flags(x) for x in r.turns]
         if r.error is not None:
             t["e"] = r.error
         else:
@@ -112,6 +116,8 @@ def browser_data(
         "ages": sorted({r.age for r in records}, key=age_key),
         "prompts": sorted({r.prompt for r in records}, key=prompt_key),
         "multiJudge": any(len(r.judges) > 1 for r in records),
+        "hasTurns": any(r.turns for r in records),
+        "replyFlags": {k: {"short": short, "long": long} for k, (short, long) in FLAGS.items()},
         "scenarios": scenarios,
         "tests": tests,
     }

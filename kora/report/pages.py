@@ -23,6 +23,7 @@ from kora.records import CRITERION_LABELS, TestRecord
 from kora.report.browser import browser_data
 from kora.report.leaderboard import ranks, target_model
 from kora.report.names import Names, age_key
+from kora.report.replies import FLAGS
 from kora.report.summary import build_summary, records_of
 from kora.schemas import BEHAVIOR_CRITERIA, GRADES, Judgment
 from kora.stats.agreement import kappa_label
@@ -135,6 +136,20 @@ def environment() -> Environment:
     return env
 
 
+def _reply_rows(replies: Mapping[str, Any] | None) -> list[tuple[str, str, int]]:
+    """(key, what, count) for the target-replies table: the flags, then the normal ends."""
+    if replies is None:
+        return []
+    reasons = replies["finishReasons"]
+    rows = [("empty", FLAGS["empty"][1], replies["empty"])]
+    rows += [(k, long, reasons[k]) for k, (_, long) in FLAGS.items() if k != "empty"]
+    rows += [
+        ("stop", "finished normally", reasons["stop"]),
+        ("unknown", "not reported by the service", reasons["unknown"]),
+    ]
+    return rows
+
+
 def _problems(summary: Mapping[str, Any], results: Mapping[str, Any]) -> list[str]:
     """What went wrong in the run, for the banner at the top."""
     problems = []
@@ -170,30 +185,31 @@ def render_report(
         risks_of.setdefault(d["riskCategoryId"], []).append(d)
     empty = {"n": 0, "failing": Rate(0, 0).as_dict(), "exemplary": Rate(0, 0).as_dict()}
     target = summary.get("target")
-    return (
-        environment()
-        .get_template("report.html.jinja")
-        .render(
-            title=f"KORA report: {target or ''}",
-            target=target,
-            target_model=target_model(results),
-            summary=summary,
-            results=results,
-            problems=_problems(summary, results),
-            nav=NAV,
-            names=names,
-            help=CRITERION_HELP,
-            heat_max=HEAT_MAX,
-            groups=g,
-            overall_safety=summary["overall"].get("safety", empty),
-            risks_of=risks_of,
-            ages=sorted({d["ageRange"] for d in g["ageRange"]}, key=age_key),
-            cells={(d["riskId"], d["ageRange"]): d["safety"] for d in g["riskAgeRange"]},
-            by_age={d["ageRange"]: d["safety"] for d in g["ageRange"]},
-            by_prompt={d["prompt"]: d for d in g["prompt"]},
-            tests=len(records),
-            data=browser_data(records, summary["criteria"], names),
-        )
+    replies = summary.get("targetReplies")
+    nav = [*NAV[:1], ("replies", "Target replies"), *NAV[1:]] if replies else list(NAV)
+    template = environment().get_template("report.html.jinja")
+    return template.render(
+        title=f"KORA report: {target or ''}",
+        target=target,
+        target_model=target_model(results),
+        summary=summary,
+        results=results,
+        problems=_problems(summary, results),
+        nav=nav,
+        replies=replies,
+        reply_rows=_reply_rows(replies),
+        names=names,
+        help=CRITERION_HELP,
+        heat_max=HEAT_MAX,
+        groups=g,
+        overall_safety=summary["overall"].get("safety", empty),
+        risks_of=risks_of,
+        ages=sorted({d["ageRange"] for d in g["ageRange"]}, key=age_key),
+        cells={(d["riskId"], d["ageRange"]): d["safety"] for d in g["riskAgeRange"]},
+        by_age={d["ageRange"]: d["safety"] for d in g["ageRange"]},
+        by_prompt={d["prompt"]: d for d in g["prompt"]},
+        tests=len(records),
+        data=browser_data(records, summary["criteria"], names),
     )
 
 
@@ -215,17 +231,14 @@ def write_report(
 
 def render_leaderboard(doc: Mapping[str, Any], taxonomy: Taxonomy | None = None) -> str:
     rows = doc["targets"]
-    return (
-        environment()
-        .get_template("leaderboard.html.jinja")
-        .render(
-            title="KORA leaderboard",
-            rows=rows,
-            ranked=list(zip(ranks(rows), rows, strict=True)),
-            behaviour=BEHAVIOR_CRITERIA,
-            short_labels=SHORT_LABELS,
-            pairs=doc.get("pairs") or [],
-            alpha=doc["alpha"],
-            names=Names(taxonomy, []),
-        )
+    template = environment().get_template("leaderboard.html.jinja")
+    return template.render(
+        title="KORA leaderboard",
+        rows=rows,
+        ranked=list(zip(ranks(rows), rows, strict=True)),
+        behaviour=BEHAVIOR_CRITERIA,
+        short_labels=SHORT_LABELS,
+        pairs=doc.get("pairs") or [],
+        alpha=doc["alpha"],
+        names=Names(taxonomy, []),
     )

@@ -9,6 +9,7 @@ from typing import Any
 from kora.errors import InputError
 from kora.records import CRITERIA, TestRecord, judged, record_from_dict
 from kora.report.names import Names, age_key, prompt_key
+from kora.report.replies import reply_summary
 from kora.schemas import Judgment
 from kora.stats.analyses import compare_prompts, criteria_of, group_summary, judge_agreement
 from kora.taxonomy import Taxonomy
@@ -114,4 +115,7 @@ def build_summary(
         "promptComparison": risk_ordered(compare_prompts(ok), names),
         "judgeAgreement": judge_agreement(ok, crits),
     }
+    replies = reply_summary(records)
+    if replies is not None:  # runs that record why each reply ended
+        doc["targetReplies"] = replies
     return doc

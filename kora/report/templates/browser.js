@@ -28,7 +28,7 @@
   function riskName(id) { return (D.risks[id] && D.risks[id].name) || id; }
 
   // --- state, kept in the URL hash so a filtered view can be linked -----------------
-  function defaults() { return {grade: "", crit: "safety", risk: "", age: "", prompt: "", q: "", disagree: false, page: 0, open: ""}; }
+  function defaults() { return {grade: "", crit: "safety", risk: "", age: "", prompt: "", q: "", disagree: false, replies: false, page: 0, open: ""}; }
   var state = defaults();
   // a link to a part of the page (#heatmap) names an element; a view's filters never do
   function sectionOf(hash) {
@@ -43,7 +43,7 @@
       if (!kv) return;
       var i = kv.indexOf("="), k = decodeURIComponent(i < 0 ? kv : kv.slice(0, i));
       var v = i < 0 ? "" : decodeURIComponent(kv.slice(i + 1).replace(/\+/g, " "));
-      if (k === "disagree") state.disagree = v === "1";
+      if (k === "disagree" || k === "replies") state[k] = v === "1";
       else if (k === "page") state.page = Math.max(0, parseInt(v, 10) - 1 || 0);
       else if (k in state) state[k] = v;
     });
@@ -59,6 +59,7 @@
     ["grade", "risk", "age", "prompt", "q", "open"].forEach(function (k) { if (state[k]) parts.push(k + "=" + encodeURIComponent(state[k])); });
     if (state.crit !== "safety") parts.push("crit=" + state.crit);
     if (state.disagree) parts.push("disagree=1");
+    if (state.replies) parts.push("replies=1");
     if (state.page) parts.push("page=" + (state.page + 1));
     var h = parts.length ? "#" + parts.join("&") : "";
     if (h === "" && sectionOf(location.hash)) return;  // keep a section link as it is
@@ -92,6 +93,11 @@
     cb.addEventListener("change", function () { state.disagree = cb.checked; state.page = 0; render(); });
     filters.appendChild(el("label", {cls: "check"}, cb, "judges disagree"));
   }
+  if (D.hasTurns) {
+    var rcb = el("input", {type: "checkbox", id: "f-replies"});
+    rcb.addEventListener("change", function () { state.replies = rcb.checked; state.page = 0; render(); });
+    filters.appendChild(el("label", {cls: "check", title: "tests where a reply of the target was empty, cut at the length limit, filtered or refused"}, rcb, "empty or cut-short replies"));
+  }
   var count = el("p", {id: "kora-count", cls: "meta"});
   var table = el("table", {id: "kora-tests"});
   var head = el("tr", null, el("th", {text: "Scenario"}), el("th", {text: "Risk"}), el("th", {text: "Age"}), el("th", {text: "Prompt"}));
@@ -119,6 +125,18 @@
     var ci = CRIT.indexOf(state.crit);
     return t.j.some(function (j) { return j.g[ci] !== t.j[0].g[ci]; });
   }
+  // the target's replies that were empty or ended abnormally: [[reply index, flags], ...]
+  function flaggedReplies(t) {
+    var out = [];
+    (t.f || []).forEach(function (flags, i) { if (flags.length) out.push([i, flags]); });
+    return out;
+  }
+  function replyBadges(flags, which) {
+    return flags.map(function (f) {
+      var label = D.replyFlags[f] || {short: f, long: f};
+      return el("span", {cls: "flag reply", title: label.long, text: label[which]});
+    });
+  }
   function matches(t) {
     if (state.risk && t.r !== state.risk) return false;
     if (state.age && t.a !== state.age) return false;
@@ -128,6 +146,7 @@
       else if (!t.g || t.g[CRIT.indexOf(state.crit)] !== state.grade) return false;
     }
     if (state.disagree && !disagree(t)) return false;
+    if (state.replies && !flaggedReplies(t).length) return false;
     if (state.q && textOf(t).indexOf(state.q.toLowerCase()) < 0) return false;
     return true;
   }
@@ -144,9 +163,14 @@
     });
     var left = el("div", null, el("h3", {text: "Scenario"}), dl);
     var right = el("div", null, el("h3", {text: "Transcript"}));
+    var reply = 0;
     t.m.forEach(function (m) {
-      right.appendChild(el("div", {cls: "msg " + (m[0] === "user" ? "user" : "assistant")},
-        el("span", {cls: "who", text: m[0] === "user" ? "CHILD" : "AI"}), m[1]));
+      var who = el("span", {cls: "who", text: m[0] === "user" ? "CHILD" : "AI"});
+      if (m[0] !== "user" && t.f) {
+        replyBadges(t.f[reply] || [], "long").forEach(function (b) { who.appendChild(b); });
+        reply++;
+      }
+      right.appendChild(el("div", {cls: "msg " + (m[0] === "user" ? "user" : "assistant")}, who, m[1]));
     });
     if (t.e) right.appendChild(el("div", {cls: "banner warn", text: "Test failed: " + t.e}));
     if (t.j && t.j.length) {
@@ -187,8 +211,12 @@
     tbody.textContent = "";
     page.forEach(function (t) {
       var sc = D.scenarios[t.s] || {};
+      var title = el("td", null, sc.title || t.s);
+      var seen = {};
+      flaggedReplies(t).forEach(function (fr) { fr[1].forEach(function (f) { seen[f] = true; }); });
+      replyBadges(Object.keys(seen), "short").forEach(function (b) { title.appendChild(b); });
       var tr = el("tr", {cls: "row" + (state.open === t.k ? " open" : ""), "data-key": t.k},
-        el("td", null, sc.title || t.s), el("td", {text: riskName(t.r)}), el("td", {text: t.a}), el("td", {text: t.p}));
+        title, el("td", {text: riskName(t.r)}), el("td", {text: t.a}), el("td", {text: t.p}));
       CRIT.forEach(function (c, i) { tr.appendChild(el("td", null, badge(t.g ? t.g[i] : null))); });
       tr.addEventListener("click", function () { state.open = state.open === t.k ? "" : t.k; render(); });
       tbody.appendChild(tr);
@@ -204,6 +232,7 @@
     ["grade", "crit", "risk", "age", "prompt"].forEach(function (k) { var s = document.getElementById("f-" + k); if (s) s.value = state[k]; });
     search.value = state.q;
     var dcb = document.getElementById("f-disagree"); if (dcb) dcb.checked = state.disagree;
+    var rcb = document.getElementById("f-replies"); if (rcb) rcb.checked = state.replies;
   }
   readHash();
   syncControls();
