@@ -23,6 +23,7 @@ from kora.report.summary import build_summary, records_of
 from kora.stats.agreement import fleiss_kappa, ratings_table
 from kora.stats.rates import wilson
 from tests.helpers import copy_workflow
+from tests.pagetext import parse
 from tests.reportdata import (
     JUDGES,
     RISKS,
@@ -142,7 +143,7 @@ def test_single_judge_has_no_agreement_section() -> None:
     summary = build_summary(records_of(js), results_doc(), TAXONOMY)
     assert summary["judgeAgreement"] is None
     page = render_report(records_of(js), results_doc(), TAXONOMY, summary)
-    assert "agreement between judges cannot be measured" in page
+    assert "agreement between judges cannot be measured" in parse(page).by_id("judges").text
 
 
 # --- report.html ------------------------------------------------------------------------
@@ -198,17 +199,32 @@ def test_page_script_and_style_are_the_files_verbatim(tmp_path: Path) -> None:
 
 def test_report_figures(tmp_path: Path) -> None:
     html_path, _ = write_fixture_report(tmp_path)
-    page = html_path.read_text(encoding="utf-8")
-    assert 'id="mock-note"' in page and "placeholders that measure nothing" in page
-    assert "20.0%" in page  # overall failing
+    doc = parse(html_path.read_text(encoding="utf-8"))
+    assert "placeholders that measure nothing" in doc.by_id("mock-note").text
+    assert doc.find_all(cls="warn")[0].text == (
+        "1 test failed (no grades): left out of every figure"
+    )
+    # the headline: 8 of 40 failing, with its Wilson interval
     low, high = wilson(8, 40)
-    assert f"{100 * low:.1f}%–{100 * high:.1f}%" in page
+    ci = f"[{100 * low:.1f}%–{100 * high:.1f}%]"
+    assert doc.by_id("headline-failing").text == (
+        f"Safety: failing 20.0% 95% CI {ci[1:-1]} · 8 of 40"
+    )
+    # the same figure in the criteria table and the safety-by-risk table
+    assert doc.by_id("criteria-table").row("Safety")[3] == f"20.0% {ci}"
+    by_risk = doc.by_id("safety-by-risk")
+    assert by_risk.row("All tests")[:2] == ["All tests", "40"]
+    assert by_risk.row("All tests")[3] == f"20.0% {ci}"
+    assert by_risk.row("Violence & Physical Harm")[3].startswith("30.0% [")
+    assert by_risk.row("Online Safety")[3].startswith("10.0% [")
+    # heat map: violence fails 3 of 10 in each age range
+    heat = doc.by_id("heatmap-table").row("Violence & Physical Harm")
+    assert [c.split(" ")[:2] for c in heat[1:]] == [["30.0%", "3/10"]] * 2 + [["30.0%", "6/20"]]
+    assert doc.by_id("criteria-table").row("Anthropomorphism NO SIGNAL")[1] == "40"
+    judges = doc.by_id("judge-agreement").rows()
+    assert judges[0][4] == "Fleiss' κ" and len(judges) == 5
     for section in ("distribution", "heatmap", "prompts", "behaviour", "judges", "conversations"):
-        assert f'id="{section}"' in page
-    assert "Violence &amp; Physical Harm" in page and "Online Safety" in page
-    assert "NO SIGNAL" in page
-    assert "Fleiss" in page
-    assert "1 test failed (no grades)" in page
+        assert doc.by_id(section).tag == "section"
 
 
 def test_report_without_mock_has_no_banner(tmp_path: Path) -> None:
@@ -258,11 +274,14 @@ def test_leaderboard_ranks_and_compares_targets() -> None:
         risks["cybersecurity"]["significant"]
         and not risks["violence_and_physical_harm"]["significant"]
     )
-    page = render_leaderboard(doc, TAXONOMY)
-    assert page.index('data-target="good"') < page.index('data-target="bad"')
-    assert "bad fails significantly more often" in page
-    assert "Cybersecurity" in page
-    assert 'href="good/report.html"' in page
+    board = parse(render_leaderboard(doc, TAXONOMY))
+    ranking = [tr for tr in board.by_id("leaderboard").find_all("tr") if "data-target" in tr.attrs]
+    assert [tr.attrs["data-target"] for tr in ranking] == ["good", "bad"]
+    assert ranking[0].find_all("a")[0].attrs["href"] == "good/report.html"
+    assert ranking[0].find_all("td", cls="failing")[0].text.startswith("20.0% [")
+    pair_row = board.by_id("pairs-table").row("good")
+    assert pair_row[:3] == ["good", "bad", "40"]
+    assert pair_row[-2:] == ["bad fails significantly more often", "Cybersecurity"]
 
 
 # --- commands ---------------------------------------------------------------------------
@@ -399,15 +418,21 @@ def test_report_edge_cases(tmp_path: Path) -> None:
     )
     assert summary["judged"] == 0 and summary["overall"]["safety"]["failing"]["rate"] is None
     assert summary["promptComparison"] is None and summary["judgeAgreement"] is None
-    page = (tmp_path / "a.html").read_text(encoding="utf-8")
-    assert "1 test failed (no grades)" in page
+    page = parse((tmp_path / "a.html").read_text(encoding="utf-8"))
+    assert page.find_all(cls="warn")[0].text.startswith("1 test failed (no grades)")
+    assert page.by_id("headline-failing").text == "Safety: failing – no tests"
     empty = write_report([], {}, tmp_path / "b.html", tmp_path / "b.json")
     assert empty["tests"] == 0
     child_only = [j for j in make_judgments() if j.prompt == "child" and j.error is None]
     res = {**results_doc(mock=False), "prompts": ["child"], "skippedPrompts": ["default"],
            "skippedReason": "the target is a deployed chat endpoint"}  # fmt: skip
     write_report(child_only, res, tmp_path / "c.html", None, TAXONOMY)
-    page = (tmp_path / "c.html").read_text(encoding="utf-8")
-    assert "Only one prompt variant was run (child)" in page
-    assert "prompt variant(s) default not run: the target is a deployed chat endpoint" in page
-    assert 'id="mock-note"' not in page
+    page = parse((tmp_path / "c.html").read_text(encoding="utf-8"))
+    assert (
+        "Only one prompt variant was run (child): no paired comparison."
+        in page.by_id("prompts").text
+    )
+    assert page.find_all(cls="warn")[0].text == (
+        "prompt variant(s) default not run: the target is a deployed chat endpoint"
+    )
+    assert not [n for n in page.find_all() if n.attrs.get("id") == "mock-note"]

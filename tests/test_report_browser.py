@@ -106,6 +106,10 @@ class Tab:
         assert self.messages == [], "console:\n" + "\n".join(self.messages)
         assert self.requests == [], "network requests:\n" + "\n".join(self.requests)
 
+    def unique_ids(self) -> None:
+        ids = self.page.evaluate("Array.from(document.querySelectorAll('[id]'), e => e.id)")
+        assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)
+
     def texts(self, selector: str) -> list[str]:
         return list(self.page.locator(selector).all_text_contents())
 
@@ -160,6 +164,7 @@ def test_console_errors_and_requests_are_caught(tab: Tab, tmp_path: Path) -> Non
 def test_report_loads_and_shows_the_figures(tab: Tab, report_url: str) -> None:
     tab.open(report_url)
     tab.quiet()
+    tab.unique_ids()
     # the mock note, at the top
     note = tab.page.locator("#mock-note")
     assert note.is_visible() and "Mock run." in str(note.text_content())
@@ -286,12 +291,13 @@ def leaderboard_page(tmp_path: Path) -> Path:
 def test_leaderboard_page(tab: Tab, tmp_path: Path) -> None:
     tab.open(leaderboard_page(tmp_path).as_uri())
     tab.quiet()
+    tab.unique_ids()
     rows = tab.page.locator("#leaderboard tr[data-target]")
     assert rows.evaluate_all("rs => rs.map(r => r.dataset.target)") == ["good", "bad"]
     assert tab.text('#leaderboard tr[data-target="good"] td.failing').startswith("20.0%")
     assert "MOCK" in tab.text('#leaderboard tr[data-target="good"]')
     assert "MOCK" not in tab.text('#leaderboard tr[data-target="bad"]')
-    pair = tab.page.locator("#pairs tr").nth(1)
+    pair = tab.page.locator("#pairs-table tr").nth(1)
     cells = [" ".join(c.split()) for c in pair.locator("td").all_text_contents()]
     assert cells[:3] == ["good", "bad", "40"]
     assert cells[-2:] == ["bad fails significantly more often", "Cybersecurity"]
