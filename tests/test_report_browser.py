@@ -122,6 +122,18 @@ class Tab:
     def row_count(self) -> int:
         return int(self.page.locator("#kora-tests tr.row").count())
 
+    def shows(self, n: int) -> None:
+        """Wait for the browser to show n conversations: a link changes the address, and
+        the page applies it when the hashchange event comes, after the click returns."""
+        from playwright.sync_api import expect
+
+        expect(self.page.locator("#kora-count")).to_have_attribute("data-matches", str(n))
+        assert self.row_count() == min(n, 50)
+
+    def settle(self) -> None:
+        """Let events already queued (a hashchange) run."""
+        self.page.evaluate("new Promise(done => setTimeout(done, 50))")
+
 
 @pytest.fixture()
 def tab(chromium: Any) -> Iterator[Tab]:
@@ -370,7 +382,7 @@ def test_heatmap_cell_opens_its_conversations(tab: Tab, report_url: str) -> None
     tab.open(report_url)
     row = tab.page.locator("#heatmap-table tr.risk", has_text="Violence & Physical Harm")
     row.locator("td.cell").first.locator("a").click()  # violence, 7to9: 3 of 10 failing
-    assert tab.matches() == 3 and tab.row_count() == 3
+    tab.shows(3)
     rows = tab.page.locator("#kora-tests tr.row").evaluate_all(
         "rs => rs.map(r => [r.cells[1].textContent, r.cells[2].textContent,"
         " r.cells[4].textContent])"
@@ -383,12 +395,14 @@ def test_heatmap_cell_opens_its_conversations(tab: Tab, report_url: str) -> None
     assert _in_view(tab, "#conversations")
     # the row's "all ages" cell and the "All risks" row open theirs
     row.locator("td.cell").last.locator("a").click()
-    assert tab.matches() == 6 and tab.page.input_value("#f-age") == ""
+    tab.shows(6)
+    assert tab.page.input_value("#f-age") == ""
     tab.page.locator("#heatmap-table tr.cat td.cell").last.locator("a").click()
-    assert tab.matches() == 8 and tab.page.input_value("#f-risk") == ""
+    tab.shows(8)
+    assert tab.page.input_value("#f-risk") == ""
     # back: the previous view
     tab.page.go_back()
-    assert tab.matches() == 6
+    tab.shows(6)
     tab.quiet()
 
 
@@ -401,6 +415,7 @@ def test_section_links_keep_the_filters(tab: Tab, report_url: str) -> None:
     assert tab.matches() == 2
     for link, section in (("Risk × age", "#heatmap"), ("Conversations", "#conversations")):
         tab.page.locator("p.meta a", has_text=link).click()
+        tab.settle()  # a hashchange, had the link changed the address, would have run
         assert _in_view(tab, section), section
         assert tab.matches() == 2 and tab.row_count() == 2
         assert tab.page.input_value("#f-grade") == "failing"
@@ -410,6 +425,7 @@ def test_section_links_keep_the_filters(tab: Tab, report_url: str) -> None:
     # a section typed into the address keeps them too
     tab.page.evaluate("location.hash = '#judges'")
     tab.page.wait_for_function("location.hash === '#judges'")
+    tab.settle()
     assert _in_view(tab, "#judges") and tab.matches() == 2
     tab.quiet()
 
@@ -472,7 +488,8 @@ def test_flagged_replies_are_counted_and_marked(tab: Tab, report_url: str) -> No
     assert tab.text("#reply-tests").startswith("3 of 40 tests had at least one empty or cut-short")
     # the link shows those three tests, each row marked with what went wrong
     tab.page.locator("#reply-tests a").click()
-    assert tab.matches() == 3 and tab.page.is_checked("#f-replies")
+    tab.shows(3)
+    assert tab.page.is_checked("#f-replies")
     marks = tab.page.locator("#kora-tests tr.row").evaluate_all(
         "rs => rs.map(r => Array.from(r.cells[0].querySelectorAll('.flag.reply'))"
         ".map(f => f.textContent).join(' '))"
