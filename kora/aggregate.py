@@ -9,7 +9,6 @@ reference per-test files (one JSON object each, ids inside `scenario.seed`) alik
 from __future__ import annotations
 
 import tempfile
-import zipfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import duckdb
 
 from kora.errors import InputError
+from kora.records import input_files
 from kora.taxonomy import Taxonomy
 
 _CRIT = "STRUCT(grade VARCHAR, occurrenceCount DOUBLE)"
@@ -168,29 +168,9 @@ def aggregate(
 
 
 def collect_inputs(path: Path, workdir: Path) -> list[Path]:
-    """Per-test files under a folder or inside a .zip (extracted into `workdir`)."""
-    if path.is_file() and path.suffix == ".zip":
-        with zipfile.ZipFile(path) as zf:
-            names = [n for n in zf.namelist() if _is_test_file(n)]
-            for n in names:
-                zf.extract(n, workdir)
-        return sorted(workdir / n for n in names)
-    if path.is_dir():
-        return sorted(p for p in path.rglob("*") if p.is_file() and _is_test_file(str(p)))
-    if path.is_file() and path.suffix in (".json", ".jsonl"):
-        return [path]
-    raise InputError(
-        f"{path}: expected a folder, a .zip, or a .json/.jsonl file of per-test results"
-    )
-
-
-def _is_test_file(name: str) -> bool:
-    base = Path(name).name
-    if base.startswith(".") or base in ("results.json", "usage.json", "summary.json"):
-        return False
-    if base.endswith((".status.json", ".usage.json")):
-        return False
-    return base.endswith((".json", ".jsonl"))
+    """Per-test files under a folder or inside a .zip (extracted into `workdir`): the same
+    files `kora stats` and the report read."""
+    return input_files(path, workdir)
 
 
 def aggregate_path(

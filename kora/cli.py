@@ -164,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pl.set_defaults(func=cmd_plan)
 
-    from kora import stats
+    from kora.stats import commands as stats
 
     cp = sub.add_parser("compare", help="agreement and 3x3 flip matrix of two judgment sets")
     stats.add_compare_arguments(cp)

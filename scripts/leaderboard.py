@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from kora.report import run_leaderboard_job
+from kora.report.rules import run_leaderboard_job
 
 snakemake: Any  # injected by Snakemake's script: directive
 

@@ -165,3 +165,25 @@ def test_bad_file_error_message(tmp_path: Path) -> None:
     (tmp_path / "in" / "testResults" / "bad.json").write_bytes(orjson.dumps(bad))
     with pytest.raises(InputError, match=r"bad\.json.*prompt"):
         aggregate_path(tmp_path / "in", TAXONOMY)
+
+
+def test_aggregate_and_stats_read_the_same_files(tmp_path: Path) -> None:
+    """A target's folder: its judgments, not its conversations nor rejected scenarios."""
+    from kora.records import load_records
+
+    tests = reference_tests(3)
+    target = tmp_path / "results" / "t"
+    (target / "judgments").mkdir(parents=True)
+    (target / "conversations").mkdir()
+    shard = target / "judgments" / "s0.jsonl"
+    shard.write_bytes(b"".join(orjson.dumps(t) + b"\n" for t in tests))
+    # neither is a per-test result: reading either would fail or count wrong tests
+    rejected = {"seed": tests[0]["scenario"]["seed"], "attempts": 3, "error": "never valid"}
+    (target / "judgments" / "s1.rejected.jsonl").write_bytes(orjson.dumps(rejected) + b"\n")
+    (target / "conversations" / "s0.jsonl").write_bytes(
+        b"".join(orjson.dumps({k: t[k] for k in ("scenario", "prompt")}) + b"\n" for t in tests)
+    )
+    (target / "summary.json").write_bytes(b"{}")
+    scores, _ = aggregate_path(target, TAXONOMY)
+    assert sum(s["sums"]["al"] for s in scores) == len(tests) == len(load_records([target]))
+    assert keyed(scores) == keyed(reference_reduce(tests))

@@ -1,37 +1,65 @@
-"""report.html in a real browser: headless Chromium loads the fixture run's report.
+"""report.html and leaderboard.html in a real browser: Debian's headless Chromium, driven by
+Playwright.
 
-Checks that the page loads without console messages (errors, uncaught exceptions, blocked
-requests all land there), that the rendered DOM shows the expected figures, that the
-conversation browser's filters (set through the page address) select the expected tests,
-and that a screenshot is a real, non-trivial image.
+Each test loads a page from a file and fails on any console message, uncaught exception
+or network request (the pages are self-contained). They check what a reader sees: the
+figures where they belong, the conversation browser's filters and rows, hostile content
+shown as text, and the interactions (heat-map cells, section links, a narrow screen).
 
 Chromium is looked up as $KORA_CHROMIUM, `chromium`, `chromium-browser`, `google-chrome`.
-Without it the test is skipped, except under CI (env CI set), where it fails.
+Without it (or without the playwright package) the tests are skipped, except under CI
+(env CI set), where they fail.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import struct
-import subprocess
-import tempfile
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pytest
 
-from kora.report import build_leaderboard, records_of, render_leaderboard, write_report
-from kora.stats import wilson
-from tests.test_report import TAXONOMY, make_judgments, results_doc
+from kora.report.leaderboard import build_leaderboard
+from kora.report.pages import render_leaderboard, write_report
+from kora.report.summary import records_of
+from kora.stats.rates import wilson
+from tests.reportdata import (
+    HOSTILE,
+    TAXONOMY,
+    hostile_records,
+    hostile_results,
+    make_judgments,
+    results_doc,
+    scores_of,
+    with_reply,
+)
 
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+# no network, no first-run work: the browser only ever opens local files
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def _ci() -> bool:
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _unavailable(message: str) -> None:
+    if _ci():
+        pytest.fail(f"{message}; CI is set, so the browser tests may not be skipped")
+    pytest.skip(message)
 
 
 def find_chromium() -> str:
@@ -41,61 +69,88 @@ def find_chromium() -> str:
         if explicit
         else next((p for p in map(shutil.which, CANDIDATES) if p), None)
     )
-    if found:
-        return found
-    message = (
-        f"headless Chromium not found ({'KORA_CHROMIUM=' + explicit if explicit else 'not on PATH'}; "
-        "install it: apt-get install -y chromium)"
-    )
-    if _ci():
-        pytest.fail(f"{message}; CI is set, so the browser test may not be skipped")
-    pytest.skip(message)
+    if not found:
+        where = "KORA_CHROMIUM=" + explicit if explicit else "not on PATH"
+        _unavailable(f"headless Chromium not found ({where}; apt-get install -y chromium)")
+    return str(found)
 
 
 @pytest.fixture(scope="module")
-def chromium() -> str:
-    return find_chromium()
+def chromium() -> Iterator[Any]:
+    """One headless Chromium for the module (Playwright gives it a fresh profile)."""
+    binary = find_chromium()
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unavailable("the playwright package is not installed (pip install -e '.[dev]')")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=binary, headless=True, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
 
 
-class Browser:
-    def __init__(self, binary: str, profile_root: Path) -> None:
-        self.binary = binary
-        self.root = profile_root
+@dataclass
+class Tab:
+    """A page in a fresh browser context, with everything it said and asked for."""
 
-    def run(self, url: str, *extra: str) -> tuple[str, list[str]]:
-        """(stdout, console lines) of one headless Chromium run on `url`."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        profile = tempfile.mkdtemp(prefix="profile-", dir=self.root)
-        cmd = [
-            self.binary,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            "--no-default-browser-check",
-            f"--user-data-dir={profile}",
-            "--enable-logging=stderr",
-            "--v=0",
-            *extra,
-            url,
-        ]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-        console = [
-            line for line in proc.stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line
-        ]
-        assert proc.returncode == 0, f"chromium exited {proc.returncode}: {proc.stderr[-2000:]}"
-        return proc.stdout, console
+    page: Any
+    messages: list[str] = field(default_factory=list)
+    requests: list[str] = field(default_factory=list)
 
-    def dom(self, url: str) -> tuple[str, list[str]]:
-        return self.run(url, "--dump-dom", "--virtual-time-budget=5000")
+    def open(self, url: str) -> None:
+        self.page.goto(url)
+        self.page.wait_for_load_state("load")
+
+    def quiet(self) -> None:
+        """No console message, uncaught exception or network request so far."""
+        assert self.messages == [], "console:\n" + "\n".join(self.messages)
+        assert self.requests == [], "network requests:\n" + "\n".join(self.requests)
+
+    def unique_ids(self) -> None:
+        ids = self.page.evaluate("Array.from(document.querySelectorAll('[id]'), e => e.id)")
+        assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)
+
+    def texts(self, selector: str) -> list[str]:
+        return list(self.page.locator(selector).all_text_contents())
+
+    def text(self, selector: str) -> str:
+        return " ".join(str(self.page.locator(selector).text_content()).split())
+
+    def matches(self) -> int:
+        return int(self.page.get_attribute("#kora-count", "data-matches"))
+
+    def row_count(self) -> int:
+        return int(self.page.locator("#kora-tests tr.row").count())
+
+    def shows(self, n: int) -> None:
+        """Wait for the browser to show n conversations: a link changes the address, and
+        the page applies it when the hashchange event comes, after the click returns."""
+        from playwright.sync_api import expect
+
+        expect(self.page.locator("#kora-count")).to_have_attribute("data-matches", str(n))
+        assert self.row_count() == min(n, 50)
+
+    def settle(self) -> None:
+        """Let events already queued (a hashchange) run."""
+        self.page.evaluate("new Promise(done => setTimeout(done, 50))")
 
 
 @pytest.fixture()
-def browser(chromium: str, tmp_path: Path) -> Browser:
-    return Browser(chromium, tmp_path / "chromium")
+def tab(chromium: Any) -> Iterator[Tab]:
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(10_000)  # a local page: anything slower is a failure
+    page = context.new_page()
+    t = Tab(page)
+    page.on("console", lambda m: t.messages.append(f"{m.type}: {m.text}"))
+    page.on("pageerror", lambda e: t.messages.append(f"uncaught: {e}"))
+
+    def no_network(route: Any) -> None:
+        t.requests.append(route.request.url)
+        route.abort()
+
+    context.route(lambda url: not url.startswith(("file:", "data:", "about:")), no_network)
+    yield t
+    context.close()
 
 
 @pytest.fixture()
@@ -105,128 +160,356 @@ def report_url(tmp_path: Path) -> str:
     return html_path.as_uri()
 
 
-def _text(dom: str) -> str:
-    """Tag-free text of the dumped DOM, whitespace collapsed (for number checks)."""
-    body = re.sub(r"<script\b.*?</script>", " ", dom, flags=re.S)
-    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", body)).replace("&amp;", "&")
-
-
-def test_console_errors_are_caught(browser: Browser, tmp_path: Path) -> None:
-    """The capture below is not vacuous: a page that throws is seen throwing."""
+def test_console_errors_and_requests_are_caught(tab: Tab, tmp_path: Path) -> None:
+    """The checks below are not vacuous: a page that throws or fetches is seen doing it."""
     bad = tmp_path / "bad.html"
-    bad.write_text("<html><body><script>throw new Error('kora-test-boom')</script></body></html>")
-    _, console = browser.dom(bad.as_uri())
-    assert any("Uncaught" in line and "kora-test-boom" in line for line in console), console
+    bad.write_text(
+        "<html><body><script>fetch('http://127.0.0.1:59999/x').catch(function () {});"
+        "throw new Error('kora-test-boom')</script></body></html>"
+    )
+    tab.open(bad.as_uri())
+    tab.page.wait_for_timeout(200)
+    assert any("kora-test-boom" in m for m in tab.messages), tab.messages
+    assert tab.requests == ["http://127.0.0.1:59999/x"]
 
 
-def test_report_loads_and_shows_the_figures(browser: Browser, report_url: str) -> None:
-    dom, console = browser.dom(report_url)
-    assert console == [], "console messages:\n" + "\n".join(console)
-    text = _text(dom)
-    # the mock note, prominently at the top
-    assert 'id="mock-note"' in dom
-    assert text.index("Mock run.") < text.index("Overview")
+def test_report_loads_and_shows_the_figures(tab: Tab, report_url: str) -> None:
+    tab.open(report_url)
+    tab.quiet()
+    tab.unique_ids()
+    # the mock note, at the top
+    note = tab.page.locator("#mock-note")
+    assert note.is_visible() and "Mock run." in str(note.text_content())
+    assert note.bounding_box()["y"] < tab.page.locator("#overview").bounding_box()["y"]
     # headline: 8 of 40 failing, with its Wilson interval
     low, high = wilson(8, 40)
-    assert re.search(
-        r"Safety: failing 20\.0% 95% CI " + re.escape(f"{100 * low:.1f}%–{100 * high:.1f}%"), text
+    assert tab.text("#headline-failing .value") == "20.0%"
+    assert tab.text("#headline-failing .ci") == (
+        f"95% CI {100 * low:.1f}%–{100 * high:.1f}% · 8 of 40"
     )
-    assert "Safety: exemplary 60.0%" in text
-    # per-risk rows and the heat map cells (violence 3/10 per age range)
-    assert re.search(r"Violence & Physical Harm 30\.0% 3/10 · \[\d+%–\d+%\] 30\.0% 3/10", text)
-    assert text.count("3/10") == 2
-    # judges: three of them, Fleiss' kappa shown, and NO SIGNAL for anthropomorphism
-    assert "3 judges on 40 tests" in text and "NO SIGNAL" in text
-    # the conversation browser ran and rendered every test (41 < one page of 50)
-    assert "Showing 1–41 of 41 conversations (41 in all)" in text
-    assert dom.count('class="row') == 41
-    assert 'data-rendered="41"' in dom
+    assert tab.text("#headline-exemplary .value") == "60.0%"
+    # the violence row of the safety table and its heat-map cells (3 of 10 per age range)
+    violence = tab.page.locator("#safety-by-risk tr", has_text="Violence & Physical Harm")
+    assert tab.page.locator("#safety-by-risk td.failing").count() == 5
+    assert str(violence.locator("td.failing").text_content()).startswith("30.0%")
+    heat = tab.page.locator("#heatmap-table tr.risk", has_text="Violence & Physical Harm")
+    cells = [" ".join(c.split()) for c in heat.locator("td.cell").all_text_contents()]
+    assert [c.split(" ")[0] for c in cells] == ["30.0%3/10", "30.0%3/10", "30.0%6/20"]
+    # judges: three of them, and NO SIGNAL for anthropomorphism
+    assert tab.text("#judges .meta").startswith("3 judges on 40 tests")
+    assert "NO SIGNAL" in tab.text('#criteria-table tr[data-criterion="anthropomorphism"]')
+    assert "NO SIGNAL" not in tab.text('#criteria-table tr[data-criterion="safety"]')
+    # the conversation browser rendered every test (41 < one page of 50)
+    assert tab.text("#kora-count") == "Showing 1–41 of 41 conversations (41 in all)"
+    assert tab.row_count() == 41
 
 
-@pytest.mark.parametrize(
-    ("fragment", "expected"),
-    [
-        ("grade=failing", 8),
-        ("grade=failing&risk=cybersecurity", 2),
-        ("grade=error", 1),
-        ("age=7to9&prompt=child", 11),
-        ("crit=epistemicHumility&grade=failing", 8),
-        ("disagree=1", 8),
-        ("q=" + quote("Scenario cybersecurity 13to17 #4"), 2),
-        ("risk=no-such-risk&grade=nonsense", 41),
-    ],
-)
-def test_filters(browser: Browser, report_url: str, fragment: str, expected: int) -> None:
-    dom, console = browser.dom(f"{report_url}#{fragment}")
-    assert console == [], "\n".join(console)
-    m = re.search(r'id="kora-count"[^>]*data-matches="(\d+)"', dom) or re.search(
-        r'data-matches="(\d+)"[^>]*id="kora-count"', dom
-    )
-    assert m is not None, "count line not rendered"
-    assert int(m.group(1)) == expected
-    assert dom.count('class="row') == expected
+FILTERS = [
+    ("grade=failing", 8),
+    ("grade=failing&risk=cybersecurity", 2),
+    ("grade=error", 1),
+    ("age=7to9&prompt=child", 11),
+    ("crit=epistemicHumility&grade=failing", 8),
+    ("disagree=1", 8),
+    ("q=" + quote("Scenario cybersecurity 13to17 #4"), 2),
+    ("risk=no-such-risk&grade=nonsense", 41),
+]
 
 
-def test_open_conversation_shows_transcript_and_every_judge(
-    browser: Browser, report_url: str
-) -> None:
+def test_filters_from_the_address(tab: Tab, report_url: str) -> None:
+    for fragment, expected in FILTERS:
+        tab.open("about:blank")
+        tab.open(f"{report_url}#{fragment}")
+        assert (tab.matches(), tab.row_count()) == (expected, expected), fragment
+    tab.quiet()
+
+
+def test_filters_from_the_controls(tab: Tab, report_url: str) -> None:
+    tab.open(report_url)
+    tab.page.select_option("#f-grade", "failing")
+    assert tab.matches() == 8
+    tab.page.select_option("#f-risk", "cybersecurity")
+    assert tab.matches() == 2
+    address = tab.page.evaluate("location.href")
+    assert "grade=failing" in address and "risk=cybersecurity" in address
+    tab.page.select_option("#f-grade", "")
+    tab.page.fill("#f-q", "#4")
+    assert tab.matches() == 4
+    tab.quiet()
+
+
+def test_open_conversation_shows_transcript_and_every_judge(tab: Tab, report_url: str) -> None:
     judgments = make_judgments()
     target = next(j for j in judgments if "cybersecurity:7to9" in j.key and "-0003-" in j.key)
-    dom, console = browser.dom(f"{report_url}#open={quote(target.key)}")
-    assert console == [], "\n".join(console)
-    assert 'class="detail"' in dom
-    text = _text(dom)
+    tab.open(f"{report_url}#open={quote(target.key)}")
+    tab.quiet()
+    detail = tab.page.locator("#kora-tests tr.detail")
+    assert detail.count() == 1
+    reasons = [" ".join(r.split()) for r in detail.locator(".verdict .reasons").all_text_contents()]
     for judge in ("judge-a", "judge-b", "judge-c"):
-        assert f"{judge} on safety: exemplary" in text
-    assert (
-        "Combined" in text and "CHILD" in text and "how do i do the thing i saw on youtube" in text
-    )
+        assert any(r.startswith(f"{judge} on safety: exemplary") for r in reasons)
+    assert detail.locator(".verdict h4").all_text_contents() == ["Combined", *JUDGE_NAMES]
+    messages = detail.locator(".msg").all_text_contents()
+    assert messages[0] == "CHILD" + "how do i do the thing i saw on youtube"
     # scenario and transcript text with markup in it stay text
-    assert "&lt;/script&gt;&lt;script&gt;window.__pwned = 1&lt;/script&gt;" in dom
-    assert '<img src="x"' not in dom and 'onerror="' not in dom
+    assert messages[1].endswith("<img src=x onerror=alert(1)>")
+    assert tab.page.locator("img").count() == 0
+    assert tab.page.evaluate("window.__pwned") is None
 
 
-def test_screenshot(browser: Browser, report_url: str, tmp_path: Path) -> None:
-    png = tmp_path / "report.png"
-    _, console = browser.run(report_url, f"--screenshot={png}", "--window-size=1280,2000")
-    assert console == [], "\n".join(console)
-    data = png.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    width, height = struct.unpack(">II", data[16:24])
-    assert (width, height) == (1280, 2000)
+JUDGE_NAMES = ["judge-a", "judge-b", "judge-c"]
+
+
+def test_placeholder_in_a_reply_keeps_every_row(tab: Tab, tmp_path: Path) -> None:
+    html_path = tmp_path / "hostile.html"
+    judgments = with_reply(make_judgments(), "hide me: {{KORA_BODY}}")
+    write_report(judgments, results_doc(), html_path, None, TAXONOMY)
+    tab.open(html_path.as_uri())
+    tab.quiet()
+    assert tab.row_count() == 41, "the conversation browser lost its rows"
+
+
+def test_screenshot(tab: Tab, report_url: str, tmp_path: Path) -> None:
+    tab.page.set_viewport_size({"width": 1280, "height": 2000})
+    tab.open(report_url)
+    png = tab.page.screenshot()
+    tab.quiet()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert struct.unpack(">II", png[16:24]) == (1280, 2000)
     # a blank page compresses to a few KB; the report's bars, tables and text do not
-    assert len(data) > 60_000, len(data)
+    assert len(png) > 60_000, len(png)
     keep = os.environ.get("KORA_SCREENSHOT_DIR")
     if keep:
         Path(keep).mkdir(parents=True, exist_ok=True)
-        shutil.copy(png, Path(keep) / "report.png")
+        (Path(keep) / "report.png").write_bytes(png)
 
 
-def test_leaderboard_page(browser: Browser, tmp_path: Path) -> None:
+def leaderboard_page(tmp_path: Path) -> Path:
     good = records_of(make_judgments("good"))
     bad = records_of(make_judgments("bad", flip=True))
-    from tests.test_report import _scores
-
     doc = build_leaderboard(
         {
-            "good": {**results_doc("good"), "scores": _scores(good)},
-            "bad": {**results_doc("bad", mock=False), "scores": _scores(bad)},
+            "good": {**results_doc("good"), "scores": scores_of(good)},
+            "bad": {**results_doc("bad", mock=False), "scores": scores_of(bad)},
         },
         {"good": good, "bad": bad},
         taxonomy=TAXONOMY,
     )
     page = tmp_path / "leaderboard.html"
     page.write_text(render_leaderboard(doc, TAXONOMY), encoding="utf-8")
-    with ThreadPoolExecutor(2) as pool:
-        dom_job = pool.submit(browser.dom, page.as_uri())
-        shot = tmp_path / "leaderboard.png"
-        shot_job = pool.submit(
-            browser.run, page.as_uri(), f"--screenshot={shot}", "--window-size=1280,900"
-        )
-        dom, console = dom_job.result()
-        _, console2 = shot_job.result()
-    assert console == [] and console2 == [], "\n".join(console + console2)
-    text = _text(dom)
-    assert text.index("good") < text.index("bad fails significantly more often")
-    assert "MOCK" in text and "Cybersecurity" in text
-    assert shot.stat().st_size > 20_000
+    return page
+
+
+def test_leaderboard_page(tab: Tab, tmp_path: Path) -> None:
+    tab.open(leaderboard_page(tmp_path).as_uri())
+    tab.quiet()
+    tab.unique_ids()
+    rows = tab.page.locator("#leaderboard tr[data-target]")
+    assert rows.evaluate_all("rs => rs.map(r => r.dataset.target)") == ["good", "bad"]
+    assert tab.text('#leaderboard tr[data-target="good"] td.failing').startswith("20.0%")
+    assert "MOCK" in tab.text('#leaderboard tr[data-target="good"]')
+    assert "MOCK" not in tab.text('#leaderboard tr[data-target="bad"]')
+    pair = tab.page.locator("#pairs-table tr").nth(1)
+    cells = [" ".join(c.split()) for c in pair.locator("td").all_text_contents()]
+    assert cells[:3] == ["good", "bad", "40"]
+    assert cells[-2:] == ["bad fails significantly more often", "Cybersecurity"]
+    png = tab.page.screenshot()
+    assert len(png) > 20_000
+
+
+def _no_nul(s: str) -> str:
+    # The HTML parser drops NUL from the page's text (the spec's rule); in the browser's
+    # rows, which come from the JSON data, it stays.
+    return s.replace("\x00", "")
+
+
+def test_hostile_content_in_every_field_shows_as_text(tab: Tab, tmp_path: Path) -> None:
+    records = hostile_records()
+    html_path = tmp_path / "hostile.html"
+    write_report(records, hostile_results(), html_path, tmp_path / "s.json", TAXONOMY)
+    tab.open(html_path.as_uri())
+    tab.quiet()
+    page = tab.page
+    # nothing ran, nothing was added: the page's own two scripts, no image
+    assert page.evaluate("window.__pwned") is None
+    assert page.evaluate("document.scripts.length") == 2
+    assert page.locator("img, iframe, object, embed, b").count() == 0
+    # the page's own text, rendered on the server
+    results = hostile_results()
+    assert page.locator("h1").text_content() == _no_nul("KORA report: " + results["target"])
+    assert page.locator("#mock-note").text_content() == _no_nul("Mock run. " + results["note"])
+    firsts = page.locator("#safety-by-risk tr td:first-child").all_text_contents()
+    for h in HOSTILE:
+        assert firsts.count(_no_nul(h)) == 2  # the category row and the risk row
+    # every row of the browser shows its title, risk, age range and prompt as given
+    assert tab.row_count() == len(records)
+    rows = page.locator("#kora-tests tr.row").evaluate_all(
+        "rs => rs.map(r => Array.from(r.cells).slice(0, 4).map(c => c.textContent))"
+    )
+    by_title = {r[0]: r for r in rows}
+    for h in HOSTILE:
+        assert by_title[h] == [h, h, h, h]
+    # and, opened, its scenario, transcript, each judge and their reasons (or the error)
+    for i in range(len(records)):
+        page.locator("#kora-tests tr.row").nth(i).click()
+        detail = page.locator("#kora-tests tr.detail")
+        title = str(detail.locator("dd").first.text_content())
+        assert title in HOSTILE
+        assert detail.locator(".msg").all_text_contents() == ["CHILD" + title, "AI" + title]
+        if detail.locator(".banner.warn").count():
+            assert detail.locator(".banner.warn").text_content() == "Test failed: " + HOSTILE[3]
+        else:
+            assert detail.locator(".verdict h4").all_text_contents() == [title]
+            assert set(detail.locator(".verdict .reasons").all_text_contents()) == {title}
+        page.locator("#kora-tests tr.row.open").click()  # close it again
+    # the search box takes hostile text as text too
+    page.fill("#f-q", HOSTILE[3])
+    assert tab.matches() == 1
+    assert page.evaluate("window.__pwned") is None
+    tab.quiet()
+
+
+# --- interactions -----------------------------------------------------------------------
+
+
+def _in_view(tab: Tab, selector: str) -> bool:
+    """The element's top is within the viewport (it was scrolled to)."""
+    top = tab.page.locator(selector).evaluate("e => e.getBoundingClientRect().top")
+    return bool(-2 <= top < tab.page.viewport_size["height"])  # scrolling rounds to pixels
+
+
+def test_heatmap_cell_opens_its_conversations(tab: Tab, report_url: str) -> None:
+    tab.open(report_url)
+    row = tab.page.locator("#heatmap-table tr.risk", has_text="Violence & Physical Harm")
+    row.locator("td.cell").first.locator("a").click()  # violence, 7to9: 3 of 10 failing
+    tab.shows(3)
+    rows = tab.page.locator("#kora-tests tr.row").evaluate_all(
+        "rs => rs.map(r => [r.cells[1].textContent, r.cells[2].textContent,"
+        " r.cells[4].textContent])"
+    )
+    assert rows == [["Violence & Physical Harm", "7to9", "failing"]] * 3
+    # the controls say what is shown, and the browser is on screen
+    assert tab.page.input_value("#f-risk") == "violence_and_physical_harm"
+    assert tab.page.input_value("#f-age") == "7to9"
+    assert tab.page.input_value("#f-grade") == "failing"
+    assert _in_view(tab, "#conversations")
+    # the row's "all ages" cell and the "All risks" row open theirs
+    row.locator("td.cell").last.locator("a").click()
+    tab.shows(6)
+    assert tab.page.input_value("#f-age") == ""
+    tab.page.locator("#heatmap-table tr.cat td.cell").last.locator("a").click()
+    tab.shows(8)
+    assert tab.page.input_value("#f-risk") == ""
+    # back: the previous view
+    tab.page.go_back()
+    tab.shows(6)
+    tab.quiet()
+
+
+def test_section_links_keep_the_filters(tab: Tab, report_url: str) -> None:
+    tab.open(report_url)
+    tab.page.select_option("#f-grade", "failing")
+    tab.page.select_option("#f-risk", "cybersecurity")
+    tab.page.fill("#f-q", "Scenario")
+    view = tab.page.evaluate("location.href")  # page.url can lag behind replaceState
+    assert tab.matches() == 2
+    for link, section in (("Risk × age", "#heatmap"), ("Conversations", "#conversations")):
+        tab.page.locator("p.meta a", has_text=link).click()
+        tab.settle()  # a hashchange, had the link changed the address, would have run
+        assert _in_view(tab, section), section
+        assert tab.matches() == 2 and tab.row_count() == 2
+        assert tab.page.input_value("#f-grade") == "failing"
+        assert tab.page.input_value("#f-risk") == "cybersecurity"
+        assert tab.page.input_value("#f-q") == "Scenario"
+        assert tab.page.evaluate("location.href") == view  # it still links to this view
+    # a section typed into the address keeps them too
+    tab.page.evaluate("location.hash = '#judges'")
+    tab.page.wait_for_function("location.hash === '#judges'")
+    tab.settle()
+    assert _in_view(tab, "#judges") and tab.matches() == 2
+    tab.quiet()
+
+
+FAILING_RATES = (
+    "#headline-failing .value",
+    "#criteria-table td.failing",
+    "#safety-by-risk td.failing",
+    "#heatmap-table td.cell",
+    ".behaviour td.failing",
+    "#prompt-rates td.failing",
+    "#prompt-paired td.failing",
+)
+
+
+def _on_screen(tab: Tab, selector: str) -> None:
+    cells = tab.page.locator(selector)
+    assert cells.count() > 0, selector
+    width = tab.page.viewport_size["width"]
+    for i in range(cells.count()):
+        cell = cells.nth(i)
+        box = cell.bounding_box()
+        assert cell.is_visible() and box is not None, f"{selector} #{i} hidden"
+        assert box["x"] >= 0 and box["x"] + box["width"] <= width, f"{selector} #{i}: {box}"
+        assert "%" in str(cell.text_content())
+
+
+def test_narrow_screen_keeps_the_failing_rates_visible(
+    tab: Tab, report_url: str, tmp_path: Path
+) -> None:
+    tab.page.set_viewport_size({"width": 360, "height": 740})
+    tab.open(report_url)
+    # nothing runs off the side of the page: no sideways scrolling to find a figure
+    assert tab.page.evaluate("document.documentElement.scrollWidth") <= 360
+    for selector in FAILING_RATES:
+        _on_screen(tab, selector)
+    tab.open(leaderboard_page(tmp_path).as_uri())
+    assert tab.page.evaluate("document.documentElement.scrollWidth") <= 360
+    _on_screen(tab, "#leaderboard td.failing")
+    tab.quiet()
+
+
+# --- empty and cut-short replies --------------------------------------------------------
+
+
+def test_flagged_replies_are_counted_and_marked(tab: Tab, report_url: str) -> None:
+    tab.open(report_url)
+    counts = tab.page.locator("#reply-counts tr[data-reply]").evaluate_all(
+        "rs => rs.map(r => [r.dataset.reply, r.cells[1].textContent, r.cells[2].textContent])"
+    )
+    assert counts == [
+        ["empty", "1", "1.2%"],
+        ["max_tokens", "1", "1.2%"],
+        ["content_filter", "1", "1.2%"],
+        ["refusal", "1", "1.2%"],
+        ["other", "0", "0.0%"],
+        ["stop", "75", "93.8%"],
+        ["unknown", "2", "2.5%"],
+    ]
+    assert tab.text("#reply-tests").startswith("3 of 40 tests had at least one empty or cut-short")
+    # the link shows those three tests, each row marked with what went wrong
+    tab.page.locator("#reply-tests a").click()
+    tab.shows(3)
+    assert tab.page.is_checked("#f-replies")
+    marks = tab.page.locator("#kora-tests tr.row").evaluate_all(
+        "rs => rs.map(r => Array.from(r.cells[0].querySelectorAll('.flag.reply'))"
+        ".map(f => f.textContent).join(' '))"
+    )
+    assert sorted(marks) == ["cut", "empty filtered", "refused"]
+    # opened, the reply itself carries the badge; the other reply does not
+    tab.page.locator("#kora-tests tr.row", has_text="cut").click()
+    who = tab.page.locator("#kora-tests tr.detail .msg.assistant .who").all_text_contents()
+    assert who == ["AI", "AIcut at the length limit"]
+    # and the filter clears like any other
+    tab.page.uncheck("#f-replies")
+    assert tab.matches() == 41
+    tab.quiet()
+
+
+def test_without_turns_nothing_is_shown_of_them(tab: Tab, tmp_path: Path) -> None:
+    html_path = tmp_path / "report.html"
+    write_report(make_judgments(turns=False), results_doc(), html_path, None, TAXONOMY)
+    tab.open(html_path.as_uri())
+    assert tab.row_count() == 41
+    for selector in ("#replies", "#f-replies", ".flag.reply", 'a[href="#replies"]'):
+        assert tab.page.locator(selector).count() == 0, selector
+    tab.quiet()

@@ -9,26 +9,19 @@ from typing import Any
 import pytest
 
 from kora.errors import InputError
-from kora.stats import (
-    Criterion,
-    Rate,
+from kora.records import Criterion, record_from_dict
+from kora.stats.agreement import (
     cohen_kappa,
-    compare_judgments,
-    compare_targets,
-    criterion_summary,
     fleiss_kappa,
     flip_matrix,
-    holm,
     matrix_agreement,
-    no_signal,
-    paired_test,
     percent_agreement,
     ratings_table,
-    record_from_dict,
-    sign_test,
     unanimous_share,
-    wilson,
 )
+from kora.stats.analyses import compare_judgments, compare_targets, criterion_summary
+from kora.stats.paired import holm, paired_test, sign_test, verdict
+from kora.stats.rates import Rate, no_signal, wilson
 
 # --- Wilson -----------------------------------------------------------------------------
 
@@ -160,10 +153,13 @@ def test_sign_test_exact_values() -> None:
     assert sign_test(2, 10) == sign_test(10, 2)
     assert sign_test(5, 0) == pytest.approx(2 / 32)
     assert sign_test(6, 0) == pytest.approx(2 / 64)
-    # thousands of discordant pairs: exact big-integer arithmetic, no overflow
-    p = sign_test(3000, 3300)
-    assert 0 < p < 0.001
-    assert sign_test(3000, 3010) > 0.9
+    # tens of thousands of discordant pairs: still exact. Known values: 2 * sum of
+    # C(n, i) for i <= min(b, c), over 2**n, summed in exact integer arithmetic
+    assert sign_test(3000, 3300) == pytest.approx(1.6475607669748032e-04, rel=1e-9)
+    assert sign_test(3000, 3010) == pytest.approx(0.9075802564932535, rel=1e-9)
+    assert sign_test(10000, 10500) == pytest.approx(4.915393992266735e-04, rel=1e-9)
+    assert sign_test(10500, 10000) == sign_test(10000, 10500)
+    assert sign_test(50000, 50400) == pytest.approx(0.20794602416762883, rel=1e-9)
 
 
 def test_paired_test_counts_discordant_pairs_on_shared_keys() -> None:
@@ -176,7 +172,11 @@ def test_paired_test_counts_discordant_pairs_on_shared_keys() -> None:
     assert not t.significant()
     many = paired_test({i: i < 12 for i in range(40)}, {i: i < 1 for i in range(40)})
     assert (many.a_only, many.b_only) == (11, 0) and many.significant()
-    assert many.verdict("A", "B") == "A fails more often"
+    row = {**many.as_dict(), "significant": many.significant()}
+    assert verdict(row, "A", "B") == "A fails significantly more often"
+    assert verdict({**row, "significant": False}, "A", "B") == "no significant difference"
+    none = paired_test({1: True}, {2: False})
+    assert verdict({**none.as_dict(), "significant": False}, "A", "B") == "no paired tests"
 
 
 def test_holm() -> None:

@@ -1,96 +1,3 @@
-<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
-<title>{{KORA_TITLE}}</title>
-<style>
-:root {
-  --failing: #d55e00; --adequate: #f0c05a; --exemplary: #009e73;
-  --ink: #1d2330; --muted: #5d6677; --line: #dfe3ea; --bg: #f6f7f9; --card: #fff;
-  --accent: #2856b6;
-}
-* { box-sizing: border-box; }
-body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; color: var(--ink); background: var(--bg); }
-main { max-width: 1240px; margin: 0 auto; padding: 20px 24px 60px; }
-h1 { font-size: 24px; margin: 6px 0 4px; }
-h2 { font-size: 18px; margin: 0 0 10px; }
-h3 { font-size: 15px; margin: 16px 0 8px; }
-p { margin: 6px 0; }
-a { color: var(--accent); }
-.meta { color: var(--muted); }
-.meta code, code { background: #eef1f5; padding: 0 4px; border-radius: 3px; font-size: 12.5px; }
-section.card { overflow-x: auto; background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: 16px 18px; margin: 16px 0; }
-.banner { border-radius: 8px; padding: 12px 16px; margin: 14px 0; font-size: 15px; }
-.banner.mock { background: #fff3cd; border: 2px solid #c98a00; color: #5c3d00; }
-.banner.warn { background: #fdecea; border: 1px solid #e0a49c; color: #6b1d14; }
-.headline { display: flex; flex-wrap: wrap; gap: 12px; }
-.stat { flex: 1 1 200px; border: 1px solid var(--line); border-radius: 8px; padding: 10px 14px; background: #fbfcfd; }
-.stat .label { color: var(--muted); font-size: 12px; text-transform: uppercase; letter-spacing: .04em; }
-.stat .value { font-size: 26px; font-weight: 650; }
-.stat .ci { color: var(--muted); font-size: 12.5px; }
-.stat.failing .value { color: #b34700; }
-.stat.exemplary .value { color: #00795b; }
-table { border-collapse: collapse; width: 100%; }
-th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid var(--line); vertical-align: middle; }
-th { font-size: 12px; color: var(--muted); font-weight: 600; text-transform: uppercase; letter-spacing: .03em; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-td.num { white-space: nowrap; }
-tr.cat td { font-weight: 650; background: #f2f4f8; }
-tr.risk td:first-child { padding-left: 22px; }
-.ci { color: var(--muted); font-size: 12px; }
-svg.bar { display: block; width: 100%; height: 16px; min-width: 120px; }
-td.barcell { width: 34%; }
-.legend { display: flex; gap: 14px; flex-wrap: wrap; color: var(--muted); font-size: 12.5px; margin: 6px 0 10px; }
-.swatch { display: inline-block; width: 11px; height: 11px; border-radius: 2px; margin-right: 4px; vertical-align: -1px; }
-.sw-failing { background: var(--failing); } .sw-adequate { background: var(--adequate); } .sw-exemplary { background: var(--exemplary); }
-table.heat td.cell { text-align: center; width: 13%; font-variant-numeric: tabular-nums; border: 2px solid #fff; }
-table.heat td.cell small { display: block; font-size: 11px; opacity: .8; }
-.heatscale { display: inline-block; width: 160px; height: 10px; vertical-align: middle; border: 1px solid var(--line); background: linear-gradient(to right, #ffffff, #d55e00); }
-.sig { font-weight: 650; color: #8a1c00; }
-.ns { color: var(--muted); }
-.flag { display: inline-block; padding: 0 6px; border-radius: 10px; font-size: 11px; font-weight: 700; background: #ffe1d1; color: #8a2b00; margin-left: 4px; }
-.flag.mock { background: #fff3cd; color: #5c3d00; border: 1px solid #c98a00; }
-.badge { display: inline-block; min-width: 70px; text-align: center; padding: 1px 6px; border-radius: 10px; font-size: 11.5px; font-weight: 650; color: #fff; }
-.badge.failing { background: var(--failing); } .badge.adequate { background: var(--adequate); color: #3b2b00; } .badge.exemplary { background: var(--exemplary); }
-.badge.error { background: #6b7280; }
-.mini { font-size: 11px; color: var(--muted); }
-.filters { display: flex; flex-wrap: wrap; gap: 10px 16px; align-items: end; margin-bottom: 10px; }
-.filters label { display: flex; flex-direction: column; font-size: 12px; color: var(--muted); gap: 2px; }
-.filters select, .filters input[type=search] { font: inherit; padding: 4px 6px; border: 1px solid #c8ceda; border-radius: 5px; background: #fff; min-width: 120px; }
-.filters label.check { flex-direction: row; align-items: center; gap: 5px; padding-bottom: 6px; }
-#kora-browser table td { cursor: default; }
-#kora-browser tr.row { cursor: pointer; }
-#kora-browser tr.row:hover td { background: #f3f6fc; }
-#kora-browser tr.row.open td { background: #eaf0fb; }
-.detail td { background: #fafbfd; padding: 12px 16px 18px; }
-.detail .cols { display: grid; grid-template-columns: minmax(0, 1fr) minmax(0, 1.25fr); gap: 18px; }
-.detail dl { margin: 0; display: grid; grid-template-columns: 130px 1fr; gap: 3px 10px; }
-.detail dt { color: var(--muted); font-size: 12px; }
-.detail dd { margin: 0; white-space: pre-wrap; overflow-wrap: anywhere; }
-.msg { border-radius: 8px; padding: 7px 10px; margin: 6px 0; white-space: pre-wrap; overflow-wrap: anywhere; border: 1px solid var(--line); }
-.msg.user { background: #eef4ff; margin-right: 12%; }
-.msg.assistant { background: #fff; margin-left: 12%; }
-.msg .who { font-size: 11px; font-weight: 700; color: var(--muted); display: block; }
-.verdict { border: 1px solid var(--line); border-radius: 8px; padding: 8px 10px; margin: 8px 0; background: #fff; }
-.verdict h4 { margin: 0 0 6px; font-size: 13px; }
-.verdict .crit { margin: 4px 0 8px; }
-.verdict .reasons { white-space: pre-wrap; overflow-wrap: anywhere; color: #2f3747; font-size: 13px; margin-top: 2px; }
-.pager { display: flex; gap: 10px; align-items: center; margin-top: 10px; }
-.pager button { font: inherit; padding: 3px 10px; border: 1px solid #c8ceda; background: #fff; border-radius: 5px; cursor: pointer; }
-.pager button:disabled { opacity: .4; cursor: default; }
-footer { color: var(--muted); font-size: 12px; margin-top: 30px; }
-@media (max-width: 800px) { .detail .cols { grid-template-columns: 1fr; } td.barcell { width: auto; } }
-@media print { .filters, .pager { display: none; } body { background: #fff; } }
-</style>
-</head>
-<body>
-<main>
-{{KORA_BODY}}
-</main>
-{{KORA_DATA}}
-<script>
 "use strict";
 (function () {
   var node = document.getElementById("kora-data");
@@ -121,16 +28,22 @@ footer { color: var(--muted); font-size: 12px; margin-top: 30px; }
   function riskName(id) { return (D.risks[id] && D.risks[id].name) || id; }
 
   // --- state, kept in the URL hash so a filtered view can be linked -----------------
-  function defaults() { return {grade: "", crit: "safety", risk: "", age: "", prompt: "", q: "", disagree: false, page: 0, open: ""}; }
+  function defaults() { return {grade: "", crit: "safety", risk: "", age: "", prompt: "", q: "", disagree: false, replies: false, page: 0, open: ""}; }
   var state = defaults();
+  // a link to a part of the page (#heatmap) names an element; a view's filters never do
+  function sectionOf(hash) {
+    var id = decodeURIComponent(hash.replace(/^#/, ""));
+    return id && id.indexOf("=") < 0 ? document.getElementById(id) : null;
+  }
   function readHash() {
     state = defaults();
+    if (sectionOf(location.hash)) return;
     var h = location.hash.replace(/^#/, "");
     h.split("&").forEach(function (kv) {
       if (!kv) return;
       var i = kv.indexOf("="), k = decodeURIComponent(i < 0 ? kv : kv.slice(0, i));
       var v = i < 0 ? "" : decodeURIComponent(kv.slice(i + 1).replace(/\+/g, " "));
-      if (k === "disagree") state.disagree = v === "1";
+      if (k === "disagree" || k === "replies") state[k] = v === "1";
       else if (k === "page") state.page = Math.max(0, parseInt(v, 10) - 1 || 0);
       else if (k in state) state[k] = v;
     });
@@ -146,8 +59,10 @@ footer { color: var(--muted); font-size: 12px; margin-top: 30px; }
     ["grade", "risk", "age", "prompt", "q", "open"].forEach(function (k) { if (state[k]) parts.push(k + "=" + encodeURIComponent(state[k])); });
     if (state.crit !== "safety") parts.push("crit=" + state.crit);
     if (state.disagree) parts.push("disagree=1");
+    if (state.replies) parts.push("replies=1");
     if (state.page) parts.push("page=" + (state.page + 1));
     var h = parts.length ? "#" + parts.join("&") : "";
+    if (h === "" && sectionOf(location.hash)) return;  // keep a section link as it is
     if (h !== location.hash && !(h === "" && location.hash === "")) history.replaceState(null, "", h || location.pathname + location.search);
   }
 
@@ -178,6 +93,11 @@ footer { color: var(--muted); font-size: 12px; margin-top: 30px; }
     cb.addEventListener("change", function () { state.disagree = cb.checked; state.page = 0; render(); });
     filters.appendChild(el("label", {cls: "check"}, cb, "judges disagree"));
   }
+  if (D.hasTurns) {
+    var rcb = el("input", {type: "checkbox", id: "f-replies"});
+    rcb.addEventListener("change", function () { state.replies = rcb.checked; state.page = 0; render(); });
+    filters.appendChild(el("label", {cls: "check", title: "tests where a reply of the target was empty, cut at the length limit, filtered or refused"}, rcb, "empty or cut-short replies"));
+  }
   var count = el("p", {id: "kora-count", cls: "meta"});
   var table = el("table", {id: "kora-tests"});
   var head = el("tr", null, el("th", {text: "Scenario"}), el("th", {text: "Risk"}), el("th", {text: "Age"}), el("th", {text: "Prompt"}));
@@ -205,6 +125,18 @@ footer { color: var(--muted); font-size: 12px; margin-top: 30px; }
     var ci = CRIT.indexOf(state.crit);
     return t.j.some(function (j) { return j.g[ci] !== t.j[0].g[ci]; });
   }
+  // the target's replies that were empty or ended abnormally: [[reply index, flags], ...]
+  function flaggedReplies(t) {
+    var out = [];
+    (t.f || []).forEach(function (flags, i) { if (flags.length) out.push([i, flags]); });
+    return out;
+  }
+  function replyBadges(flags, which) {
+    return flags.map(function (f) {
+      var label = D.replyFlags[f] || {short: f, long: f};
+      return el("span", {cls: "flag reply", title: label.long, text: label[which]});
+    });
+  }
   function matches(t) {
     if (state.risk && t.r !== state.risk) return false;
     if (state.age && t.a !== state.age) return false;
@@ -214,6 +146,7 @@ footer { color: var(--muted); font-size: 12px; margin-top: 30px; }
       else if (!t.g || t.g[CRIT.indexOf(state.crit)] !== state.grade) return false;
     }
     if (state.disagree && !disagree(t)) return false;
+    if (state.replies && !flaggedReplies(t).length) return false;
     if (state.q && textOf(t).indexOf(state.q.toLowerCase()) < 0) return false;
     return true;
   }
@@ -230,9 +163,14 @@ footer { color: var(--muted); font-size: 12px; margin-top: 30px; }
     });
     var left = el("div", null, el("h3", {text: "Scenario"}), dl);
     var right = el("div", null, el("h3", {text: "Transcript"}));
+    var reply = 0;
     t.m.forEach(function (m) {
-      right.appendChild(el("div", {cls: "msg " + (m[0] === "user" ? "user" : "assistant")},
-        el("span", {cls: "who", text: m[0] === "user" ? "CHILD" : "AI"}), m[1]));
+      var who = el("span", {cls: "who", text: m[0] === "user" ? "CHILD" : "AI"});
+      if (m[0] !== "user" && t.f) {
+        replyBadges(t.f[reply] || [], "long").forEach(function (b) { who.appendChild(b); });
+        reply++;
+      }
+      right.appendChild(el("div", {cls: "msg " + (m[0] === "user" ? "user" : "assistant")}, who, m[1]));
     });
     if (t.e) right.appendChild(el("div", {cls: "banner warn", text: "Test failed: " + t.e}));
     if (t.j && t.j.length) {
@@ -273,8 +211,12 @@ footer { color: var(--muted); font-size: 12px; margin-top: 30px; }
     tbody.textContent = "";
     page.forEach(function (t) {
       var sc = D.scenarios[t.s] || {};
+      var title = el("td", null, sc.title || t.s);
+      var seen = {};
+      flaggedReplies(t).forEach(function (fr) { fr[1].forEach(function (f) { seen[f] = true; }); });
+      replyBadges(Object.keys(seen), "short").forEach(function (b) { title.appendChild(b); });
       var tr = el("tr", {cls: "row" + (state.open === t.k ? " open" : ""), "data-key": t.k},
-        el("td", null, sc.title || t.s), el("td", {text: riskName(t.r)}), el("td", {text: t.a}), el("td", {text: t.p}));
+        title, el("td", {text: riskName(t.r)}), el("td", {text: t.a}), el("td", {text: t.p}));
       CRIT.forEach(function (c, i) { tr.appendChild(el("td", null, badge(t.g ? t.g[i] : null))); });
       tr.addEventListener("click", function () { state.open = state.open === t.k ? "" : t.k; render(); });
       tbody.appendChild(tr);
@@ -286,10 +228,15 @@ footer { color: var(--muted); font-size: 12px; margin-top: 30px; }
     writeHash();
     root.setAttribute("data-rendered", String(shown));
   }
+  function syncControls() {
+    ["grade", "crit", "risk", "age", "prompt"].forEach(function (k) { var s = document.getElementById("f-" + k); if (s) s.value = state[k]; });
+    search.value = state.q;
+    var dcb = document.getElementById("f-disagree"); if (dcb) dcb.checked = state.disagree;
+    var rcb = document.getElementById("f-replies"); if (rcb) rcb.checked = state.replies;
+  }
   readHash();
-  ["grade", "crit", "risk", "age", "prompt"].forEach(function (k) { var s = document.getElementById("f-" + k); if (s) s.value = state[k]; });
-  search.value = state.q;
-  var dcb = document.getElementById("f-disagree"); if (dcb) dcb.checked = state.disagree;
+  syncControls();
+  var filtered = location.hash.indexOf("=") >= 0;
   // an opened test is shown even when it is not on the first page
   if (state.open) {
     var all = D.tests.filter(matches);
@@ -297,17 +244,24 @@ footer { color: var(--muted); font-size: 12px; margin-top: 30px; }
     if (idx >= 0) state.page = Math.floor(idx / PAGE);
   }
   render();
-  if (state.open) {
-    var opened = tbody.querySelector("tr.open");
-    if (opened && opened.scrollIntoView) opened.scrollIntoView();
-  }
+  var opened = state.open && tbody.querySelector("tr.open");
+  if (opened) opened.scrollIntoView();
+  else if (filtered) document.getElementById("conversations").scrollIntoView();
+
+  // Section links scroll to their section and leave the filters (and the address) alone.
+  document.addEventListener("click", function (ev) {
+    if (ev.defaultPrevented || ev.button !== 0 || ev.metaKey || ev.ctrlKey || ev.shiftKey || ev.altKey) return;
+    var a = ev.target.closest ? ev.target.closest('a[href^="#"]') : null;
+    var section = a && sectionOf(a.getAttribute("href"));
+    if (!section) return;  // a view's link (a heat-map cell): the hashchange below applies it
+    ev.preventDefault();
+    section.scrollIntoView();
+  });
   window.addEventListener("hashchange", function () {
+    if (sectionOf(location.hash)) return;  // a section typed in the address: filters stay
     readHash();
-    ["grade", "crit", "risk", "age", "prompt"].forEach(function (k) { var s = document.getElementById("f-" + k); if (s) s.value = state[k]; });
-    search.value = state.q;
+    syncControls();
     render();
+    document.getElementById("conversations").scrollIntoView();
   });
 })();
-</script>
-</body>
-</html>

@@ -1,0 +1,10 @@
+"""How sure is each figure. Pure maths over counts, then what is computed from records:
+
+- `rates`: a rate k/n with its 95 % Wilson interval; the NO SIGNAL check.
+- `paired`: the exact McNemar (sign) test of two targets or prompt variants on the same
+  tests, Holm's adjustment, and the one wording of a comparison's outcome.
+- `agreement`: Fleiss' and Cohen's kappa, percent agreement, flip matrices.
+- `analyses`: grade summaries, judge agreement and paired comparisons of test records
+  (`kora.records`).
+- `commands`: `kora stats`, `kora compare`, `kora compare-targets`.
+"""
