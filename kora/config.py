@@ -194,6 +194,12 @@ def validate_config(raw: Any, taxonomy: Taxonomy, source: str = "config.yaml") -
         need_model(f"judges[{i}]", judge)
     if len(set(cfg.judges)) != len(cfg.judges):
         raise ConfigError(f"{source}: judges: a judge is listed twice")
+    if len(cfg.judges) % 2 == 0:
+        # as the canonical reference: an odd count gives every grade a true median
+        raise ConfigError(
+            f"{source}: judges: {len(cfg.judges)} judges listed, but the number of judges must "
+            "be odd so that the median grade is one judge's grade (add or remove one)"
+        )
     for tname, target in cfg.targets.items():
         if not NAME_RE.match(tname):
             raise ConfigError(
