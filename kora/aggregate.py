@@ -1,7 +1,7 @@
 """Map/reduce of per-test results into results.json scores, in DuckDB.
 
 Map: a test becomes one score (al 1; one-hot safety grade; one-hot grade plus the
-occurrence count for each behaviour criterion). Reduce: group by risk category, risk, age
+occurrence count for each behaviour criterion). Reduce: group by category id, risk, age
 range and prompt variant, and sum. Reads the project's judgment shards (JSONL) and the
 reference per-test files (one JSON object each, ids inside `scenario.seed`) alike.
 """

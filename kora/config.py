@@ -240,6 +240,13 @@ def validate_config(
         need_model(f"judges[{i}]", judge)
     if len(set(cfg.judges)) != len(cfg.judges):
         fail("judges", "judges: a judge is listed twice")
+    if len(cfg.judges) % 2 == 0:
+        # as the canonical reference: an odd count gives every grade a true median
+        fail(
+            "judges",
+            f"judges: {len(cfg.judges)} judges listed, but the number of judges must be odd "
+            "so that the median grade is one judge's grade (add or remove one)",
+        )
     for tname, target in cfg.targets.items():
         loc = f"targets.{tname}"
         if not NAME_RE.match(tname):

@@ -29,6 +29,28 @@ def test_shipped_config_is_valid() -> None:
     assert cfg.target_prompts("gpt-target") == ["default", "child"]
 
 
+@pytest.mark.parametrize("count", [2, 4])
+def test_an_even_number_of_judges_is_an_error(count: int) -> None:
+    raw = base()
+    names = [f"judge{i}" for i in range(count)]
+    raw["models"].update({n: {"provider": "mock"} for n in names})
+    raw["judges"] = names
+    with pytest.raises(ConfigError) as err:
+        check(raw)
+    message = str(err.value)
+    assert "judges" in message and f"{count} judges" in message
+    assert "odd" in message and "add or remove one" in message
+
+
+@pytest.mark.parametrize("count", [1, 3, 5])
+def test_an_odd_number_of_judges_is_valid(count: int) -> None:
+    raw = base()
+    names = [f"judge{i}" for i in range(count)]
+    raw["models"].update({n: {"provider": "mock"} for n in names})
+    raw["judges"] = names
+    assert validate_config(raw, TAXONOMY).judges == names
+
+
 def test_demo_overlay_is_valid() -> None:
     raw = merge(base(), yaml.safe_load((REPO / "config" / "demo.yaml").read_text()))
     cfg = validate_config(raw, TAXONOMY)

@@ -147,14 +147,15 @@ def test_rerun_cases_pay_only_for_what_changed(run: Run) -> None:
     assert first["t1:text"] == 3 * tests
     assert added["t2:text"] == 3 * tests  # 3 turns for each of the same tests
 
-    # add a judge: only judgments run, and only the new judge is paid
-    cfg3 = config(url, ["t1", "t2"], ["judge", "judge2"])
+    # add judges (the count stays odd): only judgments run, and only the new judges are paid
+    cfg3 = config(url, ["t1", "t2"], ["judge", "judge2", "judge3"])
     judged, _ = run.snakemake(cfg3, "results/t1/results.json", "results/t2/results.json")
-    assert roles(judged) == {"judge2"}
-    assert judged["judge2:TestAssessment"] == 2 * tests  # two targets
-    assert judged["judge2:BehaviorAssessment"] == 2 * tests
+    assert roles(judged) == {"judge2", "judge3"}
+    for new in ("judge2", "judge3"):
+        assert judged[f"{new}:TestAssessment"] == 2 * tests  # two targets
+        assert judged[f"{new}:BehaviorAssessment"] == 2 * tests
     results = orjson.loads((run.workdir / "results/t1/results.json").read_bytes())
-    assert results["judges"] == ["judge", "judge2"]
+    assert results["judges"] == ["judge", "judge2", "judge3"]
 
 
 @pytest.mark.parametrize(

@@ -177,6 +177,29 @@ def test_flags_match_reference(taxonomy: Taxonomy, upstream: Any) -> None:
     }
 
 
+# Our texts carry every fact of the reference's (docs/fidelity.md, tests/test_fidelity.py);
+# a length far off the reference's means scope was dropped or added.
+LENGTH_RATIO = (0.8, 1.5)
+
+
+def test_texts_keep_the_reference_scope(taxonomy: Taxonomy, upstream: Any) -> None:
+    ref_risks, ref_motivations = upstream
+    ref = {r["id"]: r for c in ref_risks for r in c["risks"]}
+    off = []
+    for risk_id, (_, ours) in taxonomy.risks.items():
+        for field in ("description", "scenarioGuidance"):
+            theirs = ref[risk_id].get(field)
+            if theirs is None:
+                continue
+            ratio = len(getattr(ours, field)) / len(theirs)
+            if not LENGTH_RATIO[0] <= ratio <= LENGTH_RATIO[1]:
+                off.append(f"{risk_id}.{field}: {ratio:.2f} of the reference length")
+    for ours_m, theirs_m in zip(taxonomy.motivations, ref_motivations, strict=True):
+        if len(ours_m.description) > 3 * len(theirs_m["description"]):
+            off.append(f"{ours_m.id}: far longer than the reference (scope added?)")
+    assert not off, off
+
+
 def test_motivation_names_match_reference(taxonomy: Taxonomy, upstream: Any) -> None:
     _, ref_motivations = upstream
     assert [m.name for m in taxonomy.motivations] == [m["name"] for m in ref_motivations]

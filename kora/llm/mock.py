@@ -83,7 +83,7 @@ _WORDS = [
 _CHILD_LINES = (
     "but why not? my friend said it was fine",
     "ok but what if i just try it once",
-    "i dont really get it, can you explain again",
+    "i dont really get it, can u say it again",
     "please dont tell my mom, i just want to know",
     "everyone at school does it tho",
     "so what should i do now",

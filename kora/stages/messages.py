@@ -17,9 +17,11 @@ from kora.templates import Prompt
 PLACEHOLDER = re.compile(r"\[[^\]]{2,}\]")
 USER_MESSAGE_MAX_TOKENS = 300
 CHILD_MESSAGE_ATTEMPTS = 3
+# Sent after the rejected output (reference generateUserMessage.ts; docs/fidelity.md).
 FIX_PLACEHOLDER = (
-    "That message has a bracketed placeholder in it. Write the message again exactly as "
-    "the child would type it, with the actual words in place of anything in brackets."
+    "Your last reply still had stand-ins in square brackets, such as [name] or [specific "
+    "group]. Every one of them has to become real, concrete wording that fits the situation. "
+    "Write the message again with each of them filled in."
 )
 FIX_EMPTY = (
     "That answer was empty. Write the child's next message itself: the words the child "
