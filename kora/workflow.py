@@ -125,6 +125,28 @@ class Plan:
 
         return models_used(self.config, target)
 
+    def written_summary(self, since: float) -> list[str]:
+        """Where this run's results and reports are (files written since `since`)."""
+
+        def fresh(path: str) -> bool:
+            try:
+                return (self.workdir / path).stat().st_mtime >= since
+            except FileNotFoundError:
+                return False
+
+        lines = []
+        for target in self.config.targets:
+            results, report = f"results/{target}/results.json", f"results/{target}/report.html"
+            if fresh(report):
+                lines.append(f"{target}: {results}; report {report} (open it in a browser)")
+            elif fresh(results):
+                lines.append(
+                    f"{target}: {results}; for its report: snakemake --cores 2 {report}"
+                )
+        if fresh("results/leaderboard.html"):
+            lines.append("all targets: results/leaderboard.html")
+        return lines
+
     def incomplete_results(self, since: float) -> list[str]:
         """Failure summaries of the results files this run wrote (mtime >= since)."""
         from kora.results import failure_summary

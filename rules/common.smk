@@ -105,6 +105,8 @@ onstart:
 
 onsuccess:
     _monitor.stop()
+    for _line in PLAN.written_summary(since=_started):
+        print(f"kora: {_line}", file=sys.stderr)
     # tests that failed must not look like a finished run: name them, exit non-zero
     _incomplete = PLAN.incomplete_results(since=_started)
     if _incomplete:

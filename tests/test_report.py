@@ -436,3 +436,21 @@ def test_report_edge_cases(tmp_path: Path) -> None:
         "prompt variant(s) default not run: the target is a deployed chat endpoint"
     )
     assert not [n for n in page.find_all() if n.attrs.get("id") == "mock-note"]
+
+
+def test_an_incomplete_run_is_marked_so_at_the_top(tmp_path: Path) -> None:
+    """A run with failed tests keeps its report, clearly marked as incomplete."""
+    from tests.reportdata import TAXONOMY, make_judgments
+
+    doc_in = dict(results_doc(mock=False), complete=False, failedTests=1)
+    html_path = tmp_path / "report.html"
+    summary = write_report(make_judgments(), doc_in, html_path, tmp_path / "s.json", TAXONOMY)
+    doc = parse(html_path.read_text(encoding="utf-8"))
+    banner = doc.by_id("incomplete")
+    assert banner.attrs.get("role") == "alert"
+    assert "Incomplete run" in banner.text and "1 test failed" in banner.text
+    assert "run the same command again" in banner.text
+    assert summary["complete"] is False
+    complete = dict(results_doc(mock=False), complete=True, failedTests=0)
+    write_report([j for j in make_judgments() if j.error is None], complete, html_path)
+    assert 'id="incomplete"' not in html_path.read_text(encoding="utf-8")

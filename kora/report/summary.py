@@ -75,6 +75,8 @@ def build_summary(
         or ([results["judge"]] if "judge" in results else [])
         or list(dict.fromkeys(j.judge for r in ok for j in r.judges)),
         "mock": bool(results.get("mock")),
+        # false when tests or earlier stages failed: the figures leave those out
+        "complete": bool(results.get("complete", True)),
     }
     if results.get("note"):
         doc["note"] = results["note"]
