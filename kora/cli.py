@@ -188,6 +188,10 @@ def main(argv: list[str] | None = None) -> int:
     except KoraError as exc:
         print(f"kora: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a file named on the command line that cannot be read
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"kora: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         # output piped into `head` and closed early: not an error of ours
         sys.stderr.close()

@@ -63,7 +63,13 @@ def write_json(path: Path | str, obj: Any, *, indent: bool = True) -> None:
 def iter_jsonl(path: Path | str) -> Iterator[tuple[int, Any]]:
     """(line number, parsed object) for each non-blank line; a bad line names itself."""
     path = Path(path)
-    with path.open("rb") as f:
+    try:
+        f = path.open("rb")
+    except FileNotFoundError:
+        raise InputError(f"{path}: not found") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    with f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue

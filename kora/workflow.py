@@ -140,9 +140,7 @@ class Plan:
             if fresh(report):
                 lines.append(f"{target}: {results}; report {report} (open it in a browser)")
             elif fresh(results):
-                lines.append(
-                    f"{target}: {results}; for its report: snakemake --cores 2 {report}"
-                )
+                lines.append(f"{target}: {results}; for its report: snakemake --cores 2 {report}")
         if fresh("results/leaderboard.html"):
             lines.append("all targets: results/leaderboard.html")
         return lines

@@ -150,3 +150,20 @@ def test_every_imported_conversation_is_written(tmp_path: Path) -> None:
         if line.strip()
     )
     assert counts == {"recorded-bot": written}
+
+
+@pytest.mark.parametrize("command", ["import-scenarios", "import-conversations", "aggregate"])
+def test_a_missing_input_file_is_named_without_a_traceback(
+    tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kora.cli import main
+
+    missing = tmp_path / "nowhere.jsonl"
+    args = [command, str(missing)] + (
+        ["-o", str(tmp_path / "r.json")] if command == "aggregate" else []
+    )
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert str(missing) in err
+    assert "not found" in err.lower() or "no such file" in err.lower()
+    assert "Traceback" not in err
