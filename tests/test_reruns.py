@@ -252,18 +252,16 @@ def test_a_failed_rerun_after_a_config_change_is_rebuilt_by_the_same_command(
 
 
 def test_an_unreachable_target_stops_the_run_at_once_naming_it(run: Run) -> None:
-    """Connection refused is a configuration error, not something to retry for minutes."""
+    """Connection refused is a configuration error, not something to retry for minutes:
+    the run stops before any job starts, naming the model and the URL."""
     import socket
-    import time
 
     cfg = config(run.server.url, ["t1"], ["judge"])
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{s.getsockname()[1]}"
     cfg["models"]["t1"]["base_url"] = dead
-    started = time.monotonic()
     calls, log = run.snakemake(cfg, "results/t1/results.json", ok=False, backoff=True)
-    assert time.monotonic() - started < 60
-    assert "'t1'" in log and dead in log
-    assert "connection refused" in log.lower() or "cannot connect" in log.lower()
-    assert "t1" not in roles(calls)
+    assert "'t1'" in log and dead in log and "Connection refused" in log
+    assert "localrule" not in log  # no job started, so nothing waited on retries
+    assert not calls  # not even the other roles were called
