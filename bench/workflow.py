@@ -1,0 +1,213 @@
+"""The main job itself against a rate-limited provider: `snakemake --cores N results/...`.
+
+A loopback Anthropic Messages API server (its own process) accepts at most `--limit`
+requests per second (sliding one-second window; above it: 429 with Retry-After) and
+answers each accepted request after `--latency` seconds with a schema-valid answer (seed
+calls get 3 seeds, every validation passes). Every role and the target are models on that
+server. The workflow (Snakefile, rules, scripts, taxonomy) is copied to a temp folder and
+the real command runs there, from a cold start (no call store):
+
+    snakemake --cores 10 results/bench-target/results.json --configfile bench.yaml
+
+Printed: calls, the steady throughput (accepted requests a second between the 10th and
+90th percentile of their arrival times) and its share of the limit, the share of requests
+refused with 429, the wall time from the first request to results.json against the ideal
+(`calls / limit + longest chain of dependent calls x latency`), and the CPU-seconds of the
+Snakemake process tree (jobs included) per call and per job.
+
+    python bench/workflow.py                       # 1 risk x 3 ages x 10 motivations
+    python bench/workflow.py --motivations 3       # a smaller slice
+    python bench/workflow.py --cores 10 --limit 40 --latency 1.5
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import multiprocessing
+import os
+import random
+import re
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+# seeds (1) -> expand (1) -> validate (1) -> first child message (1) -> 3 target replies
+# and 2 child messages in turn (5) -> safety then behaviour judgment (2)
+CHAIN = 11
+
+
+def answer(rec: Any) -> dict[str, Any]:
+    """A schema-valid structured answer to a forced tool call (validations pass)."""
+    from kora.llm.mock import _SchemaFaker
+
+    schema = rec.body["tools"][0]["input_schema"]
+    rng = random.Random(orjson.dumps(rec.body["messages"]))
+    value = _SchemaFaker(schema, rng, {"count": 3}).value(schema)
+    if rec.body["tools"][0]["name"] == "ScenarioValidation":
+        value["verdict"] = "pass"
+    return value  # type: ignore[no-any-return]
+
+
+def serve(port_q: Any, stats_q: Any, stop: Any, limit: float, latency: float) -> None:
+    from tests.loopback import AnthropicServer
+
+    class Server(AnthropicServer):
+        def _next_answer(self, rec: Any, *, structured: bool, invalid: bool) -> Any:
+            if not structured:
+                # distinct per request, as a model's answers are: no two tests share a
+                # transcript, so the call store cannot answer one test from another's
+                n = len(rec.body.get("messages", []))
+                tag = hashlib.sha256(orjson.dumps(rec.body)).hexdigest()[:10]
+                return f"line {n} ({tag}): ok, but why would that be? tell me more please"
+            return super()._next_answer(rec, structured=structured, invalid=invalid)
+
+    server = Server(structured=answer, rate_limit=limit, latency=latency, record=True)
+    server.start()
+    port_q.put(server.port)
+    stop.wait()
+    server.stop()
+    with server.lock:
+        stats_q.put(
+            {
+                "statuses": dict(server.statuses),
+                "times": [r.time for r in server.requests],
+            }
+        )
+
+
+def bench_config(url: str, motivations: int, seeds: int) -> dict[str, Any]:
+    from kora.taxonomy import load_taxonomy
+
+    taxonomy = load_taxonomy(ROOT / "data" / "taxonomy")
+    model = {"provider": "anthropic", "model": "claude-bench", "base_url": url, "timeout": 60}
+    return {
+        "models": {"bench": model},
+        "seed_model": "bench",
+        "expand_model": "bench",
+        "user_model": "bench",
+        "judges": ["bench"],
+        "targets": {"gpt-target": None, "bench-target": {"model": "bench"}},
+        "grid": {
+            "risks": ["violence_and_physical_harm"],
+            "age_ranges": "all",
+            "motivations": [m.id for m in taxonomy.motivations][:motivations],
+            "seeds_per_task": seeds,
+        },
+    }
+
+
+def copy_workflow(dest: Path) -> None:
+    for name in ("Snakefile", "config.yaml"):
+        shutil.copy(ROOT / name, dest / name)
+    for d in ("rules", "scripts", "envs"):
+        shutil.copytree(ROOT / d, dest / d)
+    shutil.copytree(ROOT / "data" / "taxonomy", dest / "data" / "taxonomy")
+    if (ROOT / "profiles").is_dir():
+        shutil.copytree(ROOT / "profiles", dest / "profiles")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    ctx = multiprocessing.get_context("spawn")
+    port_q, stats_q, stop = ctx.Queue(), ctx.Queue(), ctx.Event()
+    server = ctx.Process(target=serve, args=(port_q, stats_q, stop, args.limit, args.latency))
+    server.start()
+    try:
+        port = port_q.get(timeout=60)
+        with tempfile.TemporaryDirectory(prefix="kora-bench-workflow-") as tmp:
+            work = Path(tmp)
+            copy_workflow(work)
+            cfg = bench_config(f"http://127.0.0.1:{port}", args.motivations, args.seeds)
+            (work / "bench.yaml").write_text(yaml.safe_dump(cfg))
+            cmd = [sys.executable, "-m", "snakemake", "--cores", str(args.cores),
+                   "results/bench-target/results.json", "--configfile", "bench.yaml"]  # fmt: skip
+            env = dict(os.environ, ANTHROPIC_API_KEY="sk-loopback")
+            env.pop("KORA_RETRY_TESTING", None)
+            started = time.time()
+            with open(work / "snakemake.log", "wb") as log:
+                proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=log)
+                _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            ended = time.time()
+            text = (work / "snakemake.log").read_text(errors="replace")
+            if proc.returncode != 0:
+                print(text[-4000:], file=sys.stderr)
+                raise SystemExit(f"snakemake failed with exit status {proc.returncode}")
+            results = orjson.loads((work / "results/bench-target/results.json").read_bytes())
+            written = (work / "results/bench-target/results.json").stat().st_mtime
+            steps = re.findall(r"(\d+) of (\d+) steps", text)
+            jobs = int(steps[-1][1]) if steps else 0
+    finally:
+        stop.set()
+    stats = stats_q.get(timeout=60)
+    server.join(timeout=30)
+    times = sorted(stats["times"])
+    ok = stats["statuses"].get(200, 0)
+    refused = stats["statuses"].get(429, 0)
+    requests = sum(stats["statuses"].values())
+    q10, q90 = (times[len(times) // 10], times[(len(times) * 9) // 10]) if times else (0, 0)
+    central = sum(1 for t in times if q10 <= t <= q90)
+    steady = central / (q90 - q10) if q90 > q10 else 0.0
+    # the accepted share of that window: refused requests do not count as throughput
+    steady *= ok / requests if requests else 0.0
+    ideal = ok / args.limit + CHAIN * args.latency
+    wall = written - times[0] if times else ended - started
+    cpu = usage.ru_utime + usage.ru_stime
+    return {
+        "tests": results.get("tests", 0) + results.get("failedTests", 0),
+        "failed": results.get("failedTests", 0),
+        "calls": ok,
+        "requests": requests,
+        "refused": refused,
+        "steady": steady,
+        "wall": wall,
+        "ideal": ideal,
+        "total_wall": ended - started,
+        "cpu": cpu,
+        "jobs": jobs,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cores", type=int, default=10)
+    ap.add_argument("--limit", type=float, default=40.0, help="requests a second the server allows")
+    ap.add_argument("--latency", type=float, default=1.5, help="seconds per accepted answer")
+    ap.add_argument("--motivations", type=int, default=10, help="motivations of the grid slice")
+    ap.add_argument("--seeds", type=int, default=8, help="seeds_per_task")
+    ap.add_argument("--runs", type=int, default=1)
+    args = ap.parse_args()
+    rows = [run(args) for _ in range(args.runs)]
+    print(f"grid: 1 risk x 3 age ranges x {args.motivations} motivations, seeds_per_task "
+          f"{args.seeds}; server: {args.limit:g} req/s, {args.latency:g} s latency; "
+          f"--cores {args.cores}")  # fmt: skip
+    for r in rows:
+        print(
+            f"tests {r['tests']} ({r['failed']} failed), calls {r['calls']}, jobs {r['jobs']}\n"
+            f"  steady throughput {r['steady']:.1f} req/s = {r['steady'] / args.limit:.2f} of the "
+            f"limit; refused {r['refused']} of {r['requests']} requests "
+            f"({100 * r['refused'] / max(r['requests'], 1):.1f} %)\n"
+            f"  wall (first call -> results.json) {r['wall']:.1f} s; ideal {r['ideal']:.1f} s; "
+            f"ratio {r['wall'] / r['ideal']:.2f} (whole command {r['total_wall']:.1f} s)\n"
+            f"  CPU {r['cpu']:.1f} s: {r['cpu'] / max(r['calls'], 1) * 1000:.0f} ms a call, "
+            f"{r['cpu'] / max(r['jobs'], 1):.2f} s a job"
+        )
+    if len(rows) > 1:
+        print(f"median ratio to ideal {statistics.median(r['wall'] / r['ideal'] for r in rows):.2f}")
+    print("reproduce: python bench/workflow.py " + shlex.join(sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    main()
