@@ -14,5 +14,5 @@ include: "rules/report.smk"
 rule all:
     default_target: True
     input:
-        PLAN.results_files(),
-        PLAN.report_files(),
+        PIPELINE.results_files(),
+        PIPELINE.report_files(),

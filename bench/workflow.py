@@ -205,7 +205,9 @@ def main() -> None:
             f"{r['cpu'] / max(r['jobs'], 1):.2f} s a job"
         )
     if len(rows) > 1:
-        print(f"median ratio to ideal {statistics.median(r['wall'] / r['ideal'] for r in rows):.2f}")
+        print(
+            f"median ratio to ideal {statistics.median(r['wall'] / r['ideal'] for r in rows):.2f}"
+        )
     print("reproduce: python bench/workflow.py " + shlex.join(sys.argv[1:]))
 
 

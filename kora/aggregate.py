@@ -17,6 +17,7 @@ import duckdb
 
 from kora.errors import InputError
 from kora.records import input_files
+from kora.schemas import AGE_RANGES, GRADES, PROMPT_VARIANTS
 from kora.taxonomy import Taxonomy
 
 _CRIT = "STRUCT(grade VARCHAR, occurrenceCount DOUBLE)"
@@ -30,8 +31,6 @@ COLUMNS = {
     ),
     "error": "VARCHAR",
 }
-
-_GRADES = ("failing", "adequate", "exemplary")
 
 
 _TESTS_SQL = """
@@ -74,17 +73,22 @@ FROM tests WHERE error IS NOT NULL
 GROUP BY ALL
 """
 
-_CHECK_SQL = """
+
+def _sql_list(values: tuple[str, ...]) -> str:
+    return ", ".join(f"'{v}'" for v in values)
+
+
+_CHECK_SQL = f"""
 SELECT file, riskCategoryId, riskId, ageRange, prompt, safety, an, eh, hr
 FROM tests
 WHERE error IS NULL AND (
   riskCategoryId IS NULL OR riskId IS NULL
-  OR ageRange NOT IN ('7to9', '10to12', '13to17') OR ageRange IS NULL
-  OR prompt NOT IN ('default', 'child') OR prompt IS NULL
-  OR safety IS NULL OR safety NOT IN ('failing', 'adequate', 'exemplary')
-  OR an IS NULL OR an NOT IN ('failing', 'adequate', 'exemplary')
-  OR eh IS NULL OR eh NOT IN ('failing', 'adequate', 'exemplary')
-  OR hr IS NULL OR hr NOT IN ('failing', 'adequate', 'exemplary')
+  OR ageRange NOT IN ({_sql_list(AGE_RANGES)}) OR ageRange IS NULL
+  OR prompt NOT IN ({_sql_list(PROMPT_VARIANTS)}) OR prompt IS NULL
+  OR safety IS NULL OR safety NOT IN ({_sql_list(GRADES)})
+  OR an IS NULL OR an NOT IN ({_sql_list(GRADES)})
+  OR eh IS NULL OR eh NOT IN ({_sql_list(GRADES)})
+  OR hr IS NULL OR hr NOT IN ({_sql_list(GRADES)})
   OR an_n IS NULL OR eh_n IS NULL OR hr_n IS NULL)
 LIMIT 1
 """
@@ -115,14 +119,14 @@ def aggregate(
                            "anthropomorphism.grade", "epistemicHumility.grade",
                            "humanRedirection.grade"), bad[1:], strict=True))  # fmt: skip
         valid = {
-            "ageRange": ("7to9", "10to12", "13to17"),
-            "prompt": ("default", "child"),
+            "ageRange": AGE_RANGES,
+            "prompt": PROMPT_VARIANTS,
         }
         wrong = next(
             (
                 k
                 for k, v in fields.items()
-                if v is None or v not in valid.get(k, _GRADES if "grade" in k else (v,))
+                if v is None or v not in valid.get(k, GRADES if "grade" in k else (v,))
             ),
             None,
         )

@@ -32,7 +32,7 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from kora.imports import import_scenarios, remove_imported_scenarios
+    from kora.ingest import import_scenarios, remove_imported_scenarios
 
     if args.remove:
         if args.file:
@@ -56,7 +56,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_import_conversations(args: argparse.Namespace) -> int:
-    from kora.imports import import_conversations
+    from kora.ingest import import_conversations
 
     counts = import_conversations(Path(args.file), _taxonomy(args), Path("."), target=args.target)
     for name, n in counts.items():
@@ -93,7 +93,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from kora.plan import print_plan
+    from kora.estimate import print_plan
 
     return print_plan(args)
 

@@ -93,9 +93,6 @@ class KoraConfig(_Strict):
     cache_dir: str = ".kora/cache"
     concurrency: int = Field(default=16, gt=0, le=1024)
 
-    def model(self, name: str) -> ModelConfig:
-        return self.models[name]
-
     def risks(self, taxonomy: Taxonomy) -> list[str]:
         if self.grid.risks == "all":
             return list(taxonomy.risks)

@@ -89,6 +89,14 @@ def read_jsonl(path: Path | str, model: type[T]) -> list[T]:
     return out
 
 
+def list_errors(exc: ValidationError, limit: int = 10) -> str:
+    """Every problem of a validation, one "- field: message" line each (up to `limit`)."""
+    return "\n".join(
+        f"- {'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}"
+        for err in exc.errors()[:limit]
+    )
+
+
 def describe(exc: ValidationError) -> str:
     err = exc.errors()[0]
     loc = ".".join(str(p) for p in err["loc"]) or "(record)"

@@ -14,17 +14,28 @@ import shutil
 import sys
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
 from kora.io import write_atomic
 
-if TYPE_CHECKING:
-    from kora.jobs import JobReport
-    from kora.runtime import Runtime
+if TYPE_CHECKING:  # the Snakemake process imports this module for the monitor only
+    from kora.llm.client import Usage
+
+
+class ShardProgress(Protocol):
+    """How far a job is with its shard's items."""
+
+    stage: str
+    shard: str
+    items: int
+    done: int
+    failed: int
+
 
 RUN_ENV = "KORA_RUN_ID"
 
@@ -34,13 +45,17 @@ def progress_dir(workdir: Path, run_id: str) -> Path:
 
 
 class ProgressReporter:
-    def __init__(self, rt: Runtime, report: JobReport, interval: float = 1.0) -> None:
-        self.rt = rt
+    def __init__(
+        self, usage: Usage, workdir: Path, report: ShardProgress, interval: float = 1.0
+    ) -> None:
+        self.usage = usage
         self.report = report
         self.interval = interval
         run_id = os.environ.get(RUN_ENV)
         self.path = (
-            progress_dir(rt.workdir, run_id) / f"{os.getpid()}-{id(self)}.json" if run_id else None
+            progress_dir(workdir, run_id) / f"{os.getpid()}-{uuid.uuid4().hex[:12]}.json"
+            if run_id
+            else None
         )
         self._last = 0.0
         self.update(report, force=True)
@@ -58,14 +73,14 @@ class ProgressReporter:
             await asyncio.sleep(self.interval)
             self.update(self.report)
 
-    def update(self, report: JobReport, force: bool = False) -> None:
+    def update(self, report: ShardProgress, force: bool = False) -> None:
         if self.path is None:
             return
         now = time.monotonic()
         if not force and now - self._last < self.interval:
             return
         self._last = now
-        t = self.rt.usage.totals()
+        t = self.usage.totals()
         snapshot = {
             "stage": report.stage,
             "shard": report.shard,
@@ -78,8 +93,8 @@ class ProgressReporter:
             "input_tokens": t.input_tokens,
             "output_tokens": t.output_tokens,
             "cost": t.cost,
-            "waiting": self.rt.usage.waiting,
-            "last_retry": self.rt.usage.last_retry,
+            "waiting": self.usage.waiting,
+            "last_retry": self.usage.last_retry,
         }
         # progress is a courtesy; never fail a job over it
         with contextlib.suppress(OSError):

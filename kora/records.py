@@ -20,6 +20,7 @@ import orjson
 from pydantic import ValidationError
 
 from kora.errors import InputError
+from kora.io import describe
 from kora.schemas import BEHAVIOR_CRITERIA, GRADES, TargetTurn
 
 CRITERIA: tuple[str, ...] = ("safety", *BEHAVIOR_CRITERIA)
@@ -115,9 +116,7 @@ def _turns(obj: Any, where: str) -> list[TargetTurn]:
     try:
         return [TargetTurn.model_validate(t) for t in obj]
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field_ = ".".join(str(x) for x in first["loc"])
-        raise InputError(f"{where}: turns.{field_}: {first['msg']}") from None
+        raise InputError(f"{where}: turns: {describe(exc)}") from None
 
 
 def record_from_dict(obj: Any, where: str) -> TestRecord | None:

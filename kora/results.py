@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from pydantic import BaseModel, ConfigDict
 
 from kora.aggregate import aggregate
 from kora.config import KoraConfig
+from kora.schemas import PromptVariant, RunResult
 from kora.taxonomy import Taxonomy
 
 MOCK_NOTE = (
@@ -108,37 +110,64 @@ def failure_summary(path: Path | str, max_errors: int = 3) -> str | None:
     return "\n".join(out)
 
 
+SKIPPED_REASON = (
+    "the target is a deployed chat endpoint, which always receives an age: "
+    "a no-age `default` baseline cannot be run against it"
+)
+
+
+class ResultsMeta(BaseModel):
+    """What results.json says about the run besides its scores: the results rule's params."""
+
+    model_config = ConfigDict(extra="forbid")
+    target: str
+    judges: list[str]
+    user: str
+    prompts: list[PromptVariant]
+    skipped: list[PromptVariant]
+    models: dict[str, dict[str, Any]]
+    imported: bool
+
+    @classmethod
+    def of(cls, config: KoraConfig, target: str) -> ResultsMeta:
+        return cls(
+            target=target,
+            judges=list(config.judges),
+            user=config.user_model,
+            prompts=config.target_prompts(target),
+            skipped=config.skipped_prompts(target),
+            models=models_used(config, target),
+            imported=config.targets[target].imported,
+        )
+
+
 def build_results(
-    config: KoraConfig,
+    meta: ResultsMeta,
     taxonomy: Taxonomy,
-    target: str,
     judgment_files: Sequence[Path | str],
     status_files: Sequence[Path | str],
     rejected_counts: int = 0,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(results.json, usage.json) documents for one target."""
     scores, failed = aggregate([Path(f) for f in judgment_files], taxonomy)
+    RunResult.model_validate({"scores": scores})  # the reference shape, or a bug of ours
     statuses = read_status(status_files)
-    used = models_used(config, target)
-    is_mock = any(m["provider"] == "mock" for m in used.values())
+    is_mock = any(m["provider"] == "mock" for m in meta.models.values())
+    target = meta.target
     results: dict[str, Any] = {
         "target": target,
-        "judges": list(config.judges),
-        "user": config.user_model,
-        "prompts": config.target_prompts(target),
+        "judges": list(meta.judges),
+        "user": meta.user,
+        "prompts": list(meta.prompts),
         "scores": scores,
     }
-    if len(config.judges) == 1:
-        results["judge"] = config.judges[0]
-    skipped = config.skipped_prompts(target)
-    if skipped:
-        results["skippedPrompts"] = skipped
-        results["skippedReason"] = (
-            "the target is a deployed chat endpoint, which always receives an age: "
-            "a no-age `default` baseline cannot be run against it"
-        )
-    results["models"] = used
-    if config.targets[target].imported:
+    if len(meta.judges) == 1:
+        results["judge"] = meta.judges[0]
+    if meta.skipped:
+        results["skippedPrompts"] = list(meta.skipped)
+        results["skippedReason"] = SKIPPED_REASON
+    results["models"] = meta.models
+    if meta.imported:
         results["conversations"] = "imported"
     results["tests"] = sum(s["sums"]["al"] for s in scores)
     results["failedTests"] = sum(f["failed"] for f in failed)

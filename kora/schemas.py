@@ -350,11 +350,14 @@ class Judgment(Strict):
 
 
 class Sums(Strict):
+    """A group's sums: tests; safety [failing, adequate, exemplary]; each behaviour
+    criterion's grades and summed occurrence count (a mean of judges may be fractional)."""
+
     al: int
     as_: list[int] = Field(alias="as", min_length=3, max_length=3)
-    an: list[int] = Field(min_length=4, max_length=4)
-    eh: list[int] = Field(min_length=4, max_length=4)
-    hr: list[int] = Field(min_length=4, max_length=4)
+    an: list[int | float] = Field(min_length=4, max_length=4)
+    eh: list[int | float] = Field(min_length=4, max_length=4)
+    hr: list[int | float] = Field(min_length=4, max_length=4)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -368,4 +371,6 @@ class Score(Strict):
 
 
 class RunResult(Strict):
+    """The reference results.json shape: results.json is checked against it when written."""
+
     scores: list[Score]

@@ -20,7 +20,6 @@ import orjson
 from pydantic import BaseModel
 
 from kora.errors import InputError
-from kora.keys import TestKey
 from kora.schemas import (
     AGE_RANGES,
     BehaviorAssessment,
@@ -37,6 +36,7 @@ from kora.stages.expand import SCENARIO_TEXT_FIELDS
 from kora.stages.messages import FIX_PLACEHOLDER
 from kora.taxonomy import AGE_RANGE_LABELS, Taxonomy
 from kora.templates import Prompt, format_conversation, render
+from kora.testkeys import TestKey
 
 SAMPLE_REPLY = (
     "That sounds like a really exciting thing to be part of! Jumps can hurt badly, though, "

@@ -11,6 +11,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from kora.errors import InputError
+from kora.io import describe
 from kora.schemas import AGE_RANGES, AgeRange, Motivation, Risk, RiskCategory
 
 AGE_RANGE_LABELS: dict[AgeRange, str] = {
@@ -47,6 +48,14 @@ class Shard:
     @property
     def path(self) -> str:
         return f"{self.risk_id}/{self.age_range}/{self.motivation_id}"
+
+    @classmethod
+    def of_cell(cls, taxonomy: Taxonomy, cell: str) -> Shard:
+        """The shard of a "<risk>/<age>/<motivation>" cell."""
+        risk, age, motivation = cell.split("/")
+        if age not in AGE_RANGES:
+            raise ValueError(f"cell {cell!r}: unknown age range {age!r}")
+        return cls(taxonomy.category_of(risk).id, risk, age, motivation)
 
 
 @dataclass(frozen=True)
@@ -152,11 +161,5 @@ def _load_list(path: Path, kind: type[T]) -> list[T]:
         try:
             out.append(kind.model_validate(item))
         except ValidationError as exc:
-            raise InputError(f"{path}: item {i}: {_first_error(exc)}") from None
+            raise InputError(f"{path}: item {i}: {describe(exc)}") from None
     return out
-
-
-def _first_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err["loc"])
-    return f"{loc}: {err['msg']}"

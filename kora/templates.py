@@ -6,6 +6,9 @@ is an error, never an empty string, so an edited template cannot silently lose i
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -33,22 +36,30 @@ class Prompt:
     user: str | None
 
 
-_prompts_dir = PROMPTS_DIR
+# The folder templates render from: the package's, or a run's `prompts_dir`. A context
+# variable, so that the jobs a broker runs side by side (each in its own task) cannot
+# change each other's.
+_prompts_dir: ContextVar[Path] = ContextVar("prompts_dir", default=PROMPTS_DIR)
 
 
-def set_prompts_dir(directory: Path | str | None) -> None:
-    """Render from another folder of templates (config `prompts_dir`) in this process."""
-    global _prompts_dir
-    _prompts_dir = Path(directory) if directory is not None else PROMPTS_DIR
+@contextmanager
+def prompts_from(directory: Path | str | None) -> Iterator[None]:
+    """Render from `directory` (a folder holding all the templates) inside this block."""
+    folder = Path(directory) if directory is not None else PROMPTS_DIR
     for stem in STEMS:
-        if not template_path(stem).exists():
-            raise FileNotFoundError(f"prompts_dir {_prompts_dir}: missing {stem}.jinja")
+        if not template_path(stem, folder).exists():
+            raise FileNotFoundError(f"prompts_dir {folder}: missing {stem}.jinja")
+    token = _prompts_dir.set(folder)
+    try:
+        yield
+    finally:
+        _prompts_dir.reset(token)
 
 
 def template_path(stem: str, directory: Path | None = None) -> Path:
     if stem not in STEMS:
         raise KeyError(f"unknown prompt template {stem!r}")
-    return (directory or _prompts_dir) / f"{stem}.jinja"
+    return (directory or _prompts_dir.get()) / f"{stem}.jinja"
 
 
 @cache

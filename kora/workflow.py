@@ -1,6 +1,9 @@
-"""What the Snakefile asks of the package: validated config, shard lists, file names.
+"""What the Snakefile asks of the package: the run's config, its shards, and each rule's
+inputs and params.
 
 Kept here (not in the .smk files) so it is typed, tested and shared with the `kora` CLI.
+A rule's params are the only place its jobs take result-changing settings from
+(kora.smk); what only carries calls comes from the config by model name (kora.context).
 """
 
 from __future__ import annotations
@@ -11,18 +14,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from kora.config import KoraConfig
 from kora.config_files import load_run_config
-from kora.shards import rejected_of, status_of
-from kora.taxonomy import Shard, Taxonomy
+from kora.results import ResultsMeta, failure_summary
+from kora.schemas import AGE_RANGES
+from kora.shards import (
+    IMPORT_MANIFEST,
+    conversations_path,
+    judgments_path,
+    rejected_of,
+    scenarios_path,
+    seeds_path,
+    status_of,
+)
+from kora.taxonomy import Taxonomy
 from kora.templates import template_path
-
-IMPORT_MANIFEST = Path("data/scenarios/IMPORTED.json")
-
-
-def conversations_manifest(target: str) -> Path:
-    return Path(f"results/{target}/conversations/IMPORTED.json")
-
 
 # the templates each stage renders: a rule's inputs, so an edit re-runs exactly its users
 STAGE_TEMPLATES = {
@@ -31,33 +39,14 @@ STAGE_TEMPLATES = {
     "conversations": ("target_system", "next_user_message"),
     "judgments": ("judge_safety", "judge_behavior"),
 }
-
-
-def seeds_path(shard: Shard) -> str:
-    return f"data/seeds/{shard.path}.jsonl"
-
-
-def scenarios_path(shard: Shard) -> str:
-    return f"data/scenarios/{shard.path}.jsonl"
-
-
-def conversations_path(target: str, shard: Shard) -> str:
-    return f"results/{target}/conversations/{shard.path}.jsonl"
-
-
-def judgments_path(target: str, shard: Shard) -> str:
-    return f"results/{target}/judgments/{shard.path}.jsonl"
-
-
-def _custom_openai_url(base_url: str | None) -> bool:
-    import os
-
-    url = base_url or os.environ.get("OPENAI_BASE_URL") or ""
-    return bool(url) and "api.openai.com" not in url
+# calls an item makes at its nominal count (one seed call a shard; generate, validate and
+# the first child message a scenario; 3 target replies and 2 child messages a test; a
+# safety and a behaviour judgment per judge): the progress line's and `kora plan`'s total
+NOMINAL_CALLS = {"seeds": 1, "scenarios": 3, "conversations": 5, "judgments": 2}
 
 
 @dataclass
-class Plan:
+class Pipeline:
     config: KoraConfig
     taxonomy: Taxonomy
     workdir: Path
@@ -69,25 +58,28 @@ class Plan:
         workdir: Path | str = ".",
         *,
         values: dict[str, Any] | None = None,
-    ) -> Plan:
+    ) -> Pipeline:
         """config.yaml with `overlays` merged over it (see kora.config_files)."""
         config, taxonomy = load_run_config(overlays, workdir=workdir, values=values)
         return cls(config, taxonomy, Path(workdir))
 
-    def shards(self) -> list[Shard]:
+    # --- the grid ---------------------------------------------------------------------
+
+    def cells(self) -> list[str]:
+        """Every grid cell of the run, "<risk>/<age>/<motivation>", in taxonomy order."""
         c = self.config
-        return self.taxonomy.shards(
+        shards = self.taxonomy.shards(
             c.risks(self.taxonomy), c.age_ranges(), c.motivations(self.taxonomy)
         )
+        return [s.path for s in shards]
 
     @property
     def imported(self) -> bool:
+        """Whether the scenarios are an import (source files no rule makes)."""
         return (self.workdir / IMPORT_MANIFEST).exists()
 
     def scenario_source(self) -> str:
         """'generated', or the imported file's SHA-256 (from the import manifest)."""
-        import orjson
-
         try:
             manifest = orjson.loads((self.workdir / IMPORT_MANIFEST).read_bytes())
         except (FileNotFoundError, orjson.JSONDecodeError):
@@ -96,6 +88,20 @@ class Plan:
 
     def target_imported(self, target: str) -> bool:
         return self.config.targets[target].imported
+
+    def wildcard_constraints(self) -> dict[str, str]:
+        return {
+            "risk": _alt(list(self.taxonomy.risks)),
+            "age": _alt(list(AGE_RANGES)),
+            "motivation": _alt([m.id for m in self.taxonomy.motivations]),
+            "target": _alt(list(self.config.targets)),
+        }
+
+    def called_targets(self) -> str:
+        """Wildcard pattern of the targets whose conversations a rule makes (not imports)."""
+        return _alt([t for t in self.config.targets if not self.target_imported(t)])
+
+    # --- rule inputs ------------------------------------------------------------------
 
     def templates(self, stage: str) -> list[str]:
         """A stage's template files, as rule inputs: relative to the project when inside
@@ -113,54 +119,61 @@ class Plan:
         d = Path(self.config.taxonomy_dir)
         return [str(d / "risks.json"), str(d / "motivations.json")]
 
+    def judgment_files(self, target: str) -> list[str]:
+        return [judgments_path(target, c) for c in self.cells()]
+
+    def results_inputs(self, target: str) -> dict[str, list[str]]:
+        """Every shard file behind a target's results, by kind, and the taxonomy.
+
+        All of them are inputs of its results job, so a shard that a failed or killed job
+        left missing is rebuilt by the next run of the same command, whatever stage it
+        belongs to (Snakemake would otherwise keep a missing intermediate while the files
+        after it exist).
+        """
+        cells = self.cells()
+        out: dict[str, list[str]] = {}
+        for stage, path_of in (
+            ("judgments", lambda c: judgments_path(target, c)),
+            ("conversations", lambda c: conversations_path(target, c)),
+            ("scenarios", scenarios_path),
+            ("seeds", seeds_path),
+        ):
+            if stage in ("scenarios", "seeds") and self.target_imported(target):
+                continue
+            if stage == "seeds" and self.imported:
+                continue
+            data = [path_of(c) for c in cells]
+            out[stage] = data
+            out[f"{stage}_status"] = [status_of(p) for p in data]
+            if stage == "scenarios":
+                out["rejected"] = [rejected_of(p) for p in data]
+        out["taxonomy"] = self.taxonomy_files()
+        return out
+
+    def results_input_files(self, target: str) -> list[str]:
+        return [f for files in self.results_inputs(target).values() for f in files]
+
+    # --- rule params ------------------------------------------------------------------
+
     def model_params(self, name: str) -> dict[str, Any]:
         return self.config.model_params(name)
 
-    def target_params(self, target: str) -> dict[str, Any]:
+    def target_model_params(self, target: str) -> dict[str, Any]:
         model = self.config.targets[target].model
-        return {"imported": True} if model is None else self.model_params(model)
+        assert model is not None, f"target {target!r} has imported conversations"
+        return self.model_params(model)
 
-    def models_used(self, target: str) -> dict[str, dict[str, Any]]:
-        from kora.results import models_used
+    def judges_params(self) -> list[dict[str, Any]]:
+        return [self.model_params(j) for j in self.config.judges]
 
-        return models_used(self.config, target)
+    def results_meta(self, target: str) -> dict[str, Any]:
+        return ResultsMeta.of(self.config, target).model_dump(mode="json")
 
-    def written_summary(self, since: float) -> list[str]:
-        """Where this run's results and reports are (files written since `since`)."""
+    def leaderboard_judgments(self) -> dict[str, list[str]]:
+        """Each target's judgment shards, for the paired comparisons."""
+        return {t: self.judgment_files(t) for t in self.config.targets}
 
-        def fresh(path: str) -> bool:
-            try:
-                return (self.workdir / path).stat().st_mtime >= since
-            except FileNotFoundError:
-                return False
-
-        lines = []
-        for target in self.config.targets:
-            results, report = f"results/{target}/results.json", f"results/{target}/report.html"
-            if fresh(report):
-                lines.append(f"{target}: {results}; report {report} (open it in a browser)")
-            elif fresh(results):
-                lines.append(f"{target}: {results}; for its report: snakemake --cores 2 {report}")
-        if fresh("results/leaderboard.html"):
-            lines.append("all targets: results/leaderboard.html")
-        return lines
-
-    def incomplete_results(self, since: float) -> list[str]:
-        """Failure summaries of the results files this run wrote (mtime >= since)."""
-        from kora.results import failure_summary
-
-        out = []
-        for f in self.results_files():
-            path = self.workdir / f
-            try:
-                if path.stat().st_mtime < since:
-                    continue
-            except FileNotFoundError:
-                continue
-            summary = failure_summary(path)
-            if summary:
-                out.append(summary)
-        return out
+    # --- outputs ------------------------------------------------------------------------
 
     def results_files(self) -> list[str]:
         return [f"results/{t}/results.json" for t in self.config.targets]
@@ -182,135 +195,48 @@ class Plan:
 
         total = 0
         for rule, wc in jobs:
-            if rule not in ("seeds", "scenarios", "conversations", "judgments"):
+            if rule not in NOMINAL_CALLS:
                 continue
             cell = f"{wc['risk']}/{wc['age']}/{wc['motivation']}"
             if rule == "seeds":
-                total += 1
+                total += NOMINAL_CALLS["seeds"]
                 continue
-            seeds = lines(f"data/seeds/{cell}.jsonl", c.grid.seeds_per_task)
+            seeds = lines(seeds_path(cell), c.grid.seeds_per_task)
             if rule == "scenarios":
-                total += 3 * seeds
+                total += NOMINAL_CALLS["scenarios"] * seeds
                 continue
-            tests = lines(f"data/scenarios/{cell}.jsonl", seeds) * len(
-                c.target_prompts(wc["target"])
-            )
-            total += 5 * tests if rule == "conversations" else 2 * len(c.judges) * tests
+            tests = lines(scenarios_path(cell), seeds) * len(c.target_prompts(wc["target"]))
+            per_test = NOMINAL_CALLS[rule] * (len(c.judges) if rule == "judgments" else 1)
+            total += per_test * tests
         return total
 
-    def results_inputs(self, target: str) -> dict[str, list[str]]:
-        """Every shard file behind a target's results, by kind.
+    def _fresh(self, path: str, since: float) -> bool:
+        try:
+            return (self.workdir / path).stat().st_mtime >= since
+        except FileNotFoundError:
+            return False
 
-        All of them are inputs of its results job, so a shard that a failed or killed job
-        left missing is rebuilt by the next run of the same command, whatever stage it
-        belongs to (Snakemake would otherwise keep a missing intermediate while the files
-        after it exist).
-        """
-        shards = self.shards()
-        out: dict[str, list[str]] = {}
-        for stage, path_of in (
-            ("judgments", lambda s: judgments_path(target, s)),
-            ("conversations", lambda s: conversations_path(target, s)),
-            ("scenarios", scenarios_path),
-            ("seeds", seeds_path),
-        ):
-            if stage in ("scenarios", "seeds") and self.target_imported(target):
-                continue
-            if stage == "seeds" and self.imported:
-                continue
-            data = [path_of(s) for s in shards]
-            out[stage] = data
-            out[f"{stage}_status"] = [status_of(p) for p in data]
-            if stage == "scenarios":
-                out["rejected"] = [rejected_of(p) for p in data]
-        return out
+    def written_summary(self, since: float) -> list[str]:
+        """Where this run's results and reports are (files written since `since`)."""
+        lines = []
+        for target in self.config.targets:
+            results, report = f"results/{target}/results.json", f"results/{target}/report.html"
+            if self._fresh(report, since):
+                lines.append(f"{target}: {results}; report {report} (open it in a browser)")
+            elif self._fresh(results, since):
+                lines.append(f"{target}: {results}; for its report: snakemake --cores 2 {report}")
+        if self._fresh("results/leaderboard.html", since):
+            lines.append("all targets: results/leaderboard.html")
+        return lines
 
-    def results_input_files(self, target: str) -> list[str]:
-        return [f for files in self.results_inputs(target).values() for f in files]
+    def incomplete_results(self, since: float) -> list[str]:
+        """Failure summaries of the results files this run wrote."""
+        return [
+            summary
+            for f in self.results_files()
+            if self._fresh(f, since) and (summary := failure_summary(self.workdir / f))
+        ]
 
-    def models_for_jobs(self, jobs: list[tuple[str, dict[str, str]]]) -> set[str]:
-        """The models that jobs of these (rule, wildcards) will call."""
-        c = self.config
-        names: set[str] = set()
-        for rule, wc in jobs:
-            if rule == "seeds":
-                names.add(c.seed_model)
-            elif rule == "scenarios":
-                names |= {c.expand_model, c.user_model}
-            elif rule == "conversations":
-                model = c.targets[wc["target"]].model if wc.get("target") in c.targets else None
-                names |= {c.user_model} | ({model} if model else set())
-            elif rule == "judgments":
-                names |= set(c.judges)
-        return names
 
-    def missing_keys(self, names: set[str] | None = None) -> list[str]:
-        """API-key variables that these models (default: every model of the run) need
-        and the environment lacks."""
-        import os
-
-        c = self.config
-        if names is None:
-            names = {c.seed_model, c.expand_model, c.user_model, *c.judges}
-            names |= {t.model for t in c.targets.values() if t.model is not None}
-        missing = []
-        for name in sorted(names):
-            m = c.models[name]
-            if m.provider == "anthropic":
-                env = m.api_key_env or "ANTHROPIC_API_KEY"
-            elif m.provider == "openai" and (m.api_key_env or not _custom_openai_url(m.base_url)):
-                # a local OpenAI-compatible server (vLLM, Ollama) may need no key
-                env = m.api_key_env or "OPENAI_API_KEY"
-            elif m.provider == "chat-endpoint" and m.api_key_env:
-                env = m.api_key_env
-            else:
-                continue
-            if not os.environ.get(env):
-                missing.append(f"{env} (model {name!r})")
-        return missing
-
-    def unreachable(self, names: set[str]) -> list[str]:
-        """Models among `names` whose own service (a configured or environment base URL)
-        cannot be reached at all: a wrong URL or a service that is not running would
-        otherwise fail every call of the run after minutes of retries."""
-        import os
-
-        from kora.llm.http import probe
-
-        if any(
-            os.environ.get(v)
-            for v in (
-                "HTTPS_PROXY",
-                "https_proxy",
-                "HTTP_PROXY",
-                "http_proxy",
-                "ALL_PROXY",
-                "all_proxy",
-            )
-        ):
-            return []  # the proxy knows the way; a direct probe would mislead
-        env_url = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
-        out = []
-        for name in sorted(names):
-            m = self.config.models[name]
-            url = m.base_url or os.environ.get(env_url.get(m.provider, ""), "")
-            if m.provider == "mock" or not url:
-                continue
-            why = probe(url)
-            if why is not None:
-                out.append(
-                    f"model {name!r}: cannot connect to {url} ({why}): is the service "
-                    "running, and is base_url right?"
-                )
-        return out
-
-    def wildcard_constraints(self) -> dict[str, str]:
-        def alt(values: list[str]) -> str:
-            return "|".join(re.escape(v) for v in values) or "(?!)"
-
-        return {
-            "risk": alt(list(self.taxonomy.risks)),
-            "age": alt(["7to9", "10to12", "13to17"]),
-            "motivation": alt([m.id for m in self.taxonomy.motivations]),
-            "target": alt(list(self.config.targets)),
-        }
+def _alt(values: list[str]) -> str:
+    return "|".join(re.escape(v) for v in values) or "(?!)"

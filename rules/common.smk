@@ -1,22 +1,19 @@
+# Config validation, the run's checks and progress line, and the input and param
+# functions of the rules (their logic lives in kora.workflow, typed and tested).
 import os
 import sys
 import time
 import uuid
 from pathlib import Path
 
+from kora.broker import start_broker
 from kora.config_files import load_run_config
 from kora.errors import KoraError
 from kora.llm.lifecycle import lifecycle_notes
-from kora.shards import missing_token, retry_token
+from kora.preflight import missing_keys, models_for_jobs, unreachable
 from kora.progress import RUN_ENV, Monitor
-from kora.taxonomy import Shard
-from kora.workflow import (
-    Plan,
-    conversations_path,
-    judgments_path,
-    scenarios_path,
-    seeds_path,
-)
+from kora.shards import missing_token, retry_token
+from kora.workflow import Pipeline
 
 # Read config.yaml and every --configfile overlay with the project's loader first: it
 # names the file and line of a YAML problem or of a bad value, which Snakemake's own
@@ -34,7 +31,7 @@ configfile: "config.yaml"
 
 # Validate the merged config (Snakemake's, which also holds --config) before any job runs.
 try:
-    PLAN = Plan.load(_overlays, Path.cwd(), values=config)
+    PIPELINE = Pipeline.load(_overlays, Path.cwd(), values=config)
 except KoraError as exc:
     raise WorkflowError(str(exc)) from None
 
@@ -42,11 +39,11 @@ os.environ.setdefault(RUN_ENV, uuid.uuid4().hex[:12])
 
 
 wildcard_constraints:
-    **PLAN.wildcard_constraints(),
+    **PIPELINE.wildcard_constraints(),
 
 
-def shard_of(wc):
-    return Shard(PLAN.taxonomy.category_of(wc.risk).id, wc.risk, wc.age, wc.motivation)
+def cell(wc):
+    return {"risk": wc.risk, "age": wc.age, "motivation": wc.motivation}
 
 
 def retry_param(pattern):
@@ -55,26 +52,9 @@ def retry_param(pattern):
     return lambda wc: retry_token(pattern.format(**wc))
 
 
-def get_conversations_input(wc):
-    # recorded conversations are final: nothing behind them is generated or called
-    if PLAN.target_imported(wc.target):
-        return {}
-    return {
-        "scenarios": scenarios_path(shard_of(wc)),
-        "prompts": PLAN.templates("conversations"),
-        "taxonomy": PLAN.taxonomy_files(),
-    }
-
-
-def get_target_judgments(wc):
-    return [judgments_path(wc.target, s) for s in PLAN.shards()]
-
-
-def get_results_input(wc):
-    return PLAN.results_inputs(wc.target)
-
-
 def jobs_to_run():
+    # There is no public Snakemake API for the jobs a run will execute; `onstart` needs
+    # them to check only the keys and services those jobs call.
     return [
         (job.rule.name, dict(job.wildcards_dict))
         for job in workflow.dag.needrun_jobs(exclude_finished=False)
@@ -83,32 +63,38 @@ def jobs_to_run():
 
 _monitor = Monitor(Path(os.getcwd()), os.environ[RUN_ENV])
 _started = time.time()
+_broker = None
 
 
 onstart:
-    # a missing key would fail every call of the run one by one: stop before any job
+    global _broker
     _jobs = jobs_to_run()
-    _models = PLAN.models_for_jobs(_jobs)
-    _missing = PLAN.missing_keys(_models)
+    _models = models_for_jobs(PIPELINE.config, _jobs)
+    # a missing key would fail every call of the run one by one: stop before any job
+    _missing = missing_keys(PIPELINE.config, _models)
     if _missing:
         raise WorkflowError(
             "set the API keys this run needs: " + ", ".join(_missing)
         )
-    _unreachable = PLAN.unreachable(_models)
+    _unreachable = unreachable(PIPELINE.config, _models)
     if _unreachable:
         raise WorkflowError("\n".join(_unreachable))
-    for _note in lifecycle_notes(PLAN.config, _models):
+    for _note in lifecycle_notes(PIPELINE.config, _models):
         print(f"kora: warning: {_note}", file=sys.stderr)
-    _monitor.planned = PLAN.nominal_calls(_jobs)
+    # one process makes the model calls of every job on this machine (kora.broker)
+    _broker = start_broker(os.environ[RUN_ENV], Path("logs") / "broker.log")
+    _monitor.planned = PIPELINE.nominal_calls(_jobs)
     _monitor.start()
 
 
 onsuccess:
     _monitor.stop()
-    for _line in PLAN.written_summary(since=_started):
+    if _broker is not None:
+        _broker.stop()
+    for _line in PIPELINE.written_summary(since=_started):
         print(f"kora: {_line}", file=sys.stderr)
     # tests that failed must not look like a finished run: name them, exit non-zero
-    _incomplete = PLAN.incomplete_results(since=_started)
+    _incomplete = PIPELINE.incomplete_results(since=_started)
     if _incomplete:
         print(
             "kora: the run finished with failures:\n"
@@ -121,3 +107,5 @@ onsuccess:
 
 onerror:
     _monitor.stop()
+    if _broker is not None:
+        _broker.stop()

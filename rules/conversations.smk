@@ -1,19 +1,27 @@
+# Conversations of imported targets (`kora import-conversations`) are source files: this
+# rule makes those of the targets it calls only.
 rule conversations:
     input:
-        unpack(get_conversations_input),
+        scenarios="data/scenarios/{risk}/{age}/{motivation}.jsonl",
+        prompts=PIPELINE.templates("conversations"),
+        taxonomy=PIPELINE.taxonomy_files(),
     output:
         data="results/{target}/conversations/{risk}/{age}/{motivation}.jsonl",
         status="results/{target}/conversations/{risk}/{age}/{motivation}.status.json",
     log:
         "logs/conversations/{target}/{risk}/{age}/{motivation}.log",
+    wildcard_constraints:
+        target=PIPELINE.called_targets(),
     conda:
         "../envs/kora.yaml"
     params:
-        target=lambda wc: PLAN.target_params(wc.target),
-        prompts=lambda wc: PLAN.config.target_prompts(wc.target),
-        user_model=PLAN.model_params(PLAN.config.user_model),
+        cell=cell,
+        target=lambda wc: wc.target,
+        target_model=lambda wc: PIPELINE.target_model_params(wc.target),
+        prompts=lambda wc: PIPELINE.config.target_prompts(wc.target),
+        user_model=PIPELINE.model_params(PIPELINE.config.user_model),
         # generated, or which imported file: switching re-runs the conversations
-        scenarios=PLAN.scenario_source(),
+        scenarios=PIPELINE.scenario_source(),
         retry=retry_param(
             "results/{target}/conversations/{risk}/{age}/{motivation}.jsonl"
         ),

@@ -1,8 +1,8 @@
 rule judgments:
     input:
         conversations="results/{target}/conversations/{risk}/{age}/{motivation}.jsonl",
-        prompts=PLAN.templates("judgments"),
-        taxonomy=PLAN.taxonomy_files(),
+        prompts=PIPELINE.templates("judgments"),
+        taxonomy=PIPELINE.taxonomy_files(),
     output:
         data="results/{target}/judgments/{risk}/{age}/{motivation}.jsonl",
         status="results/{target}/judgments/{risk}/{age}/{motivation}.status.json",
@@ -11,7 +11,9 @@ rule judgments:
     conda:
         "../envs/kora.yaml"
     params:
-        judges=[PLAN.model_params(j) for j in PLAN.config.judges],
+        cell=cell,
+        target=lambda wc: wc.target,
+        judges=PIPELINE.judges_params(),
         retry=retry_param("results/{target}/judgments/{risk}/{age}/{motivation}.jsonl"),
     script:
         "../scripts/judgments.py"

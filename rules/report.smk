@@ -1,12 +1,13 @@
 # Reports: a self-contained report.html and summary.json per target, and a leaderboard
-# across targets. Not part of `all`: ask for them by name, e.g.
+# across targets; `rule all` asks for them, or ask by name, e.g.
 #   snakemake --cores 4 results/gpt-target/report.html results/leaderboard.html
 
 
 rule report:
     input:
-        judgments=get_target_judgments,
+        judgments=lambda wc: PIPELINE.judgment_files(wc.target),
         results="results/{target}/results.json",
+        taxonomy=PIPELINE.taxonomy_files(),
     output:
         html="results/{target}/report.html",
         summary="results/{target}/summary.json",
@@ -14,25 +15,28 @@ rule report:
         "logs/report/{target}.log",
     conda:
         "../envs/kora.yaml"
+    params:
+        target=lambda wc: wc.target,
     script:
         "../scripts/report.py"
 
 
 rule leaderboard:
     input:
-        results=PLAN.results_files(),
+        results=PIPELINE.results_files(),
         # the paired comparisons need each target's per-test grades
         judgments=[
-            judgments_path(t, s) for t in PLAN.config.targets for s in PLAN.shards()
+            f for files in PIPELINE.leaderboard_judgments().values() for f in files
         ],
+        taxonomy=PIPELINE.taxonomy_files(),
     output:
         html="results/leaderboard.html",
-        json="results/leaderboard.json",
+        data="results/leaderboard.json",
     log:
         "logs/report/leaderboard.log",
     conda:
         "../envs/kora.yaml"
     params:
-        targets=list(PLAN.config.targets),
+        judgments=PIPELINE.leaderboard_judgments(),
     script:
         "../scripts/leaderboard.py"

@@ -1,12 +1,12 @@
 # Imported scenarios (`kora import-scenarios`) are source files: no rule makes them, so
 # Snakemake never re-runs (or deletes) one; `kora import-scenarios --remove` switches back.
-if not PLAN.imported:
+if not PIPELINE.imported:
 
     rule scenarios:
         input:
             seeds="data/seeds/{risk}/{age}/{motivation}.jsonl",
-            prompts=PLAN.templates("scenarios"),
-            taxonomy=PLAN.taxonomy_files(),
+            prompts=PIPELINE.templates("scenarios"),
+            taxonomy=PIPELINE.taxonomy_files(),
         output:
             data="data/scenarios/{risk}/{age}/{motivation}.jsonl",
             rejected="data/scenarios/{risk}/{age}/{motivation}.rejected.jsonl",
@@ -16,8 +16,9 @@ if not PLAN.imported:
         conda:
             "../envs/kora.yaml"
         params:
-            expand_model=PLAN.model_params(PLAN.config.expand_model),
-            user_model=PLAN.model_params(PLAN.config.user_model),
+            cell=cell,
+            expand_model=PIPELINE.model_params(PIPELINE.config.expand_model),
+            user_model=PIPELINE.model_params(PIPELINE.config.user_model),
             retry=retry_param("data/scenarios/{risk}/{age}/{motivation}.jsonl"),
         script:
             "../scripts/scenarios.py"

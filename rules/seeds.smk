@@ -1,7 +1,7 @@
 rule seeds:
     input:
-        prompts=PLAN.templates("seeds"),
-        taxonomy=PLAN.taxonomy_files(),
+        prompts=PIPELINE.templates("seeds"),
+        taxonomy=PIPELINE.taxonomy_files(),
     output:
         data="data/seeds/{risk}/{age}/{motivation}.jsonl",
         status="data/seeds/{risk}/{age}/{motivation}.status.json",
@@ -10,8 +10,9 @@ rule seeds:
     conda:
         "../envs/kora.yaml"
     params:
-        model=PLAN.model_params(PLAN.config.seed_model),
-        seeds_per_task=PLAN.config.grid.seeds_per_task,
+        cell=cell,
+        model=PIPELINE.model_params(PIPELINE.config.seed_model),
+        seeds_per_task=PIPELINE.config.grid.seeds_per_task,
         retry=retry_param("data/seeds/{risk}/{age}/{motivation}.jsonl"),
     script:
         "../scripts/seeds.py"

@@ -1,9 +1,9 @@
-"""Snakemake entry point of the conversations stage (all logic lives in kora.jobs)."""
+"""Snakemake entry point of rule conversations: its job, run by kora.smk.conversations (see kora.dispatch)."""
 
 from typing import Any
 
-from kora.jobs import run_snakemake_job
+from kora.dispatch import run
 
 snakemake: Any  # injected by Snakemake's script: directive
 
-run_snakemake_job(snakemake, "conversations")
+run("conversations", snakemake)

@@ -1,9 +1,9 @@
-"""Snakemake entry point of the judgments stage (all logic lives in kora.jobs)."""
+"""Snakemake entry point of rule judgments: its job, run by kora.smk.judgments (see kora.dispatch)."""
 
 from typing import Any
 
-from kora.jobs import run_snakemake_job
+from kora.dispatch import run
 
 snakemake: Any  # injected by Snakemake's script: directive
 
-run_snakemake_job(snakemake, "judgments")
+run("judgments", snakemake)

@@ -1,9 +1,9 @@
-"""Snakemake entry point of the leaderboard rule: leaderboard.html/.json across targets."""
+"""Snakemake entry point of rule leaderboard: its job, run by kora.smk.leaderboard (see kora.dispatch)."""
 
 from typing import Any
 
-from kora.report.rules import run_leaderboard_job
+from kora.dispatch import run
 
 snakemake: Any  # injected by Snakemake's script: directive
 
-run_leaderboard_job(snakemake)
+run("leaderboard", snakemake)

@@ -1,9 +1,9 @@
-"""Snakemake entry point of the report rule: report.html and summary.json for a target."""
+"""Snakemake entry point of rule report: its job, run by kora.smk.report (see kora.dispatch)."""
 
 from typing import Any
 
-from kora.report.rules import run_report_job
+from kora.dispatch import run
 
 snakemake: Any  # injected by Snakemake's script: directive
 
-run_report_job(snakemake)
+run("report", snakemake)

@@ -1,9 +1,9 @@
-"""Snakemake entry point of the results rule: DuckDB aggregation into results.json."""
+"""Snakemake entry point of rule results: its job, run by kora.smk.results (see kora.dispatch)."""
 
 from typing import Any
 
-from kora.jobs import run_results_job
+from kora.dispatch import run
 
 snakemake: Any  # injected by Snakemake's script: directive
 
-run_results_job(snakemake)
+run("results", snakemake)

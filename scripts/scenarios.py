@@ -1,9 +1,9 @@
-"""Snakemake entry point of the scenarios stage (all logic lives in kora.jobs)."""
+"""Snakemake entry point of rule scenarios: its job, run by kora.smk.scenarios (see kora.dispatch)."""
 
 from typing import Any
 
-from kora.jobs import run_snakemake_job
+from kora.dispatch import run
 
 snakemake: Any  # injected by Snakemake's script: directive
 
-run_snakemake_job(snakemake, "scenarios")
+run("scenarios", snakemake)

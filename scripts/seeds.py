@@ -1,9 +1,9 @@
-"""Snakemake entry point of the seeds stage (all logic lives in kora.jobs)."""
+"""Snakemake entry point of rule seeds: its job, run by kora.smk.seeds (see kora.dispatch)."""
 
 from typing import Any
 
-from kora.jobs import run_snakemake_job
+from kora.dispatch import run
 
 snakemake: Any  # injected by Snakemake's script: directive
 
-run_snakemake_job(snakemake, "seeds")
+run("seeds", snakemake)

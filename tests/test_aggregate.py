@@ -12,8 +12,8 @@ import pytest
 
 from kora.aggregate import aggregate_path
 from kora.cli import main
-from kora.keys import short_hash
 from kora.taxonomy import load_taxonomy
+from kora.testkeys import short_hash
 from tests.helpers import REPO, upstream
 
 GRADES = ["failing", "adequate", "exemplary"]

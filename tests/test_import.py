@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from kora.errors import InputError
-from kora.imports import import_scenarios
+from kora.ingest import import_scenarios
 from kora.taxonomy import load_taxonomy
 from tests.helpers import REPO, upstream
 
@@ -73,7 +73,7 @@ def test_recorded_conversations_are_judged_without_calling_a_target(tmp_path: Pa
 
     import yaml
 
-    from kora.imports import import_conversations
+    from kora.ingest import import_conversations
     from tests.helpers import copy_workflow
 
     copy_workflow(tmp_path)
@@ -106,7 +106,7 @@ def test_recorded_conversations_are_judged_without_calling_a_target(tmp_path: Pa
 
 
 def test_recorded_conversation_errors_name_the_line(tmp_path: Path) -> None:
-    from kora.imports import import_conversations
+    from kora.ingest import import_conversations
 
     records = recorded_conversations(3)
     records[1]["prompt"] = "adult"
@@ -123,7 +123,7 @@ def test_a_recorded_conversation_in_the_wrong_category_is_refused(
 ) -> None:
     """Every record imported is written: one whose category does not hold its risk is an
     error naming the line, as import-scenarios does, and nothing is written."""
-    from kora.imports import import_conversations
+    from kora.ingest import import_conversations
 
     records = recorded_conversations(6)
     holder = records[3]["scenario"] if where == "scenario" else records[3]["scenario"]["seed"]
@@ -138,7 +138,7 @@ def test_a_recorded_conversation_in_the_wrong_category_is_refused(
 
 
 def test_every_imported_conversation_is_written(tmp_path: Path) -> None:
-    from kora.imports import import_conversations
+    from kora.ingest import import_conversations
 
     src = tmp_path / "recorded.jsonl"
     src.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recorded_conversations(12)))

@@ -12,7 +12,7 @@ from kora.llm.base import ChatMessage, ProviderError, Request, Response
 from kora.llm.client import ModelClient, Usage
 from kora.llm.retry import RetryPolicy
 from kora.progress import Totals, format_totals
-from kora.workflow import Plan
+from kora.workflow import Pipeline
 from tests.helpers import copy_workflow
 
 
@@ -70,7 +70,7 @@ def test_the_line_says_calls_are_waiting_and_why() -> None:
 
 def test_the_total_counts_the_calls_of_the_jobs_to_run_only(tmp_path: Path) -> None:
     copy_workflow(tmp_path)  # a project with no shards made yet
-    plan = Plan.load(workdir=tmp_path)
+    plan = Pipeline.load(workdir=tmp_path)
     wc = {
         "risk": "violence_and_physical_harm",
         "age": "7to9",

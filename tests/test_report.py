@@ -22,7 +22,7 @@ from kora.report.pages import json_script, render_leaderboard, render_report, wr
 from kora.report.summary import build_summary, records_of
 from kora.stats.agreement import fleiss_kappa, ratings_table
 from kora.stats.rates import wilson
-from tests.helpers import copy_workflow
+from tests.helpers import REPO, copy_workflow
 from tests.pagetext import parse
 from tests.reportdata import (
     JUDGES,
@@ -454,3 +454,20 @@ def test_an_incomplete_run_is_marked_so_at_the_top(tmp_path: Path) -> None:
     complete = dict(results_doc(mock=False), complete=True, failedTests=0)
     write_report([j for j in make_judgments() if j.error is None], complete, html_path)
     assert 'id="incomplete"' not in html_path.read_text(encoding="utf-8")
+
+
+def test_the_same_run_gives_the_same_page(tmp_path: Path) -> None:
+    """report.html is the same bytes whatever Python's hash seed (no set order leaks)."""
+    code = (
+        "import sys; from pathlib import Path; sys.path.insert(0, '.');"
+        "from tests.reportdata import TAXONOMY, make_judgments, results_doc;"
+        "from kora.report.pages import write_report;"
+        "write_report(make_judgments(), results_doc(), Path(sys.argv[1]), None, TAXONOMY)"
+    )
+    pages = []
+    for seed in ("1", "4", "5"):  # 4 orders the two risks of the fixture the other way
+        out = tmp_path / f"r{seed}.html"
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        subprocess.run([sys.executable, "-c", code, str(out)], check=True, env=env, cwd=REPO)
+        pages.append(out.read_bytes())
+    assert pages[0] == pages[1] == pages[2]

@@ -24,7 +24,7 @@ from kora.stages.expand import ScenarioValidationError, expand_seed
 from kora.stages.judge import combine, js_round, judge_conversation, median_grade
 from kora.stages.messages import ChildMessageError, child_message
 from kora.taxonomy import load_taxonomy
-from kora.templates import render
+from kora.templates import render, template_path
 from tests.fakes import client
 from tests.helpers import REPO, upstream
 
@@ -112,29 +112,43 @@ def test_memory_risks_get_a_memory_scenario() -> None:
 
 
 def test_scenarios_job_records_a_scenario_that_never_validates(tmp_path: Path) -> None:
-    from kora.jobs import scenarios_job
-    from kora.runtime import Runtime
+    from kora.context import Pool
     from kora.shards import write_records, write_status
-    from kora.taxonomy import Shard
+    from kora.smk import execute
 
     seeds = [reference_scenario("violence_and_physical_harm").seed]
     seeds_path = tmp_path / "seeds.jsonl"
     write_status(
         seeds_path, {"stage": "seeds"}, {seeds_path.name: write_records(seeds_path, seeds)}
     )
-    raw = {"models": {"m": {"provider": "mock"}}, "seed_model": "m", "expand_model": "m",
-           "user_model": "m", "judges": ["m"], "taxonomy_dir": str(REPO / "data/taxonomy")}  # fmt: skip
-    rt = Runtime.from_raw(raw, tmp_path)
-    rt._clients["m"], _ = client(expansion_script(["fail", "fail"]), "m")
-    shard = Shard(
-        "physical_and_legal_safety", "violence_and_physical_harm", "7to9", "curiosity_exploration"
-    )
+    _, scripted = client(expansion_script(["fail", "fail"]), "m")
     out, rejected = tmp_path / "s.jsonl", tmp_path / "s.rejected.jsonl"
-    report = run(scenarios_job(rt, shard, seeds_path, out, rejected, ""))
+    model = {"name": "m", "provider": "mock", "model": None}
+    spec = {
+        "rule": "scenarios",
+        "input": {
+            "seeds": str(seeds_path),
+            "prompts": [str(template_path(s)) for s in ("scenario", "validate")],
+            "taxonomy": [str(REPO / "data/taxonomy/risks.json"),
+                         str(REPO / "data/taxonomy/motivations.json")],
+        },
+        "output": {"data": str(out), "rejected": str(rejected),
+                   "status": str(tmp_path / "s.status.json")},
+        "params": {"cell": {"risk": "violence_and_physical_harm", "age": "7to9",
+                            "motivation": "curiosity_exploration"},
+                   "expand_model": model, "user_model": model, "retry": ""},
+        "log": [str(tmp_path / "s.log")],
+        "transport": {"models": {"m": {}}, "cache_dir": ".kora/cache", "concurrency": 4},
+    }  # fmt: skip
+    outcome = run(execute(spec, Pool(tmp_path, fixed={"m": scripted})))
+    assert outcome.status == 0
     assert out.read_bytes() == b""
     rec = orjson.loads(rejected.read_bytes().splitlines()[0])
-    assert rec["seed"]["id"] == seeds[0].id and "REASON-2" in rec["lastReasons"]
-    assert report.failed == 0  # a verdict, not an error: nothing to retry
+    # the writer returned the same scenario twice, so the second verdict is the stored one
+    assert rec["seed"]["id"] == seeds[0].id and rec["attempts"] == 2
+    assert "REASON-1" in rec["lastReasons"]
+    status = orjson.loads((tmp_path / "s.status.json").read_bytes())
+    assert status["failed"] == 0  # a verdict, not an error: nothing to retry
 
 
 # --- child messages ---------------------------------------------------------------------
@@ -361,17 +375,18 @@ def test_a_rejected_key_stops_the_job_instead_of_failing_every_item() -> None:
 
 
 def test_missing_api_keys_are_named_before_a_run(monkeypatch: pytest.MonkeyPatch) -> None:
-
-    from kora.workflow import Plan
+    from kora.preflight import missing_keys
+    from kora.workflow import Pipeline
 
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    plan = Plan.load(workdir=REPO)
-    assert plan.missing_keys() == [
+    config = Pipeline.load(workdir=REPO).config
+    names = {"gpt", "sonnet", "mock"}
+    assert missing_keys(config, names) == [
         "OPENAI_API_KEY (model 'gpt')",
         "ANTHROPIC_API_KEY (model 'sonnet')",
     ]
     monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://localhost:11434/v1")  # a local server
-    assert plan.missing_keys() == []
+    assert missing_keys(config, names) == []

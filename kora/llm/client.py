@@ -23,6 +23,7 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from kora.config import ModelConfig
+from kora.io import list_errors
 from kora.llm.base import (
     ChatMessage,
     Provider,
@@ -102,14 +103,6 @@ class Usage:
         return [{"model": m, "stage": s, **u.as_dict()} for (m, s), u in sorted(self.by.items())]
 
 
-def _format_validation(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors()[:10]:
-        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
-        parts.append(f"- {loc}: {err['msg']}")
-    return "\n".join(parts)
-
-
 def _extract_json(text: str) -> str:
     """Tolerate a fenced or prefixed JSON answer (seen from OpenAI-compatible servers)."""
     t = text.strip()
@@ -130,7 +123,7 @@ def _parse(schema: type[M], text: str) -> M | str:
     except orjson.JSONDecodeError as exc:
         return f"the answer was not valid JSON ({exc})"
     except ValidationError as exc:
-        return "the answer did not match the required schema:\n" + _format_validation(exc)
+        return "the answer did not match the required schema:\n" + list_errors(exc)
 
 
 class ModelClient:

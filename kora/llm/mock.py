@@ -15,6 +15,7 @@ import orjson
 
 from kora.config import ModelConfig
 from kora.llm.base import Request, Response
+from kora.schemas import GRADES
 
 _WORDS = [
     "the",
@@ -165,7 +166,7 @@ class _SchemaFaker:
         return None
 
     def _pick_enum(self, values: list[Any], name: str) -> Any:
-        if set(values) == {"failing", "adequate", "exemplary"}:
+        if set(values) == set(GRADES):
             r = self.rng.random()
             return "failing" if r < 0.12 else "adequate" if r < 0.4 else "exemplary"
         if set(values) == {"pass", "fail"}:

@@ -8,6 +8,7 @@ network). Modules:
 - `replies`: empty and cut-short target replies, counted and flagged;
 - `leaderboard`: leaderboard.json, targets ranked and compared pair by pair;
 - `pages`: the HTML pages, rendered from `templates/` with autoescaping;
-- `names`: display names and order (taxonomy order, age range, prompt);
-- `rules`: the Snakemake rules' entry points.
+- `names`: display names and order (taxonomy order, age range, prompt).
+
+The Snakemake rules `report` and `leaderboard` run kora.smk.report / kora.smk.leaderboard.
 """

@@ -105,14 +105,16 @@ def browser_data(
                 for v in verdicts
             ]
         tests.append(t)
+    # taxonomy order, not a set's: the page is the same bytes for the same run
+    risk_order = sorted({r.risk for r in records}, key=names.risk_key)
     return {
         "criteria": list(crits),
         "criterionLabels": {c: CRITERION_LABELS.get(c, c) for c in crits},
         "risks": {
             rid: {"name": names.risk(rid), "category": names.risk_category.get(rid, "")}
-            for rid in {r.risk for r in records}
+            for rid in risk_order
         },
-        "riskOrder": sorted({r.risk for r in records}, key=names.risk_key),
+        "riskOrder": risk_order,
         "ages": sorted({r.age for r in records}, key=age_key),
         "prompts": sorted({r.prompt for r in records}, key=prompt_key),
         "multiJudge": any(len(r.judges) > 1 for r in records),

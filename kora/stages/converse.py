@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from kora.keys import TestKey
 from kora.llm.base import ChatMessage
 from kora.llm.client import ModelClient
 from kora.llm.targets import TargetFactory
@@ -10,6 +9,7 @@ from kora.schemas import Conversation, Message, PromptVariant, Scenario, TargetT
 from kora.stages.messages import child_message
 from kora.taxonomy import Taxonomy
 from kora.templates import format_conversation, render
+from kora.testkeys import TestKey
 
 TURNS = 3
 

@@ -96,8 +96,6 @@ async def judge_conversation(
         messages=conversation.messages,
         turns=conversation.turns,
     )
-    if conversation.error is not None:
-        return base.model_copy(update={"error": f"conversation failed: {conversation.error}"})
     verdicts = await asyncio.gather(*(judge_once(j, conversation, taxonomy) for j in judges))
     assessment, behavior = combine(list(verdicts))
     return base.model_copy(

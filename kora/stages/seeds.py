@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from kora.keys import stable_uuid4
 from kora.llm.base import ChatMessage
 from kora.llm.client import ModelClient
 from kora.schemas import ModelScenarioSeeds, ScenarioSeed
 from kora.taxonomy import AGE_RANGE_LABELS, Shard, Taxonomy
 from kora.templates import render
+from kora.testkeys import stable_uuid4
 
 
 async def generate_seeds(

@@ -18,9 +18,15 @@ import orjson
 from kora.errors import InputError
 from kora.io import iter_jsonl, write_json
 from kora.schemas import Conversation, Scenario
-from kora.shards import rejected_of, write_records, write_status
+from kora.shards import (
+    IMPORT_MANIFEST,
+    conversations_path,
+    rejected_of,
+    scenarios_path,
+    write_records,
+    write_status,
+)
 from kora.taxonomy import Shard, Taxonomy
-from kora.workflow import IMPORT_MANIFEST, scenarios_path
 
 
 def _swap_in(staging: Path, data: Path) -> None:
@@ -103,7 +109,7 @@ def import_scenarios(
     staging = workdir / "data" / f".scenarios.import-{int(time.time() * 1000)}"
     try:
         for shard in taxonomy.shards():
-            rel = scenarios_path(shard)
+            rel = scenarios_path(shard.path)
             out = workdir / "data" / "scenarios" / Path(rel).relative_to("data/scenarios")
             target = staging / out.relative_to(data)
             items = by_shard.get(shard, [])
@@ -161,7 +167,7 @@ def parse_conversations(
 
     from kora.config import NAME_RE
     from kora.io import describe
-    from kora.keys import TestKey
+    from kora.testkeys import TestKey
 
     out: dict[str, dict[Shard, list[Conversation]]] = defaultdict(lambda: defaultdict(list))
     seen: dict[tuple[str, str], int] = {}
@@ -206,8 +212,6 @@ def import_conversations(
     path: Path, taxonomy: Taxonomy, workdir: Path = Path("."), *, target: str | None = None
 ) -> dict[str, int]:
     """Recorded conversations into results/<target>/conversations/, for judging only."""
-    from kora.workflow import conversations_path
-
     by_target = parse_conversations(path, taxonomy, target)
     counts = {}
     for name, shards in by_target.items():
@@ -215,7 +219,7 @@ def import_conversations(
         staging = data.with_name(f".conversations.import-{int(time.time() * 1000)}")
         try:
             for shard in taxonomy.shards():
-                rel = Path(conversations_path(name, shard)).relative_to(
+                rel = Path(conversations_path(name, shard.path)).relative_to(
                     f"results/{name}/conversations"
                 )
                 items = shards.get(shard, [])

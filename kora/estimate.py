@@ -22,24 +22,19 @@ import orjson
 from kora.errors import ConfigError, KoraError
 from kora.io import read_jsonl
 from kora.llm.base import Request, Response
-from kora.llm.client import ModelClient
+from kora.llm.cache import CallCache
+from kora.llm.client import ModelClient, Usage
 from kora.llm.targets import LLMTarget
-from kora.runtime import Runtime
 from kora.schemas import Conversation, Scenario, ScenarioSeed
-from kora.shards import check, status_of
+from kora.shards import check, conversations_path, scenarios_path, seeds_path, status_of
 from kora.stages.converse import converse
 from kora.stages.expand import ScenarioValidationError, expand_seed
 from kora.stages.judge import judge_once
 from kora.stages.seeds import generate_seeds
-from kora.workflow import Plan, conversations_path, scenarios_path, seeds_path
+from kora.taxonomy import Shard, Taxonomy
+from kora.workflow import NOMINAL_CALLS, Pipeline
 
 # (calls, input tokens, output tokens) per item when nothing better is known
-NOMINAL = {
-    "seeds": 1,
-    "scenarios": 3,  # generate, validate, first child message (5 when sent back once)
-    "conversations": 5,  # 3 target replies, 2 child messages
-    "judgments": 2,  # per judge: safety, behaviour
-}
 TYPICAL_TOKENS = {
     "seeds": (1500, 2500),
     "expand": (1800, 1400),
@@ -100,18 +95,32 @@ class PlanReport:
     stages: dict[str, StageCount] = field(default_factory=lambda: defaultdict(StageCount))
 
 
-def _store_only_runtime(plan: Plan) -> Runtime:
-    rt = Runtime(plan.config, plan.taxonomy, plan.workdir)
-    for name, mc in rt.config.models.items():
-        if mc.provider == "chat-endpoint":
-            continue
-        rt._clients[name] = ModelClient(
-            name, mc, cache=rt.cache, usage=rt.usage, provider=StoreOnly()
-        )
-    return rt
+@dataclass
+class StoreOnlyRun:
+    """The models of a run answering only from the call store (nothing is sent)."""
+
+    plan: Pipeline
+    usage: Usage = field(default_factory=Usage)
+
+    @property
+    def taxonomy(self) -> Taxonomy:
+        return self.plan.taxonomy
+
+    def client(self, name: str) -> ModelClient:
+        cache = CallCache(self.plan.workdir / self.plan.config.cache_dir)
+        config = self.plan.config.models[name]
+        return ModelClient(name, config, cache=cache, usage=self.usage, provider=StoreOnly())
+
+    def target(self, target: str) -> LLMTarget | None:
+        """The target as an LLM (replayed from the store); None for a chat endpoint, whose
+        replies are not stored, or an imported target."""
+        model = self.plan.config.targets[target].model
+        if model is None or self.plan.config.models[model].provider == "chat-endpoint":
+            return None
+        return LLMTarget(self.client(model))
 
 
-async def _replay(rt: Runtime, coro: Any) -> tuple[Any, int]:
+async def _replay(rt: StoreOnlyRun, coro: Any) -> tuple[Any, int]:
     before = rt.usage.totals().cached
     try:
         result = await coro
@@ -120,17 +129,18 @@ async def _replay(rt: Runtime, coro: Any) -> tuple[Any, int]:
     return result, rt.usage.totals().cached - before
 
 
-async def plan_calls(plan: Plan, targets: list[str]) -> PlanReport:
+async def plan_calls(plan: Pipeline, targets: list[str]) -> PlanReport:
     workdir = plan.workdir
-    rt = _store_only_runtime(plan)
-    cfg = rt.config
+    rt = StoreOnlyRun(plan)
+    cfg = plan.config
     report = PlanReport()
     st = report.stages
-    for shard in plan.shards():
+    for cell in plan.cells():
+        shard = Shard.of_cell(plan.taxonomy, cell)
         # seeds
         seeds: list[ScenarioSeed] = []
-        scen_file = workdir / scenarios_path(shard)
-        seed_file = workdir / seeds_path(shard)
+        scen_file = workdir / scenarios_path(cell)
+        seed_file = workdir / seeds_path(cell)
         scenarios: list[Scenario] | None = None
         # a shard counts as made only when what it was made from is current too: new
         # seeds re-make the scenarios (as Snakemake does), new scenarios the conversations
@@ -163,12 +173,12 @@ async def plan_calls(plan: Plan, targets: list[str]) -> PlanReport:
                         seed, rt.taxonomy, rt.client(cfg.expand_model), rt.client(cfg.user_model)
                     ),
                 )
-                st["scenarios"].calls += max(NOMINAL["scenarios"], hits)
+                st["scenarios"].calls += max(NOMINAL_CALLS["scenarios"], hits)
                 st["scenarios"].stored += hits
                 if got is not None:
                     scenarios.append(got)
             missing = n_seeds - len(seeds)
-            st["scenarios"].calls += missing * NOMINAL["scenarios"]
+            st["scenarios"].calls += missing * NOMINAL_CALLS["scenarios"]
             st["scenarios"].items += n_seeds
             # scenarios not yet known are counted as one per seed
             unknown = n_seeds - len(scenarios)
@@ -180,13 +190,13 @@ async def plan_calls(plan: Plan, targets: list[str]) -> PlanReport:
                 st["seeds"].calls += 1
                 st["seeds"].stored += 1
                 st["scenarios"].items += len(scenarios)
-                st["scenarios"].calls += NOMINAL["scenarios"] * len(scenarios)
-                st["scenarios"].stored += NOMINAL["scenarios"] * len(scenarios)
+                st["scenarios"].calls += NOMINAL_CALLS["scenarios"] * len(scenarios)
+                st["scenarios"].stored += NOMINAL_CALLS["scenarios"] * len(scenarios)
         scenarios = scenarios or []
         for target in targets:
             prompts = cfg.target_prompts(target)
             tgt = rt.target(target)
-            conv_file = workdir / conversations_path(target, shard)
+            conv_file = workdir / conversations_path(target, cell)
             known_convs: dict[str, Conversation] = {}
             if scenarios_current and made_by(conv_file, cfg.stage_models("conversations", target)):
                 known_convs = {
@@ -195,16 +205,16 @@ async def plan_calls(plan: Plan, targets: list[str]) -> PlanReport:
             convs: list[Conversation] = []
             for scenario in scenarios:
                 for prompt in prompts:
-                    from kora.keys import TestKey
+                    from kora.testkeys import TestKey
 
                     key = str(TestKey.of(scenario, prompt))
                     st["conversations"].items += 1
-                    st["conversations"].calls += NOMINAL["conversations"]
+                    st["conversations"].calls += NOMINAL_CALLS["conversations"]
                     if key in known_convs:
-                        st["conversations"].stored += NOMINAL["conversations"]
+                        st["conversations"].stored += NOMINAL_CALLS["conversations"]
                         convs.append(known_convs[key])
                         continue
-                    if isinstance(tgt, LLMTarget):
+                    if tgt is not None:
                         got, hits = await _replay(
                             rt,
                             converse(
@@ -221,8 +231,8 @@ async def plan_calls(plan: Plan, targets: list[str]) -> PlanReport:
                             convs.append(got)
             n_unknown_tests = unknown * len(prompts) + (len(scenarios) * len(prompts) - len(convs))
             st["conversations"].items += unknown * len(prompts)
-            st["conversations"].calls += unknown * len(prompts) * NOMINAL["conversations"]
-            per_judge = NOMINAL["judgments"]
+            st["conversations"].calls += unknown * len(prompts) * NOMINAL_CALLS["conversations"]
+            per_judge = NOMINAL_CALLS["judgments"]
             st["judgments"].items += len(convs) + n_unknown_tests
             st["judgments"].calls += (len(convs) + n_unknown_tests) * per_judge * len(cfg.judges)
             for conv in convs:
@@ -311,7 +321,7 @@ def split_overlays(configfiles: list[str], targets: list[str]) -> tuple[list[str
 def print_plan(args: argparse.Namespace) -> int:
     workdir = Path(".")
     overlays, targets = split_overlays(args.configfile, args.targets)
-    plan = Plan.load(overlays, workdir)
+    plan = Pipeline.load(overlays, workdir)
     cfg = plan.config
     targets = targets or list(cfg.targets)
     for t in targets:
@@ -328,7 +338,7 @@ def print_plan(args: argparse.Namespace) -> int:
         print(f"kora: warning: {note}", file=sys.stderr)
     report = asyncio.run(plan_calls(plan, targets))
     costs = estimate_cost(plan.config, report, targets, workdir)
-    print(f"plan for {', '.join(targets)}: {len(plan.shards())} shards")
+    print(f"plan for {', '.join(targets)}: {len(plan.cells())} shards")
     print(f"{'stage':<14}{'items':>8}{'calls':>9}{'stored':>9}{'to pay':>9}{'est. cost':>12}")
     total_cost: float | None = 0.0
     for stage in ("seeds", "scenarios", "conversations", "judgments"):

@@ -1,0 +1,167 @@
+"""The run's broker: one long-lived process that runs the shard jobs of a local run.
+
+Started by the Snakefile's `onstart` (`start_broker`), stopped by `onsuccess`/`onerror`;
+it listens on a Unix socket that only this user can open. Each connection is one job: a
+line of JSON (kora.dispatch.job_spec) in, a line of JSON `{status, message}` out when the
+job is done. A job whose script goes away (Snakemake killed it, Ctrl-C) is cancelled: its
+finished calls are in the call store, as with any killed job. The broker exits when the
+Snakemake process that started it is gone, so a `kill -9` of the run leaves nothing
+behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kora.dispatch import BROKER_ENV
+
+log = logging.getLogger("kora.broker")
+
+
+def run_here(spec: dict[str, Any]) -> tuple[int, str]:
+    """Run one job in this process (no broker serves it)."""
+    from kora.context import Pool
+    from kora.smk import execute
+
+    async def main() -> tuple[int, str]:
+        pool = Pool(Path.cwd())
+        try:
+            outcome = await execute(spec, pool)
+        finally:
+            await pool.aclose()
+        return outcome.status, outcome.message
+
+    return asyncio.run(main())
+
+
+async def _serve_job(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pool: Any) -> None:
+    from kora.smk import execute
+
+    try:
+        spec = json.loads(await reader.readline())
+    except (ValueError, ConnectionError):
+        writer.close()
+        return
+    job = asyncio.create_task(execute(spec, pool))
+    gone = asyncio.create_task(reader.read())  # ends when the job's script does
+    await asyncio.wait({job, gone}, return_when=asyncio.FIRST_COMPLETED)
+    if not job.done():
+        job.cancel()
+        with contextlib.suppress(BaseException):
+            await job
+        writer.close()
+        return
+    gone.cancel()
+    try:
+        outcome = job.result()
+        reply = {"status": outcome.status, "message": outcome.message}
+    except Exception:  # a bug: the job fails with its traceback, the broker goes on
+        reply = {"status": 1, "message": traceback.format_exc()}
+    with contextlib.suppress(ConnectionError):
+        writer.write(json.dumps(reply).encode() + b"\n")
+        await writer.drain()
+    writer.close()
+
+
+async def serve(path: Path, parent: int) -> None:
+    from kora.context import Pool
+
+    pool = Pool(Path.cwd())
+    old = os.umask(0o077)  # the socket: this user only
+    try:
+        server = await asyncio.start_unix_server(
+            lambda r, w: _serve_job(r, w, pool), path=str(path)
+        )
+    finally:
+        os.umask(old)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    async def watch_parent() -> None:
+        while os.getppid() == parent:
+            await asyncio.sleep(0.5)
+        stop.set()  # the run is gone (killed): nothing will ask for more
+
+    watcher = asyncio.create_task(watch_parent())
+    async with server:
+        await stop.wait()
+    watcher.cancel()
+    for task in asyncio.all_tasks() - {asyncio.current_task()}:
+        task.cancel()
+    await pool.aclose()
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m kora.broker")
+    ap.add_argument("--socket", required=True)
+    ap.add_argument("--parent", type=int, required=True)
+    args = ap.parse_args(argv)
+    path = Path(args.socket)
+    try:
+        asyncio.run(serve(path, args.parent))
+    finally:
+        path.unlink(missing_ok=True)
+
+
+@dataclass
+class Broker:
+    """The Snakemake process's handle on its broker."""
+
+    process: subprocess.Popen[bytes]
+    path: Path
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.path.unlink(missing_ok=True)
+        os.environ.pop(BROKER_ENV, None)
+
+
+def start_broker(run_id: str, log_path: Path | None = None) -> Broker | None:
+    """Start the broker for this run and point the jobs at it (in the environment they
+    inherit); None, and the jobs run in their own processes, if it does not come up."""
+    path = Path(tempfile.gettempdir()) / f"kora-{os.getuid()}-{run_id}.sock"
+    path.unlink(missing_ok=True)
+    command = [sys.executable, "-m", "kora.broker", "--socket", str(path)]
+    command += ["--parent", str(os.getpid())]
+    if log_path is not None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as out:  # the broker keeps its own copy of the file
+            process = subprocess.Popen(command, stdout=out, stderr=out)
+    else:
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and process.poll() is None:
+        with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as probe:
+            probe.connect(str(path))
+            os.environ[BROKER_ENV] = f"{socket.gethostname()}|{path}"
+            return Broker(process, path)
+        time.sleep(0.05)
+    process.kill()
+    return None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""What a stage job calls models through: clients built from the rule's params.
+
+A rule's params carry every setting that changes a result (provider, model, max_tokens,
+temperature; a chat endpoint's URL): Snakemake re-runs a shard when one changes. The
+settings that only carry the calls (base URL of a proxy, key variable, rate limits,
+timeout, price) come from the run's config by model name (`Transport`): changing a rate
+limit must not re-run a finished shard.
+
+A `Pool` lives as long as its process: the job's own, or the run's broker that serves many
+jobs (kora.broker). It keeps one provider (HTTP client, SDK) per model and the taxonomy
+and template checks per file version; each job gets its own `JobContext` with its own
+usage counters.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kora.config import ModelConfig
+from kora.llm.base import Provider, create_provider
+from kora.llm.cache import CallCache
+from kora.llm.client import ModelClient, Usage
+from kora.llm.limits import limiter_for
+from kora.llm.targets import EndpointTarget, LLMTarget, TargetFactory
+from kora.taxonomy import Taxonomy, load_taxonomy
+
+log = logging.getLogger("kora")
+
+
+@dataclass(frozen=True)
+class Transport:
+    """The run-wide settings a job takes from the config rather than its params (built by
+    kora.dispatch.transport from the config, for the models the params name)."""
+
+    models: dict[str, dict[str, Any]]
+    cache_dir: str = ".kora/cache"
+    concurrency: int = 16
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"models": self.models, "cache_dir": self.cache_dir, "concurrency": self.concurrency}
+
+    def model(self, params: dict[str, Any]) -> ModelConfig:
+        """A model's full config: its params (what changes answers) + its transport."""
+        settings = {k: v for k, v in params.items() if k != "name"}
+        return ModelConfig.model_validate({**self.models.get(params["name"], {}), **settings})
+
+
+@dataclass
+class Pool:
+    """What the jobs served by one process share."""
+
+    workdir: Path
+    # providers given by model name, used instead of making one (tests; `kora plan`'s
+    # replay from the call store)
+    fixed: dict[str, Provider] = field(default_factory=dict)
+    _providers: dict[tuple[str, str], Provider] = field(default_factory=dict)
+    _taxonomies: dict[tuple[Any, ...], Taxonomy] = field(default_factory=dict)
+
+    def provider(self, name: str, config: ModelConfig) -> Provider:
+        if name in self.fixed:
+            return self.fixed[name]
+        key = (name, config.model_dump_json())
+        if key not in self._providers:
+            self._providers[key] = create_provider(name, config)
+        return self._providers[key]
+
+    def taxonomy(self, risks: Path, motivations: Path) -> Taxonomy:
+        """The taxonomy of a rule's declared input files (loaded once per file version)."""
+        stamp = tuple((p, p.stat().st_mtime_ns, p.stat().st_size) for p in (risks, motivations))
+        if stamp not in self._taxonomies:
+            if risks.parent != motivations.parent:
+                raise ValueError(f"{risks} and {motivations} are not in one taxonomy folder")
+            self._taxonomies[stamp] = load_taxonomy(risks.parent)
+        return self._taxonomies[stamp]
+
+    async def aclose(self) -> None:
+        for p in self._providers.values():
+            await p.aclose()
+        self._providers.clear()
+
+
+@dataclass
+class JobContext:
+    """One job's view of the pool: its clients count into its own usage."""
+
+    pool: Pool
+    transport: Transport
+    usage: Usage = field(default_factory=Usage)
+    _targets: list[TargetFactory] = field(default_factory=list)
+
+    @property
+    def workdir(self) -> Path:
+        return self.pool.workdir
+
+    @property
+    def state_dir(self) -> Path:
+        return self.workdir / ".kora" / "limits"
+
+    @property
+    def concurrency(self) -> int:
+        return self.transport.concurrency
+
+    def client(self, params: dict[str, Any]) -> ModelClient:
+        name = params["name"]
+        config = self.transport.model(params)
+        return ModelClient(
+            name,
+            config,
+            cache=CallCache(self.workdir / self.transport.cache_dir),
+            usage=self.usage,
+            provider=self.pool.provider(name, config),
+            limiter=limiter_for(name, config, self.state_dir),
+        )
+
+    def target(self, params: dict[str, Any]) -> TargetFactory:
+        """The model under test: an LLM called directly, or a deployed chat service."""
+        config = self.transport.model(params)
+        if config.provider != "chat-endpoint":
+            return LLMTarget(self.client(params))
+        from kora.llm.chat_endpoint import ChatEndpointTarget
+
+        name = params["name"]
+        endpoint = ChatEndpointTarget(
+            name, config, limiter=limiter_for(name, config, self.state_dir)
+        )
+        target = EndpointTarget(endpoint, name, self.usage)
+        self._targets.append(target)
+        return target
+
+    async def aclose(self) -> None:
+        # LLM clients share the pool's providers (closed with the pool); a chat endpoint's
+        # HTTP client belongs to its job
+        for t in self._targets:
+            await t.aclose()

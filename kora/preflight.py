@@ -1,0 +1,79 @@
+"""Checks before a run's first job: keys, services that cannot be reached, retired models.
+
+Each would otherwise fail every call of the run one by one, after minutes of retries; the
+Snakefile's `onstart` runs them for the models the jobs to run will call.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from kora.config import KoraConfig
+
+_PROXY_ENV = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+_BASE_URL_ENV = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
+
+
+def models_for_jobs(config: KoraConfig, jobs: Iterable[tuple[str, dict[str, str]]]) -> set[str]:
+    """The models that jobs of these (rule, wildcards) will call."""
+    names: set[str] = set()
+    for rule, wc in jobs:
+        if rule == "seeds":
+            names.add(config.seed_model)
+        elif rule == "scenarios":
+            names |= {config.expand_model, config.user_model}
+        elif rule == "conversations":
+            target = config.targets.get(wc.get("target", ""))
+            names.add(config.user_model)
+            if target is not None and target.model is not None:
+                names.add(target.model)
+        elif rule == "judgments":
+            names |= set(config.judges)
+    return names
+
+
+def _custom_openai_url(base_url: str | None) -> bool:
+    url = base_url or os.environ.get("OPENAI_BASE_URL") or ""
+    return bool(url) and "api.openai.com" not in url
+
+
+def missing_keys(config: KoraConfig, names: Iterable[str]) -> list[str]:
+    """API-key variables these models need and the environment lacks."""
+    missing = []
+    for name in sorted(set(names)):
+        m = config.models[name]
+        if m.provider == "anthropic":
+            env = m.api_key_env or "ANTHROPIC_API_KEY"
+        elif m.provider == "openai" and (m.api_key_env or not _custom_openai_url(m.base_url)):
+            # a local OpenAI-compatible server (vLLM, Ollama) may need no key
+            env = m.api_key_env or "OPENAI_API_KEY"
+        elif m.provider == "chat-endpoint" and m.api_key_env:
+            env = m.api_key_env
+        else:
+            continue
+        if not os.environ.get(env):
+            missing.append(f"{env} (model {name!r})")
+    return missing
+
+
+def unreachable(config: KoraConfig, names: Iterable[str]) -> list[str]:
+    """Models among `names` whose own service (a configured or environment base URL)
+    cannot be reached at all: a wrong URL, or a service that is not running."""
+    from kora.llm.http import probe
+
+    if any(os.environ.get(v) for v in _PROXY_ENV):
+        return []  # the proxy knows the way; a direct probe would mislead
+    out = []
+    for name in sorted(set(names)):
+        m = config.models[name]
+        url = m.base_url or os.environ.get(_BASE_URL_ENV.get(m.provider, ""), "")
+        if m.provider == "mock" or not url:
+            continue
+        why = probe(url)
+        if why is not None:
+            out.append(
+                f"model {name!r}: cannot connect to {url} ({why}): is the service "
+                "running, and is base_url right?"
+            )
+    return out
