@@ -81,9 +81,6 @@ class StoreOnly:
     async def generate(self, request: Request) -> Response:
         raise NotStored()
 
-    def should_retry(self, exc: BaseException) -> bool:
-        return False
-
     async def aclose(self) -> None:
         return None
 

@@ -8,8 +8,9 @@ from typing import Any
 
 from kora.config import KoraConfig, validate_config
 from kora.llm.cache import CallCache
-from kora.llm.client import ModelClient, Usage
-from kora.llm.targets import EndpointTarget, LLMTarget, TargetFactory
+from kora.llm.client import ModelClient
+from kora.llm.targets import EndpointTarget, LLMTarget, Target
+from kora.llm.usage import Usage
 from kora.taxonomy import Taxonomy, load_taxonomy
 from kora.templates import set_prompts_dir
 
@@ -21,7 +22,7 @@ class Runtime:
     workdir: Path = Path(".")
     usage: Usage = field(default_factory=Usage)
     _clients: dict[str, ModelClient] = field(default_factory=dict)
-    _targets: dict[str, TargetFactory] = field(default_factory=dict)
+    _targets: dict[str, Target] = field(default_factory=dict)
 
     @classmethod
     def from_raw(cls, raw: dict[str, Any], workdir: Path | str = ".") -> Runtime:
@@ -51,7 +52,7 @@ class Runtime:
             )
         return self._clients[name]
 
-    def target(self, target_name: str) -> TargetFactory:
+    def target(self, target_name: str) -> Target:
         model_name = self.config.targets[target_name].model
         if model_name is None:
             raise ValueError(f"target {target_name!r} has imported conversations: no model to call")
