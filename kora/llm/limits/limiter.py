@@ -8,7 +8,7 @@ shares. All times in them are wall-clock (`time.time()`), so nodes need synchron
 clocks (NTP), as Snakemake itself does. `state_dir=None` keeps the same limits within
 the process only.
 
-A call takes a concurrency slot, then its tokens, then its request slot; after the
+A call takes a concurrency slot, then its request slot, then its tokens; after the
 answer its token reservation is corrected with the tokens the provider counted, and the
 provider's rate-limit headers (`Response.limits`, `ProviderError.limits`) update the
 shared state. A 429 slows the whole run down: it cuts the shared request rate, unless the
@@ -104,10 +104,12 @@ class Limiter:
     async def slot(self, cost: Cost | None = None) -> AsyncIterator[None]:
         idx = await self._slots.acquire() if self._slots is not None else None
         try:
-            if self._tokens is not None and cost is not None:
-                await self._wait_for_tokens(cost)
             if self._rate is not None:
                 await self._wait_for_rate()
+            # tokens last: a call takes them with the latest the server has said (a call
+            # that took them before its request slot came could not be paced by them)
+            if self._tokens is not None and cost is not None:
+                await self._wait_for_tokens(cost)
             yield
         finally:
             if idx is not None and self._slots is not None:

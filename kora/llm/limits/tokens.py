@@ -127,7 +127,9 @@ class TokenPolicy:
             start = max(start, s.hold_until, s.tat if rates[b] > 0 else 0.0)
         wait = start - now
         if wait > self.horizon:
-            return st, wait - self.horizon * random.uniform(0.3, 0.9), False
+            # look again within a second: answers settling their reservations (an output
+            # limit reserves max_tokens) may bring the start much closer
+            return st, min(wait - self.horizon * random.uniform(0.3, 0.9), 1.0), False
         for b, rate in rates.items():
             if rate > 0:
                 s = st.buckets[b]
