@@ -164,7 +164,8 @@ class Limiter:
         bucket had too few tokens left for a call like this one."""
         now = time.time()
         short = False
-        if self._tokens is not None and cost is not None and (used or limits):
+        told = used is not None or limits is not None
+        if self._tokens is not None and cost is not None and told:
             policy = self.token_policy
 
             def update(st: TokenState | None) -> tuple[TokenState, bool]:
