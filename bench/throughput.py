@@ -11,6 +11,16 @@ throughput (ramp-up excluded), its ratio to the limit and the share of 429s.
     python bench/throughput.py --mode configured  # requests_per_minute = the limit
     python bench/throughput.py --mode adaptive    # no configured limit: learn from 429s
     python bench/throughput.py --mode off         # baseline: no limiter, retries only
+
+With `--bind tokens` the server also limits input tokens (`--token-limit` a second, 1 s
+of burst; above it: 429) and the prompts are judge-sized (`--prompt-tokens`), so the token
+limit binds before the request limit. Printed: the steady input tokens a second as a share
+of the token limit, and the 429 share, for three modes: `configured`
+(`input_tokens_per_minute`, or `tokens_per_minute` for `--provider openai`; the server
+sends no rate-limit headers), `headers` (no configured limit; the server sends its
+rate-limit headers) and `neither` (no configured limit, no headers: 429s only).
+
+    python bench/throughput.py --bind tokens --provider anthropic   # three modes, ~5 min
 """
 
 from __future__ import annotations
@@ -36,10 +46,18 @@ def run_mode(args: argparse.Namespace, mode: str) -> dict[str, Any]:
     ctx = multiprocessing.get_context("spawn")
     port_q, stats_q, results = ctx.Queue(), ctx.Queue(), ctx.Queue()
     stop = ctx.Event()
+    server_kw: dict[str, Any] = {"rate_limit": args.limit, "latency": args.latency}
+    client_kw: dict[str, Any] = {}
+    if args.bind == "tokens":
+        per_minute = args.token_limit * 60
+        server_kw.update(tokens_per_minute=per_minute, limit_headers=mode == "headers")
+        key = "input_tokens_per_minute" if args.provider == "anthropic" else "tokens_per_minute"
+        client_kw.update(
+            prompt_chars=args.prompt_tokens * 4,
+            limits={key: per_minute} if mode == "configured" else None,
+        )
     server = ctx.Process(
-        target=server_process,
-        args=(args.provider, port_q, stats_q, stop),
-        kwargs={"rate_limit": args.limit, "latency": args.latency},
+        target=server_process, args=(args.provider, port_q, stats_q, stop), kwargs=server_kw
     )
     server.start()
     workers: list[Any] = []
@@ -54,7 +72,10 @@ def run_mode(args: argparse.Namespace, mode: str) -> dict[str, Any]:
                     target=client_process,
                     args=(args.provider, base_url, state_dir, 10**9, args.concurrency, results),
                     kwargs={
-                        "requests_per_minute": args.limit * 60 if mode == "configured" else None,
+                        **client_kw,
+                        "requests_per_minute": args.limit * 60
+                        if mode == "configured" and args.bind == "requests"
+                        else None,
                         "adaptive": mode != "off",
                         "testing": False,
                         "ready": ready,
@@ -102,15 +123,19 @@ def run_mode(args: argparse.Namespace, mode: str) -> dict[str, Any]:
             shown = " ".join(f"{r:.0f}" for r, _ in rs[::2])
             cuts = int(rs[-1][1]) if rs else 0
             print(f"  t={sec:3d}s accepted {a:3d} refused {f:3d}  cuts {cuts:3d} rate/s {shown}")
+    done = sum(r["done"] for r in out)
+    tokens_per_call = sum(r["input_tokens"] for r in out) / max(1, done)
     return {
         "mode": mode,
+        "tokens_per_call": tokens_per_call,
+        "token_ratio": steady * tokens_per_call / args.token_limit,
         "steady": steady,
         "ratio": steady / args.limit,
         "refused_pct": 100.0 * len(refused) / max(1, len(refused) + len(accepted)),
         "refused_steady_pct": 100.0 * refused_steady / max(1, refused_steady + accepted_steady),
         "accepted": len(accepted),
         "refused": len(refused),
-        "done": sum(r["done"] for r in out),
+        "done": done,
         "errors": sum(len(r["errors"]) for r in out),
         "rate": max((r["rate"] or 0.0) for r in out),
     }
@@ -120,7 +145,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
         "--mode",
-        choices=["configured", "adaptive", "both", "off"],
+        choices=["configured", "adaptive", "both", "off", "headers", "neither"],
         default="both",
         help="off: no limiter at all (a baseline: only the retry layer's back-off)",
     )
@@ -132,7 +157,18 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=35.0, help="seconds of calls")
     ap.add_argument("--warmup", type=float, default=8.0, help="ramp-up left out, seconds")
     ap.add_argument("--trace", action="store_true", help="print accepted/refused per second")
+    ap.add_argument(
+        "--bind",
+        choices=["requests", "tokens"],
+        default="requests",
+        help="tokens: an input-token limit that binds before the request limit",
+    )
+    ap.add_argument("--token-limit", type=float, default=40_000.0, help="input tokens/s")
+    ap.add_argument("--prompt-tokens", type=int, default=3000, help="tokens a prompt")
     args = ap.parse_args()
+    if args.bind == "tokens":
+        print_tokens(args)
+        return
 
     command = " ".join(["python", "bench/throughput.py", *map(shlex.quote, sys.argv[1:])])
     print(f"command: {command}")
@@ -157,6 +193,35 @@ def main() -> None:
             f"{r['refused'] + r['accepted']}; {r['refused_steady_pct']:.1f} % in the steady "
             f"window); calls done {r['done']}, failed {r['errors']}; "
             f"final shared rate {r['rate'] * 60:.0f}/min"
+        )
+
+
+def print_tokens(args: argparse.Namespace) -> None:
+    command = " ".join(["python", "bench/throughput.py", *map(shlex.quote, sys.argv[1:])])
+    print(f"command: {command}")
+    print(
+        f"server: {args.token_limit:g} input tokens/s (1 s burst) and {args.limit:g} "
+        f"requests/s (429 + Retry-After above either), {args.latency:g} s latency; prompts of "
+        f"~{args.prompt_tokens} tokens; {args.workers} worker processes x {args.concurrency} "
+        f"concurrent calls, provider {args.provider}, {args.duration:g} s of calls, first "
+        f"{args.warmup:g} s left out"
+    )
+    modes = ["configured", "headers", "neither"] if args.mode == "both" else [args.mode]
+    key = "input_tokens_per_minute" if args.provider == "anthropic" else "tokens_per_minute"
+    for mode in modes:
+        r = run_mode(args, mode)
+        limit = {
+            "configured": f"{key}={args.token_limit * 60:g}, no headers",
+            "headers": "none; the server sends rate-limit headers",
+            "neither": "none, no headers (429s only)",
+        }.get(mode, mode)
+        print(
+            f"[{mode}] configured limit: {limit}; steady {r['steady']:.1f} req/s x "
+            f"{r['tokens_per_call']:.0f} tokens = {100 * r['token_ratio']:.1f} % of the "
+            f"server's {args.token_limit:g} input tokens/s; 429s {r['refused_pct']:.1f} % of "
+            f"all requests ({r['refused']} of {r['refused'] + r['accepted']}; "
+            f"{r['refused_steady_pct']:.1f} % in the steady window); calls done {r['done']}, "
+            f"failed {r['errors']}"
         )
 
 

@@ -44,6 +44,10 @@ class ModelConfig(_Strict):
     base_url: str | None = None
     api_key_env: str | None = None
     requests_per_minute: float | None = Field(default=None, gt=0)
+    # the provider's token limits (Anthropic: input and output apart; OpenAI: together)
+    input_tokens_per_minute: float | None = Field(default=None, gt=0)
+    output_tokens_per_minute: float | None = Field(default=None, gt=0)
+    tokens_per_minute: float | None = Field(default=None, gt=0)
     max_concurrency: int | None = Field(default=None, gt=0)
     timeout: float | None = Field(default=None, gt=0)
     price: Price | None = None

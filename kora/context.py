@@ -20,11 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from kora.config import ModelConfig
-from kora.llm.base import Provider, create_provider
+from kora.llm.base import Provider
 from kora.llm.cache import CallCache
-from kora.llm.client import ModelClient, Usage
+from kora.llm.client import ModelClient
 from kora.llm.limits import limiter_for
-from kora.llm.targets import EndpointTarget, LLMTarget, TargetFactory
+from kora.llm.registry import create_provider
+from kora.llm.targets import EndpointTarget, LLMTarget, Target
+from kora.llm.usage import Usage
 from kora.taxonomy import Taxonomy, load_taxonomy
 
 log = logging.getLogger("kora")
@@ -89,7 +91,7 @@ class JobContext:
     pool: Pool
     transport: Transport
     usage: Usage = field(default_factory=Usage)
-    _targets: list[TargetFactory] = field(default_factory=list)
+    _targets: list[Target] = field(default_factory=list)
 
     @property
     def workdir(self) -> Path:
@@ -115,7 +117,7 @@ class JobContext:
             limiter=limiter_for(name, config, self.state_dir),
         )
 
-    def target(self, params: dict[str, Any]) -> TargetFactory:
+    def target(self, params: dict[str, Any]) -> Target:
         """The model under test: an LLM called directly, or a deployed chat service."""
         config = self.transport.model(params)
         if config.provider != "chat-endpoint":

@@ -23,8 +23,9 @@ from kora.errors import ConfigError, KoraError
 from kora.io import read_jsonl
 from kora.llm.base import Request, Response
 from kora.llm.cache import CallCache
-from kora.llm.client import ModelClient, Usage
+from kora.llm.client import ModelClient
 from kora.llm.targets import LLMTarget
+from kora.llm.usage import Usage
 from kora.schemas import Conversation, Scenario, ScenarioSeed
 from kora.shards import check, conversations_path, scenarios_path, seeds_path, status_of
 from kora.stages.converse import converse
@@ -75,9 +76,6 @@ class StoreOnly:
 
     async def generate(self, request: Request) -> Response:
         raise NotStored()
-
-    def should_retry(self, exc: BaseException) -> bool:
-        return False
 
     async def aclose(self) -> None:
         return None

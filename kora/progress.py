@@ -15,16 +15,17 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
 from kora.io import write_atomic
+from kora.llm.usage import Counts
 
 if TYPE_CHECKING:  # the Snakemake process imports this module for the monitor only
-    from kora.llm.client import Usage
+    from kora.llm.usage import Usage
 
 
 class ShardProgress(Protocol):
@@ -80,19 +81,13 @@ class ProgressReporter:
         if not force and now - self._last < self.interval:
             return
         self._last = now
-        t = self.usage.totals()
         snapshot = {
             "stage": report.stage,
             "shard": report.shard,
             "items": report.items,
             "items_done": report.done,
             "items_failed": report.failed,
-            "calls": t.calls,
-            "cached": t.cached,
-            "call_failures": t.failures,
-            "input_tokens": t.input_tokens,
-            "output_tokens": t.output_tokens,
-            "cost": t.cost,
+            **asdict(self.usage.totals()),
             "waiting": self.usage.waiting,
             "last_retry": self.usage.last_retry,
         }
@@ -107,44 +102,49 @@ class ProgressReporter:
 
 
 @dataclass
-class Totals:
+class Totals(Counts):
+    """The run's calls (summed over its jobs' snapshots) and where its jobs are."""
+
     jobs: int = 0
     items: int = 0
     items_done: int = 0
     items_failed: int = 0
-    calls: int = 0
-    cached: int = 0
-    call_failures: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost: float = 0.0
     waiting: int = 0
     last_retry: str = ""
 
 
 def read_totals(directory: Path) -> Totals:
-    t = Totals()
+    calls = Counts()
+    jobs = items = items_done = items_failed = waiting = 0
+    last_retry = ""
     for f in directory.glob("*.json"):
         try:
             s: dict[str, Any] = orjson.loads(f.read_bytes())
         except (OSError, orjson.JSONDecodeError):
             continue
-        t.jobs += 1
-        for k in (
-            "items", "items_done", "items_failed", "calls", "cached",
-            "call_failures", "input_tokens", "output_tokens", "waiting",
-        ):  # fmt: skip
-            setattr(t, k, getattr(t, k) + int(s.get(k, 0)))
-        t.cost += float(s.get("cost", 0.0))
+        jobs += 1
+        calls += Counts.from_dict(s)
+        items += int(s.get("items", 0))
+        items_done += int(s.get("items_done", 0))
+        items_failed += int(s.get("items_failed", 0))
+        waiting += int(s.get("waiting", 0))
         if s.get("waiting") and s.get("last_retry"):
-            t.last_retry = str(s["last_retry"])
-    return t
+            last_retry = str(s["last_retry"])
+    return Totals(
+        **asdict(calls),
+        jobs=jobs,
+        items=items,
+        items_done=items_done,
+        items_failed=items_failed,
+        waiting=waiting,
+        last_retry=last_retry,
+    )
 
 
 def format_totals(t: Totals, planned_calls: int | None = None) -> str:
     total = f"/~{planned_calls}" if planned_calls else ""
     line = (
-        f"[kora] calls {t.calls}{total} ({t.cached} cached, {t.call_failures} failed) | "
+        f"[kora] calls {t.calls}{total} ({t.cached} cached, {t.failures} failed) | "
         f"items {t.items_done}/{t.items} ({t.items_failed} failed) in {t.jobs} jobs | "
         f"tokens in {t.input_tokens:,} out {t.output_tokens:,} | ${t.cost:.4f}"
     )

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from kora.aggregate import aggregate
 from kora.config import KoraConfig
+from kora.llm.usage import Counts
 from kora.schemas import PromptVariant, RunResult
 from kora.taxonomy import Taxonomy
 
@@ -55,21 +56,11 @@ def read_status(files: Iterable[Path | str]) -> list[dict[str, Any]]:
 
 
 def sum_usage(statuses: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    keys = ("calls", "cached", "failures", "input_tokens", "output_tokens", "cost")
-    acc: dict[tuple[str, str], dict[str, float]] = defaultdict(lambda: dict.fromkeys(keys, 0))
+    acc: dict[tuple[str, str], Counts] = defaultdict(Counts)
     for s in statuses:
         for u in s.get("usage", []):
-            a = acc[(u["model"], u["stage"])]
-            for k in keys:
-                a[k] += u.get(k, 0)
-    return [
-        {
-            "model": m,
-            "stage": st,
-            **{k: (round(v, 6) if k == "cost" else int(v)) for k, v in a.items()},
-        }
-        for (m, st), a in sorted(acc.items())
-    ]
+            acc[(u["model"], u["stage"])] += Counts.from_dict(u)
+    return [{"model": m, "stage": st, **a.as_dict()} for (m, st), a in sorted(acc.items())]
 
 
 def stage_failures(statuses: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -181,7 +172,6 @@ def build_results(
         results["mock"] = True
         results["note"] = MOCK_NOTE
     rows = sum_usage(statuses)
-    keys = ("calls", "cached", "failures", "input_tokens", "output_tokens", "cost")
     by_stage: dict[str, float] = defaultdict(float)
     by_model: dict[str, float] = defaultdict(float)
     for u in rows:
@@ -190,7 +180,7 @@ def build_results(
     usage: dict[str, Any] = {
         "target": target,
         "usage": rows,
-        "total": {k: round(sum(u[k] for u in rows), 6) for k in keys},
+        "total": sum((Counts.from_dict(u) for u in rows), Counts()).as_dict(),
         "costByStage": {k: round(v, 6) for k, v in sorted(by_stage.items())},
         "costByModel": {k: round(v, 6) for k, v in sorted(by_model.items())},
     }

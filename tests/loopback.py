@@ -30,6 +30,7 @@ import uuid
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import parse_qs, urlsplit
 
@@ -358,20 +359,102 @@ class Ended:
 Answer = str | dict[str, Any] | Ended
 
 
+class _TokenBucket:
+    """A provider's token limit: `per_minute` tokens refilled continuously, at most
+    `burst` seconds' worth held; a request is admitted when its tokens are there."""
+
+    def __init__(self, per_minute: float, burst: float) -> None:
+        self.rate = per_minute / 60.0
+        self.capacity = self.rate * burst
+        self.level = self.capacity
+        self.at = time.time()
+
+    def _refill(self, now: float) -> None:
+        self.level = min(self.capacity, self.level + (now - self.at) * self.rate)
+        self.at = max(self.at, now)
+
+    def take(self, tokens: int, now: float) -> float | None:
+        """None when admitted; else the Retry-After (whole seconds)."""
+        self._refill(now)
+        if tokens <= self.level:
+            self.level -= tokens
+            return None
+        return float(max(1, math.ceil((tokens - self.level) / self.rate)))
+
+    def debit(self, tokens: int, now: float) -> None:
+        self._refill(now)
+        self.level -= tokens
+
+    def reading(self, now: float) -> tuple[float, float]:
+        """(remaining, seconds until full again)."""
+        self._refill(now)
+        return max(0.0, self.level), (self.capacity - self.level) / self.rate
+
+
 class _LLMServer(LoopbackServer):
-    """Shared by the Anthropic and OpenAI servers: scripted answers and an API key."""
+    """Shared by the Anthropic and OpenAI servers: scripted answers, an API key, and
+    optionally a token limit (`tokens_per_minute`: the input tokens for Anthropic, input
+    and output together for OpenAI), refused with 429 past it; with `limit_headers` every
+    answer carries the provider's rate-limit headers for its limits."""
 
     def __init__(
         self,
         *,
         api_key: str | None = None,
         structured: Callable[[Recorded], dict[str, Any]] | None = None,
+        tokens_per_minute: float | None = None,
+        token_burst: float = 1.0,
+        limit_headers: bool = True,
         **kw: Any,
     ) -> None:
         super().__init__(**kw)
         self.api_key = api_key
         self.answers: deque[Answer] = deque()
         self.structured = structured or (lambda rec: {"answer": "ok"})
+        self.tokens = (
+            None if tokens_per_minute is None else _TokenBucket(tokens_per_minute, token_burst)
+        )
+        self.limit_headers = limit_headers
+        self.accepted_tokens = 0
+        self._incoming = 0
+
+    def request_tokens(self, body: Any) -> int:
+        """The tokens a request is charged on arrival."""
+        return 0
+
+    def limit_headers_for(self, now: float) -> dict[str, str]:
+        return {}
+
+    async def _dispatch(self, req: h11.Request, raw: bytes) -> Reply:
+        try:
+            body = json.loads(raw) if raw else None
+        except json.JSONDecodeError:
+            body = None
+        # read by _over_rate, which the base class calls before its first await, so no
+        # other request can come in between
+        self._incoming = self.request_tokens(body) if isinstance(body, dict) else 0
+        reply = await super()._dispatch(req, raw)
+        if self.limit_headers:
+            with self.lock:
+                reply.headers.update(self.limit_headers_for(time.time()))
+        return reply
+
+    def _over_rate(self, now: float) -> float | None:
+        refused = super()._over_rate(now)
+        if refused is not None or self.tokens is None:
+            return refused
+        refused = self.tokens.take(self._incoming, now)
+        if refused is None:
+            self.accepted_tokens += self._incoming
+        return refused
+
+    def _requests_reading(self, now: float) -> tuple[float, float, float] | None:
+        """(limit per minute, remaining, seconds until full) of the request window."""
+        if self.rate_limit is None:
+            return None
+        window = [t for t in self._window if t > now - 1.0]
+        reset = window[-1] + 1.0 - now if window else 0.0
+        return self.rate_limit * 60, max(0.0, self.rate_limit - len(window)), reset
 
     def answer(self, *answers: Answer) -> None:
         """Answer the next requests with these (text, or a dict for a structured call)."""
@@ -404,8 +487,33 @@ def _tokens(obj: Any) -> int:
     return max(1, len(json.dumps(obj)) // 4)
 
 
+def _rfc3339(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 class AnthropicServer(_LLMServer):
-    """`POST /v1/messages` of the Anthropic Messages API."""
+    """`POST /v1/messages` of the Anthropic Messages API; a token limit is on input tokens
+    (remaining rounded to the nearest thousand and reset as an RFC 3339 time, as the API
+    sends them)."""
+
+    def request_tokens(self, body: Any) -> int:
+        return _tokens(body.get("messages")) + _tokens(body.get("system", ""))
+
+    def limit_headers_for(self, now: float) -> dict[str, str]:
+        headers: dict[str, str] = {}
+        requests = self._requests_reading(now)
+        if requests is not None:
+            limit, remaining, reset = requests
+            headers["anthropic-ratelimit-requests-limit"] = f"{limit:.0f}"
+            headers["anthropic-ratelimit-requests-remaining"] = f"{remaining:.0f}"
+            headers["anthropic-ratelimit-requests-reset"] = _rfc3339(now + reset)
+        if self.tokens is not None:
+            remaining, reset = self.tokens.reading(now)
+            p = "anthropic-ratelimit-input-tokens"
+            headers[f"{p}-limit"] = f"{self.tokens.rate * 60:.0f}"
+            headers[f"{p}-remaining"] = f"{round(remaining, -3):.0f}"
+            headers[f"{p}-reset"] = _rfc3339(now + reset)
+        return headers
 
     def error_reply(self, status: int, message: str, *, retry_after: float | None = None) -> Reply:
         kind = {
@@ -479,8 +587,34 @@ class AnthropicServer(_LLMServer):
         )
 
 
+def _duration(seconds: float) -> str:
+    """OpenAI's reset form: `20ms`, `1.5s`, `6m0s`."""
+    if seconds < 1:
+        return f"{seconds * 1000:.0f}ms"
+    minutes, rest = divmod(seconds, 60)
+    return f"{minutes:.0f}m{rest:.0f}s" if minutes else f"{rest:.3g}s"
+
+
 class OpenAIServer(_LLMServer):
-    """`POST /v1/chat/completions` of the OpenAI API (and compatible servers)."""
+    """`POST /v1/chat/completions` of the OpenAI API (and compatible servers); a token
+    limit counts input and output tokens (the output when the answer is made)."""
+
+    def request_tokens(self, body: Any) -> int:
+        return _tokens(body.get("messages"))
+
+    def limit_headers_for(self, now: float) -> dict[str, str]:
+        headers: dict[str, str] = {}
+        readings = [("requests", self._requests_reading(now))]
+        if self.tokens is not None:
+            remaining, reset = self.tokens.reading(now)
+            readings.append(("tokens", (self.tokens.rate * 60, remaining, reset)))
+        for name, reading in readings:
+            if reading is not None:
+                limit, remaining, reset = reading
+                headers[f"x-ratelimit-limit-{name}"] = f"{limit:.0f}"
+                headers[f"x-ratelimit-remaining-{name}"] = f"{remaining:.0f}"
+                headers[f"x-ratelimit-reset-{name}"] = _duration(reset)
+        return headers
 
     def error_reply(self, status: int, message: str, *, retry_after: float | None = None) -> Reply:
         headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
@@ -518,6 +652,9 @@ class OpenAIServer(_LLMServer):
         else:
             text = answer if isinstance(answer, str) else json.dumps(answer)
             message["content"] = text
+        if self.tokens is not None:
+            with self.lock:
+                self.tokens.debit(_tokens(text), time.time())
         return Reply.json(
             200,
             {
@@ -613,11 +750,14 @@ def client_process(
     deadline: float = math.inf,
     ready: Any = None,
     duration: float | None = None,
+    prompt_chars: int = 0,
+    limits: dict[str, float] | None = None,
 ) -> None:
     """One job of a run: `calls` calls (or until `deadline`) through ModelClient with
     `concurrency` tasks, sharing the limiter state in `state_dir`; puts a summary dict on
     the `results` queue. With a `ready` barrier, calls start when every party is ready and
-    go on for `duration` seconds."""
+    go on for `duration` seconds. `prompt_chars` pads each prompt (a judge's is a few
+    thousand tokens); `limits` adds token limits to the model's config."""
     import os
     from pathlib import Path
 
@@ -636,6 +776,7 @@ def client_process(
         requests_per_minute=requests_per_minute,
         max_concurrency=max_concurrency,
         timeout=30,
+        **(limits or {}),
     )
     limiter = limiter_for(name, config, Path(state_dir), adaptive=adaptive)
     client = ModelClient(name, config, cache=None, usage=Usage(), limiter=limiter)
@@ -652,7 +793,8 @@ def client_process(
             started += 1
             t0 = time.time()
             try:
-                await client.text([ChatMessage("user", f"w{os.getpid()}-{wid}")], stage="bench")
+                prompt = f"w{os.getpid()}-{wid} " + "x" * prompt_chars
+                await client.text([ChatMessage("user", prompt)], stage="bench")
             except Exception as exc:
                 errors.append(str(exc)[:200])
             else:
@@ -683,6 +825,7 @@ def client_process(
             "errors": errors,
             "latencies": latencies,
             "rate": limiter.current_rate(),
+            "input_tokens": client.usage.totals().input_tokens,
         }
     )
 

@@ -10,69 +10,50 @@ given with or without the trailing `/v1` (the SDK's form, or the AI SDK's); the 
 from `api_key_env` (default `ANTHROPIC_API_KEY`). `temperature` is sent as a body field
 (recent SDKs dropped the argument). A timeout or a dropped connection is a status-less,
 retryable `ProviderError`; error messages name the model and status and never the key.
+The answer's rate-limit headers (`anthropic-ratelimit-*`) come with it and with a 429.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import anthropic
 
-from kora.config import ModelConfig
-from kora.llm.base import ProviderError, Request, Response, json_schema, schema_name
-from kora.llm.http import LoopBound, is_connect_error, read_key, unreachable
+from kora.llm.base import ProviderError, Request, Response, answer_schema, finish_reasons
+from kora.llm.headers import from_anthropic
+from kora.llm.http import RemoteModel, is_connect_error, read_key, unreachable
 from kora.llm.retry import parse_retry_after, redact
-from kora.schemas import FinishReason
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 # the Messages API's stop_reason in the project's vocabulary (kora.schemas.FinishReason)
-_FINISH: dict[str, FinishReason] = {
-    "end_turn": "stop",
-    "stop_sequence": "stop",
-    "tool_use": "stop",
-    "max_tokens": "max_tokens",
-    "model_context_window_exceeded": "max_tokens",
-    "refusal": "refusal",
-}
-DEFAULT_TIMEOUT = 120.0
+_FINISH = finish_reasons(
+    {
+        "stop": ("end_turn", "stop_sequence", "tool_use"),
+        "max_tokens": ("max_tokens", "model_context_window_exceeded"),
+        "refusal": ("refusal",),
+    }
+)
 # The Messages API rejects an empty turn before the last one; a target that answered
 # nothing is shown this instead in the later turns (its transcript keeps the empty reply).
 EMPTY_TURN = "(no reply)"
 
 
-def _sdk_base_url(url: str) -> str:
-    """The SDK appends `/v1/messages`; accept a base given with `/v1` (the AI SDK's form)."""
-    url = url.rstrip("/")
-    return url[: -len("/v1")] if url.endswith("/v1") else url
-
-
-def _tool_name(schema: type[Any]) -> str:
-    name = "".join(c if c.isalnum() or c in "_-" else "_" for c in schema_name(schema))
-    return name[:64] or "answer"
-
-
-class AnthropicProvider:
+class AnthropicProvider(RemoteModel[anthropic.AsyncAnthropic]):
     """One configured Anthropic model."""
 
-    def __init__(self, name: str, config: ModelConfig) -> None:
-        self.name = name
-        self.config = config
-        self.model = config.model or ""
-        self.key_env = config.api_key_env or "ANTHROPIC_API_KEY"
-        self.base_url = _sdk_base_url(
-            config.base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
-        )
-        self.timeout = config.timeout or DEFAULT_TIMEOUT
-        self._clients = LoopBound(self._new_client, lambda c: c.close())
-        self._key: str | None = None
+    KEY_ENV = "ANTHROPIC_API_KEY"
+    URL_ENV = "ANTHROPIC_BASE_URL"
+    DEFAULT_URL = DEFAULT_BASE_URL
 
-    def _label(self) -> str:
-        return f"model {self.name!r} ({self.model})"
+    def normalise_url(self, url: str) -> str:
+        """The SDK appends `/v1/messages`; accept a base given with `/v1` (the AI SDK's
+        form)."""
+        url = url.rstrip("/")
+        return url[: -len("/v1")] if url.endswith("/v1") else url
 
     def _new_client(self) -> anthropic.AsyncAnthropic:
-        key = read_key(self.key_env, self._label(), required=True)
+        key = read_key(self.key_env, self.label, required=True)
         assert key is not None  # required: read_key raised otherwise
         self._key = key
         return anthropic.AsyncAnthropic(
@@ -94,12 +75,12 @@ class AnthropicProvider:
             # take it (extra_body also works with older SDKs)
             params["extra_body"] = {"temperature": request.temperature}
         if request.schema is not None:
-            tool = _tool_name(request.schema)
+            tool, schema = answer_schema(request.schema)
             params["tools"] = [
                 {
                     "name": tool,
                     "description": f"Record the answer as one {tool} object.",
-                    "input_schema": json_schema(request.schema),
+                    "input_schema": schema,
                 }
             ]
             params["tool_choice"] = {"type": "tool", "name": tool}
@@ -108,39 +89,41 @@ class AnthropicProvider:
     async def generate(self, request: Request) -> Response:
         client = self._clients.get()
         try:
-            msg = await client.messages.create(**self._params(request))
+            # the raw response (public API) carries the rate-limit headers
+            raw = await client.messages.with_raw_response.create(**self._params(request))
+            msg = await raw.parse()
         except anthropic.APIStatusError as exc:
             raise self._status_error(exc) from None
         except anthropic.APITimeoutError:
             raise ProviderError(
-                f"{self._label()}: no answer within {self.timeout:g} s", status=None
+                f"{self.label}: no answer within {self.timeout:g} s", status=None
             ) from None
         except anthropic.APIConnectionError as exc:
             if exc.__cause__ is not None and is_connect_error(exc.__cause__):
-                raise unreachable(self._label(), self.base_url, exc.__cause__) from None
+                raise unreachable(self.label, self.base_url, exc.__cause__) from None
             raise ProviderError(
-                f"{self._label()}: connection failed ({redact(str(exc.__cause__ or exc), self._key)})",
+                f"{self.label}: connection failed ({redact(str(exc.__cause__ or exc), self._key)})",
                 status=None,
             ) from None
         except anthropic.APIResponseValidationError as exc:
             raise ProviderError(
-                f"{self._label()}: malformed response ({redact(str(exc), self._key)[:200]})",
+                f"{self.label}: malformed response ({redact(str(exc), self._key)[:200]})",
                 retryable=True,
             ) from None
         except anthropic.AnthropicError as exc:
             # e.g. a 200 whose body is not JSON
             raise ProviderError(
-                f"{self._label()}: bad response ({redact(str(exc), self._key)[:200]})",
+                f"{self.label}: bad response ({redact(str(exc), self._key)[:200]})",
                 retryable=True,
             ) from None
         except ValueError as exc:  # JSON decoding of a malformed body
             raise ProviderError(
-                f"{self._label()}: malformed response body ({str(exc)[:200]})", retryable=True
+                f"{self.label}: malformed response body ({str(exc)[:200]})", retryable=True
             ) from None
 
         content = getattr(msg, "content", None)
         if not isinstance(content, list):
-            raise ProviderError(f"{self._label()}: response without content", retryable=True)
+            raise ProviderError(f"{self.label}: response without content", retryable=True)
         text = ""
         if request.schema is not None:
             for block in content:
@@ -158,6 +141,7 @@ class AnthropicProvider:
             output_tokens=int(getattr(usage, "output_tokens", 0) or 0),
             finish_reason=_FINISH.get(str(getattr(msg, "stop_reason", None)), "other"),
             meta={"stop_reason": getattr(msg, "stop_reason", None)},
+            limits=from_anthropic(raw.headers),
         )
 
     def _status_error(self, exc: anthropic.APIStatusError) -> ProviderError:
@@ -175,13 +159,11 @@ class AnthropicProvider:
         if status in (401, 403):
             hint = f" (check {self.key_env})"
         return ProviderError(
-            f"{self._label()}: HTTP {status}: {detail}{hint}",
+            f"{self.label}: HTTP {status}: {detail}{hint}",
             status=status,
             retry_after=parse_retry_after(exc.response.headers),
+            limits=from_anthropic(exc.response.headers),
         )
 
-    def should_retry(self, exc: BaseException) -> bool:
-        return isinstance(exc, ProviderError) and exc.retryable
-
-    async def aclose(self) -> None:
-        await self._clients.aclose()
+    async def _close_client(self, client: anthropic.AsyncAnthropic) -> None:
+        await client.close()

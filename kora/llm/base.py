@@ -1,8 +1,9 @@
 """The provider interface: one small async surface every model backend implements.
 
-A provider turns a `Request` into a `Response` and says which of its exceptions are worth
-retrying. Everything around a call (cache, rate limits, retries, schema validation, usage)
-lives in `kora.llm.client`, once, for every provider.
+A provider turns a `Request` into a `Response`, or raises a `ProviderError` that says
+whether it is worth retrying. Everything around a call (cache, rate limits, retries, schema
+validation, usage) lives in `kora.llm.client`, once, for every provider; which provider a
+config names is `kora.llm.registry`'s business.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
-from kora.config import ModelConfig
+from kora.llm.headers import ServerLimits
 from kora.llm.retry import is_transient
 from kora.schemas import FinishReason
 
@@ -48,6 +49,8 @@ class Response:
     # why the answer ended, mapped onto kora.schemas.FinishReason (None: not said)
     finish_reason: FinishReason | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    # the provider's rate-limit headers on this answer (never stored with it)
+    limits: ServerLimits | None = None
 
 
 class ProviderError(Exception):
@@ -64,6 +67,7 @@ class ProviderError(Exception):
         retry_after: float | None = None,
         retryable: bool | None = None,
         unreachable: bool = False,
+        limits: ServerLimits | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -72,6 +76,8 @@ class ProviderError(Exception):
         # no connection could be made (refused, unknown host): retried only briefly, then
         # a configuration error that stops the job
         self.unreachable = unreachable
+        # the rate-limit headers of a refusal: which bucket ran out, and until when
+        self.limits = limits
 
     @property
     def retryable(self) -> bool:
@@ -80,14 +86,18 @@ class ProviderError(Exception):
         return is_transient(self.status)
 
 
+def is_retryable(exc: BaseException) -> bool:
+    """Worth another attempt: a provider's retryable error; anything else is a bug or a
+    final answer."""
+    return isinstance(exc, ProviderError) and exc.retryable
+
+
 class Provider(Protocol):
     """A model backend (anthropic, openai, mock)."""
 
     name: str
 
     async def generate(self, request: Request) -> Response: ...
-
-    def should_retry(self, exc: BaseException) -> bool: ...
 
     async def aclose(self) -> None: ...
 
@@ -109,34 +119,18 @@ def clean_text(text: str) -> str:
     return text
 
 
-def schema_name(schema: type[BaseModel]) -> str:
-    return schema.__name__
+def finish_reasons(words: Mapping[FinishReason, tuple[str, ...]]) -> dict[str, FinishReason]:
+    """A provider's words for why an answer ended, looked up as the project's reason."""
+    return {word: reason for reason, ws in words.items() for word in ws}
 
 
-def json_schema(schema: type[BaseModel]) -> dict[str, Any]:
-    """The JSON Schema sent to a provider for a structured answer.
+def answer_schema(schema: type[BaseModel]) -> tuple[str, dict[str, Any]]:
+    """The name and JSON Schema sent to a provider for a structured answer.
 
-    Length and number bounds are left in as documentation for the model where the API
-    accepts them; every answer is validated against the pydantic type anyway.
+    The name keeps letters, digits, `_` and `-` and at most 64 of them (what both APIs
+    accept for a tool or a response format). Length and number bounds are left in the
+    schema as documentation for the model where the API accepts them; every answer is
+    validated against the pydantic type anyway.
     """
-    return schema.model_json_schema()
-
-
-ProviderFactory = Any  # Callable[[str, ModelConfig], Provider]; kept loose for lazy imports
-
-
-def create_provider(name: str, config: ModelConfig) -> Provider:
-    """Registry of providers by config name; SDKs are imported only when used."""
-    if config.provider == "mock":
-        from kora.llm.mock import MockProvider
-
-        return MockProvider(name, config)
-    if config.provider == "anthropic":
-        from kora.llm.anthropic import AnthropicProvider
-
-        return AnthropicProvider(name, config)
-    if config.provider == "openai":
-        from kora.llm.openai import OpenAIProvider
-
-        return OpenAIProvider(name, config)
-    raise ValueError(f"model {name!r}: provider {config.provider!r} is not an LLM provider")
+    name = "".join(c if c.isalnum() or c in "_-" else "_" for c in schema.__name__)
+    return name[:64] or "answer", schema.model_json_schema()

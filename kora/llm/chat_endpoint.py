@@ -16,6 +16,7 @@ reference behaves the same way).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -25,26 +26,25 @@ import orjson
 
 from kora.config import ModelConfig
 from kora.llm.base import ChatMessage, ProviderError, Response, clean_text
-from kora.llm.http import LoopBound, new_client, post, read_key
-from kora.llm.limits import Limiter, limiter_for
-from kora.llm.retry import RetryPolicy, parse_retry_after, redact, retrying
+from kora.llm.http import DEFAULT_TIMEOUT, LoopBound, new_client, post, read_key
+from kora.llm.limits import Limiter, limited, limiter_for
+from kora.llm.retry import RetryPolicy, parse_retry_after, redact
 from kora.taxonomy import AGE_FOR_RANGE
 
 MEMORY_ACK = "I'll keep that in mind."
-DEFAULT_TIMEOUT = 120.0
 
 
 def new_session_id() -> str:
     return f"{uuid4()}_{uuid4()}"
 
 
+@dataclass
 class ChatEndpointSession:
     """One test's conversation with the service."""
 
-    def __init__(self, target: ChatEndpointTarget, session_id: str, age: int) -> None:
-        self.target = target
-        self.session_id = session_id
-        self.age = age
+    target: ChatEndpointTarget
+    session_id: str
+    age: int
 
     async def reply(self, messages: list[ChatMessage]) -> Response:
         """Send the newest user message of `messages`; the service has the rest."""
@@ -77,18 +77,16 @@ class ChatEndpointTarget:
         self.name = name
         self.config = config
         self.base = config.base_url.rstrip("/")
+        self.label = f"model {name!r} ({self.base})"  # names the service in every error
         self.limiter = limiter or limiter_for(name, config, state_dir)
         self.retry_policy = retry_policy or RetryPolicy()
         self.timeout = config.timeout or DEFAULT_TIMEOUT
         self._clients = LoopBound(self._new_client, lambda c: c.aclose())
         self._key: str | None = None
 
-    def _label(self) -> str:
-        return f"model {self.name!r} ({self.base})"
-
     def _new_client(self) -> httpx.AsyncClient:
         env = self.config.api_key_env
-        self._key = read_key(env, self._label(), required=True) if env else None
+        self._key = read_key(env, self.label, required=True) if env else None
         return new_client(self.timeout, self._key, **{"Content-Type": "application/json"})
 
     async def open_session(self, age_range: str, memory: str | None = None) -> ChatEndpointSession:
@@ -126,12 +124,11 @@ class ChatEndpointTarget:
         url = f"{self.base}{path}"
         content = orjson.dumps(body)
 
-        async def attempt() -> dict[str, Any]:
-            return await self.limiter.call(
-                lambda: self._post_once(url, content, params, answer_field)
-            )
-
-        return await retrying(attempt, should_retry=self.should_retry, policy=self.retry_policy)
+        return await limited(
+            lambda: self._post_once(url, content, params, answer_field),
+            limiter=self.limiter,
+            policy=self.retry_policy,
+        )
 
     async def _post_once(
         self,
@@ -144,7 +141,7 @@ class ChatEndpointTarget:
         resp = await post(
             client,
             url,
-            label=self._label(),
+            label=self.label,
             timeout=self.timeout,
             key=self._key,
             content=content,
@@ -152,7 +149,7 @@ class ChatEndpointTarget:
         )
         if resp.status_code >= 400:
             raise ProviderError(
-                f"{self._label()}: HTTP {resp.status_code} from {url.rsplit('/', 1)[-1]}: "
+                f"{self.label}: HTTP {resp.status_code} from {url.rsplit('/', 1)[-1]}: "
                 f"{redact(resp.text[:200], self._key)}",
                 status=resp.status_code,
                 retry_after=parse_retry_after(resp.headers),
@@ -165,14 +162,11 @@ class ChatEndpointTarget:
             data = None
         if not isinstance(data, dict) or not isinstance(data.get(answer_field), str):
             raise ProviderError(
-                f"{self._label()}: answer without a string {answer_field!r} field "
+                f"{self.label}: answer without a string {answer_field!r} field "
                 f"({redact(resp.text[:120], self._key)!r})",
                 retryable=True,
             )
         return data
-
-    def should_retry(self, exc: BaseException) -> bool:
-        return isinstance(exc, ProviderError) and exc.retryable
 
     async def aclose(self) -> None:
         await self._clients.aclose()

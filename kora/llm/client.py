@@ -12,10 +12,8 @@ and a stored answer that does not pass (an older store, an edited file) counts a
 
 from __future__ import annotations
 
-import time
-from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,83 +22,20 @@ from pydantic import BaseModel, ValidationError
 
 from kora.config import ModelConfig
 from kora.io import list_errors
-from kora.llm.base import (
-    ChatMessage,
-    Provider,
-    Request,
-    Response,
-    clean_text,
-    create_provider,
-)
+from kora.llm.base import ChatMessage, Provider, Request, Response, clean_text
 from kora.llm.cache import CallCache, cache_key
-from kora.llm.limits import Limiter, limiter_for
-from kora.llm.retry import RetryPolicy, retrying
+from kora.llm.limits import Cost, Limiter, estimate_input_tokens, limited, limiter_for
+from kora.llm.registry import create_provider
+from kora.llm.retry import RetryPolicy
+from kora.llm.usage import Usage
+
+__all__ = ["ModelClient", "StructuredOutputError", "Usage", "estimated_cost"]
 
 M = TypeVar("M", bound=BaseModel)
 
 
 class StructuredOutputError(Exception):
     """The model's structured answer failed validation twice."""
-
-
-@dataclass
-class StageUsage:
-    calls: int = 0
-    cached: int = 0
-    failures: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost: float = 0.0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "calls": self.calls,
-            "cached": self.cached,
-            "failures": self.failures,
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cost": round(self.cost, 6),
-        }
-
-
-@dataclass
-class Usage:
-    """Tokens and calls by (model, stage). Cached answers count as calls but cost nothing."""
-
-    by: dict[tuple[str, str], StageUsage] = field(default_factory=lambda: defaultdict(StageUsage))
-    started: float = field(default_factory=time.monotonic)
-    waiting: int = 0  # calls sleeping before a retry, now
-    last_retry: str = ""  # why the latest of them failed
-
-    def add(
-        self, model: str, stage: str, resp: Response | None, price: Any, *, cached: bool
-    ) -> None:
-        u = self.by[(model, stage)]
-        u.calls += 1
-        if resp is None:
-            u.failures += 1
-            return
-        if cached:
-            u.cached += 1
-            return
-        u.input_tokens += resp.input_tokens
-        u.output_tokens += resp.output_tokens
-        if price is not None:
-            u.cost += (resp.input_tokens * price.input + resp.output_tokens * price.output) / 1e6
-
-    def totals(self) -> StageUsage:
-        t = StageUsage()
-        for u in self.by.values():
-            t.calls += u.calls
-            t.cached += u.cached
-            t.failures += u.failures
-            t.input_tokens += u.input_tokens
-            t.output_tokens += u.output_tokens
-            t.cost += u.cost
-        return t
-
-    def records(self) -> list[dict[str, Any]]:
-        return [{"model": m, "stage": s, **u.as_dict()} for (m, s), u in sorted(self.by.items())]
 
 
 def _extract_json(text: str) -> str:
@@ -124,6 +59,15 @@ def _parse(schema: type[M], text: str) -> M | str:
         return f"the answer was not valid JSON ({exc})"
     except ValidationError as exc:
         return "the answer did not match the required schema:\n" + list_errors(exc)
+
+
+def estimated_cost(request: Request) -> Cost:
+    """The tokens a call reserves against its model's token limits before it is sent:
+    its prompt's characters / 4 (the output schema included), and its `max_tokens`."""
+    chars = len(request.system or "") + sum(len(m.content) for m in request.messages)
+    if request.schema is not None:
+        chars += len(orjson.dumps(request.schema.model_json_schema()))
+    return Cost(estimate_input_tokens(chars), request.max_tokens)
 
 
 class ModelClient:
@@ -191,9 +135,6 @@ class ModelClient:
                 self.usage.add(self.name, stage, hit, self.config.price, cached=True)
                 return hit
 
-        async def attempt() -> Response:
-            return await self.limiter.call(lambda: self.provider.generate(request))
-
         def on_retry(exc: BaseException, attempt: int, wait: float) -> None:
             self.usage.waiting += 1
             self.usage.last_retry = f"{exc}"[:200]
@@ -202,10 +143,11 @@ class ModelClient:
             self.usage.waiting -= 1
 
         try:
-            resp = await retrying(
-                attempt,
-                should_retry=self.provider.should_retry,
+            resp = await limited(
+                lambda: self.provider.generate(request),
+                limiter=self.limiter,
                 policy=self.retry_policy,
+                cost=estimated_cost(request),
                 on_retry=on_retry,
                 on_resume=on_resume,
             )

@@ -7,13 +7,16 @@ import contextlib
 import os
 import socket
 from collections.abc import Awaitable, Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
 
+from kora.config import ModelConfig
 from kora.llm.base import ProviderError
 from kora.llm.retry import redact
+
+DEFAULT_TIMEOUT = 120.0  # seconds a call may take when a model's config sets no timeout
 
 
 async def post(
@@ -129,3 +132,38 @@ class LoopBound(Generic[C]):
         if client is not None:
             with contextlib.suppress(RuntimeError):  # its event loop is gone
                 await self._close(client)
+
+
+class RemoteModel(Generic[C]):
+    """What every provider of a model behind a web API holds: the model's name and
+    config, a label that names it in every error, where the service is (the config's
+    `base_url`, else the provider's environment variable, else the public API), which
+    variable holds the key, the timeout, and a client for each event loop."""
+
+    KEY_ENV: ClassVar[str]  # the provider's usual variables, and its public API
+    URL_ENV: ClassVar[str]
+    DEFAULT_URL: ClassVar[str]
+
+    def __init__(self, name: str, config: ModelConfig) -> None:
+        self.name = name
+        self.config = config
+        self.model = config.model or ""
+        self.label = f"model {name!r} ({self.model})"
+        self.key_env = config.api_key_env or self.KEY_ENV
+        url = config.base_url or os.environ.get(self.URL_ENV) or self.DEFAULT_URL
+        self.base_url = self.normalise_url(url)
+        self.timeout = config.timeout or DEFAULT_TIMEOUT
+        self._clients = LoopBound(self._new_client, self._close_client)
+        self._key: str | None = None
+
+    def normalise_url(self, url: str) -> str:
+        return url.rstrip("/")
+
+    def _new_client(self) -> C:
+        raise NotImplementedError
+
+    async def _close_client(self, client: C) -> None:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        await self._clients.aclose()

@@ -207,8 +207,5 @@ class MockProvider:
             text=text, input_tokens=tokens_in, output_tokens=len(text) // 4, finish_reason="stop"
         )
 
-    def should_retry(self, exc: BaseException) -> bool:
-        return False
-
     async def aclose(self) -> None:
         return None

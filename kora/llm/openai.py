@@ -4,62 +4,55 @@ over httpx.
 Structured answers ask for `response_format: {type: json_schema, ...}` with
 `strict: false` (pydantic's schemas carry keywords strict mode rejects); the answer is
 validated by the client anyway. No API key is needed for a local server: without one the
-Authorization header is left out.
+Authorization header is left out. The answer's rate-limit headers (`x-ratelimit-*`) come
+with it and with a 429.
 """
 
 from __future__ import annotations
 
-import os
+import time
 from typing import Any
 
 import httpx
 import orjson
 
 from kora.config import ModelConfig
-from kora.llm.base import ProviderError, Request, Response, json_schema, schema_name
-from kora.llm.http import LoopBound, new_client, post, read_key
+from kora.llm.base import ProviderError, Request, Response, answer_schema, finish_reasons
+from kora.llm.headers import from_openai
+from kora.llm.http import RemoteModel, new_client, post, read_key
 from kora.llm.retry import parse_retry_after, redact
-from kora.schemas import FinishReason
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # chat-completions finish_reason in the project's vocabulary (kora.schemas.FinishReason)
-_FINISH: dict[str, FinishReason] = {
-    "stop": "stop",
-    "tool_calls": "stop",
-    "function_call": "stop",
-    "length": "max_tokens",
-    "content_filter": "content_filter",
-}
-DEFAULT_TIMEOUT = 120.0
+_FINISH = finish_reasons(
+    {
+        "stop": ("stop", "tool_calls", "function_call"),
+        "max_tokens": ("length",),
+        "content_filter": ("content_filter",),
+    }
+)
 
 
-class OpenAIProvider:
+class OpenAIProvider(RemoteModel[httpx.AsyncClient]):
     """One configured model behind an OpenAI-compatible API."""
 
+    KEY_ENV = "OPENAI_API_KEY"
+    URL_ENV = "OPENAI_BASE_URL"
+    DEFAULT_URL = DEFAULT_BASE_URL
+
     def __init__(self, name: str, config: ModelConfig) -> None:
-        self.name = name
-        self.config = config
-        self.model = config.model or ""
-        self.base_url = (
-            config.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        ).rstrip("/")
+        super().__init__(name, config)
         self.url = f"{self.base_url}/chat/completions"
-        self.key_env = config.api_key_env or "OPENAI_API_KEY"
+        # a local server needs no key unless the config names one
         self.key_required = config.api_key_env is not None
-        self.timeout = config.timeout or DEFAULT_TIMEOUT
         # OpenAI's own API wants max_completion_tokens (reasoning models reject
         # max_tokens); compatible servers know max_tokens.
         self.tokens_field = (
             "max_completion_tokens" if "api.openai.com" in self.base_url else "max_tokens"
         )
-        self._clients = LoopBound(self._new_client, lambda c: c.aclose())
-        self._key: str | None = None
-
-    def _label(self) -> str:
-        return f"model {self.name!r} ({self.model})"
 
     def _new_client(self) -> httpx.AsyncClient:
-        self._key = read_key(self.key_env, self._label(), required=self.key_required)
+        self._key = read_key(self.key_env, self.label, required=self.key_required)
         return new_client(self.timeout, self._key)
 
     def _body(self, request: Request) -> dict[str, Any]:
@@ -75,13 +68,10 @@ class OpenAIProvider:
         if request.temperature is not None:
             body["temperature"] = request.temperature
         if request.schema is not None:
+            name, schema = answer_schema(request.schema)
             body["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {
-                    "name": schema_name(request.schema)[:64],
-                    "schema": json_schema(request.schema),
-                    "strict": False,
-                },
+                "json_schema": {"name": name, "schema": schema, "strict": False},
             }
         return body
 
@@ -90,7 +80,7 @@ class OpenAIProvider:
         resp = await post(
             client,
             self.url,
-            label=self._label(),
+            label=self.label,
             timeout=self.timeout,
             key=self._key,
             content=orjson.dumps(self._body(request)),
@@ -117,6 +107,7 @@ class OpenAIProvider:
                 if refused
                 else _FINISH.get(str(choice.get("finish_reason")), "other"),
                 meta={"finish_reason": choice.get("finish_reason")},
+                limits=from_openai(resp.headers, time.time()),
             )
         except (
             orjson.JSONDecodeError,
@@ -127,7 +118,7 @@ class OpenAIProvider:
             ValueError,
         ):
             raise ProviderError(
-                f"{self._label()}: HTTP {resp.status_code} with a malformed body "
+                f"{self.label}: HTTP {resp.status_code} with a malformed body "
                 f"({redact(resp.text[:120], self._key)!r})",
                 retryable=True,
             ) from None
@@ -153,13 +144,11 @@ class OpenAIProvider:
                 else f" (no API key sent: {self.key_env} is not set)"
             )
         return ProviderError(
-            f"{self._label()}: HTTP {status}: {detail}{hint}",
+            f"{self.label}: HTTP {status}: {detail}{hint}",
             status=status,
             retry_after=parse_retry_after(resp.headers),
+            limits=from_openai(resp.headers, time.time()),
         )
 
-    def should_retry(self, exc: BaseException) -> bool:
-        return isinstance(exc, ProviderError) and exc.retryable
-
-    async def aclose(self) -> None:
-        await self._clients.aclose()
+    async def _close_client(self, client: httpx.AsyncClient) -> None:
+        await client.aclose()

@@ -1,9 +1,10 @@
 """One retry layer for every provider: exponential back-off with jitter, honouring
 Retry-After, bounded in attempts and in total time.
 
-What is worth retrying is the provider's call (`Provider.should_retry`); the usual answer
-is `is_transient`: a 408/429/5xx (529 included) status, a timeout or a dropped connection.
-Any other 4xx fails at once, with a message naming the model and the status.
+What is worth retrying is a `ProviderError` that says so (`kora.llm.base.is_retryable`);
+by default that is `is_transient`: a 408/429/5xx (529 included) status, a timeout or a
+dropped connection. Any other 4xx fails at once, with a message naming the model and the
+status. Every provider call is retried through `kora.llm.limits.limited`.
 
 `set_testing(True)` (or `KORA_RETRY_TESTING=1` in the environment) turns the waiting off,
 so the tests exercise every retry path in milliseconds; the adaptive 429 back-off of

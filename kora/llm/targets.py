@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kora.llm.base import ChatMessage, ChatSession, Response
-from kora.llm.client import ModelClient, Usage
+from kora.llm.client import ModelClient
+from kora.llm.usage import Usage
 
 
-class TargetFactory(Protocol):
+class Target(Protocol):
+    """A model under test: it opens a fresh chat session for each test."""
+
     is_mock: bool
 
     async def open_session(
@@ -67,11 +71,11 @@ class EndpointTarget:
         await self.inner.aclose()
 
 
+@dataclass
 class _CountedSession:
-    def __init__(self, session: ChatSession, name: str, usage: Usage) -> None:
-        self.session = session
-        self.name = name
-        self.usage = usage
+    session: ChatSession
+    name: str
+    usage: Usage
 
     async def reply(self, messages: list[ChatMessage]) -> Response:
         try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kora.llm.base import ChatMessage
 from kora.llm.client import ModelClient
-from kora.llm.targets import TargetFactory
+from kora.llm.targets import Target
 from kora.schemas import Conversation, Message, PromptVariant, Scenario, TargetTurn
 from kora.stages.messages import child_message
 from kora.taxonomy import Taxonomy
@@ -24,7 +24,7 @@ async def converse(
     scenario: Scenario,
     prompt: PromptVariant,
     target_name: str,
-    target: TargetFactory,
+    target: Target,
     user: ModelClient,
     taxonomy: Taxonomy,
 ) -> Conversation:
