@@ -88,11 +88,20 @@ def serve(port_q: Any, stats_q: Any, stop: Any, limit: float, latency: float) ->
         )
 
 
-def bench_config(url: str, motivations: int, seeds: int) -> dict[str, Any]:
+def bench_config(
+    url: str, motivations: int, seeds: int, rpm: float | None = None
+) -> dict[str, Any]:
     from kora.taxonomy import load_taxonomy
 
     taxonomy = load_taxonomy(ROOT / "data" / "taxonomy")
-    model = {"provider": "anthropic", "model": "claude-bench", "base_url": url, "timeout": 60}
+    model: dict[str, Any] = {
+        "provider": "anthropic",
+        "model": "claude-bench",
+        "base_url": url,
+        "timeout": 60,
+    }
+    if rpm:
+        model["requests_per_minute"] = rpm
     return {
         "models": {"bench": model},
         "seed_model": "bench",
@@ -129,7 +138,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         with tempfile.TemporaryDirectory(prefix="kora-bench-workflow-") as tmp:
             work = Path(tmp)
             copy_workflow(work)
-            cfg = bench_config(f"http://127.0.0.1:{port}", args.motivations, args.seeds)
+            cfg = bench_config(
+                f"http://127.0.0.1:{port}", args.motivations, args.seeds, args.requests_per_minute
+            )
             (work / "bench.yaml").write_text(yaml.safe_dump(cfg))
             cmd = [sys.executable, "-m", "snakemake", "--cores", str(args.cores),
                    "results/bench-target/results.json", "--configfile", "bench.yaml"]  # fmt: skip
@@ -177,6 +188,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "total_wall": ended - started,
         "cpu": cpu,
         "jobs": jobs,
+        "times": times,
     }
 
 
@@ -188,6 +200,12 @@ def main() -> None:
     ap.add_argument("--motivations", type=int, default=10, help="motivations of the grid slice")
     ap.add_argument("--seeds", type=int, default=8, help="seeds_per_task")
     ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument(
+        "--requests-per-minute",
+        type=float,
+        help="configure the model's limit (default: none, the limiter learns it from 429s)",
+    )
+    ap.add_argument("--timeline", action="store_true", help="requests a second, 5 s at a time")
     args = ap.parse_args()
     rows = [run(args) for _ in range(args.runs)]
     print(f"grid: 1 risk x 3 age ranges x {args.motivations} motivations, seeds_per_task "
@@ -204,6 +222,14 @@ def main() -> None:
             f"  CPU {r['cpu']:.1f} s: {r['cpu'] / max(r['calls'], 1) * 1000:.0f} ms a call, "
             f"{r['cpu'] / max(r['jobs'], 1):.2f} s a job"
         )
+    if args.timeline:
+        for r in rows:
+            t0 = r["times"][0] if r["times"] else 0.0
+            counts: dict[int, int] = {}
+            for t in r["times"]:
+                counts[int((t - t0) // 5)] = counts.get(int((t - t0) // 5), 0) + 1
+            print("  req/s by 5 s: " + " ".join(f"{counts.get(i, 0) / 5:.0f}"
+                                                   for i in range(max(counts) + 1)))  # fmt: skip
     if len(rows) > 1:
         print(
             f"median ratio to ideal {statistics.median(r['wall'] / r['ideal'] for r in rows):.2f}"

@@ -49,6 +49,55 @@ def run_here(spec: dict[str, Any]) -> tuple[int, str]:
     return asyncio.run(main())
 
 
+@dataclass
+class _Ahead:
+    """The broker's prefetching (kora.prefetch) and its line on the run's progress."""
+
+    task: asyncio.Task[None] | None = None
+    reporter: asyncio.Task[None] | None = None
+
+    def start(self, specs: list[dict[str, Any]], pool: Any) -> None:
+        from kora.prefetch import Prefetch
+
+        if self.task is not None:
+            return
+        run = Prefetch.of(specs, pool)
+
+        async def work() -> None:
+            try:
+                await run.run()
+            finally:
+                await run.aclose()
+
+        self.task = asyncio.create_task(work())
+        self.reporter = asyncio.create_task(_report_ahead(pool))
+
+    def cancel(self) -> None:
+        for task in (self.task, self.reporter):
+            if task is not None:
+                task.cancel()
+
+
+async def _report_ahead(pool: Any) -> None:
+    """What the calls made ahead have cost and no job has claimed yet, every second."""
+    from kora.io import write_atomic
+    from kora.progress import RUN_ENV, progress_dir
+
+    run_id = os.environ.get(RUN_ENV)
+    if not run_id:
+        return
+    path = progress_dir(pool.workdir, run_id) / f"ahead-{os.getpid()}.json"
+    while True:
+        counts = pool.ledger.unclaimed()
+        snapshot = {"stage": "ahead", **counts.as_dict()}
+        with contextlib.suppress(OSError):
+            write_atomic(path, json.dumps(snapshot).encode())
+        await asyncio.sleep(1.0)
+
+
+ahead = _Ahead()
+
+
 async def _serve_job(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pool: Any) -> None:
     from kora.smk import execute
 
@@ -57,7 +106,13 @@ async def _serve_job(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
     except (ValueError, ConnectionError):
         writer.close()
         return
-    job = asyncio.create_task(execute(spec, pool))
+    if "prefetch" in spec:  # from onstart: every shard job of the run, to work ahead of
+        ahead.start(spec["prefetch"], pool)
+        writer.write(b'{"status": 0}\n')
+        await writer.drain()
+        writer.close()
+        return
+    job = asyncio.create_task(execute(spec, pool, where="the run's broker"))
     gone = asyncio.create_task(reader.read())  # ends when the job's script does
     await asyncio.wait({job, gone}, return_when=asyncio.FIRST_COMPLETED)
     if not job.done():
@@ -103,6 +158,7 @@ async def serve(path: Path, parent: int) -> None:
     async with server:
         await stop.wait()
     watcher.cancel()
+    ahead.cancel()
     for task in asyncio.all_tasks() - {asyncio.current_task()}:
         task.cancel()
     await pool.aclose()
@@ -114,6 +170,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--parent", type=int, required=True)
     args = ap.parse_args(argv)
     path = Path(args.socket)
+    from kora.joblog import install
+
+    install()  # what no job owns goes to standard error: logs/broker.log
     try:
         asyncio.run(serve(path, args.parent))
     finally:
@@ -139,10 +198,26 @@ class Broker:
         os.environ.pop(BROKER_ENV, None)
 
 
+def send_ahead(broker: Broker, specs: list[dict[str, Any]]) -> None:
+    """Hand the broker every shard job of the run, to make their calls ahead of them."""
+    with socket.socket(socket.AF_UNIX) as conn:
+        conn.connect(str(broker.path))
+        conn.sendall(json.dumps({"prefetch": specs}).encode() + b"\n")
+        conn.recv(64)
+
+
 def start_broker(run_id: str, log_path: Path | None = None) -> Broker | None:
     """Start the broker for this run and point the jobs at it (in the environment they
     inherit); None, and the jobs run in their own processes, if it does not come up."""
-    path = Path(tempfile.gettempdir()) / f"kora-{os.getuid()}-{run_id}.sock"
+    folder = Path(tempfile.gettempdir())
+    for stale in folder.glob(f"kora-{os.getuid()}-*.sock"):
+        # left by a run killed with its broker (kill -9 of the process group)
+        with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as probe:
+            try:
+                probe.connect(str(stale))
+            except ConnectionRefusedError:
+                stale.unlink(missing_ok=True)
+    path = folder / f"kora-{os.getuid()}-{run_id}.sock"
     path.unlink(missing_ok=True)
     command = [sys.executable, "-m", "kora.broker", "--socket", str(path)]
     command += ["--parent", str(os.getpid())]

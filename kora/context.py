@@ -23,6 +23,7 @@ from kora.config import ModelConfig
 from kora.llm.base import Provider
 from kora.llm.cache import CallCache
 from kora.llm.client import ModelClient
+from kora.llm.ledger import Ledger
 from kora.llm.limits import limiter_for
 from kora.llm.registry import create_provider
 from kora.llm.targets import EndpointTarget, LLMTarget, Target
@@ -58,6 +59,8 @@ class Pool:
     # providers given by model name, used instead of making one (tests; `kora plan`'s
     # replay from the call store)
     fixed: dict[str, Provider] = field(default_factory=dict)
+    # calls in flight and calls made ahead of their jobs, shared by every job served here
+    ledger: Ledger = field(default_factory=Ledger)
     _providers: dict[tuple[str, str], Provider] = field(default_factory=dict)
     _taxonomies: dict[tuple[Any, ...], Taxonomy] = field(default_factory=dict)
 
@@ -91,6 +94,7 @@ class JobContext:
     pool: Pool
     transport: Transport
     usage: Usage = field(default_factory=Usage)
+    ahead: bool = False  # the clients make calls before their jobs ask (kora.prefetch)
     _targets: list[Target] = field(default_factory=list)
 
     @property
@@ -115,6 +119,8 @@ class JobContext:
             usage=self.usage,
             provider=self.pool.provider(name, config),
             limiter=limiter_for(name, config, self.state_dir),
+            ledger=self.pool.ledger,
+            ahead=self.ahead,
         )
 
     def target(self, params: dict[str, Any]) -> Target:

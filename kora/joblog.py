@@ -18,16 +18,22 @@ _FORMAT = logging.Formatter("%(asctime)s %(levelname)s %(message)s")
 
 
 class _ToCurrentJob(logging.Handler):
+    """To the current job's log; records of no job (the broker's own, its calls made
+    ahead of the jobs) go to standard error, which is the broker's log file."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.outside = logging.StreamHandler()
+        self.outside.setFormatter(_FORMAT)
+
     def emit(self, record: logging.LogRecord) -> None:
-        handler = _current.get()
-        if handler is not None:
-            handler.handle(record)
+        (_current.get() or self.outside).handle(record)
 
 
 _installed = False
 
 
-def _install() -> None:
+def install() -> None:
     global _installed
     if _installed:
         return
@@ -44,7 +50,7 @@ def _install() -> None:
 @contextmanager
 def job_log(path: Path | str | None) -> Iterator[None]:
     """Send this job's records to `path` (created afresh) inside this block."""
-    _install()
+    install()
     if path is None:
         handler: logging.Handler = logging.StreamHandler()
     else:

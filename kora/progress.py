@@ -111,16 +111,24 @@ class Totals(Counts):
     items_failed: int = 0
     waiting: int = 0
     last_retry: str = ""
+    ahead: int = 0  # calls made ahead of their jobs, not yet asked for (kora.prefetch)
 
 
 def read_totals(directory: Path) -> Totals:
     calls = Counts()
-    jobs = items = items_done = items_failed = waiting = 0
+    jobs = items = items_done = items_failed = waiting = ahead = 0
     last_retry = ""
     for f in directory.glob("*.json"):
         try:
             s: dict[str, Any] = orjson.loads(f.read_bytes())
         except (OSError, orjson.JSONDecodeError):
+            continue
+        if s.get("stage") == "ahead":
+            # paid already, no job's call yet: in the tokens and cost, not in the calls
+            made = Counts.from_dict(s)
+            ahead += made.calls
+            calls += Counts(input_tokens=made.input_tokens, output_tokens=made.output_tokens,
+                            cost=made.cost)  # fmt: skip
             continue
         jobs += 1
         calls += Counts.from_dict(s)
@@ -138,6 +146,7 @@ def read_totals(directory: Path) -> Totals:
         items_failed=items_failed,
         waiting=waiting,
         last_retry=last_retry,
+        ahead=ahead,
     )
 
 
@@ -148,6 +157,8 @@ def format_totals(t: Totals, planned_calls: int | None = None) -> str:
         f"items {t.items_done}/{t.items} ({t.items_failed} failed) in {t.jobs} jobs | "
         f"tokens in {t.input_tokens:,} out {t.output_tokens:,} | ${t.cost:.4f}"
     )
+    if t.ahead:
+        line += f" | {t.ahead} made ahead of their jobs"
     if t.waiting:
         line += f" | {t.waiting} waiting to retry ({t.last_retry[:80]})"
     return line

@@ -14,6 +14,7 @@ or in the job's own process, and returns the job's exit status and what it has t
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -412,7 +413,7 @@ class Outcome:
     message: str = ""
 
 
-async def execute(spec: dict[str, Any], pool: Pool) -> Outcome:
+async def execute(spec: dict[str, Any], pool: Pool, where: str = "its own") -> Outcome:
     """Run one job from its spec; errors a user can act on become a message, not a
     traceback (anything else is a bug and propagates)."""
     rule = spec["rule"]
@@ -429,6 +430,7 @@ async def execute(spec: dict[str, Any], pool: Pool) -> Outcome:
         except ValidationError as exc:
             raise ValueError(f"rule {rule}: its job spec does not match: {describe(exc)}") from None
         ctx = JobContext(pool, Transport(**spec["transport"]))
+        log.info("%s job in process %d (%s)", rule, os.getpid(), where)
         try:
             prompts = getattr(args[0], "prompts", None)
             with prompts_from(prompts[0].parent if prompts else None):

@@ -5,9 +5,11 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
-from kora.broker import start_broker
+from kora.broker import send_ahead, start_broker
 from kora.config_files import load_run_config
+from kora.dispatch import BROKERED, job_spec
 from kora.errors import KoraError
 from kora.llm.lifecycle import lifecycle_notes
 from kora.preflight import missing_keys, models_for_jobs, unreachable
@@ -52,13 +54,24 @@ def retry_param(pattern):
     return lambda wc: retry_token(pattern.format(**wc))
 
 
-def jobs_to_run():
+def _needrun():
     # There is no public Snakemake API for the jobs a run will execute; `onstart` needs
-    # them to check only the keys and services those jobs call.
+    # them to check only the keys and services those jobs call, and to hand the broker
+    # the shard jobs to work ahead of.
+    return workflow.dag.needrun_jobs(exclude_finished=False)
+
+
+def shard_job_specs():
     return [
-        (job.rule.name, dict(job.wildcards_dict))
-        for job in workflow.dag.needrun_jobs(exclude_finished=False)
-    ]
+        job_spec(job.rule.name, SimpleNamespace(input=job.input, output=job.output,
+                 params=job.params, log=job.log, config=config))
+        for job in _needrun()
+        if job.rule.name in BROKERED
+    ]  # fmt: skip
+
+
+def jobs_to_run():
+    return [(job.rule.name, dict(job.wildcards_dict)) for job in _needrun()]
 
 
 _monitor = Monitor(Path(os.getcwd()), os.environ[RUN_ENV])
@@ -81,8 +94,15 @@ onstart:
         raise WorkflowError("\n".join(_unreachable))
     for _note in lifecycle_notes(PIPELINE.config, _models):
         print(f"kora: warning: {_note}", file=sys.stderr)
-    # one process makes the model calls of every job on this machine (kora.broker)
-    _broker = start_broker(os.environ[RUN_ENV], Path("logs") / "broker.log")
+    # One process makes the model calls of every job on this machine (kora.broker) and
+    # works through the run's shard jobs ahead of them (kora.prefetch). Only when the jobs
+    # run here: `workflow.local_exec` (no public accessor) is false under a cluster
+    # executor, whose jobs run on other machines. KORA_NO_BROKER=1 runs every job in its
+    # own process (the results are the same).
+    if workflow.local_exec and not os.environ.get("KORA_NO_BROKER"):
+        _broker = start_broker(os.environ[RUN_ENV], Path("logs") / "broker.log")
+        if _broker is not None:
+            send_ahead(_broker, shard_job_specs())
     _monitor.planned = PIPELINE.nominal_calls(_jobs)
     _monitor.start()
 

@@ -12,6 +12,7 @@ and a stored answer that does not pass (an older store, an edited file) counts a
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -24,6 +25,7 @@ from kora.config import ModelConfig
 from kora.io import list_errors
 from kora.llm.base import ChatMessage, Provider, Request, Response, clean_text
 from kora.llm.cache import CallCache, cache_key
+from kora.llm.ledger import Ledger
 from kora.llm.limits import Cost, Limiter, estimate_input_tokens, limited, limiter_for
 from kora.llm.registry import create_provider
 from kora.llm.retry import RetryPolicy
@@ -84,8 +86,14 @@ class ModelClient:
         limiter: Limiter | None = None,
         retry_policy: RetryPolicy | None = None,
         state_dir: Path | None = None,
+        ledger: Ledger | None = None,
+        ahead: bool = False,
     ) -> None:
         self.name = name
+        # shared with the other clients of the process (kora.llm.ledger); `ahead`: this
+        # client makes calls before the jobs that need them (kora.prefetch)
+        self.ledger = ledger
+        self.ahead = ahead
         self.config = config
         self.cache = cache
         self.usage = usage
@@ -130,10 +138,40 @@ class ModelClient:
         """
         key = cache_key(self.identity, request) if self.cache is not None else None
         if key is not None and self.cache is not None:
+            if self.ledger is not None and (pending := self.ledger.inflight(key)) is not None:
+                # the same question is being asked by another job: share its answer
+                await asyncio.wait([pending])
             hit = self.cache.get(key)
             if hit is not None and (accept is None or accept(hit)):
-                self.usage.add(self.name, stage, hit, self.config.price, cached=True)
+                paid = self.ledger is not None and not self.ahead and self.ledger.claim(key)
+                self.usage.add(self.name, stage, hit, self.config.price, cached=not paid)
                 return hit
+        if key is None or self.ledger is None:
+            return await self._send(request, stage, key, accept)
+        fut = self.ledger.start(key)
+        try:
+            resp = await self._send(request, stage, key, accept)
+        except Exception as exc:
+            fut.set_exception(exc)
+            fut.exception()  # retrieved: a waiter asks again itself, and no warning is logged
+            raise
+        except BaseException:
+            fut.cancel()
+            raise
+        else:
+            fut.set_result(resp)
+            return resp
+        finally:
+            self.ledger.finish(key, fut, ahead=self.ahead, price=self.config.price)
+
+    async def _send(
+        self,
+        request: Request,
+        stage: str,
+        key: str | None,
+        accept: Callable[[Response], bool] | None,
+    ) -> Response:
+        """The call itself, through the limiter and the retry layer; stored if accepted."""
 
         def on_retry(exc: BaseException, attempt: int, wait: float) -> None:
             self.usage.waiting += 1

@@ -43,6 +43,12 @@ class Counts:
         }
 
     @classmethod
+    def paid(cls, input_tokens: int, output_tokens: int, price: Price | None) -> Counts:
+        """One answered, paid call."""
+        cost = (input_tokens * price.input + output_tokens * price.output) / 1e6 if price else 0.0
+        return cls(calls=1, input_tokens=input_tokens, output_tokens=output_tokens, cost=cost)
+
+    @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Counts:
         """The counters of a written record (a status file's usage row, a snapshot)."""
         return cls(
@@ -68,17 +74,14 @@ class Usage:
         self, model: str, stage: str, resp: Response | None, price: Price | None, *, cached: bool
     ) -> None:
         u = self.by[(model, stage)]
-        u.calls += 1
         if resp is None:
+            u.calls += 1
             u.failures += 1
-            return
-        if cached:
+        elif cached:
+            u.calls += 1
             u.cached += 1
-            return
-        u.input_tokens += resp.input_tokens
-        u.output_tokens += resp.output_tokens
-        if price is not None:
-            u.cost += (resp.input_tokens * price.input + resp.output_tokens * price.output) / 1e6
+        else:
+            self.by[(model, stage)] = u + Counts.paid(resp.input_tokens, resp.output_tokens, price)
 
     def totals(self) -> Counts:
         return sum(self.by.values(), Counts())

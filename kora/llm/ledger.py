@@ -1,0 +1,47 @@
+"""Calls shared by the jobs of one process: asked once while in flight, paid once.
+
+The run's broker serves many jobs and makes calls ahead of them (kora.prefetch). Two
+callers that ask the same question at the same time get one call between them: the second
+waits for the first's answer. A call made ahead of its job is paid by nobody's shard until
+the job asks for it: then it counts for that job as the paid call it is (its tokens and
+cost in the job's status and in usage.json), once, and as a stored answer after that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from kora.llm.base import Response
+from kora.llm.usage import Counts
+
+
+@dataclass
+class Ledger:
+    _inflight: dict[str, asyncio.Future[Response]] = field(default_factory=dict)
+    # calls made ahead and not yet asked for by their job: what they cost so far
+    _ahead: dict[str, Counts] = field(default_factory=dict)
+
+    def inflight(self, key: str) -> asyncio.Future[Response] | None:
+        return self._inflight.get(key)
+
+    def start(self, key: str) -> asyncio.Future[Response]:
+        fut: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+        self._inflight[key] = fut
+        return fut
+
+    def finish(self, key: str, fut: asyncio.Future[Response], *, ahead: bool, price: Any) -> None:
+        if self._inflight.get(key) is fut:
+            del self._inflight[key]
+        if ahead and fut.done() and not fut.cancelled() and fut.exception() is None:
+            resp = fut.result()
+            self._ahead[key] = Counts.paid(resp.input_tokens, resp.output_tokens, price)
+
+    def claim(self, key: str) -> bool:
+        """True the first time a job asks for a call made ahead of it."""
+        return self._ahead.pop(key, None) is not None
+
+    def unclaimed(self) -> Counts:
+        """The calls made ahead that no job has asked for yet (their cost is already paid)."""
+        return sum(self._ahead.values(), Counts())

@@ -1,0 +1,91 @@
+"""The run's broker: local shard jobs run in it, calls are made ahead of their jobs, and
+the results are the same as when every job runs in its own process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+import yaml
+
+from tests.helpers import copy_workflow
+
+TINY = {
+    "seed_model": "mock",
+    "expand_model": "mock",
+    "user_model": "mock",
+    "judges": ["mock"],
+    "targets": {"tiny": {"model": "mock", "prompts": ["default", "child"]}},
+    "grid": {
+        "risks": ["violence_and_physical_harm", "grooming_and_manipulation"],
+        "age_ranges": ["7to9"],
+        "motivations": ["curiosity_exploration"],
+        "seeds_per_task": 2,
+    },
+}
+OUTPUTS = ("results.json", "usage.json", "summary.json", "report.html")
+
+
+def run(workdir: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", "--cores", "2", "results/tiny/report.html",
+         "--configfile", "tiny.yaml"],
+        cwd=workdir, env=dict(os.environ, **env), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+
+
+@pytest.fixture()
+def project(tmp_path: Path) -> Path:
+    copy_workflow(tmp_path)
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    return tmp_path
+
+
+def job_logs(workdir: Path, stage: str) -> list[str]:
+    return [p.read_text() for p in (workdir / "logs" / stage).rglob("*.log")]
+
+
+@pytest.mark.slow
+def test_shard_jobs_run_in_the_broker_and_nothing_is_left_behind(project: Path) -> None:
+    sockets = Path("/tmp").glob  # the broker's socket lives in the temp folder
+    before = set(sockets(f"kora-{os.getuid()}-*.sock"))
+    done = run(project)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for stage in ("seeds", "scenarios", "conversations", "judgments"):
+        logs = job_logs(project, stage)
+        assert logs and all("(the run's broker)" in text for text in logs), stage
+    # aggregation and reports are CPU work: their own processes
+    assert "(its own)" in (project / "logs/results/tiny.log").read_text()
+    # the broker removed its socket when it stopped
+    assert set(sockets(f"kora-{os.getuid()}-*.sock")) <= before
+
+
+@pytest.mark.slow
+def test_the_same_results_with_or_without_the_broker(
+    project: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Calls made ahead are the jobs' own: every output, usage.json's paid tokens
+    included, is the same bytes as when each job runs in its own process."""
+    alone = tmp_path_factory.mktemp("alone")
+    copy_workflow(alone)
+    (alone / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    with_broker, without = run(project), run(alone, KORA_NO_BROKER="1")
+    assert with_broker.returncode == 0 and without.returncode == 0
+    for stage in ("conversations",):
+        assert all("(its own)" in t for t in job_logs(alone, stage))
+    for name in OUTPUTS:
+        a = (project / "results/tiny" / name).read_bytes()
+        b = (alone / "results/tiny" / name).read_bytes()
+        assert a == b, name
+    usage = orjson.loads((project / "results/tiny/usage.json").read_bytes())
+    assert usage["total"]["calls"] > usage["total"]["cached"]  # paid calls counted as paid
+
+
+@pytest.mark.slow
+def test_a_broker_that_is_gone_leaves_the_jobs_to_their_own_processes(project: Path) -> None:
+    done = run(project, KORA_BROKER=f"{os.uname().nodename}|/nonexistent/kora.sock")
+    assert done.returncode == 0, done.stderr[-3000:]
