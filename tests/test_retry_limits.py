@@ -10,14 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from loopback import Fault, OpenAIServer, client_process
 
+from bench.harness import client_process
 from kora.config import ModelConfig
 from kora.llm import retry
 from kora.llm.base import ChatMessage, ProviderError
 from kora.llm.client import ModelClient, Usage
 from kora.llm.limits import Limiter, RatePolicy, RateState, RateTuning, _FileState, limiter_for
 from kora.llm.retry import RetryPolicy, backoff, is_transient, parse_retry_after, retrying
+from tests.loopback import Fault, OpenAIServer
 
 # --- retry ---------------------------------------------------------------------------
 
