@@ -17,7 +17,7 @@ import orjson
 import yaml
 
 from tests.helpers import REPO, copy_workflow
-from tests.test_reruns import Server, config, structured_answer
+from tests.workflows import Server, config, structured_answer
 
 
 def test_kill_9_loses_nothing_and_repays_at_most_the_calls_in_flight(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import yaml
 
 from kora.cli import main as kora_main
 from tests.helpers import copy_workflow
-from tests.test_workflow import TINY, snakemake
+from tests.workflows import TINY, snakemake
 
 
 def plan(workdir: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, list[str]]:

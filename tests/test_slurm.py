@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from tests.helpers import REPO, copy_workflow
-from tests.test_workflow import TINY
+from tests.workflows import TINY
 
 SLURM_DIR = Path(__file__).resolve().parent / "slurm"
 PROGRAMS = ("munged", "munge", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "srun")

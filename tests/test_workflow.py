@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,34 +12,7 @@ import yaml
 
 from kora.cli import main as kora_main
 from tests.helpers import copy_workflow, upstream
-
-SNAKEMAKE = [sys.executable, "-m", "snakemake"]
-
-TINY = {
-    "seed_model": "mock",
-    "expand_model": "mock",
-    "user_model": "mock",
-    "judges": ["mock"],
-    "targets": {"tiny": {"model": "mock", "prompts": ["default", "child"]}},
-    "grid": {
-        "risks": ["violence_and_physical_harm", "grooming_and_manipulation"],
-        "age_ranges": ["7to9"],
-        "motivations": ["curiosity_exploration"],
-        "seeds_per_task": 2,
-    },
-}
-
-
-def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    return subprocess.run(
-        [*SNAKEMAKE, "--cores", "2", *args, "--configfile", "tiny.yaml"],
-        cwd=workdir,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+from tests.workflows import TINY, snakemake
 
 
 @pytest.fixture()
