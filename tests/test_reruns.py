@@ -89,6 +89,7 @@ def test_prompt_edit_reruns_only_its_users(
         assert set(edited) == {"judge:TestAssessment"}
         assert edited["judge:TestAssessment"] == first["judge:TestAssessment"]
         assert "rule conversations" not in log and "rule scenarios" not in log
+        assert "rule judgments" in log  # where the run lists its jobs
     else:
         assert "rule seeds" not in log and "rule scenarios" not in log
         assert "rule conversations" in log and "rule judgments" in log
@@ -171,4 +172,5 @@ def test_an_unreachable_target_stops_the_run_at_once_naming_it(run: Run) -> None
     calls, log = run.snakemake(cfg, "results/t1/results.json", ok=False, backoff=True)
     assert "'t1'" in log and dead in log and "Connection refused" in log
     assert "localrule" not in log  # no job started, so nothing waited on retries
+    assert not (run.workdir / "data" / "seeds").exists()  # the first jobs made nothing
     assert not calls  # not even the other roles were called

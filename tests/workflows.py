@@ -1,7 +1,8 @@
 """Running the workflow as a user does: Snakemake in a subprocess on a copy of the project.
 
-- `TINY`, `snakemake(...)`: the tiny mock grid (2 shards) and one Snakemake run in a work
-  folder;
+- `TINY`, `snakemake(...)`, `job_stats(...)`, `progress(...)`: the tiny mock grid (2
+  shards), one Snakemake run in a work folder, the job counts of Snakemake's "Job stats"
+  table and the calls counted by the run's last progress line;
 - `Server`, `structured_answer`, `config(...)`, `Run`: every role a differently named model
   on one loopback Anthropic server, so each request can be told apart by model and output
   type (incremental reruns, failures, kill -9, real providers).
@@ -12,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -54,6 +56,34 @@ def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=600,
     )
+
+
+_JOB_STATS = re.compile(r"^Job stats:\njob\s+count\n-+\s+-+\n(.*?)^total\s+(\d+)$", re.M | re.S)
+
+
+def job_stats(output: str) -> dict[str, int]:
+    """Snakemake's "Job stats" table, {rule: jobs, ..., "total": n} (a dry run prints it
+    before and after the jobs: both must agree); an AssertionError when there is none."""
+    tables = set(_JOB_STATS.findall(output))
+    assert len(tables) == 1, f"expected one 'Job stats' table in:\n{output[-3000:]}"
+    ((rows, total),) = tables
+    counts = {}
+    for line in rows.splitlines():
+        rule, count = line.split()
+        counts[rule] = int(count)
+    assert sum(counts.values()) == int(total), output[-3000:]
+    return {**counts, "total": int(total)}
+
+
+_PROGRESS = re.compile(r"^\[kora\] calls (\d+)\S* \((\d+) cached, ", re.M)
+
+
+def progress(output: str) -> tuple[int, int]:
+    """(calls, of which cached) from the last progress line of a run (kora.progress)."""
+    lines = _PROGRESS.findall(output)
+    assert lines, f"no progress line in:\n{output[-3000:]}"
+    calls, cached = lines[-1]
+    return int(calls), int(cached)
 
 
 # --- every role on one loopback Anthropic server ---------------------------------------
