@@ -65,6 +65,7 @@ def recorded_conversations(n: int) -> list[dict]:
     return out
 
 
+@pytest.mark.slow
 def test_recorded_conversations_are_judged_without_calling_a_target(tmp_path: Path) -> None:
     """Re-judging (spec section 7 `reassess`): recorded transcripts, judges only."""
     import os

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import orjson
+import pytest
 import yaml
 
 from tests.helpers import REPO, copy_workflow
@@ -26,6 +27,7 @@ def openai_structured(rec: Recorded) -> dict:  # type: ignore[type-arg]
     return _SchemaFaker(schema, random.Random(0), {}).value(schema)  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow
 def test_openai_and_chat_endpoint_targets_with_20_percent_failures(tmp_path: Path) -> None:
     roles = Server(structured=structured_answer, fault_rate=0.2, seed=1).start()
     gpt = OpenAIServer(structured=openai_structured, fault_rate=0.2, seed=2).start()

@@ -381,6 +381,7 @@ CONFIG = {
 }
 
 
+@pytest.mark.slow
 def test_report_and_leaderboard_rules(tmp_path: Path) -> None:
     copy_workflow(tmp_path)
     # this run's own config.yaml: only mock targets, so the leaderboard needs no key

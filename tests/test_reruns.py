@@ -17,6 +17,8 @@ import pytest
 from tests.helpers import REPO, copy_workflow
 from tests.workflows import Run, Server, config, structured_answer
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture()
 def run(tmp_path: Path):  # type: ignore[no-untyped-def]

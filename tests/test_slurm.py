@@ -119,6 +119,7 @@ def _snakemake(
     return subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_mock_workflow_on_slurm_matches_local_run(
     slurm_env: dict[str, str], tmp_path: Path
 ) -> None:

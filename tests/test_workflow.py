@@ -15,6 +15,8 @@ from kora.cli import main as kora_main
 from tests.helpers import copy_workflow, upstream
 from tests.workflows import SNAKEMAKE, TINY, job_stats, progress, snakemake
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture()
 def workflow_dir(tmp_path: Path) -> Path:

@@ -6,6 +6,8 @@
 - `Server`, `structured_answer`, `config(...)`, `Run`: every role a differently named model
   on one loopback Anthropic server, so each request can be told apart by model and output
   type (incremental reruns, failures, kill -9, real providers).
+
+The tests that use these are marked `slow` (each runs Snakemake end to end).
 """
 
 from __future__ import annotations
