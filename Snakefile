@@ -1,6 +1,11 @@
 # KORA child-safety benchmark: taxonomy shards -> seeds -> scenarios -> conversations
 # -> judgments -> results.json, one job per (risk, age range, motivation) shard and stage.
 
+from snakemake.utils import min_version
+
+# the oldest Snakemake this workflow is tested with (pyproject.toml: snakemake>=8.20)
+min_version("8.20")
+
 
 include: "rules/common.smk"
 include: "rules/seeds.smk"

@@ -35,10 +35,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # bench.harness, and tests.loopback behind it
 
-from loopback import client_process, server_process  # noqa: E402
-
+from bench.harness import client_process, server_process  # noqa: E402
 from kora.llm.limits import RateState  # noqa: E402
 
 

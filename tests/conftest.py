@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from kora.llm import limits, retry
-
-# `import loopback` from the test modules (and from spawned worker processes)
-TESTS_DIR = str(Path(__file__).resolve().parent)
-if TESTS_DIR not in sys.path:
-    sys.path.insert(0, TESTS_DIR)
 
 # Settings that would point a provider at a real service; every test starts without them.
 PROVIDER_ENV = (

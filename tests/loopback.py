@@ -1,7 +1,7 @@
-"""Loopback servers speaking the real wire protocols, for tests and the benchmark.
+"""Loopback servers speaking the real wire protocols, for the tests and the benchmark.
 
-Each server runs an asyncio HTTP/1.1 server (h11 for the protocol, keep-alive, many
-concurrent connections) in a background thread on 127.0.0.1 with a free port:
+Each server is an `aiohttp.web` application (keep-alive, many concurrent connections, a
+handler per request) served in a background thread on 127.0.0.1 with a free port:
 
 - `AnthropicServer`: `POST /v1/messages` (text blocks, or a `tool_use` block when `tools`
   and a forcing `tool_choice` are given; `usage` filled in), Anthropic error bodies.
@@ -14,13 +14,18 @@ Every server records each request (`requests`), counts answers by status, tracks
 largest number of requests in flight, and can misbehave on cue: `script(*faults)` queues
 faults for the next requests, `fault_rate` adds random ones, `rate_limit` refuses
 requests above N per second (sliding window) with 429 + Retry-After, and `latency` delays
-every accepted answer.
+every accepted answer. A dropped connection is aborted (RST) before any byte of an answer
+is written; a malformed answer is a 200 whose JSON body is cut off.
+
+Why aiohttp: it serves many slow requests at once on one event loop (the benchmark keeps
+160 in flight), and its handlers can reach the connection's transport to abort it. A
+WSGI test server (pytest-httpserver: werkzeug, a thread per request) cannot hold that
+many slow requests, and an ASGI app cannot drop a connection without answering.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import math
 import random
@@ -34,7 +39,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import parse_qs, urlsplit
 
-import h11
+from aiohttp import web
 
 FaultKind = Literal["status", "slow", "drop", "malformed", "invalid"]
 
@@ -91,16 +96,10 @@ class _Drop(Exception):
     pass
 
 
-REASONS = {
-    200: b"OK",
-    400: b"Bad Request",
-    401: b"Unauthorized",
-    404: b"Not Found",
-    429: b"Too Many Requests",
-    500: b"Internal Server Error",
-    503: b"Service Unavailable",
-    529: b"Overloaded",
-}
+# reason phrases aiohttp does not know (the rest come from http.HTTPStatus)
+REASONS = {529: "Overloaded"}
+# the largest request body accepted (aiohttp's default is 1 MiB)
+MAX_BODY = 64 * 1024 * 1024
 
 
 class LoopbackServer:
@@ -183,99 +182,54 @@ class LoopbackServer:
             self._ready.set()
 
     async def serve(self) -> None:
-        """Serve until stop() (or forever, when run as a process's main loop)."""
+        """Serve until stop()."""
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        conns: set[asyncio.Task[None]] = set()
-
-        async def on_conn(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            task = asyncio.current_task()
-            assert task is not None
-            conns.add(task)
-            try:
-                await self._connection(reader, writer)
-            except asyncio.CancelledError:
-                pass  # shutting down
-            finally:
-                conns.discard(task)
-
-        server = await asyncio.start_server(
-            on_conn, "127.0.0.1", self.requested_port, backlog=1024, reuse_address=True
-        )
-        self.port = server.sockets[0].getsockname()[1]
-        self._ready.set()
-        async with server:
+        app = web.Application(client_max_size=MAX_BODY)
+        app.router.add_route("*", "/{path:.*}", self._handle)
+        # answers still being delayed when the server stops are cut short, as before
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
+        await runner.setup()
+        try:
+            site = web.TCPSite(
+                runner, "127.0.0.1", self.requested_port, backlog=1024, reuse_address=True
+            )
+            await site.start()
+            self.port = runner.addresses[0][1]
+            self._ready.set()
             await self._stop.wait()
-            server.close()
-            for t in list(conns):
-                t.cancel()
-            await asyncio.gather(*conns, return_exceptions=True)
+        finally:
+            await runner.cleanup()
 
     # -- HTTP ------------------------------------------------------------------------
 
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = h11.Connection(h11.SERVER)
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
         try:
-            while True:
-                req: h11.Request | None = None
-                body = bytearray()
-                while True:
-                    event = conn.next_event()
-                    if event is h11.NEED_DATA:
-                        conn.receive_data(await reader.read(65536))  # b"" = end of stream
-                        continue
-                    if isinstance(event, h11.Request):
-                        req = event
-                    elif isinstance(event, h11.Data):
-                        body += event.data
-                    elif isinstance(event, h11.EndOfMessage):
-                        break
-                    elif isinstance(event, h11.ConnectionClosed):
-                        return
-                assert req is not None
-                try:
-                    reply = await self._dispatch(req, bytes(body))
-                except _Drop:
-                    writer.transport.abort()
-                    return
-                headers = [
-                    ("content-type", reply.headers.pop("content-type", "application/json")),
-                    ("content-length", str(len(reply.body))),
-                    *reply.headers.items(),
-                ]
-                out = conn.send(
-                    h11.Response(
-                        status_code=reply.status,
-                        headers=headers,
-                        reason=REASONS.get(reply.status, b""),
-                    )
-                )
-                out = (out or b"") + (conn.send(h11.Data(data=reply.body)) or b"")
-                out += conn.send(h11.EndOfMessage()) or b""
-                writer.write(out)
-                await writer.drain()
-                if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
-                    return
-                conn.start_next_cycle()
-        except (ConnectionError, h11.RemoteProtocolError, asyncio.IncompleteReadError):
-            return
-        except asyncio.CancelledError:
-            raise
-        finally:
-            with contextlib.suppress(Exception):
-                writer.close()
+            reply = await self._dispatch(request, await request.read())
+        except _Drop:
+            # no answer at all: reset the connection; aiohttp then finds it closed and
+            # writes nothing (a premature disconnection, not an error)
+            if request.transport is not None:
+                request.transport.abort()
+            return web.Response(status=500)
+        headers = {"content-type": "application/json", **reply.headers}
+        return web.Response(
+            status=reply.status,
+            reason=REASONS.get(reply.status),
+            body=reply.body,
+            headers=headers,
+        )
 
-    async def _dispatch(self, req: h11.Request, raw: bytes) -> Reply:
-        target = req.target.decode()
-        split = urlsplit(target)
+    async def _dispatch(self, req: web.Request, raw: bytes) -> Reply:
+        split = urlsplit(req.raw_path)
         query = {k: v[0] for k, v in parse_qs(split.query).items()}
-        headers = {k.decode().lower(): v.decode() for k, v in req.headers}
+        headers = {k.lower(): v for k, v in req.headers.items()}
         try:
             body: Any = json.loads(raw) if raw else None
         except json.JSONDecodeError:
             body = raw.decode(errors="replace")
         now = time.time()
-        rec = Recorded(req.method.decode(), split.path, query, headers, body, now)
+        rec = Recorded(req.method, split.path, query, headers, body, now)
         with self.lock:
             if self.record:
                 self.requests.append(rec)
@@ -425,7 +379,7 @@ class _LLMServer(LoopbackServer):
     def limit_headers_for(self, now: float) -> dict[str, str]:
         return {}
 
-    async def _dispatch(self, req: h11.Request, raw: bytes) -> Reply:
+    async def _dispatch(self, req: web.Request, raw: bytes) -> Reply:
         try:
             body = json.loads(raw) if raw else None
         except json.JSONDecodeError:
@@ -728,124 +682,3 @@ SERVERS: dict[str, type[LoopbackServer]] = {
     "openai": OpenAIServer,
     "chat-endpoint": ChatEndpointServer,
 }
-
-
-# --- client processes (multiprocessing targets for tests and the benchmark) ---------
-
-
-def client_process(
-    provider: str,
-    base_url: str,
-    state_dir: str,
-    calls: int,
-    concurrency: int,
-    results: Any,
-    *,
-    name: str = "shared-model",
-    requests_per_minute: float | None = None,
-    max_concurrency: int | None = None,
-    adaptive: bool | None = None,
-    testing: bool = True,
-    start_at: float = 0.0,
-    deadline: float = math.inf,
-    ready: Any = None,
-    duration: float | None = None,
-    prompt_chars: int = 0,
-    limits: dict[str, float] | None = None,
-) -> None:
-    """One job of a run: `calls` calls (or until `deadline`) through ModelClient with
-    `concurrency` tasks, sharing the limiter state in `state_dir`; puts a summary dict on
-    the `results` queue. With a `ready` barrier, calls start when every party is ready and
-    go on for `duration` seconds. `prompt_chars` pads each prompt (a judge's is a few
-    thousand tokens); `limits` adds token limits to the model's config."""
-    import os
-    from pathlib import Path
-
-    from kora.config import ModelConfig
-    from kora.llm import retry
-    from kora.llm.base import ChatMessage, Provider
-    from kora.llm.client import ModelClient, Usage
-    from kora.llm.limits import limiter_for
-
-    retry.set_testing(testing)
-    os.environ.setdefault("ANTHROPIC_API_KEY", "sk-loopback")
-    config = ModelConfig(
-        provider=provider,  # type: ignore[arg-type]
-        model="loopback-model",
-        base_url=base_url,
-        requests_per_minute=requests_per_minute,
-        max_concurrency=max_concurrency,
-        timeout=30,
-        **(limits or {}),
-    )
-    limiter = limiter_for(name, config, Path(state_dir), adaptive=adaptive)
-    client = ModelClient(name, config, cache=None, usage=Usage(), limiter=limiter)
-    provider_obj: Provider = client.provider
-    done = 0
-    errors: list[str] = []
-    latencies: list[float] = []
-
-    started = 0
-
-    async def worker(wid: int) -> None:
-        nonlocal done, started
-        while started < calls and time.time() < deadline:
-            started += 1
-            t0 = time.time()
-            try:
-                prompt = f"w{os.getpid()}-{wid} " + "x" * prompt_chars
-                await client.text([ChatMessage("user", prompt)], stage="bench")
-            except Exception as exc:
-                errors.append(str(exc)[:200])
-            else:
-                done += 1
-                latencies.append(time.time() - t0)
-
-    async def main() -> None:
-        clients = getattr(provider_obj, "_clients", None)
-        if clients is not None:  # create the HTTP client before the clock starts
-            clients.get()
-        nonlocal deadline
-        if ready is not None:
-            await asyncio.to_thread(ready.wait)
-            if duration is not None:
-                deadline = time.time() + duration
-        if start_at > time.time():
-            await asyncio.sleep(start_at - time.time())
-        try:
-            await asyncio.gather(*(worker(i) for i in range(concurrency)))
-        finally:
-            await provider_obj.aclose()
-
-    asyncio.run(main())
-    results.put(
-        {
-            "pid": os.getpid(),
-            "done": done,
-            "errors": errors,
-            "latencies": latencies,
-            "rate": limiter.current_rate(),
-            "input_tokens": client.usage.totals().input_tokens,
-        }
-    )
-
-
-def server_process(
-    kind: str, port_queue: Any, stats_queue: Any, stop_event: Any, **kw: Any
-) -> None:
-    """Run a loopback server as a process's main loop until `stop_event` is set, then put
-    its statistics on `stats_queue`."""
-    server = SERVERS[kind](record=False, **kw)
-    server.start()
-    port_queue.put(server.port)
-    stop_event.wait()
-    server.stop()
-    with server.lock:
-        stats_queue.put(
-            {
-                "statuses": dict(server.statuses),
-                "accepted_times": list(server.accepted_times),
-                "refused_times": list(server.refused_times),
-                "max_in_flight": server.max_in_flight,
-            }
-        )

@@ -9,11 +9,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from loopback import DROP, INVALID, MALFORMED, ChatEndpointServer, Fault
 
 from kora.config import ModelConfig
 from kora.llm.base import ChatMessage, ProviderError
 from kora.llm.chat_endpoint import MEMORY_ACK, ChatEndpointTarget
+from tests.loopback import DROP, INVALID, MALFORMED, ChatEndpointServer, Fault
 
 SESSION_ID = re.compile(
     r"^[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}_[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$"

@@ -196,6 +196,7 @@ def test_check_config_merges_overlays_as_the_readme_says(
     assert f"{bad}: grid.risks" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_snakemake_names_the_file_and_line_of_a_broken_config(tmp_path: Any) -> None:
     import subprocess
     import sys

@@ -14,12 +14,14 @@ from collections import Counter
 from pathlib import Path
 
 import orjson
+import pytest
 import yaml
 
 from tests.helpers import REPO, copy_workflow
-from tests.test_reruns import Server, config, structured_answer
+from tests.workflows import Server, config, structured_answer
 
 
+@pytest.mark.slow
 def test_kill_9_loses_nothing_and_repays_at_most_the_calls_in_flight(tmp_path: Path) -> None:
     server = Server(structured=structured_answer, latency=0.15).start()
     try:

@@ -65,6 +65,7 @@ def recorded_conversations(n: int) -> list[dict]:
     return out
 
 
+@pytest.mark.slow
 def test_recorded_conversations_are_judged_without_calling_a_target(tmp_path: Path) -> None:
     """Re-judging (spec section 7 `reassess`): recorded transcripts, judges only."""
     import os
@@ -94,6 +95,7 @@ def test_recorded_conversations_are_judged_without_calling_a_target(tmp_path: Pa
     assert run.returncode == 0, run.stderr[-3000:]
     assert "rule conversations" not in run.stdout + run.stderr
     assert "rule seeds" not in run.stdout + run.stderr
+    assert "rule judgments" in run.stderr  # where the run lists its jobs
     results = orjson.loads((tmp_path / "results/recorded-bot/results.json").read_bytes())
     assert results["conversations"] == "imported"
     in_grid = [

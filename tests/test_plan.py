@@ -10,7 +10,7 @@ import yaml
 
 from kora.cli import main as kora_main
 from tests.helpers import copy_workflow
-from tests.test_workflow import TINY, snakemake
+from tests.workflows import TINY, snakemake
 
 
 def plan(workdir: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, list[str]]:
@@ -28,6 +28,7 @@ def plan(workdir: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, list[st
     return rows
 
 
+@pytest.mark.slow
 def test_plan_before_and_after_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     copy_workflow(tmp_path)
     cfg = dict(TINY, models={"mock": {"provider": "mock", "price": {"input": 3.0, "output": 15.0}}})
@@ -48,6 +49,7 @@ def test_plan_before_and_after_a_run(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert after["total"][3] == "$0.00"
 
 
+@pytest.mark.slow
 def test_seeds_and_scenarios_of_another_model_are_not_counted_as_stored(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -8,7 +8,12 @@ from collections.abc import Iterator
 from typing import Any, Literal
 
 import pytest
-from loopback import (
+from pydantic import BaseModel, Field
+
+from kora.config import ModelConfig
+from kora.llm.base import ChatMessage, ProviderError
+from kora.llm.client import ModelClient, StructuredOutputError, Usage
+from tests.loopback import (
     DROP,
     INVALID,
     MALFORMED,
@@ -18,11 +23,6 @@ from loopback import (
     OpenAIServer,
     Recorded,
 )
-from pydantic import BaseModel, Field
-
-from kora.config import ModelConfig
-from kora.llm.base import ChatMessage, ProviderError
-from kora.llm.client import ModelClient, StructuredOutputError, Usage
 
 KEY = "sk-test-SECRET-0123456789"
 ProviderName = Literal["anthropic", "openai"]

@@ -10,11 +10,12 @@ import sys
 from pathlib import Path
 
 import orjson
+import pytest
 import yaml
 
 from tests.helpers import REPO, copy_workflow
 from tests.loopback import ChatEndpointServer, OpenAIServer, Recorded
-from tests.test_reruns import Server, config
+from tests.workflows import Server, config, structured_answer
 
 
 def openai_structured(rec: Recorded) -> dict:  # type: ignore[type-arg]
@@ -26,9 +27,8 @@ def openai_structured(rec: Recorded) -> dict:  # type: ignore[type-arg]
     return _SchemaFaker(schema, random.Random(0), {}).value(schema)  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow
 def test_openai_and_chat_endpoint_targets_with_20_percent_failures(tmp_path: Path) -> None:
-    from tests.test_reruns import structured_answer
-
     roles = Server(structured=structured_answer, fault_rate=0.2, seed=1).start()
     gpt = OpenAIServer(structured=openai_structured, fault_rate=0.2, seed=2).start()
     mydd = ChatEndpointServer(fault_rate=0.2, seed=3).start()

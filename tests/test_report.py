@@ -7,7 +7,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -232,17 +231,15 @@ def test_report_without_mock_has_no_banner(tmp_path: Path) -> None:
     assert 'id="mock-note"' not in html_path.read_text(encoding="utf-8")
 
 
-def test_report_of_a_large_run_is_fast(tmp_path: Path) -> None:
+def test_report_of_a_large_run(tmp_path: Path) -> None:
+    """6,000 tests (its time: python bench/report_scale.py)."""
     base = [j for j in make_judgments() if j.error is None]
     big = []
     for n in range(150):  # 6,000 tests
         for j in base:
             big.append(j.model_copy(update={"key": f"{j.key}:{n}"}))
     records = records_of(big)
-    started = time.monotonic()
     write_report(records, results_doc(), tmp_path / "r.html", tmp_path / "s.json", TAXONOMY)
-    elapsed = time.monotonic() - started
-    assert elapsed < 10, f"6,000 tests took {elapsed:.1f} s"
     assert orjson.loads((tmp_path / "s.json").read_bytes())["judged"] == 6000
 
 
@@ -384,6 +381,7 @@ CONFIG = {
 }
 
 
+@pytest.mark.slow
 def test_report_and_leaderboard_rules(tmp_path: Path) -> None:
     copy_workflow(tmp_path)
     # this run's own config.yaml: only mock targets, so the leaderboard needs no key

@@ -7,108 +7,17 @@ apart by model and output type.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-import yaml
 
-from kora.llm.mock import _SchemaFaker
 from tests.helpers import REPO, copy_workflow
-from tests.loopback import AnthropicServer, Recorded
+from tests.workflows import Run, Server, config, structured_answer
 
-ROLES = ("seed", "expand", "user", "judge", "target")
-
-
-def structured_answer(rec: Recorded) -> dict[str, Any]:
-    """A schema-valid answer to a forced tool call, made from the schema sent."""
-    import random
-
-    body = rec.body
-    tool = body["tools"][0]
-    schema = tool["input_schema"]
-    rng = random.Random(orjson.dumps(body["messages"]))
-    hints: dict[str, Any] = {"count": 2}
-    value = _SchemaFaker(schema, rng, hints).value(schema)
-    if tool["name"] == "ScenarioValidation":
-        value["verdict"] = "pass"
-    return value  # type: ignore[no-any-return]
-
-
-class Server(AnthropicServer):
-    """Answers text calls with plain, placeholder-free child or assistant lines; fails
-    every call to the models in `fail_models` with a 400."""
-
-    fail_models: frozenset[str] = frozenset()
-    fail_status = 400
-
-    def handle(self, rec: Recorded, *, invalid: bool) -> Any:
-        if isinstance(rec.body, dict) and rec.body.get("model") in self.fail_models:
-            return self.error_reply(self.fail_status, "model is unavailable")
-        return super().handle(rec, invalid=invalid)
-
-    def _next_answer(self, rec: Recorded, *, structured: bool, invalid: bool) -> Any:
-        if not structured and not invalid:
-            import hashlib
-
-            n = len(rec.body.get("messages", []))
-            tag = hashlib.sha256(orjson.dumps(rec.body)).hexdigest()[:8]
-            return f"{rec.body['model']} line {n} ({tag}): ok but why though"
-        return super()._next_answer(rec, structured=structured, invalid=invalid)
-
-
-def config(url: str, targets: list[str], judges: list[str]) -> dict[str, Any]:
-    models = {r: {"provider": "anthropic", "model": f"claude-{r}", "base_url": url} for r in ROLES}
-    for t in targets:
-        models[t] = {"provider": "anthropic", "model": f"claude-{t}", "base_url": url}
-    for j in judges:
-        models[j] = {"provider": "anthropic", "model": f"claude-{j}", "base_url": url}
-    return {
-        "models": models,
-        "seed_model": "seed",
-        "expand_model": "expand",
-        "user_model": "user",
-        "judges": judges,
-        "targets": {t: {"model": t, "prompts": ["default", "child"]} for t in targets},
-        "prompts_dir": "prompts",
-        "grid": {
-            "risks": ["violence_and_physical_harm"],
-            "age_ranges": ["10to12"],
-            "motivations": ["curiosity_exploration"],
-            "seeds_per_task": 2,
-        },
-    }
-
-
-class Run:
-    def __init__(self, workdir: Path, server: Server) -> None:
-        self.workdir = workdir
-        self.server = server
-
-    def snakemake(
-        self, cfg: dict[str, Any], *targets: str, ok: bool = True, backoff: bool = False
-    ) -> tuple[Counter[str], str]:
-        (self.workdir / "run.yaml").write_text(yaml.safe_dump(cfg))
-        before = len(self.server.requests)
-        env = dict(os.environ, ANTHROPIC_API_KEY="test-key", KORA_RETRY_TESTING="1")
-        if backoff:  # the real waits between retries
-            del env["KORA_RETRY_TESTING"]
-        proc = subprocess.run(
-            [sys.executable, "-m", "snakemake", "--cores", "2", *targets, "--configfile", "run.yaml"],
-            cwd=self.workdir, env=env, capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
-        assert (proc.returncode == 0) == ok, proc.stderr[-4000:]
-        calls: Counter[str] = Counter()
-        for rec in self.server.requests[before:]:
-            tools = rec.body.get("tools") or []
-            kind = tools[0]["name"] if tools else "text"
-            calls[f"{rec.body['model'].removeprefix('claude-')}:{kind}"] += 1
-        return calls, proc.stderr
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture()
@@ -182,6 +91,7 @@ def test_prompt_edit_reruns_only_its_users(
         assert set(edited) == {"judge:TestAssessment"}
         assert edited["judge:TestAssessment"] == first["judge:TestAssessment"]
         assert "rule conversations" not in log and "rule scenarios" not in log
+        assert "rule judgments" in log  # where the run lists its jobs
     else:
         assert "rule seeds" not in log and "rule scenarios" not in log
         assert "rule conversations" in log and "rule judgments" in log
@@ -264,4 +174,5 @@ def test_an_unreachable_target_stops_the_run_at_once_naming_it(run: Run) -> None
     calls, log = run.snakemake(cfg, "results/t1/results.json", ok=False, backoff=True)
     assert "'t1'" in log and dead in log and "Connection refused" in log
     assert "localrule" not in log  # no job started, so nothing waited on retries
+    assert not (run.workdir / "data" / "seeds").exists()  # the first jobs made nothing
     assert not calls  # not even the other roles were called

@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from tests.helpers import REPO, copy_workflow
-from tests.test_workflow import TINY
+from tests.workflows import TINY
 
 SLURM_DIR = Path(__file__).resolve().parent / "slurm"
 PROGRAMS = ("munged", "munge", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "srun")
@@ -119,6 +119,7 @@ def _snakemake(
     return subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_mock_workflow_on_slurm_matches_local_run(
     slurm_env: dict[str, str], tmp_path: Path
 ) -> None:

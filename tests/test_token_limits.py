@@ -10,7 +10,6 @@ from typing import Any, Literal
 
 import pytest
 import yaml
-from loopback import AnthropicServer, OpenAIServer
 
 from kora.config import ModelConfig, validate_config
 from kora.errors import ConfigError
@@ -28,6 +27,7 @@ from kora.llm.headers import (
 from kora.llm.limits import Cost, Limiter, RatePolicy, RateTuning, TokenPolicy, limiter_for
 from kora.taxonomy import load_taxonomy
 from tests.helpers import REPO
+from tests.loopback import AnthropicServer, OpenAIServer
 
 ProviderName = Literal["anthropic", "openai"]
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,34 +13,9 @@ import yaml
 
 from kora.cli import main as kora_main
 from tests.helpers import copy_workflow, upstream
+from tests.workflows import SNAKEMAKE, TINY, job_stats, progress, snakemake
 
-SNAKEMAKE = [sys.executable, "-m", "snakemake"]
-
-TINY = {
-    "seed_model": "mock",
-    "expand_model": "mock",
-    "user_model": "mock",
-    "judges": ["mock"],
-    "targets": {"tiny": {"model": "mock", "prompts": ["default", "child"]}},
-    "grid": {
-        "risks": ["violence_and_physical_harm", "grooming_and_manipulation"],
-        "age_ranges": ["7to9"],
-        "motivations": ["curiosity_exploration"],
-        "seeds_per_task": 2,
-    },
-}
-
-
-def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    return subprocess.run(
-        [*SNAKEMAKE, "--cores", "2", *args, "--configfile", "tiny.yaml"],
-        cwd=workdir,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture()
@@ -51,11 +25,30 @@ def workflow_dir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_lint_and_dry_run(workflow_dir: Path) -> None:
+def test_lint_is_clean(workflow_dir: Path) -> None:
+    """`snakemake --lint` on the workflow as a user runs it: no lint at all."""
+    lint = subprocess.run(
+        [*SNAKEMAKE, "--lint", "--configfile", "tiny.yaml"],
+        cwd=workflow_dir, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    out = lint.stdout + lint.stderr
+    assert lint.returncode == 0, out[-3000:]
+    assert "Lints for" not in out, out[-3000:]
+    assert "Congratulations, your workflow is in a good condition!" in out, out[-3000:]
+
+
+def test_dry_run_plans_one_job_per_shard_and_stage(workflow_dir: Path) -> None:
     dry = snakemake(workflow_dir, "-n", "results/tiny/results.json")
     assert dry.returncode == 0, dry.stderr
-    # one job per shard and stage: 2 shards x 4 stages + results
-    assert "total                9" in dry.stdout.replace("\t", " ") or " 9\n" in dry.stdout
+    # 2 shards x 4 stages + results
+    assert job_stats(dry.stdout) == {
+        "seeds": 2,
+        "scenarios": 2,
+        "conversations": 2,
+        "judgments": 2,
+        "results": 1,
+        "total": 9,
+    }
 
 
 def test_end_to_end_mock_run(workflow_dir: Path) -> None:
@@ -90,6 +83,7 @@ def test_end_to_end_mock_run(workflow_dir: Path) -> None:
         if line.strip()
     )
     assert results["tests"] + results["failedTests"] == 2 * scenarios
+    assert results["failedTests"] == 0 and scenarios == 4  # 2 shards x 2 seeds, none failed
     # memory risk: its scenarios carry modelMemory
     grooming = (
         workflow_dir / "data/scenarios/grooming_and_manipulation/7to9/curiosity_exploration.jsonl"
@@ -128,12 +122,14 @@ def test_imported_scenarios_are_tested_without_generation(workflow_dir: Path) ->
     dry = snakemake(workflow_dir, "-n", "results/tiny/results.json")
     assert dry.returncode == 0, dry.stderr
     assert "rule seeds" not in dry.stdout and "rule scenarios" not in dry.stdout
+    assert job_stats(dry.stdout) == {"conversations": 2, "judgments": 2, "results": 1, "total": 5}
     run = snakemake(workflow_dir, "results/tiny/results.json")
     assert run.returncode == 0, run.stderr[-3000:]
     assert not (workflow_dir / "data/seeds").exists()
     results = orjson.loads((workflow_dir / "results/tiny/results.json").read_bytes())
     # the reference has one scenario per (risk, age, motivation) cell of this grid
     assert results["tests"] + results["failedTests"] == 2 * 2
+    assert results["failedTests"] == 0
 
 
 def _damage(path: Path, how: str) -> None:
@@ -232,9 +228,11 @@ def test_switching_between_generated_and_imported_scenarios_both_ways(workflow_d
     on_imported = snakemake(workflow_dir, "results/tiny/results.json")
     assert on_imported.returncode == 0, on_imported.stderr[-3000:]
     assert "rule scenarios" not in on_imported.stdout + on_imported.stderr
+    assert "rule conversations" in on_imported.stderr  # where the run lists its jobs
     imported = orjson.loads((workflow_dir / "results/tiny/results.json").read_bytes())
     # the reference has one scenario per (risk, age, motivation) cell of this grid
     assert imported["tests"] + imported["failedTests"] == 2 * 2
+    assert imported["failedTests"] == 0
     assert (workflow_dir / "data/scenarios/IMPORTED.json").exists()
 
     assert kora(workflow_dir, "import-scenarios", "--remove") == 0
@@ -242,7 +240,8 @@ def test_switching_between_generated_and_imported_scenarios_both_ways(workflow_d
     assert back.returncode == 0, back.stderr[-3000:]
     again = orjson.loads((workflow_dir / "results/tiny/results.json").read_bytes())
     assert again["scores"] == generated["scores"]
-    assert "calls 0/" not in back.stderr  # regenerated: every call from the store
+    calls, cached = progress(back.stderr)
+    assert calls == cached > 0  # regenerated: every call from the store
 
 
 def test_a_moved_checkout_has_nothing_to_redo(workflow_dir: Path, tmp_path_factory: Any) -> None:

@@ -1,0 +1,134 @@
+"""Processes for the benchmarks (and the cross-process limiter tests): a loopback provider
+as a process's main loop, and one job of a run making calls through `ModelClient`.
+
+Both are `multiprocessing` targets (spawn context): the parent passes queues and events,
+and a spawned child imports this module as `bench.harness`, so the repository root must be
+on `sys.path` (the bench scripts put it there; pytest's `pythonpath` does for the tests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from typing import Any
+
+from tests.loopback import SERVERS
+
+
+def client_process(
+    provider: str,
+    base_url: str,
+    state_dir: str,
+    calls: int,
+    concurrency: int,
+    results: Any,
+    *,
+    name: str = "shared-model",
+    requests_per_minute: float | None = None,
+    max_concurrency: int | None = None,
+    adaptive: bool | None = None,
+    testing: bool = True,
+    start_at: float = 0.0,
+    deadline: float = math.inf,
+    ready: Any = None,
+    duration: float | None = None,
+    prompt_chars: int = 0,
+    limits: dict[str, float] | None = None,
+) -> None:
+    """One job of a run: `calls` calls (or until `deadline`) through ModelClient with
+    `concurrency` tasks, sharing the limiter state in `state_dir`; puts a summary dict on
+    the `results` queue. With a `ready` barrier, calls start when every party is ready and
+    go on for `duration` seconds. `prompt_chars` pads each prompt (a judge's is a few
+    thousand tokens); `limits` adds token limits to the model's config."""
+    import os
+    from pathlib import Path
+
+    from kora.config import ModelConfig
+    from kora.llm import retry
+    from kora.llm.base import ChatMessage, Provider
+    from kora.llm.client import ModelClient, Usage
+    from kora.llm.limits import limiter_for
+
+    retry.set_testing(testing)
+    os.environ.setdefault("ANTHROPIC_API_KEY", "sk-loopback")
+    config = ModelConfig(
+        provider=provider,  # type: ignore[arg-type]
+        model="loopback-model",
+        base_url=base_url,
+        requests_per_minute=requests_per_minute,
+        max_concurrency=max_concurrency,
+        timeout=30,
+        **(limits or {}),
+    )
+    limiter = limiter_for(name, config, Path(state_dir), adaptive=adaptive)
+    client = ModelClient(name, config, cache=None, usage=Usage(), limiter=limiter)
+    provider_obj: Provider = client.provider
+    done = 0
+    errors: list[str] = []
+    latencies: list[float] = []
+
+    started = 0
+
+    async def worker(wid: int) -> None:
+        nonlocal done, started
+        while started < calls and time.time() < deadline:
+            started += 1
+            t0 = time.time()
+            try:
+                prompt = f"w{os.getpid()}-{wid} " + "x" * prompt_chars
+                await client.text([ChatMessage("user", prompt)], stage="bench")
+            except Exception as exc:
+                errors.append(str(exc)[:200])
+            else:
+                done += 1
+                latencies.append(time.time() - t0)
+
+    async def main() -> None:
+        clients = getattr(provider_obj, "_clients", None)
+        if clients is not None:  # create the HTTP client before the clock starts
+            clients.get()
+        nonlocal deadline
+        if ready is not None:
+            await asyncio.to_thread(ready.wait)
+            if duration is not None:
+                deadline = time.time() + duration
+        if start_at > time.time():
+            await asyncio.sleep(start_at - time.time())
+        try:
+            await asyncio.gather(*(worker(i) for i in range(concurrency)))
+        finally:
+            await provider_obj.aclose()
+
+    asyncio.run(main())
+    results.put(
+        {
+            "pid": os.getpid(),
+            "done": done,
+            "errors": errors,
+            "latencies": latencies,
+            "rate": limiter.current_rate(),
+            "input_tokens": client.usage.totals().input_tokens,
+        }
+    )
+
+
+def server_process(
+    kind: str, port_queue: Any, stats_queue: Any, stop_event: Any, **kw: Any
+) -> None:
+    """Run a loopback server as a process's main loop until `stop_event` is set, then put
+    its statistics on `stats_queue`."""
+    server = SERVERS[kind](record=False, **kw)
+    server.start()
+    port_queue.put(server.port)
+    stop_event.wait()
+    server.stop()
+    with server.lock:
+        stats_queue.put(
+            {
+                "statuses": dict(server.statuses),
+                "accepted_times": list(server.accepted_times),
+                "refused_times": list(server.refused_times),
+                "max_in_flight": server.max_in_flight,
+            }
+        )

@@ -1,0 +1,178 @@
+"""Running the workflow as a user does: Snakemake in a subprocess on a copy of the project.
+
+- `TINY`, `snakemake(...)`, `job_stats(...)`, `progress(...)`: the tiny mock grid (2
+  shards), one Snakemake run in a work folder, the job counts of Snakemake's "Job stats"
+  table and the calls counted by the run's last progress line;
+- `Server`, `structured_answer`, `config(...)`, `Run`: every role a differently named model
+  on one loopback Anthropic server, so each request can be told apart by model and output
+  type (incremental reruns, failures, kill -9, real providers).
+
+The tests that use these are marked `slow` (each runs Snakemake end to end).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from kora.llm.mock import _SchemaFaker
+from tests.loopback import AnthropicServer, Recorded
+
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+
+# --- the tiny mock grid --------------------------------------------------------------
+
+TINY = {
+    "seed_model": "mock",
+    "expand_model": "mock",
+    "user_model": "mock",
+    "judges": ["mock"],
+    "targets": {"tiny": {"model": "mock", "prompts": ["default", "child"]}},
+    "grid": {
+        "risks": ["violence_and_physical_harm", "grooming_and_manipulation"],
+        "age_ranges": ["7to9"],
+        "motivations": ["curiosity_exploration"],
+        "seeds_per_task": 2,
+    },
+}
+
+
+def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`snakemake --cores 2 ARGS --configfile tiny.yaml` in `workdir`."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.run(
+        [*SNAKEMAKE, "--cores", "2", *args, "--configfile", "tiny.yaml"],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+_JOB_STATS = re.compile(r"^Job stats:\njob\s+count\n-+\s+-+\n(.*?)^total\s+(\d+)$", re.M | re.S)
+
+
+def job_stats(output: str) -> dict[str, int]:
+    """Snakemake's "Job stats" table, {rule: jobs, ..., "total": n} (a dry run prints it
+    before and after the jobs: both must agree); an AssertionError when there is none."""
+    tables = set(_JOB_STATS.findall(output))
+    assert len(tables) == 1, f"expected one 'Job stats' table in:\n{output[-3000:]}"
+    ((rows, total),) = tables
+    counts = {}
+    for line in rows.splitlines():
+        rule, count = line.split()
+        counts[rule] = int(count)
+    assert sum(counts.values()) == int(total), output[-3000:]
+    return {**counts, "total": int(total)}
+
+
+_PROGRESS = re.compile(r"^\[kora\] calls (\d+)\S* \((\d+) cached, ", re.M)
+
+
+def progress(output: str) -> tuple[int, int]:
+    """(calls, of which cached) from the last progress line of a run (kora.progress)."""
+    lines = _PROGRESS.findall(output)
+    assert lines, f"no progress line in:\n{output[-3000:]}"
+    calls, cached = lines[-1]
+    return int(calls), int(cached)
+
+
+# --- every role on one loopback Anthropic server ---------------------------------------
+
+ROLES = ("seed", "expand", "user", "judge", "target")
+
+
+def structured_answer(rec: Recorded) -> dict[str, Any]:
+    """A schema-valid answer to a forced tool call, made from the schema sent."""
+    body = rec.body
+    tool = body["tools"][0]
+    schema = tool["input_schema"]
+    rng = random.Random(orjson.dumps(body["messages"]))
+    hints: dict[str, Any] = {"count": 2}
+    value = _SchemaFaker(schema, rng, hints).value(schema)
+    if tool["name"] == "ScenarioValidation":
+        value["verdict"] = "pass"
+    return value  # type: ignore[no-any-return]
+
+
+class Server(AnthropicServer):
+    """Answers text calls with plain, placeholder-free child or assistant lines; fails
+    every call to the models in `fail_models` with a 400."""
+
+    fail_models: frozenset[str] = frozenset()
+    fail_status = 400
+
+    def handle(self, rec: Recorded, *, invalid: bool) -> Any:
+        if isinstance(rec.body, dict) and rec.body.get("model") in self.fail_models:
+            return self.error_reply(self.fail_status, "model is unavailable")
+        return super().handle(rec, invalid=invalid)
+
+    def _next_answer(self, rec: Recorded, *, structured: bool, invalid: bool) -> Any:
+        if not structured and not invalid:
+            n = len(rec.body.get("messages", []))
+            tag = hashlib.sha256(orjson.dumps(rec.body)).hexdigest()[:8]
+            return f"{rec.body['model']} line {n} ({tag}): ok but why though"
+        return super()._next_answer(rec, structured=structured, invalid=invalid)
+
+
+def config(url: str, targets: list[str], judges: list[str]) -> dict[str, Any]:
+    """A run config: every role, target and judge a `claude-<name>` model at `url`."""
+    models = {r: {"provider": "anthropic", "model": f"claude-{r}", "base_url": url} for r in ROLES}
+    for t in targets:
+        models[t] = {"provider": "anthropic", "model": f"claude-{t}", "base_url": url}
+    for j in judges:
+        models[j] = {"provider": "anthropic", "model": f"claude-{j}", "base_url": url}
+    return {
+        "models": models,
+        "seed_model": "seed",
+        "expand_model": "expand",
+        "user_model": "user",
+        "judges": judges,
+        "targets": {t: {"model": t, "prompts": ["default", "child"]} for t in targets},
+        "prompts_dir": "prompts",
+        "grid": {
+            "risks": ["violence_and_physical_harm"],
+            "age_ranges": ["10to12"],
+            "motivations": ["curiosity_exploration"],
+            "seeds_per_task": 2,
+        },
+    }
+
+
+class Run:
+    """Snakemake runs in `workdir` against `server`, counting the calls each run made."""
+
+    def __init__(self, workdir: Path, server: Server) -> None:
+        self.workdir = workdir
+        self.server = server
+
+    def snakemake(
+        self, cfg: dict[str, Any], *targets: str, ok: bool = True, backoff: bool = False
+    ) -> tuple[Counter[str], str]:
+        (self.workdir / "run.yaml").write_text(yaml.safe_dump(cfg))
+        before = len(self.server.requests)
+        env = dict(os.environ, ANTHROPIC_API_KEY="test-key", KORA_RETRY_TESTING="1")
+        if backoff:  # the real waits between retries
+            del env["KORA_RETRY_TESTING"]
+        proc = subprocess.run(
+            [*SNAKEMAKE, "--cores", "2", *targets, "--configfile", "run.yaml"],
+            cwd=self.workdir, env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert (proc.returncode == 0) == ok, proc.stderr[-4000:]
+        calls: Counter[str] = Counter()
+        for rec in self.server.requests[before:]:
+            tools = rec.body.get("tools") or []
+            kind = tools[0]["name"] if tools else "text"
+            calls[f"{rec.body['model'].removeprefix('claude-')}:{kind}"] += 1
+        return calls, proc.stderr
