@@ -31,6 +31,9 @@ from typing import Any
 from kora.dispatch import BROKER_ENV
 
 log = logging.getLogger("kora.broker")
+# one line of JSON a message: the run's job specs for prefetching can take megabytes
+# (a full grid's 4,500 jobs), far past asyncio's 64 KiB default
+MESSAGE_LIMIT = 1 << 30
 
 
 def run_here(spec: dict[str, Any]) -> tuple[int, str]:
@@ -101,9 +104,13 @@ ahead = _Ahead()
 async def _serve_job(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pool: Any) -> None:
     from kora.smk import execute
 
+    line = b""
     try:
-        spec = json.loads(await reader.readline())
-    except (ValueError, ConnectionError):
+        line = await reader.readline()
+        spec = json.loads(line)
+    except (ValueError, ConnectionError) as exc:
+        if line.strip():  # an empty line is start_broker's probe
+            log.error("a message the broker cannot read: %s", exc)
         writer.close()
         return
     if "prefetch" in spec:  # from onstart: every shard job of the run, to work ahead of
@@ -140,7 +147,7 @@ async def serve(path: Path, parent: int) -> None:
     old = os.umask(0o077)  # the socket: this user only
     try:
         server = await asyncio.start_unix_server(
-            lambda r, w: _serve_job(r, w, pool), path=str(path)
+            lambda r, w: _serve_job(r, w, pool), path=str(path), limit=MESSAGE_LIMIT
         )
     finally:
         os.umask(old)
@@ -206,9 +213,12 @@ def send_ahead(broker: Broker, specs: list[dict[str, Any]]) -> None:
         conn.recv(64)
 
 
-def start_broker(run_id: str, log_path: Path | None = None) -> Broker | None:
-    """Start the broker for this run and point the jobs at it (in the environment they
-    inherit); None, and the jobs run in their own processes, if it does not come up."""
+def start_broker(
+    run_id: str, log_path: Path | None = None, workdir: Path | None = None
+) -> Broker | None:
+    """Start the broker for this run (in `workdir`, default the current folder) and point
+    the jobs at it (in the environment they inherit); None, and the jobs run in their own
+    processes, if it does not come up."""
     folder = Path(tempfile.gettempdir())
     for stale in folder.glob(f"kora-{os.getuid()}-*.sock"):
         # left by a run killed with its broker (kill -9 of the process group)
@@ -224,9 +234,11 @@ def start_broker(run_id: str, log_path: Path | None = None) -> Broker | None:
     if log_path is not None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "ab") as out:  # the broker keeps its own copy of the file
-            process = subprocess.Popen(command, stdout=out, stderr=out)
+            process = subprocess.Popen(command, stdout=out, stderr=out, cwd=workdir)
     else:
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=workdir
+        )
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and process.poll() is None:
         with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as probe:

@@ -89,3 +89,50 @@ def test_the_same_results_with_or_without_the_broker(
 def test_a_broker_that_is_gone_leaves_the_jobs_to_their_own_processes(project: Path) -> None:
     done = run(project, KORA_BROKER=f"{os.uname().nodename}|/nonexistent/kora.sock")
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_the_whole_run_can_be_handed_to_the_broker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The specs of a full grid take megabytes in one message; the broker reads them and
+    makes their calls ahead (here, mock seed calls)."""
+    from kora.broker import send_ahead, start_broker
+    from kora.dispatch import transport
+    from tests.helpers import REPO
+
+    copy_workflow(tmp_path)
+    taxonomy = [str(tmp_path / "data/taxonomy/risks.json"),
+                str(tmp_path / "data/taxonomy/motivations.json")]  # fmt: skip
+    model = {"name": "mock", "provider": "mock", "model": None}
+    prompts = [str(REPO / "kora/prompts/seeds.jinja")]
+    specs = []
+    for age in ("7to9", "10to12", "13to17"):
+        for motivation in ("curiosity_exploration", "emotional_distress_anxiety"):
+            cell = {"risk": "cybersecurity", "age": age, "motivation": motivation}
+            params = {"cell": cell, "model": model, "seeds_per_task": 2, "retry": ""}
+            specs.append({
+                "rule": "seeds",
+                "input": {"prompts": prompts, "taxonomy": taxonomy},
+                "output": {"data": "x.jsonl", "status": "x.status.json"},
+                "params": params,
+                "log": [],
+                "transport": transport({"models": {"mock": {"provider": "mock"}}}, params),
+            })  # fmt: skip
+    specs += [dict(specs[0], rule="unknown-rule", pad="x" * 100_000) for _ in range(20)]
+    assert len(orjson.dumps(specs)) > 2_000_000
+    monkeypatch.setenv("KORA_RUN_ID", "aheadtest")
+    broker = start_broker("aheadtest", tmp_path / "broker.log", workdir=tmp_path)
+    assert broker is not None
+    try:
+        send_ahead(broker, specs)
+        import time
+
+        for _ in range(200):
+            log = (tmp_path / "broker.log").read_text()
+            if "made ahead" in log:
+                break
+            time.sleep(0.05)
+    finally:
+        broker.stop()
+    assert "made ahead: 6 steps done, 0 stopped" in log
+    assert list((tmp_path / ".kora/cache").rglob("*.json"))  # the calls are stored
