@@ -332,8 +332,12 @@ def test_limiter_for_names_the_state_files(tmp_path: Path) -> None:
 
 
 def test_adaptive_limiter_backs_off_on_429() -> None:
-    """No configured limit: the server's 429s teach the limiter its rate."""
-    with OpenAIServer(rate_limit=60, latency=0.02) as srv:
+    """No configured limit: the server's 429s teach the limiter its rate.
+
+    The server sends no rate-limit headers: with them the limiter paces before any 429
+    and there would be nothing to learn from (that path has its own tests).
+    """
+    with OpenAIServer(rate_limit=60, latency=0.02, limit_headers=False) as srv:
         cfg = ModelConfig(provider="openai", model="m", base_url=f"{srv.url}/v1")
         limiter = Limiter(
             None, None, key="adaptive", adaptive=True, tuning=RateTuning(start_rate=40.0)
