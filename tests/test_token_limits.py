@@ -182,9 +182,23 @@ def test_the_servers_request_limit_caps_the_rate_and_none_left_pauses() -> None:
     st = policy.observe(st, Reading(limit=600, remaining=5, reset=1.0), 0.0)
     st, _, _ = policy.reserve(st, 0.01)
     assert st.rate == 10.0
-    st = policy.observe(st, Reading(limit=600, remaining=0, reset=30.0), 1.0)
+    # none left and no limit known: nothing to go by but the reset
+    st = policy.observe(st, Reading(remaining=0, reset=30.0), 1.0)
     _, wait, reserved = policy.reserve(st, 2.0)
     assert not reserved and 27.0 <= wait <= 28.0
+
+
+def test_none_left_waits_for_one_request_not_for_a_full_bucket() -> None:
+    """Providers refill their buckets continuously and `reset` is when the bucket is
+    full again: a client running at the limit reads `remaining: 0` often, and holding
+    every call until the reset made the main job stop and go at 0.7 of the limit."""
+    policy = RatePolicy(None, adaptive=True, tuning=RateTuning(start_rate=10.0))
+    st, _, _ = policy.reserve(None, 0.0)
+    st = policy.observe(st, Reading(limit=600, remaining=0, reset=1.0), 0.5)
+    _, wait, reserved = policy.reserve(st, 0.5)
+    assert reserved and wait == pytest.approx(0.1)  # one request refills in 1/10 s
+    st = policy.observe(None, Reading(limit=600, remaining=0, reset=0.52), 0.5)
+    assert st.pause_until == pytest.approx(0.52)  # the reset comes sooner still
 
 
 def test_a_429_for_tokens_does_not_cut_the_request_rate() -> None:

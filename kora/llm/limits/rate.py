@@ -168,12 +168,24 @@ class RatePolicy:
 
     def observe(self, st: RateState | None, reading: Reading, now: float) -> RateState:
         """The server's requests bucket: its limit caps the rate; none remaining holds
-        every call until the reset."""
+        every call until one request has refilled.
+
+        Providers refill continuously and `reset` is when the bucket is full again, so
+        holding until the reset would stop a client that runs at the limit (and often
+        reads `remaining: 0`) for up to a whole window each time; the reset only
+        counts when no limit says how fast the bucket refills, or when it comes sooner.
+        """
         if st is None:
             st = self.fresh(now)
         if reading.limit is not None and reading.limit > 0:
             st.server_rate = reading.limit / 60.0
-        if reading.remaining is not None and reading.remaining < 1 and reading.reset is not None:
-            until = min(reading.reset, now + self.tuning.max_hold)
+        if reading.remaining is not None and reading.remaining < 1:
+            until = now + self.tuning.max_hold
+            if reading.limit is not None and reading.limit > 0:
+                until = min(until, now + (1.0 - reading.remaining) * 60.0 / reading.limit)
+            if reading.reset is not None:
+                until = min(until, reading.reset)
+            elif reading.limit is None:
+                return st
             st.pause_until = max(st.pause_until, until)
         return st
