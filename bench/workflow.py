@@ -61,10 +61,22 @@ def answer(rec: Any) -> dict[str, Any]:
     return value  # type: ignore[no-any-return]
 
 
-def serve(port_q: Any, stats_q: Any, stop: Any, limit: float, latency: float) -> None:
+def serve(
+    port_q: Any, stats_q: Any, stop: Any, limit: float, latency: float, itpm: float | None
+) -> None:
     from tests.loopback import AnthropicServer
 
     class Server(AnthropicServer):
+        def __init__(self, **kw: Any) -> None:
+            super().__init__(**kw)
+            self.admitted: list[tuple[float, int]] = []
+
+        def _over_rate(self, now: float) -> float | None:
+            refused = super()._over_rate(now)
+            if refused is None:
+                self.admitted.append((now, self._incoming))
+            return refused
+
         def _next_answer(self, rec: Any, *, structured: bool, invalid: bool) -> Any:
             if not structured:
                 # distinct per request, as a model's answers are: no two tests share a
@@ -74,7 +86,13 @@ def serve(port_q: Any, stats_q: Any, stop: Any, limit: float, latency: float) ->
                 return f"line {n} ({tag}): ok, but why would that be? tell me more please"
             return super()._next_answer(rec, structured=structured, invalid=invalid)
 
-    server = Server(structured=answer, rate_limit=limit, latency=latency, record=True)
+    server = Server(
+        structured=answer,
+        rate_limit=limit,
+        latency=latency,
+        record=True,
+        tokens_per_minute=itpm,
+    )
     server.start()
     port_q.put(server.port)
     stop.wait()
@@ -84,12 +102,13 @@ def serve(port_q: Any, stats_q: Any, stop: Any, limit: float, latency: float) ->
             {
                 "statuses": dict(server.statuses),
                 "times": [r.time for r in server.requests],
+                "admitted": server.admitted,
             }
         )
 
 
 def bench_config(
-    url: str, motivations: int, seeds: int, rpm: float | None = None
+    url: str, motivations: int, seeds: int, rpm: float | None = None, itpm: float | None = None
 ) -> dict[str, Any]:
     from kora.taxonomy import load_taxonomy
 
@@ -102,6 +121,8 @@ def bench_config(
     }
     if rpm:
         model["requests_per_minute"] = rpm
+    if itpm:
+        model["input_tokens_per_minute"] = itpm
     return {
         "models": {"bench": model},
         "seed_model": "bench",
@@ -131,7 +152,10 @@ def copy_workflow(dest: Path) -> None:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     ctx = multiprocessing.get_context("spawn")
     port_q, stats_q, stop = ctx.Queue(), ctx.Queue(), ctx.Event()
-    server = ctx.Process(target=serve, args=(port_q, stats_q, stop, args.limit, args.latency))
+    server = ctx.Process(
+        target=serve,
+        args=(port_q, stats_q, stop, args.limit, args.latency, args.input_tokens_per_minute),
+    )
     server.start()
     try:
         port = port_q.get(timeout=60)
@@ -139,7 +163,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             work = Path(tmp)
             copy_workflow(work)
             cfg = bench_config(
-                f"http://127.0.0.1:{port}", args.motivations, args.seeds, args.requests_per_minute
+                f"http://127.0.0.1:{port}",
+                args.motivations,
+                args.seeds,
+                args.requests_per_minute,
+                args.input_tokens_per_minute if args.configure_tokens else None,
             )
             (work / "bench.yaml").write_text(yaml.safe_dump(cfg))
             cmd = [sys.executable, "-m", "snakemake", "--cores", str(args.cores),
@@ -173,7 +201,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     steady = central / (q90 - q10) if q90 > q10 else 0.0
     # the accepted share of that window: refused requests do not count as throughput
     steady *= ok / requests if requests else 0.0
-    ideal = ok / args.limit + CHAIN * args.latency
+    admitted = sorted(stats["admitted"])
+    tokens = sum(n for _, n in admitted)
+    # the token bucket holds one second's worth: its rate is the whole budget
+    per_second = (
+        min(args.limit, args.input_tokens_per_minute / 60.0 / (tokens / max(ok, 1)))
+        if args.input_tokens_per_minute and tokens
+        else args.limit
+    )
+    ideal = ok / per_second + CHAIN * args.latency
+    steady_tokens = 0.0
+    if admitted:
+        a10, a90 = admitted[len(admitted) // 10][0], admitted[(len(admitted) * 9) // 10][0]
+        inside = sum(n for t, n in admitted if a10 <= t <= a90)
+        steady_tokens = inside / (a90 - a10) if a90 > a10 else 0.0
     wall = written - times[0] if times else ended - started
     cpu = usage.ru_utime + usage.ru_stime
     return {
@@ -189,6 +230,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "cpu": cpu,
         "jobs": jobs,
         "times": times,
+        "input_tokens": tokens,
+        "steady_tokens": steady_tokens,
     }
 
 
@@ -205,12 +248,28 @@ def main() -> None:
         type=float,
         help="configure the model's limit (default: none, the limiter learns it from 429s)",
     )
+    ap.add_argument(
+        "--input-tokens-per-minute",
+        type=float,
+        help="the server also limits input tokens (one second's worth held, refilled "
+        "continuously; answers carry anthropic-ratelimit-input-tokens-* headers)",
+    )
+    ap.add_argument(
+        "--configure-tokens",
+        action="store_true",
+        help="also put that token limit in the model's config (default: the limiter "
+        "learns it from the headers alone)",
+    )
     ap.add_argument("--timeline", action="store_true", help="requests a second, 5 s at a time")
     args = ap.parse_args()
     rows = [run(args) for _ in range(args.runs)]
     print(f"grid: 1 risk x 3 age ranges x {args.motivations} motivations, seeds_per_task "
           f"{args.seeds}; server: {args.limit:g} req/s, {args.latency:g} s latency; "
           f"--cores {args.cores}")  # fmt: skip
+    if args.input_tokens_per_minute:
+        print(f"  input tokens: at most {args.input_tokens_per_minute:g} a minute "
+              f"({'in the model config and ' if args.configure_tokens else ''}"
+              f"in the answers' headers)")  # fmt: skip
     for r in rows:
         print(
             f"tests {r['tests']} ({r['failed']} failed), calls {r['calls']}, jobs {r['jobs']}\n"
@@ -222,6 +281,13 @@ def main() -> None:
             f"  CPU {r['cpu']:.1f} s: {r['cpu'] / max(r['calls'], 1) * 1000:.0f} ms a call, "
             f"{r['cpu'] / max(r['jobs'], 1):.2f} s a job"
         )
+        if args.input_tokens_per_minute:
+            limit = args.input_tokens_per_minute / 60.0
+            print(
+                f"  steady input tokens {r['steady_tokens']:.0f}/s = "
+                f"{r['steady_tokens'] / limit:.2f} of the token limit "
+                f"({r['input_tokens'] / max(r['calls'], 1):.0f} a call)"
+            )
     if args.timeline:
         for r in rows:
             t0 = r["times"][0] if r["times"] else 0.0
