@@ -12,6 +12,8 @@ project's code (rules/*.smk input functions and params, kora/).
     python bench/dag.py                   # 2 targets, ~30 s on 2 cores
     python bench/dag.py --targets 4 --runs 3
     python bench/dag.py --profile         # + cProfile, ~45 s
+    python bench/dag.py --done            # -n of a finished run
+    python bench/dag.py --done --rerun    # `snakemake --cores 10` of a finished run
     python bench/dag.py -- --rerun-triggers mtime input   # extra snakemake arguments
 """
 
@@ -70,9 +72,11 @@ def copy_workflow(dest: Path) -> None:
     shutil.copytree(ROOT / "data" / "taxonomy", dest / "data" / "taxonomy")
 
 
-def snakemake_args(cfg: dict[str, Any], extra: list[str]) -> list[str]:
+def snakemake_args(cfg: dict[str, Any], extra: list[str], *, real: bool = False) -> list[str]:
     files = [f"results/{t}/results.json" for t in cfg["targets"]]
-    return ["-n", "--quiet", "rules", "host", *extra, "--configfile", "bench.yaml", "--", *files]
+    # real: the command a user re-runs (`--cores 10`, no -n): onstart, locks and all
+    mode = ["--cores", "10"] if real else ["-n", "--quiet", "rules", "host"]
+    return [*mode, *extra, "--configfile", "bench.yaml", "--", *files]
 
 
 def parse_job_stats(text: str) -> dict[str, int]:
@@ -211,6 +215,12 @@ def main() -> None:
     ap.add_argument(
         "--done", action="store_true", help="plan a finished run: every output already there"
     )
+    ap.add_argument(
+        "--rerun",
+        action="store_true",
+        help="with --done: the real command instead of -n (`snakemake --cores 10 ...`, "
+        "which must say 'Nothing to be done')",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the temp workflow folder")
     ap.add_argument("extra", nargs="*", help="extra snakemake arguments (after --)")
     a = ap.parse_args()
@@ -220,7 +230,9 @@ def main() -> None:
     try:
         copy_workflow(workdir)
         (workdir / "bench.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
-        args = snakemake_args(cfg, a.extra)
+        if a.rerun and not a.done:
+            raise SystemExit("--rerun needs --done (a finished run to re-run)")
+        args = snakemake_args(cfg, a.extra, real=a.rerun)
         tax = load_taxonomy(ROOT / "data" / "taxonomy")
         shards = len(tax.shards())
         print(
