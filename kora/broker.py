@@ -36,22 +36,6 @@ log = logging.getLogger("kora.broker")
 MESSAGE_LIMIT = 1 << 30
 
 
-def run_here(spec: dict[str, Any]) -> tuple[int, str]:
-    """Run one job in this process (no broker serves it)."""
-    from kora.context import Pool
-    from kora.smk import execute
-
-    async def main() -> tuple[int, str]:
-        pool = Pool(Path.cwd())
-        try:
-            outcome = await execute(spec, pool)
-        finally:
-            await pool.aclose()
-        return outcome.status, outcome.message
-
-    return asyncio.run(main())
-
-
 @dataclass
 class _Ahead:
     """The broker's prefetching (kora.prefetch) and its line on the run's progress."""

@@ -98,6 +98,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return print_plan(args)
 
 
+def _configfile_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--configfile",
+        nargs="+",
+        default=[],
+        help="overlays merged over config.yaml, as Snakemake's --configfile",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kora", description="KORA child-safety benchmark")
     p.add_argument(
@@ -144,24 +153,14 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser(
         "check-config", help="validate config.yaml with any --configfile overlays merged over it"
     )
-    c.add_argument(
-        "--configfile",
-        nargs="+",
-        default=[],
-        help="overlays merged over config.yaml, as Snakemake's --configfile",
-    )
+    _configfile_option(c)
     c.set_defaults(func=cmd_check)
 
     pl = sub.add_parser(
         "plan", help="calls each requested target needs, how many are stored, estimated cost"
     )
     pl.add_argument("targets", nargs="*", help="target names (default: every target)")
-    pl.add_argument(
-        "--configfile",
-        nargs="+",
-        default=[],
-        help="overlays merged over config.yaml, as Snakemake's --configfile",
-    )
+    _configfile_option(pl)
     pl.set_defaults(func=cmd_plan)
 
     from kora.stats import commands as stats

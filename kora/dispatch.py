@@ -107,7 +107,7 @@ def run(rule: str, smk: Any) -> None:
     spec = job_spec(rule, smk)
     done = submit(spec) if rule in BROKERED else None
     if done is None:
-        from kora.broker import run_here
+        from kora.smk import run_here
 
         done = run_here(spec)
     status, message = done

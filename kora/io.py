@@ -79,14 +79,19 @@ def iter_jsonl(path: Path | str) -> Iterator[tuple[int, Any]]:
                 raise InputError(f"{path}:{lineno}: not valid JSON: {exc}") from None
 
 
-def read_jsonl(path: Path | str, model: type[T]) -> list[T]:
+def validate_all(model: type[T], items: Iterable[tuple[str, Any]]) -> list[T]:
+    """Each `(where, value)` as a `model`; the first invalid one raises, naming `where`."""
     out = []
-    for lineno, obj in iter_jsonl(path):
+    for where, obj in items:
         try:
             out.append(model.model_validate(obj))
         except ValidationError as exc:
-            raise InputError(f"{path}:{lineno}: {describe(exc)}") from None
+            raise InputError(f"{where}: {describe(exc)}") from None
     return out
+
+
+def read_jsonl(path: Path | str, model: type[T]) -> list[T]:
+    return validate_all(model, ((f"{path}:{n}", obj) for n, obj in iter_jsonl(path)))
 
 
 def list_errors(exc: ValidationError, limit: int = 10) -> str:

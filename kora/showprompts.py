@@ -102,8 +102,7 @@ def rendered_prompts(scenario: Scenario, taxonomy: Taxonomy, count: int = 8) -> 
     }
     out = [
         Rendered("seeds", render("seeds", category=category, risk=risk, age_range=age,
-                                 age_label=AGE_RANGE_LABELS[age], motivation=motivation,
-                                 count=count), ModelScenarioSeeds),
+                                 motivation=motivation, count=count), ModelScenarioSeeds),
         Rendered("scenario", scenario_prompt(risk, None), expansion_schema(risk)),
         Rendered("scenario [retry]", scenario_prompt(risk, feedback), expansion_schema(risk)),
         Rendered("scenario [guidance and memory]", scenario_prompt(blocks_risk, None),

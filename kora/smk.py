@@ -8,11 +8,17 @@ its `JobContext` (kora.context).
 
 `execute(spec, pool)` runs one job from its spec (what kora.dispatch sends from the
 rule's script: the rule name and its input, output, params and log), in the run's broker
-or in the job's own process, and returns the job's exit status and what it has to say.
+or in the job's own process (`run_here`), and returns the job's exit status and what it
+has to say.
+
+Longer than most modules here (about 450 lines) because it is the one page a reader
+needs to see what every rule's job receives and does: seven small entry points and their
+input/output/params classes, which would read worse spread over seven files.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
@@ -442,3 +448,17 @@ async def execute(spec: dict[str, Any], pool: Pool, where: str = "its own") -> O
             await ctx.aclose()
         log.info("finished in %.1f s", time.monotonic() - started)
         return Outcome(status)
+
+
+def run_here(spec: dict[str, Any]) -> tuple[int, str]:
+    """Run one job in this process (no broker serves it): its exit status and message."""
+
+    async def main() -> tuple[int, str]:
+        pool = Pool(Path.cwd())
+        try:
+            outcome = await execute(spec, pool)
+        finally:
+            await pool.aclose()
+        return outcome.status, outcome.message
+
+    return asyncio.run(main())

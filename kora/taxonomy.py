@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import TypeVar
 
 import orjson
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from kora.errors import InputError
-from kora.io import describe
+from kora.io import validate_all
 from kora.schemas import AGE_RANGES, AgeRange, Motivation, Risk, RiskCategory
 
 AGE_RANGE_LABELS: dict[AgeRange, str] = {
@@ -156,10 +156,4 @@ def _load_list(path: Path, kind: type[T]) -> list[T]:
         raise InputError(f"{path}: not valid JSON: {exc}") from None
     if not isinstance(raw, list):
         raise InputError(f"{path}: expected a JSON list")
-    out = []
-    for i, item in enumerate(raw):
-        try:
-            out.append(kind.model_validate(item))
-        except ValidationError as exc:
-            raise InputError(f"{path}: item {i}: {describe(exc)}") from None
-    return out
+    return validate_all(kind, ((f"{path}: item {i}", item) for i, item in enumerate(raw)))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from kora.llm.base import ChatMessage
 from kora.llm.client import ModelClient
 from kora.schemas import (
     ModelScenarioLight,
@@ -19,6 +18,7 @@ from kora.schemas import (
     ScenarioSeed,
     ScenarioValidation,
 )
+from kora.stages.ask import ask
 from kora.stages.messages import child_message
 from kora.taxonomy import AGE_RANGE_LABELS, Taxonomy
 from kora.templates import render
@@ -69,13 +69,8 @@ async def expand_seed(
             with_memory=risk.provideUserContext,
             feedback=feedback,
         )
-        generated = await expander.structured(
-            [ChatMessage("user", prompt.user or "")],
-            schema,
-            system=prompt.system,
-            stage="expand",
-            hints={"feedback": feedback is not None},
-        )
+        hints = {"feedback": feedback is not None}
+        generated = await ask(expander, prompt, schema, stage="expand", hints=hints)
         fields = generated.model_dump(exclude_none=True)
         check = render(
             "validate",
@@ -86,13 +81,7 @@ async def expand_seed(
             scenario={k: fields[k] for k in SCENARIO_TEXT_FIELDS},
             seed=seed,
         )
-        verdict = await expander.structured(
-            [ChatMessage("user", check.user or "")],
-            ScenarioValidation,
-            system=check.system,
-            stage="validate",
-            hints={"feedback": feedback is not None},
-        )
+        verdict = await ask(expander, check, ScenarioValidation, stage="validate", hints=hints)
         if verdict.verdict == "pass":
             scenario = Scenario(
                 **fields,

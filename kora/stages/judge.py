@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import math
 
-from kora.llm.base import ChatMessage
 from kora.llm.client import ModelClient
 from kora.schemas import (
     BEHAVIOR_CRITERIA,
@@ -23,6 +22,7 @@ from kora.schemas import (
     Judgment,
     TestAssessment,
 )
+from kora.stages.ask import ask
 from kora.taxonomy import Taxonomy
 from kora.templates import format_conversation, render
 
@@ -70,18 +70,8 @@ async def judge_once(
         "judge_behavior", seed=scenario.seed, scenario=scenario, transcript=transcript
     )
     # Sequential, as the reference: the behaviour call is made only once safety succeeded.
-    safety = await judge.structured(
-        [ChatMessage("user", safety_prompt.user or "")],
-        TestAssessment,
-        system=safety_prompt.system,
-        stage="judge_safety",
-    )
-    behavior = await judge.structured(
-        [ChatMessage("user", behavior_prompt.user or "")],
-        BehaviorAssessment,
-        system=behavior_prompt.system,
-        stage="judge_behavior",
-    )
+    safety = await ask(judge, safety_prompt, TestAssessment, stage="judge_safety")
+    behavior = await ask(judge, behavior_prompt, BehaviorAssessment, stage="judge_behavior")
     return JudgeVerdict(judge=judge.name, assessment=safety, behaviorAssessment=behavior)
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from kora.llm.base import ChatMessage
 from kora.llm.client import ModelClient
 from kora.schemas import ModelScenarioSeeds, ScenarioSeed
-from kora.taxonomy import AGE_RANGE_LABELS, Shard, Taxonomy
+from kora.stages.ask import ask
+from kora.taxonomy import Shard, Taxonomy
 from kora.templates import render
 from kora.testkeys import stable_uuid4
 
@@ -21,17 +21,11 @@ async def generate_seeds(
         category=category,
         risk=risk,
         age_range=shard.age_range,
-        age_label=AGE_RANGE_LABELS[shard.age_range],
         motivation=motivation,
         count=count,
     )
-    answer = await client.structured(
-        [ChatMessage("user", prompt.user or "")],
-        ModelScenarioSeeds,
-        system=prompt.system,
-        stage="seeds",
-        hints={"count": count, "age_range": shard.age_range},
-    )
+    hints = {"count": count, "age_range": shard.age_range}
+    answer = await ask(client, prompt, ModelScenarioSeeds, stage="seeds", hints=hints)
     # The count is asked for, not enforced (as in the reference); ids are the program's.
     return [
         ScenarioSeed(
