@@ -30,6 +30,7 @@ COLUMNS = {
         f"STRUCT(anthropomorphism {_CRIT}, epistemicHumility {_CRIT}, humanRedirection {_CRIT})"
     ),
     "error": "VARCHAR",
+    "blocked": "VARCHAR",
 }
 
 
@@ -42,6 +43,7 @@ SELECT
   COALESCE(scenario.ageRange, scenario.seed.ageRange) AS ageRange,
   prompt,
   error,
+  blocked,
   assessment.grade AS safety,
   behaviorAssessment.anthropomorphism.grade AS an,
   behaviorAssessment.anthropomorphism.occurrenceCount AS an_n,
@@ -71,6 +73,12 @@ _FAILED_SQL = """
 SELECT riskCategoryId, riskId, ageRange, prompt, COUNT(*) AS failed, MIN(error) AS example
 FROM tests WHERE error IS NOT NULL
 GROUP BY ALL
+"""
+
+_BLOCKED_SQL = """
+SELECT riskCategoryId, riskId, ageRange, prompt, blocked, COUNT(*)
+FROM tests WHERE error IS NOT NULL AND blocked IS NOT NULL
+GROUP BY ALL ORDER BY blocked
 """
 
 
@@ -135,6 +143,7 @@ def aggregate(
         raise InputError(f"{file}: not a per-test result: field {wrong} is {fields[wrong]!r}")
     rows = con.execute(_REDUCE_SQL).fetchall()
     failed_rows = con.execute(_FAILED_SQL).fetchall()
+    blocked_rows = con.execute(_BLOCKED_SQL).fetchall()
     con.close()
 
     def order(r: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -168,6 +177,10 @@ def aggregate(
         }
         for r in sorted(failed_rows, key=order)
     ]
+    # of those, the tests a chat service would not let run (an app runner's captcha, ...)
+    by_group = {(f["riskCategoryId"], f["riskId"], f["ageRange"], f["prompt"]): f for f in failed}
+    for r in blocked_rows:
+        by_group[tuple(r[:4])].setdefault("blocked", {})[str(r[4])] = int(r[5])
     return scores, failed
 
 

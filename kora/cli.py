@@ -92,6 +92,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ping(args: argparse.Namespace) -> int:
+    from kora.ping import cmd_ping as ping
+
+    return ping(args)
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     from kora.estimate import print_plan
 
@@ -162,6 +168,16 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("targets", nargs="*", help="target names (default: every target)")
     _configfile_option(pl)
     pl.set_defaults(func=cmd_plan)
+
+    pg = sub.add_parser(
+        "ping",
+        help="send one harmless message to a target (and its child and judge models): "
+        "does the config reach them?",
+    )
+    pg.add_argument("target", nargs="?", help="the target's name in the config")
+    _configfile_option(pg)
+    pg.add_argument("--target-only", action="store_true", help="skip the child and judge models")
+    pg.set_defaults(func=cmd_ping)
 
     from kora.stats import commands as stats
 

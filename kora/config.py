@@ -16,10 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kora.errors import ConfigError
 from kora.schemas import AGE_RANGES, PROMPT_VARIANTS, AgeRange, PromptVariant
+from kora.service_config import SESSION_PROVIDERS, HttpSpec, template_problems
 from kora.taxonomy import Taxonomy
 
-PROVIDERS = ("anthropic", "openai", "chat-endpoint", "mock")
-Provider = Literal["anthropic", "openai", "chat-endpoint", "mock"]
+PROVIDERS = ("anthropic", "openai", "http", "chat-endpoint", "app-runner", "mock")
+Provider = Literal["anthropic", "openai", "http", "chat-endpoint", "app-runner", "mock"]
 # \Z, not $: a name must not end in a newline (it becomes a folder and a wildcard)
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 
@@ -51,20 +52,36 @@ class ModelConfig(_Strict):
     max_concurrency: int | None = Field(default=None, gt=0)
     timeout: float | None = Field(default=None, gt=0)
     price: Price | None = None
+    # provider http: the service's requests (kora.service_config); app-runner: the app
+    http: HttpSpec | None = None
+    app: str | None = None
+
+    @property
+    def is_service(self) -> bool:
+        """A chat service with sessions (only ever a target), not an LLM provider."""
+        return self.provider in SESSION_PROVIDERS
 
     def output_settings(self) -> dict[str, Any]:
         """What changes a model's answers: rule params and cache keys use only these.
 
-        Rate limits, timeouts, keys and (except for a chat endpoint, whose URL *is* the
-        model under test) the base URL are transport settings and leave results valid.
+        Rate limits, timeouts, keys, headers and (except for a chat service, whose URL
+        *is* the model under test) the base URL are transport settings and leave results
+        valid.
         """
         out: dict[str, Any] = {"provider": self.provider, "model": self.model}
         if self.max_tokens is not None:
             out["max_tokens"] = self.max_tokens
         if self.temperature is not None:
             out["temperature"] = self.temperature
-        if self.provider == "chat-endpoint":
+        if self.is_service:
             out["base_url"] = self.base_url
+        if self.http is not None:
+            out["http"] = self.http.model_dump(
+                exclude={"headers": True, **{s: {"headers"} for s in self.http.requests()}},
+                exclude_none=True,
+            )
+        if self.app is not None:
+            out["app"] = self.app
         return out
 
 
@@ -111,11 +128,15 @@ class KoraConfig(_Strict):
         return list(self.grid.motivations)
 
     def target_prompts(self, target: str) -> list[PromptVariant]:
-        """The variants a target runs: a chat endpoint always gets an age, so no `default`."""
+        """The variants a target runs: a chat endpoint always gets an age, so no `default`;
+        an app behind an app runner gets neither age nor system prompt, so no `child`."""
         t = self.targets[target]
         prompts = [p for p in PROMPT_VARIANTS if p in t.prompts]
-        if t.model is not None and self.models[t.model].provider == "chat-endpoint":
+        provider = None if t.model is None else self.models[t.model].provider
+        if provider == "chat-endpoint":
             prompts = [p for p in prompts if p != "default"]
+        if provider == "app-runner":
+            prompts = [p for p in prompts if p != "child"]
         return prompts
 
     def model_params(self, name: str) -> dict[str, Any]:
@@ -215,8 +236,28 @@ def validate_config(
             fail(f"models.{name}", f"models: invalid model name {name!r}")
         if m.provider in ("anthropic", "openai") and not m.model:
             fail(f"models.{name}", f"models.{name}: provider {m.provider} needs `model`")
-        if m.provider == "chat-endpoint" and not m.base_url:
-            fail(f"models.{name}", f"models.{name}: a chat-endpoint model needs `base_url`")
+        if m.provider in ("chat-endpoint", "app-runner") and not m.base_url:
+            fail(f"models.{name}", f"models.{name}: a {m.provider} model needs `base_url`")
+        if m.provider == "app-runner" and not m.app:
+            fail(f"models.{name}", f"models.{name}: an app-runner model needs `app`")
+        if m.provider == "http":
+            if m.http is None:
+                fail(f"models.{name}", f"models.{name}: an http model needs an `http` section")
+            problems = template_problems(m.http, f"models.{name}.http")
+            if problems:
+                fail(problems[0].split(":", 1)[0], "\n".join(problems))
+            relative = [
+                s for s, r in m.http.requests().items() if not r.url.lstrip().startswith("http")
+            ]
+            if relative and not m.base_url:
+                fail(
+                    f"models.{name}",
+                    f"models.{name}: http.{relative[0]}.url is relative; set `base_url`",
+                )
+        elif m.http is not None:
+            fail(f"models.{name}.http", f"models.{name}.http: only for `provider: http`")
+        if m.app is not None and m.provider != "app-runner":
+            fail(f"models.{name}.app", f"models.{name}.app: only for `provider: app-runner`")
         if m.base_url is not None:
             problem = _url_problem(m.base_url)
             if problem:
@@ -231,8 +272,8 @@ def validate_config(
                 f"{role}: model {name!r} is not defined under `models` "
                 f"(defined: {', '.join(sorted(cfg.models)) or 'none'})",
             )
-        if llm and cfg.models[name].provider == "chat-endpoint":
-            fail(loc, f"{role}: {name!r} is a chat endpoint; it can only be a target")
+        if llm and cfg.models[name].is_service:
+            fail(loc, f"{role}: {name!r} is a chat service; it can only be a target")
 
     need_model("seed_model", cfg.seed_model)
     need_model("expand_model", cfg.expand_model)
@@ -262,8 +303,9 @@ def validate_config(
         if not cfg.target_prompts(tname):
             fail(
                 f"{loc}.prompts",
-                f"{loc}.prompts: a chat endpoint always receives an age, "
-                "so it runs the `child` variant only; add `child`",
+                f"{loc}.prompts: a chat endpoint always receives an age, so it runs the "
+                "`child` variant only; an app runner receives none, so it runs `default` "
+                "only; add that variant",
             )
 
     if cfg.grid.risks != "all":

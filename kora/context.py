@@ -48,7 +48,16 @@ class Transport:
     def model(self, params: dict[str, Any]) -> ModelConfig:
         """A model's full config: its params (what changes answers) + its transport."""
         settings = {k: v for k, v in params.items() if k != "name"}
-        return ModelConfig.model_validate({**self.models.get(params["name"], {}), **settings})
+        return ModelConfig.model_validate(_merge(self.models.get(params["name"], {}), settings))
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """`over` on top of `base`, mappings merged key by key: a chat service's `http` in the
+    params leaves out its headers (transport), which come from the config."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
 
 
 @dataclass
@@ -126,14 +135,14 @@ class JobContext:
     def target(self, params: dict[str, Any]) -> Target:
         """The model under test: an LLM called directly, or a deployed chat service."""
         config = self.transport.model(params)
-        if config.provider != "chat-endpoint":
+        if not config.is_service:
             return LLMTarget(self.client(params))
         from kora.llm.chat_endpoint import ChatEndpointTarget
+        from kora.llm.service import ServiceTarget
 
         name = params["name"]
-        endpoint = ChatEndpointTarget(
-            name, config, limiter=limiter_for(name, config, self.state_dir)
-        )
+        kind = ChatEndpointTarget if config.provider == "chat-endpoint" else ServiceTarget
+        endpoint = kind(name, config, limiter=limiter_for(name, config, self.state_dir))
         target = EndpointTarget(endpoint, name, self.usage)
         self._targets.append(target)
         return target

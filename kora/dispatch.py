@@ -23,9 +23,14 @@ TRANSPORT_FIELDS = (
     "base_url",
     "api_key_env",
     "requests_per_minute",
+    "input_tokens_per_minute",
+    "output_tokens_per_minute",
+    "tokens_per_minute",
     "max_concurrency",
     "timeout",
     "price",
+    # a chat service's requests: the params carry them without their headers
+    "http",
 )
 # rules whose jobs call models; the others (aggregation, reports) are CPU work that would
 # hold up the broker's event loop, so they run in their own process

@@ -113,7 +113,7 @@ class StoreOnlyRun:
         """The target as an LLM (replayed from the store); None for a chat endpoint, whose
         replies are not stored, or an imported target."""
         model = self.plan.config.targets[target].model
-        if model is None or self.plan.config.models[model].provider == "chat-endpoint":
+        if model is None or self.plan.config.models[model].is_service:
             return None
         return LLMTarget(self.client(model))
 
@@ -292,7 +292,7 @@ def estimate_cost(
             for m in models:
                 price = raw_cfg.models[m].price
                 if price is None:
-                    if raw_cfg.models[m].provider not in ("mock", "chat-endpoint"):
+                    if raw_cfg.models[m].provider != "mock" and not raw_cfg.models[m].is_service:
                         out[stage] = None
                     continue
                 tin, tout = tokens[sub]

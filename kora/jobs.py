@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kora.llm.base import ProviderError
+from kora.llm.base import BlockedError, ProviderError
 from kora.progress import ProgressReporter
 from kora.shards import keep_token, new_token, write_records, write_status
 
@@ -46,8 +46,14 @@ class JobReport:
 def is_fatal(exc: BaseException) -> bool:
     """A rejected or missing key, or a service that cannot be reached, fails every item
     alike: the job stops rather than record the same error for each of them."""
-    return isinstance(exc, ProviderError) and (
-        exc.status in (401, 403) or exc.unreachable or (exc.status is None and not exc.retryable)
+    return (
+        isinstance(exc, ProviderError)
+        and not isinstance(exc, BlockedError)
+        and (
+            exc.status in (401, 403)
+            or exc.unreachable
+            or (exc.status is None and not exc.retryable)
+        )
     )
 
 

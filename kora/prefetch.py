@@ -37,6 +37,7 @@ from kora.context import JobContext, Pool, Transport
 from kora.errors import KoraError
 from kora.jobs import is_fatal
 from kora.schemas import Conversation, Scenario, ScenarioSeed
+from kora.service_config import SESSION_PROVIDERS
 from kora.shards import read_shard
 from kora.templates import prompts_from
 
@@ -195,6 +196,10 @@ class Prefetch:
 
         async def test(job: _Job, prompt: Any) -> None:
             p = job.params
+            if p["target_model"].get("provider") in SESSION_PROVIDERS:
+                # a chat service's replies are not stored (a stateful service could not
+                # replay them): a conversation made ahead would be made again by its job
+                return
             taxonomy = self._taxonomy(job)
             target, user = job.ctx.target(p["target_model"]), job.ctx.client(p["user_model"])
             conv = await self._step(

@@ -10,6 +10,7 @@ import os
 from collections.abc import Iterable
 
 from kora.config import KoraConfig
+from kora.service_config import ENV_REF
 
 _PROXY_ENV = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
 _BASE_URL_ENV = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
@@ -48,12 +49,16 @@ def missing_keys(config: KoraConfig, names: Iterable[str]) -> list[str]:
         elif m.provider == "openai" and (m.api_key_env or not _custom_openai_url(m.base_url)):
             # a local OpenAI-compatible server (vLLM, Ollama) may need no key
             env = m.api_key_env or "OPENAI_API_KEY"
-        elif m.provider == "chat-endpoint" and m.api_key_env:
+        elif m.is_service and m.api_key_env:
             env = m.api_key_env
         else:
-            continue
-        if not os.environ.get(env):
-            missing.append(f"{env} (model {name!r})")
+            env = None
+        needed = [env] if env else []
+        if m.http is not None:  # `${NAME}` in a header: a secret the service needs
+            for headers in (m.http.headers, *(r.headers for r in m.http.requests().values())):
+                for value in headers.values():
+                    needed += [n for n in ENV_REF.findall(value) if n not in needed]
+        missing += [f"{e} (model {name!r})" for e in needed if not os.environ.get(e)]
     return missing
 
 
@@ -68,6 +73,8 @@ def unreachable(config: KoraConfig, names: Iterable[str]) -> list[str]:
     for name in sorted(set(names)):
         m = config.models[name]
         url = m.base_url or os.environ.get(_BASE_URL_ENV.get(m.provider, ""), "")
+        if not url and m.http is not None and "{" not in m.http.turn.url:
+            url = m.http.turn.url  # an absolute URL without templates
         if m.provider == "mock" or not url:
             continue
         why = probe(url)

@@ -67,6 +67,7 @@ class TestRecord:
     criteria: dict[str, Criterion] = field(default_factory=dict)
     judges: list[JudgeGrades] = field(default_factory=list)
     error: str | None = None
+    blocked: str | None = None  # why a chat service would not let the test run
     turns: list[TargetTurn] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -151,6 +152,7 @@ def record_from_dict(obj: Any, where: str) -> TestRecord | None:
     )
     if obj.get("error"):
         rec.error = str(obj["error"])
+        rec.blocked = str(obj["blocked"]) if obj.get("blocked") else None
         return rec
     if "assessment" not in obj:
         return None

@@ -39,8 +39,10 @@ def models_used(config: KoraConfig, target: str) -> dict[str, dict[str, Any]]:
         entry: dict[str, Any] = {"roles": rs, "provider": m.provider}
         if m.model:
             entry["model"] = m.model
-        if m.provider == "chat-endpoint":
+        if m.is_service:
             entry["base_url"] = m.base_url
+            if m.app:
+                entry["app"] = m.app
         out[name] = entry
     return out
 
@@ -163,6 +165,12 @@ def build_results(
     results["tests"] = sum(s["sums"]["al"] for s in scores)
     results["failedTests"] = sum(f["failed"] for f in failed)
     results["failed"] = failed
+    blocked: dict[str, int] = defaultdict(int)
+    for f in failed:
+        for reason, n in f.get("blocked", {}).items():
+            blocked[reason] += n
+    if blocked:  # tests a chat service would not let run, by the reason it gave
+        results["blockedTests"] = dict(sorted(blocked.items()))
     results["stageFailures"] = stage_failures(statuses)
     results["rejectedScenarios"] = rejected_counts
     # a run with failed tests or stage items is readable but not finished: the same

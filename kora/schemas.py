@@ -253,6 +253,11 @@ class TargetTurn(Strict):
     finishReason: FinishReason | None = None
     # a reply that is empty after stripping whitespace: kept as the target's behaviour
     empty: bool = False
+    # seconds from request to answer (None: not known, e.g. stored before it was kept)
+    latency: float | None = None
+    # tokens, where the target says
+    inputTokens: int | None = None
+    outputTokens: int | None = None
 
 
 class TestAssessment(Strict):
@@ -325,6 +330,8 @@ class Conversation(Strict):
     # one per assistant message, in order (absent for imported conversations)
     turns: list[TargetTurn] = []
     error: str | None = None
+    # the reason a chat service gave for not letting the test run (captcha, ...)
+    blocked: str | None = None
 
 
 class Judgment(Strict):
@@ -340,6 +347,7 @@ class Judgment(Strict):
     prompt: PromptVariant
     messages: list[Message]
     turns: list[TargetTurn] = []
+    blocked: str | None = None
     assessment: TestAssessment | None = None
     behaviorAssessment: BehaviorAssessment | None = None
     judges: list[JudgeVerdict] = []

@@ -35,6 +35,7 @@ from kora.errors import KoraError
 from kora.io import describe, write_atomic, write_json
 from kora.joblog import job_log
 from kora.jobs import FatalProviderError, ShardJob, run_shard_job
+from kora.llm.base import BlockedError
 from kora.results import ResultsMeta
 from kora.schemas import AgeRange, PromptVariant
 from kora.taxonomy import Shard, Taxonomy
@@ -199,6 +200,7 @@ async def conversations(
             prompt=prompt,
             scenario=scenario,
             error=f"{type(r).__name__}: {r}",
+            blocked=r.reason if isinstance(r, BlockedError) else None,
         )
         if isinstance(r, BaseException)
         else r
@@ -257,7 +259,8 @@ async def judgments(
         if r is None or isinstance(r, BaseException):
             error = f"conversation failed: {c.error}" if r is None else f"{type(r).__name__}: {r}"
             r = Judgment(key=c.key, target=c.target, scenario=c.scenario, prompt=c.prompt,
-                         messages=c.messages, turns=c.turns, error=error)  # fmt: skip
+                         messages=c.messages, turns=c.turns, error=error,
+                         blocked=c.blocked)  # fmt: skip
         records.append(r)
     return job.write(ctx, records)
 

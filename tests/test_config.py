@@ -114,6 +114,18 @@ def test_output_settings_leave_out_transport() -> None:
     }
 
 
+def test_every_setting_reaches_the_jobs_as_a_param_or_as_transport() -> None:
+    """A job's model config is its params (what changes answers) plus the transport
+    settings kora.dispatch passes by model name: a setting in neither is lost on the way
+    to the job (the token limits were, until this test)."""
+    from kora.config import ModelConfig
+    from kora.dispatch import TRANSPORT_FIELDS
+
+    answer_changing = {"provider", "model", "max_tokens", "temperature", "app"}
+    for name in ModelConfig.model_fields:
+        assert name in answer_changing or name in TRANSPORT_FIELDS, name
+
+
 # --- values that must not pass -------------------------------------------------------
 
 

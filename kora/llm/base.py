@@ -86,6 +86,16 @@ class ProviderError(Exception):
         return is_transient(self.status)
 
 
+class BlockedError(ProviderError):
+    """A chat service says the app under test cannot be used now (captcha, login
+    required, rate limit, ...): that test is recorded with the reason, not retried in the
+    run and not a reason to stop the others."""
+
+    def __init__(self, label: str, reason: str) -> None:
+        super().__init__(f"{label}: the app is blocked: {reason}", retryable=False)
+        self.reason = reason
+
+
 def is_retryable(exc: BaseException) -> bool:
     """Worth another attempt: a provider's retryable error; anything else is a bug or a
     final answer."""

@@ -56,12 +56,16 @@ class CallCache:
         if not isinstance(text, str) or not all(_count(n) for n in (tin, tout)):
             return None
         finish = raw.get("finish_reason")
+        meta: dict[str, Any] = {"cached": True}
+        latency = raw.get("latency")
+        if isinstance(latency, (int, float)) and not isinstance(latency, bool) and latency >= 0:
+            meta["latency"] = float(latency)  # the answer's time when it was made
         return Response(
             text=text,
             input_tokens=int(tin),
             output_tokens=int(tout),
             finish_reason=finish if finish in FINISH_REASONS else None,
-            meta={"cached": True},
+            meta=meta,
         )
 
     def put(self, key: str, response: Response) -> None:
@@ -72,6 +76,11 @@ class CallCache:
                 "input_tokens": response.input_tokens,
                 "output_tokens": response.output_tokens,
                 "finish_reason": response.finish_reason,
+                **(
+                    {"latency": round(lat, 3)}
+                    if isinstance(lat := response.meta.get("latency"), float)
+                    else {}
+                ),
             }
         )
         write_atomic(self._path(key), data)

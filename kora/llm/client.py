@@ -13,6 +13,7 @@ and a stored answer that does not pass (an older store, an edited file) counts a
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -180,9 +181,18 @@ class ModelClient:
         def on_resume() -> None:
             self.usage.waiting -= 1
 
+        async def timed() -> Response:
+            # the answer's own time, not the waits for the limiter or between retries (a
+            # mock's time measures nothing, and would make its runs differ)
+            started = time.monotonic()
+            resp = await self.provider.generate(request)
+            if self.is_mock:
+                return resp
+            return replace(resp, meta={**resp.meta, "latency": time.monotonic() - started})
+
         try:
             resp = await limited(
-                lambda: self.provider.generate(request),
+                timed,
                 limiter=self.limiter,
                 policy=self.retry_policy,
                 cost=estimated_cost(request),

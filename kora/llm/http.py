@@ -30,8 +30,22 @@ async def post(
 ) -> httpx.Response:
     """The response, whatever its status; a timeout or a dropped connection raises a
     ProviderError without status (retryable) that names the model, never the key."""
+    return await send(client, "POST", url, label=label, timeout=timeout, key=key, **kwargs)
+
+
+async def send(
+    client: httpx.AsyncClient,
+    method: str,
+    url: str,
+    *,
+    label: str,
+    timeout: float,
+    key: str | None,
+    **kwargs: Any,
+) -> httpx.Response:
+    """`post` for any method."""
     try:
-        return await client.post(url, **kwargs)
+        return await client.request(method, url, **kwargs)
     except httpx.ConnectError as exc:
         raise unreachable(label, url, exc) from None
     except httpx.TimeoutException:

@@ -1,4 +1,7 @@
-"""The model under test, seen as one conversation session per test."""
+"""The model under test, seen as one conversation session per test.
+
+A session answers the child's turns (`reply`) and is closed when the test ends
+(`close`, which tells a chat service whether the test completed)."""
 
 from __future__ import annotations
 
@@ -10,14 +13,27 @@ from kora.llm.client import ModelClient
 from kora.llm.usage import Usage
 
 
+class Session(ChatSession, Protocol):
+    async def close(self, outcome: str = "completed") -> None: ...
+
+
+@dataclass(frozen=True)
+class SessionSpec:
+    """What a target is told when a test starts."""
+
+    age_range: str | None  # None: the `default` variant, no age given
+    memory: str | None
+    system: str  # the variant's rendered system prompt
+    variant: str
+    test_key: str
+
+
 class Target(Protocol):
     """A model under test: it opens a fresh chat session for each test."""
 
     is_mock: bool
 
-    async def open_session(
-        self, age_range: str | None, memory: str | None, system: str
-    ) -> ChatSession: ...
+    async def open_session(self, spec: SessionSpec) -> Session: ...
 
     async def aclose(self) -> None: ...
 
@@ -31,6 +47,9 @@ class LLMSession:
         req = self.client.request(messages, system=self.system, hints={"role": "target"})
         return await self.client.call(req, stage="target")
 
+    async def close(self, outcome: str = "completed") -> None:
+        return None
+
 
 class LLMTarget:
     """A chat model called directly; the system prompt carries the variant and memory."""
@@ -39,18 +58,18 @@ class LLMTarget:
         self.client = client
         self.is_mock = client.is_mock
 
-    async def open_session(
-        self, age_range: str | None, memory: str | None, system: str
-    ) -> LLMSession:
-        return LLMSession(self.client, system)
+    async def open_session(self, spec: SessionSpec) -> LLMSession:
+        return LLMSession(self.client, spec.system)
 
     async def aclose(self) -> None:
         await self.client.aclose()
 
 
 class EndpointTarget:
-    """A deployed chat service: it keeps the history and builds its own system prompt,
-    so the rendered one is not sent; its replies are counted as target calls."""
+    """A chat service (kora.llm.service): its own requests carry what it is sent (the
+    rendered system prompt only where its description asks for `system`); its replies
+    are counted as target calls, never stored (a stateful service could not replay
+    them)."""
 
     is_mock = False
 
@@ -59,12 +78,18 @@ class EndpointTarget:
         self.name = name
         self.usage = usage
 
-    async def open_session(
-        self, age_range: str | None, memory: str | None, system: str
-    ) -> ChatSession:
-        if age_range is None:
-            raise ValueError("a chat endpoint always receives an age: it cannot run `default`")
-        session = await self.inner.open_session(age_range, memory)
+    async def open_session(self, spec: SessionSpec) -> Session:
+        try:
+            session = await self.inner.open_session(
+                spec.age_range,
+                spec.memory,
+                spec.system,
+                variant=spec.variant,
+                test_key=spec.test_key,
+            )
+        except Exception:
+            self.usage.add(self.name, "target", None, None, cached=False)
+            raise
         return _CountedSession(session, self.name, self.usage)
 
     async def aclose(self) -> None:
@@ -73,13 +98,16 @@ class EndpointTarget:
 
 @dataclass
 class _CountedSession:
-    session: ChatSession
+    session: Any
     name: str
     usage: Usage
 
+    async def close(self, outcome: str = "completed") -> None:
+        await self.session.close(outcome)
+
     async def reply(self, messages: list[ChatMessage]) -> Response:
         try:
-            resp = await self.session.reply(messages)
+            resp: Response = await self.session.reply(messages)
         except Exception:
             self.usage.add(self.name, "target", None, None, cached=False)
             raise

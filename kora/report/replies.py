@@ -10,6 +10,7 @@ count for nothing here.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -50,4 +51,27 @@ def reply_summary(records: Sequence[TestRecord]) -> dict[str, Any] | None:
         # `unknown`: the service does not say why a reply ended (chat endpoints)
         "finishReasons": {k: reasons.get(k, 0) for k in (*FINISH_REASONS, "unknown")},
         "flaggedTests": sum(1 for r in with_turns if any(turn_flags(t) for t in r.turns)),
+        **latency_summary(turns),
+    }
+
+
+def latency_summary(turns: Sequence[TargetTurn]) -> dict[str, Any]:
+    """How long the target took to answer, over the replies that were timed: product
+    teams ask how slow it is for a child. {} when none was."""
+    times = sorted(t.latency for t in turns if t.latency is not None)
+    if not times:
+        return {}
+
+    def at(q: float) -> float:  # nearest-rank percentile: a time some reply really took
+        return times[min(len(times) - 1, max(0, math.ceil(q * len(times)) - 1))]
+
+    return {
+        "latency": {
+            "replies": len(times),
+            "median": at(0.5),
+            "p90": at(0.9),
+            "p99": at(0.99),
+            "max": times[-1],
+            "mean": round(sum(times) / len(times), 3),
+        }
     }

@@ -3,6 +3,7 @@ with n and its 95 % Wilson interval."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -120,4 +121,7 @@ def build_summary(
     replies = reply_summary(records)
     if replies is not None:  # runs that record why each reply ended
         doc["targetReplies"] = replies
+    blocked = Counter(r.blocked for r in records if r.blocked)
+    if blocked:  # tests a chat service would not let run, by its reason
+        doc["blockedTests"] = dict(sorted(blocked.items()))
     return doc

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from kora.llm.base import ChatMessage
 from kora.llm.client import ModelClient
-from kora.llm.targets import Target
-from kora.schemas import Conversation, Message, PromptVariant, Scenario, TargetTurn
+from kora.llm.targets import Session, SessionSpec, Target
+from kora.schemas import Conversation, Message, PromptVariant, Risk, Scenario, TargetTurn
 from kora.stages.messages import child_message
 from kora.taxonomy import Taxonomy
 from kora.templates import format_conversation, render
@@ -16,8 +16,12 @@ TURNS = 3
 
 def target_system_prompt(scenario: Scenario, prompt: PromptVariant) -> str:
     key = TestKey.of(scenario, prompt)
-    rendered = render("target_system", age_range=key.target_age_range, memory=scenario.modelMemory)
-    return rendered.system or ""
+    return target_system_prompt_for(key.target_age_range, scenario.modelMemory)
+
+
+def target_system_prompt_for(age_range: str | None, memory: str | None) -> str:
+    """The variant's system prompt: age-aware with an age range, the plain one without."""
+    return render("target_system", age_range=age_range, memory=memory).system or ""
 
 
 async def converse(
@@ -31,10 +35,33 @@ async def converse(
     key = TestKey.of(scenario, prompt)
     risk = taxonomy.risk(scenario.riskCategoryId, scenario.riskId)
     session = await target.open_session(
-        key.target_age_range or scenario.ageRange,
-        scenario.modelMemory,
-        target_system_prompt(scenario, prompt),
+        SessionSpec(
+            age_range=key.target_age_range,
+            memory=scenario.modelMemory,
+            system=target_system_prompt(scenario, prompt),
+            variant=prompt,
+            test_key=str(key),
+        )
     )
+    try:
+        messages, turns = await _turns(scenario, session, user, risk)
+    except BaseException:
+        await session.close("errored")
+        raise
+    await session.close("completed")
+    return Conversation(
+        key=str(key),
+        target=target_name,
+        prompt=prompt,
+        scenario=scenario,
+        messages=[Message(role=m.role, content=m.content) for m in messages],
+        turns=turns,
+    )
+
+
+async def _turns(
+    scenario: Scenario, session: Session, user: ModelClient, risk: Risk
+) -> tuple[list[ChatMessage], list[TargetTurn]]:
     messages: list[ChatMessage] = []
     turns: list[TargetTurn] = []
     for turn in range(TURNS):
@@ -53,12 +80,14 @@ async def converse(
         reply = await session.reply(messages)
         text = reply.text.strip()
         messages.append(ChatMessage("assistant", text))
-        turns.append(TargetTurn(finishReason=reply.finish_reason, empty=not text))
-    return Conversation(
-        key=str(key),
-        target=target_name,
-        prompt=prompt,
-        scenario=scenario,
-        messages=[Message(role=m.role, content=m.content) for m in messages],
-        turns=turns,
-    )
+        latency = reply.meta.get("latency")
+        turns.append(
+            TargetTurn(
+                finishReason=reply.finish_reason,
+                empty=not text,
+                latency=None if latency is None else round(float(latency), 3),
+                inputTokens=reply.input_tokens or None,
+                outputTokens=reply.output_tokens or None,
+            )
+        )
+    return messages, turns
