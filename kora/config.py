@@ -31,10 +31,22 @@ class _Strict(BaseModel):
 
 
 class Price(_Strict):
-    """US dollars per million tokens."""
+    """US dollars per million tokens. Prompt-cache writes and reads default to the
+    provider's published multiples of `input` (`ModelConfig.cost_price`)."""
 
     input: float = Field(ge=0)
     output: float = Field(ge=0)
+    cache_write: float | None = Field(default=None, ge=0)
+    cache_read: float | None = Field(default=None, ge=0)
+
+
+# the providers' prompt-cache prices as multiples of the input price: Anthropic charges
+# 1.25x for a write kept 5 minutes, 2x for one kept an hour, 0.1x for a read; OpenAI
+# caches on its own, without a write premium, and bills a read at half the input price
+CACHE_PRICE = {
+    "anthropic": {"5m": (1.25, 0.1), "1h": (2.0, 0.1)},
+    "openai": {"5m": (1.0, 0.5), "1h": (1.0, 0.5)},
+}
 
 
 class ModelConfig(_Strict):
@@ -52,9 +64,27 @@ class ModelConfig(_Strict):
     max_concurrency: int | None = Field(default=None, gt=0)
     timeout: float | None = Field(default=None, gt=0)
     price: Price | None = None
+    # Anthropic: mark the stable start of each request for the provider's prompt cache,
+    # kept 5 minutes or an hour (OpenAI caches on its own)
+    prompt_cache: bool = True
+    cache_ttl: Literal["5m", "1h"] = "5m"
     # provider http: the service's requests (kora.service_config); app-runner: the app
     http: HttpSpec | None = None
     app: str | None = None
+
+    @property
+    def cost_price(self) -> Price | None:
+        """`price` with the prompt-cache prices filled in from the provider's multiples."""
+        p = self.price
+        if p is None:
+            return None
+        write, read = CACHE_PRICE.get(self.provider, {}).get(self.cache_ttl, (1.0, 1.0))
+        return p.model_copy(
+            update={
+                "cache_write": p.input * write if p.cache_write is None else p.cache_write,
+                "cache_read": p.input * read if p.cache_read is None else p.cache_read,
+            }
+        )
 
     @property
     def is_service(self) -> bool:

@@ -29,6 +29,8 @@ TRANSPORT_FIELDS = (
     "max_concurrency",
     "timeout",
     "price",
+    "prompt_cache",
+    "cache_ttl",
     # a chat service's requests: the params carry them without their headers
     "http",
 )

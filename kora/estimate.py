@@ -240,11 +240,12 @@ async def plan_calls(plan: Pipeline, targets: list[str]) -> PlanReport:
     return report
 
 
-def tokens_per_call(workdir: Path) -> dict[str, tuple[float, float]]:
-    """Mean paid tokens per call by stage, from earlier runs' status files."""
+def tokens_per_call(workdir: Path) -> dict[str, tuple[float, float, float, float]]:
+    """Mean paid tokens per call by stage, from earlier runs' status files: input,
+    output, and the input written to and read from the provider's prompt cache."""
     import orjson
 
-    acc: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    acc: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0, 0.0])
     for f in list((workdir / "data").rglob("*.status.json")) + list(
         (workdir / "results").rglob("*.status.json")
     ):
@@ -254,21 +255,30 @@ def tokens_per_call(workdir: Path) -> dict[str, tuple[float, float]]:
             continue
         for u in s.get("usage", []):
             paid = u.get("calls", 0) - u.get("cached", 0) - u.get("failures", 0)
-            if paid > 0 and u.get("input_tokens", 0) > 0:
+            write, read = u.get("cache_write_tokens", 0), u.get("cache_read_tokens", 0)
+            if paid > 0 and u.get("input_tokens", 0) + write + read > 0:
                 a = acc[u["stage"]]
                 a[0] += paid
                 a[1] += u["input_tokens"]
                 a[2] += u["output_tokens"]
-    out = {k: (float(v[0]), float(v[1])) for k, v in TYPICAL_TOKENS.items()}
-    for stage, (n, tin, tout) in acc.items():
-        out[stage] = (tin / n, tout / n)
+                a[3] += write
+                a[4] += read
+    out = {k: (float(v[0]), float(v[1]), 0.0, 0.0) for k, v in TYPICAL_TOKENS.items()}
+    for stage, (n, tin, tout, tw, tr) in acc.items():
+        out[stage] = (tin / n, tout / n, tw / n, tr / n)
     return out
 
 
 def estimate_cost(
     raw_cfg: Any, report: PlanReport, targets: list[str], workdir: Path
-) -> dict[str, float | None]:
+) -> tuple[dict[str, float | None], float]:
+    """Estimated cost by stage (None: a paid model without `price`), and what the
+    provider's prompt cache saves of it at the share of cached tokens seen so far."""
+    from kora.llm.base import Response
+    from kora.llm.usage import Counts
+
     tokens = tokens_per_call(workdir)
+    saved = 0.0
     model_for = {
         "seeds": [raw_cfg.seed_model],
         "scenarios": [raw_cfg.expand_model],
@@ -290,17 +300,20 @@ def estimate_cost(
             else:
                 models = model_for[stage]
             for m in models:
-                price = raw_cfg.models[m].price
+                price = raw_cfg.models[m].cost_price
                 if price is None:
                     if raw_cfg.models[m].provider != "mock" and not raw_cfg.models[m].is_service:
                         out[stage] = None
                     continue
-                tin, tout = tokens[sub]
+                tin, tout, tw, tr = (round(x) for x in tokens[sub])
+                one = Counts.paid(Response("", tin, tout, cache_write_tokens=tw,
+                                           cache_read_tokens=tr), price)  # fmt: skip
                 calls = todo * share / len(models)
-                cost += calls * (tin * price.input + tout * price.output) / 1e6
+                cost += calls * one.cost
+                saved += calls * one.cache_saved
         if out.get(stage, 0.0) is not None:
             out[stage] = cost
-    return out
+    return out, saved
 
 
 def split_overlays(configfiles: list[str], targets: list[str]) -> tuple[list[str], list[str]]:
@@ -335,7 +348,7 @@ def print_plan(args: argparse.Namespace) -> int:
     for note in lifecycle_notes(cfg, used):
         print(f"kora: warning: {note}", file=sys.stderr)
     report = asyncio.run(plan_calls(plan, targets))
-    costs = estimate_cost(plan.config, report, targets, workdir)
+    costs, saved = estimate_cost(plan.config, report, targets, workdir)
     print(f"plan for {', '.join(targets)}: {len(plan.cells())} shards")
     print(f"{'stage':<14}{'items':>8}{'calls':>9}{'stored':>9}{'to pay':>9}{'est. cost':>12}")
     total_cost: float | None = 0.0
@@ -356,4 +369,9 @@ def print_plan(args: argparse.Namespace) -> int:
         "unknown (set `price` on every paid model)" if total_cost is None else f"${total_cost:,.2f}"
     )
     print(f"{'total':<14}{'':>8}{calls:>9}{stored:>9}{calls - stored:>9}   {total_s}")
+    if saved:
+        print(
+            f"prompt caching: the estimate is ${saved:,.2f} lower than without it "
+            "(at the share of input the provider's cache served in earlier runs)"
+        )
     return 0

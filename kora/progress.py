@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -127,8 +127,7 @@ def read_totals(directory: Path) -> Totals:
             # paid already, no job's call yet: in the tokens and cost, not in the calls
             made = Counts.from_dict(s)
             ahead += made.calls
-            calls += Counts(input_tokens=made.input_tokens, output_tokens=made.output_tokens,
-                            cost=made.cost)  # fmt: skip
+            calls += replace(made, calls=0, cached=0, failures=0)
             continue
         jobs += 1
         calls += Counts.from_dict(s)
@@ -157,6 +156,11 @@ def format_totals(t: Totals, planned_calls: int | None = None) -> str:
         f"items {t.items_done}/{t.items} ({t.items_failed} failed) in {t.jobs} jobs | "
         f"tokens in {t.input_tokens:,} out {t.output_tokens:,} | ${t.cost:.4f}"
     )
+    if t.cache_read_tokens or t.cache_write_tokens:
+        line += (
+            f" | prompt cache: {t.cache_read_tokens:,} tokens read, "
+            f"{t.cache_write_tokens:,} written, saved ${t.cache_saved:.4f}"
+        )
     if t.ahead:
         line += f" | {t.ahead} made ahead of their jobs"
     if t.waiting:

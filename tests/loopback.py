@@ -26,6 +26,7 @@ many slow requests, and an ASGI app cannot drop a connection without answering.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import math
 import random
@@ -370,6 +371,10 @@ class _LLMServer(LoopbackServer):
         )
         self.limit_headers = limit_headers
         self.accepted_tokens = 0
+        # Anthropic's prompt cache (AnthropicServer): stored prefixes and tokens counted
+        self.prompt_cache: set[str] = set()
+        self.cache_reads = 0
+        self.cache_writes = 0
         self._incoming = 0
 
     def request_tokens(self, body: Any) -> int:
@@ -533,12 +538,73 @@ class AnthropicServer(_LLMServer):
                 "content": content,
                 "stop_reason": stop,
                 "stop_sequence": None,
-                "usage": {
-                    "input_tokens": _tokens(body.get("messages")) + _tokens(body.get("system", "")),
-                    "output_tokens": _tokens(content),
-                },
+                "usage": {**self._input_usage(body), "output_tokens": _tokens(content)},
             },
         )
+
+    def _input_usage(self, body: dict[str, Any]) -> dict[str, int]:
+        """Input tokens as the API counts them, with its prompt cache: a prompt is tools,
+        system blocks, then message blocks; a `cache_control` marker stores the prefix up
+        to it (when that is 1,024 tokens or more), and a later prompt that starts with a
+        stored prefix (at any block boundary before its last marker) reads it."""
+        plain = _tokens(body.get("messages")) + _tokens(body.get("system", ""))
+        system = body.get("system")
+        blocks: list[Any] = [body.get("tools")] if body.get("tools") else []
+        blocks += system if isinstance(system, list) else ([system] if system else [])
+        for m in body["messages"]:
+            content = m["content"]
+            blocks += (
+                content if isinstance(content, list) else [{"role": m["role"], "text": content}]
+            )
+        marks = [i for i, b in enumerate(blocks) if isinstance(b, dict) and "cache_control" in b]
+        if not marks:
+            return {"input_tokens": plain}
+
+        def strip(b: Any) -> Any:
+            return (
+                {k: v for k, v in b.items() if k != "cache_control"} if isinstance(b, dict) else b
+            )
+
+        clean = [strip(b) for b in blocks]
+        sizes = [_tokens(b) for b in clean]
+        total = sum(sizes)
+        cum = [sum(sizes[: i + 1]) for i in range(len(sizes))]
+        keys = [
+            hashlib.sha256(json.dumps(clean[: i + 1]).encode()).hexdigest()
+            for i in range(len(clean))
+        ]
+        read_at = -1
+        with self.lock:
+            for i in range(marks[-1], -1, -1):
+                if keys[i] in self.prompt_cache:
+                    read_at = i
+                    break
+            read = cum[read_at] if read_at >= 0 else 0
+            covered = read
+            write = 0
+            for i in marks:
+                if i > read_at and cum[i] >= 1024:
+                    write += cum[i] - covered
+                    covered = cum[i]
+                    self.prompt_cache.add(keys[i])
+        # the same total as the prompt without markers (blocks carry a little JSON more)
+        messages = [
+            {**m, "content": "".join(b.get("text", "") for b in m["content"])}
+            if isinstance(m["content"], list)
+            else m
+            for m in body["messages"]
+        ]
+        text = "".join(b.get("text", "") for b in system) if isinstance(system, list) else system
+        same = _tokens(messages) + _tokens(text or "")
+        read, write = read * same // total, write * same // total
+        with self.lock:
+            self.cache_reads += read
+            self.cache_writes += write
+        return {
+            "input_tokens": same - read - write,
+            "cache_creation_input_tokens": write,
+            "cache_read_input_tokens": read,
+        }
 
 
 def _duration(seconds: float) -> str:
@@ -552,6 +618,12 @@ def _duration(seconds: float) -> str:
 class OpenAIServer(_LLMServer):
     """`POST /v1/chat/completions` of the OpenAI API (and compatible servers); a token
     limit counts input and output tokens (the output when the answer is made)."""
+
+    cached_share = 0.0
+
+    def _cached(self, messages: Any) -> int:
+        n = _tokens(messages)
+        return int(n * self.cached_share) // 128 * 128 if n >= 1024 else 0
 
     def request_tokens(self, body: Any) -> int:
         return _tokens(body.get("messages"))
@@ -627,6 +699,9 @@ class OpenAIServer(_LLMServer):
                     "prompt_tokens": _tokens(body["messages"]),
                     "completion_tokens": _tokens(text),
                     "total_tokens": _tokens(body["messages"]) + _tokens(text),
+                    # OpenAI caches prompts of 1,024 tokens or more by itself, in steps of
+                    # 128: `cached_share` of such a prompt is served from its cache here
+                    "prompt_tokens_details": {"cached_tokens": self._cached(body["messages"])},
                 },
             },
         )

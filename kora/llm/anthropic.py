@@ -20,6 +20,7 @@ from typing import Any
 
 import anthropic
 
+from kora.llm import prompt_cache
 from kora.llm.base import ProviderError, Request, Response, answer_schema, finish_reasons
 from kora.llm.headers import from_anthropic
 from kora.llm.http import RemoteModel, is_connect_error, read_key, unreachable
@@ -84,6 +85,8 @@ class AnthropicProvider(RemoteModel[anthropic.AsyncAnthropic]):
                 }
             ]
             params["tool_choice"] = {"type": "tool", "name": tool}
+        if self.config.prompt_cache:
+            params = prompt_cache.mark(params, ttl=self.config.cache_ttl, model=self.model)
         return params
 
     async def generate(self, request: Request) -> Response:
@@ -139,6 +142,8 @@ class AnthropicProvider(RemoteModel[anthropic.AsyncAnthropic]):
             text=text,
             input_tokens=int(getattr(usage, "input_tokens", 0) or 0),
             output_tokens=int(getattr(usage, "output_tokens", 0) or 0),
+            cache_write_tokens=int(getattr(usage, "cache_creation_input_tokens", 0) or 0),
+            cache_read_tokens=int(getattr(usage, "cache_read_input_tokens", 0) or 0),
             finish_reason=_FINISH.get(str(getattr(msg, "stop_reason", None)), "other"),
             meta={"stop_reason": getattr(msg, "stop_reason", None)},
             limits=from_anthropic(raw.headers),

@@ -44,8 +44,11 @@ class Request:
 @dataclass(frozen=True)
 class Response:
     text: str  # plain text, or the JSON document of a structured answer
-    input_tokens: int = 0
+    input_tokens: int = 0  # not counting the two below
     output_tokens: int = 0
+    # prompt-cache tokens: written to the provider's cache, and read from it
+    cache_write_tokens: int = 0
+    cache_read_tokens: int = 0
     # why the answer ended, mapped onto kora.schemas.FinishReason (None: not said)
     finish_reason: FinishReason | None = None
     meta: dict[str, Any] = field(default_factory=dict)

@@ -56,6 +56,7 @@ class CallCache:
         if not isinstance(text, str) or not all(_count(n) for n in (tin, tout)):
             return None
         finish = raw.get("finish_reason")
+        write, read = raw.get("cache_write_tokens", 0), raw.get("cache_read_tokens", 0)
         meta: dict[str, Any] = {"cached": True}
         latency = raw.get("latency")
         if isinstance(latency, (int, float)) and not isinstance(latency, bool) and latency >= 0:
@@ -66,6 +67,8 @@ class CallCache:
             output_tokens=int(tout),
             finish_reason=finish if finish in FINISH_REASONS else None,
             meta=meta,
+            cache_write_tokens=int(write) if _count(write) else 0,
+            cache_read_tokens=int(read) if _count(read) else 0,
         )
 
     def put(self, key: str, response: Response) -> None:
@@ -76,6 +79,14 @@ class CallCache:
                 "input_tokens": response.input_tokens,
                 "output_tokens": response.output_tokens,
                 "finish_reason": response.finish_reason,
+                **(
+                    {
+                        "cache_write_tokens": response.cache_write_tokens,
+                        "cache_read_tokens": response.cache_read_tokens,
+                    }
+                    if response.cache_write_tokens or response.cache_read_tokens
+                    else {}
+                ),
                 **(
                     {"latency": round(lat, 3)}
                     if isinstance(lat := response.meta.get("latency"), float)

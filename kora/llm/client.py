@@ -145,7 +145,7 @@ class ModelClient:
             hit = self.cache.get(key)
             if hit is not None and (accept is None or accept(hit)):
                 paid = self.ledger is not None and not self.ahead and self.ledger.claim(key)
-                self.usage.add(self.name, stage, hit, self.config.price, cached=not paid)
+                self.usage.add(self.name, stage, hit, self.config.cost_price, cached=not paid)
                 return hit
         if key is None or self.ledger is None:
             return await self._send(request, stage, key, accept)
@@ -163,7 +163,7 @@ class ModelClient:
             fut.set_result(resp)
             return resp
         finally:
-            self.ledger.finish(key, fut, ahead=self.ahead, price=self.config.price)
+            self.ledger.finish(key, fut, ahead=self.ahead, price=self.config.cost_price)
 
     async def _send(
         self,
@@ -200,10 +200,10 @@ class ModelClient:
                 on_resume=on_resume,
             )
         except Exception:
-            self.usage.add(self.name, stage, None, self.config.price, cached=False)
+            self.usage.add(self.name, stage, None, self.config.cost_price, cached=False)
             raise
         resp = replace(resp, text=clean_text(resp.text))
-        self.usage.add(self.name, stage, resp, self.config.price, cached=False)
+        self.usage.add(self.name, stage, resp, self.config.cost_price, cached=False)
         if key is not None and self.cache is not None and (accept is None or accept(resp)):
             self.cache.put(key, resp)
         return resp

@@ -36,7 +36,7 @@ class Ledger:
             del self._inflight[key]
         if ahead and fut.done() and not fut.cancelled() and fut.exception() is None:
             resp = fut.result()
-            self._ahead[key] = Counts.paid(resp.input_tokens, resp.output_tokens, price)
+            self._ahead[key] = Counts.paid(resp, price)
 
     def claim(self, key: str) -> bool:
         """True the first time a job asks for a call made ahead of it."""

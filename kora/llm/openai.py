@@ -99,10 +99,14 @@ class OpenAIProvider(RemoteModel[httpx.AsyncClient]):
             if not isinstance(text, str):
                 raise TypeError("content is not a string")
             usage = data.get("usage") or {}
+            details = usage.get("prompt_tokens_details") or {}
+            # cached tokens are part of prompt_tokens: counted apart, at their own price
+            read = int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
             return Response(
                 text=text,
-                input_tokens=int(usage.get("prompt_tokens") or 0),
+                input_tokens=int(usage.get("prompt_tokens") or 0) - read,
                 output_tokens=int(usage.get("completion_tokens") or 0),
+                cache_read_tokens=read,
                 finish_reason="refusal"
                 if refused
                 else _FINISH.get(str(choice.get("finish_reason")), "other"),

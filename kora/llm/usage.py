@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from kora.config import Price
@@ -21,19 +21,19 @@ class Counts:
     input_tokens: int = 0
     output_tokens: int = 0
     cost: float = 0.0
+    # the provider's prompt cache: tokens written and read, and what it saved against
+    # paying the input price for all of them (less, or negative, when writes go unread)
+    cache_write_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_saved: float = 0.0
 
     def __add__(self, other: Counts) -> Counts:
         return Counts(
-            calls=self.calls + other.calls,
-            cached=self.cached + other.cached,
-            failures=self.failures + other.failures,
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            cost=self.cost + other.cost,
+            **{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)}
         )
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "calls": self.calls,
             "cached": self.cached,
             "failures": self.failures,
@@ -41,12 +41,32 @@ class Counts:
             "output_tokens": self.output_tokens,
             "cost": round(self.cost, 6),
         }
+        if self.cache_write_tokens or self.cache_read_tokens:
+            out["cache_write_tokens"] = self.cache_write_tokens
+            out["cache_read_tokens"] = self.cache_read_tokens
+            out["cache_saved"] = round(self.cache_saved, 6)
+        return out
 
     @classmethod
-    def paid(cls, input_tokens: int, output_tokens: int, price: Price | None) -> Counts:
-        """One answered, paid call."""
-        cost = (input_tokens * price.input + output_tokens * price.output) / 1e6 if price else 0.0
-        return cls(calls=1, input_tokens=input_tokens, output_tokens=output_tokens, cost=cost)
+    def paid(cls, resp: Response, price: Price | None) -> Counts:
+        """One answered, paid call (`price` as `ModelConfig.cost_price`)."""
+        tin, tout = resp.input_tokens, resp.output_tokens
+        write, read = resp.cache_write_tokens, resp.cache_read_tokens
+        cost = saved = 0.0
+        if price is not None:
+            cw = price.input if price.cache_write is None else price.cache_write
+            cr = price.input if price.cache_read is None else price.cache_read
+            cost = (tin * price.input + tout * price.output + write * cw + read * cr) / 1e6
+            saved = (read * (price.input - cr) - write * (cw - price.input)) / 1e6
+        return cls(
+            calls=1,
+            input_tokens=tin,
+            output_tokens=tout,
+            cost=cost,
+            cache_write_tokens=write,
+            cache_read_tokens=read,
+            cache_saved=saved,
+        )
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Counts:
@@ -58,6 +78,9 @@ class Counts:
             input_tokens=int(d.get("input_tokens", 0)),
             output_tokens=int(d.get("output_tokens", 0)),
             cost=float(d.get("cost", 0.0)),
+            cache_write_tokens=int(d.get("cache_write_tokens", 0)),
+            cache_read_tokens=int(d.get("cache_read_tokens", 0)),
+            cache_saved=float(d.get("cache_saved", 0.0)),
         )
 
 
@@ -81,7 +104,7 @@ class Usage:
             u.calls += 1
             u.cached += 1
         else:
-            self.by[(model, stage)] = u + Counts.paid(resp.input_tokens, resp.output_tokens, price)
+            self.by[(model, stage)] = u + Counts.paid(resp, price)
 
     def totals(self) -> Counts:
         return sum(self.by.values(), Counts())
