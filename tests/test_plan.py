@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -79,3 +80,38 @@ def test_plan_takes_a_target_given_after_configfile(
         assert "unknown target 'nosuch'" in err and "tiny" in err
     finally:
         os.chdir(cwd)
+
+
+def test_plan_prices_the_prompt_cache_share_seen_before(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Earlier runs read 90 % of their judge input from the provider's cache: the plan's
+    judgments cost follows (reads at 0.1x the input price) and says what caching saves."""
+    copy_workflow(tmp_path)
+    price = {"input": 3.0, "output": 15.0}
+    cfg = dict(TINY, models={"mock": {"provider": "anthropic", "model": "m", "price": price}})
+    cfg.update(seed_model="mock", expand_model="mock", user_model="mock", judges=["mock"])
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(cfg))
+    status = tmp_path / "results" / "old" / "judgments" / "x.status.json"
+    status.parent.mkdir(parents=True)
+
+    def judged(write: int, read: int, tin: int) -> str:
+        row = {"stage": "judge_safety", "calls": 10, "cached": 0, "failures": 0,
+               "input_tokens": tin, "output_tokens": 1000, "cache_write_tokens": write,
+               "cache_read_tokens": read}  # fmt: skip
+        return json.dumps({"usage": [row]})
+
+    status.write_text(judged(0, 0, 100_000))
+    plain = float(plan(tmp_path, capsys)["judgments"][-1].lstrip("$"))
+    status.write_text(judged(0, 90_000, 10_000))
+    cwd = Path.cwd()
+    os.chdir(tmp_path)
+    try:
+        assert kora_main(["plan", "tiny", "--configfile", "tiny.yaml"]) == 0
+    finally:
+        os.chdir(cwd)
+    out = capsys.readouterr().out
+    cached = next(float(line.split()[-1].lstrip("$")) for line in out.splitlines()
+                  if line.startswith("judgments"))  # fmt: skip
+    assert cached < plain
+    assert "prompt caching: the estimate is $" in out
