@@ -58,30 +58,15 @@ class Counts:
             cr = price.input if price.cache_read is None else price.cache_read
             cost = (tin * price.input + tout * price.output + write * cw + read * cr) / 1e6
             saved = (read * (price.input - cr) - write * (cw - price.input)) / 1e6
-        return cls(
-            calls=1,
-            input_tokens=tin,
-            output_tokens=tout,
-            cost=cost,
-            cache_write_tokens=write,
-            cache_read_tokens=read,
-            cache_saved=saved,
-        )
+        out = cls(calls=1, input_tokens=tin, output_tokens=tout, cost=cost)
+        out.cache_write_tokens, out.cache_read_tokens, out.cache_saved = write, read, saved
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Counts:
         """The counters of a written record (a status file's usage row, a snapshot)."""
-        return cls(
-            calls=int(d.get("calls", 0)),
-            cached=int(d.get("cached", 0)),
-            failures=int(d.get("failures", 0)),
-            input_tokens=int(d.get("input_tokens", 0)),
-            output_tokens=int(d.get("output_tokens", 0)),
-            cost=float(d.get("cost", 0.0)),
-            cache_write_tokens=int(d.get("cache_write_tokens", 0)),
-            cache_read_tokens=int(d.get("cache_read_tokens", 0)),
-            cache_saved=float(d.get("cache_saved", 0.0)),
-        )
+        # each counter's type is its default's: int counts, float dollars
+        return cls(**{f.name: type(f.default)(d.get(f.name, f.default)) for f in fields(cls)})  # type: ignore[misc]
 
 
 @dataclass
