@@ -1,4 +1,4 @@
-"""The bill of the same run with and without the provider's prompt cache.
+"""The bill of the same run: plain, with the provider's prompt cache, in batches, both.
 
 The real command (`snakemake --cores 10 results/bench-target/results.json`) runs twice on
 the same grid slice from a cold start, every role and the target on one loopback
@@ -13,7 +13,8 @@ tokens, and whether the two results.json files are identical.
     python bench/cost.py                     # 1 risk x 3 ages x 4 motivations x 4 seeds
     python bench/cost.py --motivations 10 --seeds 8
 
-Batch mode (the other half of the saving the issue asks for) is not implemented yet.
+Four runs: plain, prompt caching, batch mode (`batch: true`: Message Batches at half
+price; the loopback batches end `--batch-latency` seconds after they are sent), both.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +57,7 @@ def _unmarked(body: Any) -> Any:
     return body
 
 
-def serve(port_q: Any, stop: Any) -> None:
+def serve(port_q: Any, stop: Any, batch_latency: float) -> None:
     from tests.loopback import AnthropicServer
 
     class Server(AnthropicServer):
@@ -63,29 +65,35 @@ def serve(port_q: Any, stop: Any) -> None:
             body = _unmarked(rec.body)
             if not structured:
                 n = len(body.get("messages", []))
-                tag = hashlib.sha256(orjson.dumps(body)).hexdigest()[:10]
+                # the prompt alone: a batch's params and a direct request differ in
+                # fields that do not change the question
+                prompt = {k: body.get(k) for k in ("system", "messages", "max_tokens")}
+                tag = hashlib.sha256(orjson.dumps(prompt)).hexdigest()[:10]
                 return f"line {n} ({tag}): ok, but why would that be? tell me more please"
             rec.body = body  # `answer` seeds its randomness from the messages
             return answer(rec)
 
     server = Server(structured=answer, record=False)
+    server.batch_latency = batch_latency
     server.start()
     port_q.put(server.port)
     stop.wait()
     server.stop()
 
 
-def run_once(url: str, args: argparse.Namespace, caching: bool) -> dict[str, Any]:
+def run_once(url: str, args: argparse.Namespace, caching: bool, batch: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="kora-bench-cost-") as tmp:
         work = Path(tmp)
         copy_workflow(work)
         cfg = bench_config(url, args.motivations, args.seeds)
-        cfg["models"]["bench"].update(price=PRICE, prompt_cache=caching)
+        cfg["models"]["bench"].update(price=PRICE, prompt_cache=caching, batch=batch)
         (work / "bench.yaml").write_text(yaml.safe_dump(cfg))
         cmd = [sys.executable, "-m", "snakemake", "--cores", "10",
                "results/bench-target/results.json", "--configfile", "bench.yaml"]  # fmt: skip
-        env = dict(os.environ, ANTHROPIC_API_KEY="sk-loopback")
+        env = dict(os.environ, ANTHROPIC_API_KEY="sk-loopback", KORA_BATCH_POLL="0.5")
+        started = time.monotonic()
         done = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
+        wall = time.monotonic() - started
         if done.returncode != 0:
             print(done.stderr[-3000:], file=sys.stderr)
             raise SystemExit(f"snakemake failed ({done.returncode})")
@@ -93,35 +101,34 @@ def run_once(url: str, args: argparse.Namespace, caching: bool) -> dict[str, Any
         usage = orjson.loads((work / "results/bench-target/usage.json").read_bytes())
         doc = orjson.loads(results)
         scores = orjson.dumps(doc["scores"])
-        return {"tests": doc["tests"], "total": usage["total"], "scores": scores}
+        return {"tests": doc["tests"], "total": usage["total"], "scores": scores, "wall": wall}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--motivations", type=int, default=4)
     ap.add_argument("--seeds", type=int, default=4)
+    ap.add_argument("--batch-latency", type=float, default=5.0, help="seconds a batch takes")
     args = ap.parse_args()
     ctx = multiprocessing.get_context("spawn")
-    port_q, stop = ctx.Queue(), ctx.Event()
-    server = ctx.Process(target=serve, args=(port_q, stop))
-    server.start()
     rows = {}
-    try:
-        url = f"http://127.0.0.1:{port_q.get(timeout=60)}"
-        # each run talks to its own fresh cache: a second server for the second run
-        rows["plain"] = run_once(url, args, caching=False)
-    finally:
-        stop.set()
-        server.join(30)
-    port_q, stop = ctx.Queue(), ctx.Event()
-    server = ctx.Process(target=serve, args=(port_q, stop))
-    server.start()
-    try:
-        url = f"http://127.0.0.1:{port_q.get(timeout=60)}"
-        rows["prompt caching"] = run_once(url, args, caching=True)
-    finally:
-        stop.set()
-        server.join(30)
+    modes = {
+        "plain": (False, False),
+        "prompt caching": (True, False),
+        "batch": (False, True),
+        "both": (True, True),
+    }
+    for name, (caching, batch) in modes.items():
+        # each run against a fresh server: its own prompt cache and batches
+        port_q, stop = ctx.Queue(), ctx.Event()
+        server = ctx.Process(target=serve, args=(port_q, stop, args.batch_latency))
+        server.start()
+        try:
+            url = f"http://127.0.0.1:{port_q.get(timeout=60)}"
+            rows[name] = run_once(url, args, caching, batch)
+        finally:
+            stop.set()
+            server.join(30)
     plain = rows["plain"]["total"]["cost"]
     print(f"grid: 1 risk x 3 age ranges x {args.motivations} motivations x {args.seeds} "
           "seeds; price $3 / $15 per million input / output tokens")  # fmt: skip
@@ -133,9 +140,10 @@ def main() -> None:
             f"(input {t['input_tokens']:,}, cache written {t.get('cache_write_tokens', 0):,}, "
             f"read {t.get('cache_read_tokens', 0):,})"
         )
-    same = rows["plain"]["scores"] == rows["prompt caching"]["scores"]
-    print(f"  results.json scores identical: {same}")
-    print("  batch mode: not implemented")
+    same = all(r["scores"] == rows["plain"]["scores"] for r in rows.values())
+    print(f"  results.json scores identical in all four: {same}")
+    print("  wall: " + ", ".join(f"{k} {r['wall']:.0f} s" for k, r in rows.items())
+          + f" (batches end {args.batch_latency:g} s after they are sent)")  # fmt: skip
     print("reproduce: python bench/cost.py " + shlex.join(sys.argv[1:]))
 
 

@@ -31,6 +31,7 @@ TRANSPORT_FIELDS = (
     "price",
     "prompt_cache",
     "cache_ttl",
+    "batch",
     # a chat service's requests: the params carry them without their headers
     "http",
 )

@@ -176,6 +176,9 @@ class Monitor:
     ) -> None:
         self.dir = progress_dir(workdir, run_id)
         self.planned = planned_calls
+        # where batch mode keeps its batches (kora.llm.batch); set from the config
+        self.batches: Path | None = None
+        self.started = time.time()
         self.every = every
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="kora-progress")
@@ -191,6 +194,12 @@ class Monitor:
 
     def print(self) -> None:
         line = format_totals(read_totals(self.dir), self.planned)
+        if self.batches is not None and self.batches.is_dir():
+            from kora.llm.batch import batch_counts
+
+            n = batch_counts(self.batches, self.started)
+            if n["in_progress"] or n["ended"]:
+                line += f" | batches: {n['in_progress']} in progress, {n['ended']} done"
         if line != self._last:
             print(line, file=sys.stderr, flush=True)
             self._last = line

@@ -75,6 +75,7 @@ def jobs_to_run():
 
 
 _monitor = Monitor(Path(os.getcwd()), os.environ[RUN_ENV])
+_monitor.batches = Path(PIPELINE.config.cache_dir).parent / "batches"
 _started = time.time()
 _broker = None
 

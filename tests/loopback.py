@@ -489,6 +489,8 @@ class AnthropicServer(_LLMServer):
         )
 
     def handle(self, rec: Recorded, *, invalid: bool) -> Reply:
+        if rec.path.startswith("/v1/messages/batches"):
+            return self._batches(rec, invalid=invalid)
         if rec.method != "POST" or rec.path != "/v1/messages":
             return self.error_reply(404, f"no route {rec.method} {rec.path}")
         # the SDK sends the key as x-api-key or (recent versions) a bearer token
@@ -541,6 +543,82 @@ class AnthropicServer(_LLMServer):
                 "usage": {**self._input_usage(body), "output_tokens": _tokens(content)},
             },
         )
+
+    # --- Message Batches: each request answered when the batch is made, the batch ending
+    # `batch_latency` seconds later; `batch_faults` ("expired", "errored") apply to the
+    # next requests, one each
+
+    batch_latency = 0.0
+
+    def _batches(self, rec: Recorded, *, invalid: bool) -> Reply:
+        parts = rec.path.strip("/").split("/")  # v1 messages batches [id [results]]
+        now = time.time()
+        if rec.method == "POST" and len(parts) == 3:
+            if not hasattr(self, "batches"):
+                self.batches: dict[str, dict[str, Any]] = {}
+                self.batch_faults: deque[str] = deque()
+            requests = (rec.body or {}).get("requests") or []
+            results = []
+            for r in requests:
+                with self.lock:
+                    fault = self.batch_faults.popleft() if self.batch_faults else None
+                if fault == "expired":
+                    results.append({"custom_id": r["custom_id"], "result": {"type": "expired"}})
+                    continue
+                if fault == "errored":
+                    err = {"type": "error", "error": {"type": "invalid_request_error",
+                                                       "message": "scripted failure"}}  # fmt: skip
+                    results.append(
+                        {"custom_id": r["custom_id"], "result": {"type": "errored", "error": err}}
+                    )
+                    continue
+                inner = Recorded("POST", "/v1/messages", {}, rec.headers, r["params"], now)
+                reply = self.handle(inner, invalid=False)
+                message = json.loads(reply.body)
+                results.append(
+                    {
+                        "custom_id": r["custom_id"],
+                        "result": {"type": "succeeded", "message": message},
+                    }
+                )
+            bid = f"msgbatch_{uuid.uuid4().hex[:16]}"
+            with self.lock:
+                self.batches[bid] = {"created": now, "results": results}
+            return Reply.json(200, self._batch_doc(bid, now))
+        with self.lock:
+            batch = getattr(self, "batches", {}).get(parts[3]) if len(parts) >= 4 else None
+        if batch is None:
+            return self.error_reply(404, f"no batch at {rec.path}")
+        if rec.method == "GET" and len(parts) == 4:
+            return Reply.json(200, self._batch_doc(parts[3], now))
+        if rec.method == "GET" and parts[4:] == ["results"]:
+            lines = "".join(json.dumps(x) + "\n" for x in batch["results"])
+            return Reply(200, lines.encode(), {"content-type": "application/binary"})
+        return self.error_reply(404, f"no route {rec.method} {rec.path}")
+
+    def _batch_doc(self, bid: str, now: float) -> dict[str, Any]:
+        batch = self.batches[bid]
+        ended = now >= batch["created"] + self.batch_latency
+        kinds = Counter(r["result"]["type"] for r in batch["results"])
+        stamp = _rfc3339
+        return {
+            "id": bid,
+            "type": "message_batch",
+            "processing_status": "ended" if ended else "in_progress",
+            "request_counts": {
+                "processing": 0 if ended else len(batch["results"]),
+                "succeeded": kinds["succeeded"] if ended else 0,
+                "errored": kinds["errored"] if ended else 0,
+                "expired": kinds["expired"] if ended else 0,
+                "canceled": 0,
+            },
+            "created_at": stamp(batch["created"]),
+            "expires_at": stamp(batch["created"] + 86400),
+            "ended_at": stamp(batch["created"] + self.batch_latency) if ended else None,
+            "archived_at": None,
+            "cancel_initiated_at": None,
+            "results_url": f"{self.url}/v1/messages/batches/{bid}/results" if ended else None,
+        }
 
     def _input_usage(self, body: dict[str, Any]) -> dict[str, int]:
         """Input tokens as the API counts them, with its prompt cache: a prompt is tools,

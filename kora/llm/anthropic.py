@@ -16,6 +16,7 @@ The answer's rate-limit headers (`anthropic-ratelimit-*`) come with it and with 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import anthropic
@@ -124,30 +125,98 @@ class AnthropicProvider(RemoteModel[anthropic.AsyncAnthropic]):
                 f"{self.label}: malformed response body ({str(exc)[:200]})", retryable=True
             ) from None
 
-        content = getattr(msg, "content", None)
+        return self._response(msg, request, from_anthropic(raw.headers))
+
+    def _response(self, msg: Any, request: Request | None, limits: Any = None) -> Response:
+        """A Messages API answer (a message object or its dict) as a Response (without
+        its request: the tool_use block if there is one)."""
+        get = (lambda o, k: o.get(k)) if isinstance(msg, dict) else getattr
+        content = get(msg, "content")
         if not isinstance(content, list):
             raise ProviderError(f"{self.label}: response without content", retryable=True)
+
+        def field(o: Any, k: str) -> Any:
+            return o.get(k) if isinstance(o, dict) else getattr(o, k, None)
+
         text = ""
-        if request.schema is not None:
+        if request is None or request.schema is not None:
             for block in content:
-                if getattr(block, "type", None) == "tool_use":
-                    text = json.dumps(getattr(block, "input", None), ensure_ascii=False)
+                if field(block, "type") == "tool_use":
+                    text = json.dumps(field(block, "input"), ensure_ascii=False)
                     break
         if not text:
             text = "".join(
-                str(getattr(b, "text", "")) for b in content if getattr(b, "type", None) == "text"
+                str(field(b, "text") or "") for b in content if field(b, "type") == "text"
             )
-        usage = getattr(msg, "usage", None)
+        usage = get(msg, "usage")
+        stop = get(msg, "stop_reason")
         return Response(
             text=text,
-            input_tokens=int(getattr(usage, "input_tokens", 0) or 0),
-            output_tokens=int(getattr(usage, "output_tokens", 0) or 0),
-            cache_write_tokens=int(getattr(usage, "cache_creation_input_tokens", 0) or 0),
-            cache_read_tokens=int(getattr(usage, "cache_read_input_tokens", 0) or 0),
-            finish_reason=_FINISH.get(str(getattr(msg, "stop_reason", None)), "other"),
-            meta={"stop_reason": getattr(msg, "stop_reason", None)},
-            limits=from_anthropic(raw.headers),
+            input_tokens=int(field(usage, "input_tokens") or 0),
+            output_tokens=int(field(usage, "output_tokens") or 0),
+            cache_write_tokens=int(field(usage, "cache_creation_input_tokens") or 0),
+            cache_read_tokens=int(field(usage, "cache_read_input_tokens") or 0),
+            finish_reason=_FINISH.get(str(stop), "other"),
+            meta={"stop_reason": stop},
+            limits=limits,
         )
+
+    # --- Message Batches (kora.llm.batch) -----------------------------------------------
+
+    async def batch_submit(self, items: list[tuple[str, Request]]) -> str:
+        """Send requests as one Message Batch; its id."""
+        client = self._clients.get()
+        requests = [{"custom_id": cid, "params": self._params(r)} for cid, r in items]
+        try:
+            batch = await client.messages.batches.create(requests=requests)  # type: ignore[arg-type]
+        except anthropic.APIStatusError as exc:
+            raise self._status_error(exc) from None
+        except (anthropic.APIConnectionError, anthropic.APITimeoutError) as exc:
+            raise ProviderError(f"{self.label}: batch not sent ({type(exc).__name__})") from None
+        return str(batch.id)
+
+    async def batch_ended(self, batch_id: str) -> bool:
+        client = self._clients.get()
+        try:
+            batch = await client.messages.batches.retrieve(batch_id)
+        except anthropic.APIStatusError as exc:
+            raise self._status_error(exc) from None
+        except (anthropic.APIConnectionError, anthropic.APITimeoutError) as exc:
+            raise ProviderError(f"{self.label}: batch not read ({type(exc).__name__})") from None
+        return str(batch.processing_status) == "ended"
+
+    async def batch_results(self, batch_id: str) -> dict[str, Response | ProviderError]:
+        """Each request's answer, or its own error (errored, expired, canceled)."""
+        client = self._clients.get()
+        out: dict[str, Response | ProviderError] = {}
+        try:
+            async for line in await client.messages.batches.results(batch_id):
+                result = line.result
+                cid = str(line.custom_id)
+                kind = str(result.type)
+                if kind == "succeeded":
+                    # a forced tool call answers with its tool_use block, a text call
+                    # with text: the answer says which it was
+                    resp = self._response(result.message, None)  # type: ignore[union-attr]
+                    out[cid] = replace(resp, meta={**resp.meta, "batch": batch_id})
+                elif kind == "errored":
+                    err = getattr(getattr(result, "error", None), "error", None)
+                    etype = str(getattr(err, "type", "api_error"))
+                    status = 400 if etype == "invalid_request_error" else 500
+                    out[cid] = ProviderError(
+                        f"{self.label}: batch request failed: {etype}: "
+                        f"{redact(str(getattr(err, 'message', '')), self._key)[:200]}",
+                        status=status,
+                    )
+                else:  # expired or canceled: asked again, in a new batch
+                    out[cid] = ProviderError(f"{self.label}: batch request {kind}", retryable=True)
+        except anthropic.APIStatusError as exc:
+            raise self._status_error(exc) from None
+        except (anthropic.APIConnectionError, anthropic.APITimeoutError) as exc:
+            raise ProviderError(
+                f"{self.label}: batch results not read ({type(exc).__name__})"
+            ) from None
+        return out
 
     def _status_error(self, exc: anthropic.APIStatusError) -> ProviderError:
         status = exc.status_code

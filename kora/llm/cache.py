@@ -58,6 +58,8 @@ class CallCache:
         finish = raw.get("finish_reason")
         write, read = raw.get("cache_write_tokens", 0), raw.get("cache_read_tokens", 0)
         meta: dict[str, Any] = {"cached": True}
+        if raw.get("batch"):
+            meta["batch"] = raw["batch"]  # answered in a batch: billed at half price
         latency = raw.get("latency")
         if isinstance(latency, (int, float)) and not isinstance(latency, bool) and latency >= 0:
             meta["latency"] = float(latency)  # the answer's time when it was made
@@ -79,6 +81,7 @@ class CallCache:
                 "input_tokens": response.input_tokens,
                 "output_tokens": response.output_tokens,
                 "finish_reason": response.finish_reason,
+                **({"batch": response.meta["batch"]} if response.meta.get("batch") else {}),
                 **(
                     {
                         "cache_write_tokens": response.cache_write_tokens,

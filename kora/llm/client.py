@@ -24,12 +24,13 @@ from pydantic import BaseModel, ValidationError
 
 from kora.config import ModelConfig
 from kora.io import list_errors
-from kora.llm.base import ChatMessage, Provider, Request, Response, clean_text
+from kora.llm.base import ChatMessage, Provider, Request, Response, clean_text, is_retryable
+from kora.llm.batch import queue_for, supports_batches
 from kora.llm.cache import CallCache, cache_key
 from kora.llm.ledger import Ledger
 from kora.llm.limits import Cost, Limiter, estimate_input_tokens, limited, limiter_for
 from kora.llm.registry import create_provider
-from kora.llm.retry import RetryPolicy
+from kora.llm.retry import RetryPolicy, retrying
 from kora.llm.usage import Usage
 
 __all__ = ["ModelClient", "StructuredOutputError", "Usage", "estimated_cost"]
@@ -165,6 +166,16 @@ class ModelClient:
         finally:
             self.ledger.finish(key, fut, ahead=self.ahead, price=self.config.cost_price)
 
+    def _batched(self, key: str | None) -> bool:
+        """Whether this call goes out in a batch: the model says so, its provider has
+        batches, and the answer has a call-store key to come back under."""
+        return (
+            self.config.batch
+            and key is not None
+            and self.cache is not None
+            and supports_batches(self.provider)
+        )
+
     async def _send(
         self,
         request: Request,
@@ -191,14 +202,25 @@ class ModelClient:
             return replace(resp, meta={**resp.meta, "latency": time.monotonic() - started})
 
         try:
-            resp = await limited(
-                timed,
-                limiter=self.limiter,
-                policy=self.retry_policy,
-                cost=estimated_cost(request),
-                on_retry=on_retry,
-                on_resume=on_resume,
-            )
+            if self._batched(key):
+                assert key is not None and self.cache is not None
+                queue = queue_for(self.provider, self.cache.root.parent / "batches")  # type: ignore[arg-type]
+                resp = await retrying(
+                    lambda: queue.ask(key, request),
+                    should_retry=is_retryable,
+                    policy=self.retry_policy,
+                    on_retry=on_retry,
+                    on_resume=on_resume,
+                )
+            else:
+                resp = await limited(
+                    timed,
+                    limiter=self.limiter,
+                    policy=self.retry_policy,
+                    cost=estimated_cost(request),
+                    on_retry=on_retry,
+                    on_resume=on_resume,
+                )
         except Exception:
             self.usage.add(self.name, stage, None, self.config.cost_price, cached=False)
             raise

@@ -53,6 +53,11 @@ class Counts:
         tin, tout = resp.input_tokens, resp.output_tokens
         write, read = resp.cache_write_tokens, resp.cache_read_tokens
         cost = saved = 0.0
+        if price is not None and resp.meta.get("batch"):
+            # batches are billed at half the price of every token (both providers)
+            price = price.model_copy(
+                update={k: v / 2 for k, v in price.model_dump().items() if v is not None}
+            )
         if price is not None:
             cw = price.input if price.cache_write is None else price.cache_write
             cr = price.input if price.cache_read is None else price.cache_read

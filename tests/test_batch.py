@@ -1,0 +1,158 @@
+"""Batch mode through the real `anthropic` SDK against a loopback Message Batches API:
+one batch for many calls, half price, per-item failures, and a killed run that resumes
+its batch instead of paying twice."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from kora.config import ModelConfig, Price
+from kora.llm import batch as batch_mod
+from kora.llm.base import ChatMessage, ProviderError
+from kora.llm.cache import CallCache
+from kora.llm.client import ModelClient
+from kora.llm.retry import RetryPolicy
+from kora.llm.usage import Usage
+from tests.loopback import AnthropicServer
+
+
+class Answer(BaseModel):
+    answer: str
+
+
+PRICE = Price(input=3.0, output=15.0)
+FAST = RetryPolicy(attempts=3, initial=0.01, maximum=0.05)
+
+
+@pytest.fixture(autouse=True)
+def _quick(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-loop")
+    monkeypatch.setattr(batch_mod, "WINDOW", 0.05)
+    monkeypatch.setattr(batch_mod, "POLL", 0.05)
+    batch_mod._QUEUES.clear()
+
+
+def _client(srv: AnthropicServer, store: Path, usage: Usage, *, batch: bool) -> ModelClient:
+    cfg = ModelConfig(
+        provider="anthropic",
+        model="claude-sonnet-5-5",
+        base_url=srv.url,
+        price=PRICE,
+        batch=batch,
+        prompt_cache=False,
+    )
+    return ModelClient("judge", cfg, cache=CallCache(store), usage=usage, retry_policy=FAST)
+
+
+def _ask_all(client: ModelClient, n: int) -> list[Any]:
+    async def go() -> list[Any]:
+        try:
+            return await asyncio.gather(
+                *(
+                    client.structured([ChatMessage("user", f"question {i}")], Answer, stage="t")
+                    for i in range(n)
+                ),
+                return_exceptions=True,
+            )
+        finally:
+            await client.aclose()
+
+    return asyncio.run(go())
+
+
+def _creates(srv: AnthropicServer) -> int:
+    return sum(1 for r in srv.requests if r.method == "POST" and r.path == "/v1/messages/batches")
+
+
+def test_many_calls_go_out_in_one_batch_at_half_price(tmp_path: Path) -> None:
+    with AnthropicServer(
+        structured=lambda rec: {"answer": rec.body["messages"][0]["content"]}
+    ) as srv:
+        batched = Usage()
+        answers = _ask_all(_client(srv, tmp_path / "a" / "cache", batched, batch=True), 12)
+        creates = _creates(srv)
+        plain = Usage()
+        again = _ask_all(_client(srv, tmp_path / "b" / "cache", plain, batch=False), 12)
+        single = sum(1 for r in srv.requests if r.path == "/v1/messages")
+    assert [a.answer for a in answers] == [f"question {i}" for i in range(12)]
+    assert [a.answer for a in again] == [a.answer for a in answers]
+    assert creates == 1 and single == 12
+    b, p = batched.totals(), plain.totals()
+    assert (b.input_tokens, b.output_tokens) == (p.input_tokens, p.output_tokens)
+    assert b.cost == pytest.approx(p.cost / 2)
+    # the answers are in the call store: asking again pays nothing and sends nothing
+    stored = Usage()
+    with AnthropicServer() as srv2:
+        _ask_all(_client(srv2, tmp_path / "a" / "cache", stored, batch=True), 12)
+        assert srv2.count == 0
+    assert stored.totals().cached == 12
+
+
+def test_an_expired_request_is_asked_again_and_an_errored_one_fails_alone(tmp_path: Path) -> None:
+    with AnthropicServer(structured=lambda rec: {"answer": "ok"}) as srv:
+        srv.batch_faults = __import__("collections").deque(["expired", "errored"])
+        srv.batches = {}
+        out = _ask_all(_client(srv, tmp_path / "cache", Usage(), batch=True), 4)
+        creates = _creates(srv)
+    failed = [o for o in out if isinstance(o, BaseException)]
+    assert len(failed) == 1 and isinstance(failed[0], ProviderError)
+    assert "invalid_request_error" in str(failed[0])
+    assert sum(1 for o in out if not isinstance(o, BaseException)) == 3
+    assert creates == 2  # the expired one went out again, in a second batch
+
+
+def test_a_killed_run_waits_for_its_batch_instead_of_paying_twice(tmp_path: Path) -> None:
+    store = tmp_path / ".kora" / "cache"
+    with AnthropicServer(structured=lambda rec: {"answer": "late"}) as srv:
+        srv.batch_latency = 0.6
+
+        async def killed() -> None:
+            client = _client(srv, store, Usage(), batch=True)
+            task = asyncio.gather(
+                *(client.structured([ChatMessage("user", f"question {i}")], Answer, stage="t")
+                  for i in range(5))
+            )  # fmt: skip
+            await asyncio.sleep(0.3)  # sent, not ended: the run is killed here
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        asyncio.run(killed())
+        pending = list((tmp_path / ".kora" / "batches").glob("*.json"))
+        assert len(pending) == 1 and json.loads(pending[0].read_text())["state"] == "in_progress"
+        batch_mod._QUEUES.clear()  # a new process
+        usage = Usage()
+        out = _ask_all(_client(srv, store, usage, batch=True), 5)
+        creates = _creates(srv)
+    assert [o.answer for o in out] == ["late"] * 5
+    assert creates == 1  # the second run sent nothing new
+    assert json.loads(pending[0].read_text())["state"] == "ended"
+
+
+def test_an_answer_made_ahead_in_a_batch_is_billed_at_half_price_to_its_job(
+    tmp_path: Path,
+) -> None:
+    """The broker makes calls ahead of their jobs; the job that claims one from the call
+    store pays it, at the batch's price."""
+    from kora.llm.ledger import Ledger
+
+    with AnthropicServer(structured=lambda rec: {"answer": "x"}) as srv:
+        ledger = Ledger()
+        ahead = _client(srv, tmp_path / "cache", Usage(), batch=True)
+        ahead.ledger, ahead.ahead = ledger, True
+        _ask_all(ahead, 3)
+        job_usage = Usage()
+        job = _client(srv, tmp_path / "cache", job_usage, batch=True)
+        job.ledger = ledger
+        _ask_all(job, 3)
+        plain_usage = Usage()
+        _ask_all(_client(srv, tmp_path / "plain", plain_usage, batch=False), 3)
+    t = job_usage.totals()
+    assert t.calls == 3 and t.cached == 0  # paid by the job that asked
+    assert t.cost == pytest.approx(plain_usage.totals().cost / 2)
