@@ -77,3 +77,49 @@ def test_kill_9_loses_nothing_and_repays_at_most_the_calls_in_flight(tmp_path: P
         assert paid_twice <= len(bodies) // 4  # never a wholesale re-run
     finally:
         server.stop()
+
+
+@pytest.mark.slow
+def test_kill_9_during_a_batch_run_resumes_its_batches_and_pays_nothing_twice(
+    tmp_path: Path,
+) -> None:
+    """The judges in batch mode: the run is killed while a batch is out; the same command
+    afterwards waits for that batch (its id was stored before waiting) and sends none of
+    its requests again."""
+    server = Server(structured=structured_answer).start()
+    server.batch_latency = 6.0
+    try:
+        copy_workflow(tmp_path)
+        shutil.copytree(REPO / "kora" / "prompts", tmp_path / "prompts")
+        cfg = config(server.url, ["t1"], ["judge"])
+        cfg["models"]["judge"]["batch"] = True
+        (tmp_path / "run.yaml").write_text(yaml.safe_dump(cfg))
+        env = dict(os.environ, ANTHROPIC_API_KEY="test-key", KORA_RETRY_TESTING="1",
+                   KORA_BATCH_WINDOW="0.5", KORA_BATCH_POLL="0.5")  # fmt: skip
+        cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "results/t1/results.json",
+               "--configfile", "run.yaml", "--rerun-incomplete"]  # fmt: skip
+        proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        batches = tmp_path / ".kora" / "batches"
+        deadline = time.time() + 120
+        while time.time() < deadline and not list(batches.glob("*.json")):
+            time.sleep(0.1)
+        assert list(batches.glob("*.json")), "no batch was sent"
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        subprocess.run([*cmd[:3], "--unlock", *cmd[3:]], cwd=tmp_path, env=env,
+                       capture_output=True, timeout=120)  # fmt: skip
+        final = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
+                               timeout=600)  # fmt: skip
+        assert final.returncode == 0, final.stderr[-3000:]
+        results = orjson.loads((tmp_path / "results/t1/results.json").read_bytes())
+        assert results["failedTests"] == 0 and results["tests"] > 0
+        sent: Counter[str] = Counter()
+        for r in server.requests:
+            if r.method == "POST" and r.path == "/v1/messages/batches":
+                sent.update(q["custom_id"] for q in r.body["requests"])
+        assert sent and max(sent.values()) == 1  # every judge question in one batch only
+        assert not any(r.path == "/v1/messages" and r.body.get("model") == "claude-judge"
+                       for r in server.requests)  # fmt: skip
+    finally:
+        server.stop()
