@@ -21,6 +21,17 @@ from tests.helpers import REPO, copy_workflow
 from tests.workflows import Server, config, structured_answer
 
 
+def _finish(cmd: list[str], workdir: Path, env: dict[str, str]) -> None:
+    """The README's way after a kill: unlock, then the same command; it must succeed."""
+    subprocess.run([*cmd[:3], "--unlock", *cmd[3:]], cwd=workdir, env=env,
+                   capture_output=True, timeout=120)  # fmt: skip
+    final = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True,
+                           timeout=600)  # fmt: skip
+    assert final.returncode == 0, final.stderr[-3000:]
+    results = orjson.loads((workdir / "results/t1/results.json").read_bytes())
+    assert results["failedTests"] == 0 and results["tests"] > 0
+
+
 @pytest.mark.slow
 def test_kill_9_loses_nothing_and_repays_at_most_the_calls_in_flight(tmp_path: Path) -> None:
     server = Server(structured=structured_answer, latency=0.15).start()
@@ -52,13 +63,7 @@ def test_kill_9_loses_nothing_and_repays_at_most_the_calls_in_flight(tmp_path: P
             kills += 1
             time.sleep(0.5)  # let the server finish answering the dead client
         assert kills >= 1, "the run finished before any kill: make it longer"
-        subprocess.run([*cmd[:3], "--unlock", *cmd[3:]], cwd=tmp_path, env=env,
-                       capture_output=True, timeout=120)  # fmt: skip
-        final = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
-                               timeout=600)  # fmt: skip
-        assert final.returncode == 0, final.stderr[-3000:]
-        results = orjson.loads((tmp_path / "results/t1/results.json").read_bytes())
-        assert results["failedTests"] == 0 and results["tests"] > 0
+        _finish(cmd, tmp_path, env)
         bodies: Counter[str] = Counter()
         first_seen: dict[str, float] = {}
         for r in server.requests:
@@ -107,13 +112,7 @@ def test_kill_9_during_a_batch_run_resumes_its_batches_and_pays_nothing_twice(
         assert list(batches.glob("*.json")), "no batch was sent"
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-        subprocess.run([*cmd[:3], "--unlock", *cmd[3:]], cwd=tmp_path, env=env,
-                       capture_output=True, timeout=120)  # fmt: skip
-        final = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
-                               timeout=600)  # fmt: skip
-        assert final.returncode == 0, final.stderr[-3000:]
-        results = orjson.loads((tmp_path / "results/t1/results.json").read_bytes())
-        assert results["failedTests"] == 0 and results["tests"] > 0
+        _finish(cmd, tmp_path, env)
         sent: Counter[str] = Counter()
         for r in server.requests:
             if r.method == "POST" and r.path == "/v1/messages/batches":

@@ -14,15 +14,19 @@ from tests.helpers import copy_workflow
 from tests.workflows import TINY, snakemake
 
 
-def plan(workdir: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, list[str]]:
+def plan_output(workdir: Path, capsys: pytest.CaptureFixture[str]) -> str:
     cwd = Path.cwd()
     os.chdir(workdir)
     try:
         assert kora_main(["plan", "tiny", "--configfile", "tiny.yaml"]) == 0
     finally:
         os.chdir(cwd)
+    return capsys.readouterr().out
+
+
+def plan(workdir: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, list[str]]:
     rows = {}
-    for line in capsys.readouterr().out.splitlines():
+    for line in plan_output(workdir, capsys).splitlines():
         parts = line.split()
         if parts and parts[0] in ("seeds", "scenarios", "conversations", "judgments", "total"):
             rows[parts[0]] = parts[1:]
@@ -104,13 +108,7 @@ def test_plan_prices_the_prompt_cache_share_seen_before(
     status.write_text(judged(0, 0, 100_000))
     plain = float(plan(tmp_path, capsys)["judgments"][-1].lstrip("$"))
     status.write_text(judged(0, 90_000, 10_000))
-    cwd = Path.cwd()
-    os.chdir(tmp_path)
-    try:
-        assert kora_main(["plan", "tiny", "--configfile", "tiny.yaml"]) == 0
-    finally:
-        os.chdir(cwd)
-    out = capsys.readouterr().out
+    out = plan_output(tmp_path, capsys)
     cached = next(float(line.split()[-1].lstrip("$")) for line in out.splitlines()
                   if line.startswith("judgments"))  # fmt: skip
     assert cached < plain
