@@ -68,7 +68,7 @@ class ModelConfig(_Strict):
     # kept 5 minutes or an hour (OpenAI caches on its own)
     prompt_cache: bool = True
     cache_ttl: Literal["5m", "1h"] = "5m"
-    # send the calls in the provider's batches, at half price (Anthropic; kora.llm.batch)
+    # send the calls in the provider's batches, at half price (kora.llm.batch)
     batch: bool = False
     # provider http: the service's requests (kora.service_config); app-runner: the app
     http: HttpSpec | None = None
@@ -288,11 +288,10 @@ def validate_config(
                 )
         elif m.http is not None:
             fail(f"models.{name}.http", f"models.{name}.http: only for `provider: http`")
-        if m.batch and m.provider not in ("anthropic", "mock"):
+        if m.batch and m.provider not in ("anthropic", "openai", "mock"):
             fail(
                 f"models.{name}.batch",
-                f"models.{name}.batch: batch mode is available for anthropic models only "
-                "(OpenAI's Batch API is not supported yet)",
+                f"models.{name}.batch: batch mode is for anthropic and openai models",
             )
         if m.app is not None and m.provider != "app-runner":
             fail(f"models.{name}.app", f"models.{name}.app: only for `provider: app-runner`")

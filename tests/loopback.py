@@ -26,6 +26,7 @@ many slow requests, and an ASGI app cannot drop a connection without answering.
 from __future__ import annotations
 
 import asyncio
+import email.policy
 import hashlib
 import json
 import math
@@ -37,6 +38,7 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from email.parser import BytesParser
 from typing import Any, Literal
 from urllib.parse import parse_qs, urlsplit
 
@@ -699,6 +701,92 @@ class OpenAIServer(_LLMServer):
 
     cached_share = 0.0
 
+    # --- the Batch API: files in, a batch over one, its output and error files; every
+    # request answered when the batch is made, the batch completing `batch_latency`
+    # seconds later; `batch_faults` ("expired", "errored") apply to the next requests
+
+    batch_latency = 0.0
+
+    def _batch_api(self, rec: Recorded) -> Reply:
+        if not hasattr(self, "files"):
+            self.files: dict[str, bytes] = {}
+            self.batches: dict[str, dict[str, Any]] = {}
+            self.batch_faults: deque[str] = deque()
+        parts = rec.path.strip("/").split("/")
+        now = time.time()
+        if rec.method == "POST" and parts == ["v1", "files"]:
+            raw = rec.body if isinstance(rec.body, str) else json.dumps(rec.body)
+            head = f"Content-Type: {rec.headers.get('content-type', '')}\r\n\r\n"
+            msg = BytesParser(policy=email.policy.default).parsebytes(head.encode() + raw.encode())
+            data = b""
+            for part in msg.iter_parts():
+                if part.get_param("name", header="content-disposition") == "file":
+                    data = part.get_payload(decode=True) or b""
+            fid = f"file-{uuid.uuid4().hex[:16]}"
+            with self.lock:
+                self.files[fid] = data
+            return Reply.json(200, {"id": fid, "object": "file", "purpose": "batch"})
+        if rec.method == "POST" and parts == ["v1", "batches"]:
+            body = rec.body if isinstance(rec.body, dict) else {}
+            with self.lock:
+                data = self.files.get(str(body.get("input_file_id")), b"")
+            out, err = [], []
+            for line in data.splitlines():
+                r = json.loads(line)
+                with self.lock:
+                    fault = self.batch_faults.popleft() if self.batch_faults else None
+                cid = r["custom_id"]
+                if fault == "expired":
+                    err.append({"custom_id": cid, "response": None,
+                                "error": {"code": "batch_expired", "message": "expired"}})  # fmt: skip
+                    continue
+                if fault == "errored":
+                    bad = {"error": {"message": "scripted failure"}}
+                    err.append({"custom_id": cid, "response": {"status_code": 400, "body": bad},
+                                "error": None})  # fmt: skip
+                    continue
+                inner = Recorded("POST", "/v1/chat/completions", {}, rec.headers, r["body"], now)
+                reply = self.handle(inner, invalid=False)
+                out.append({"custom_id": cid, "response": {"status_code": 200,
+                            "body": json.loads(reply.body)}, "error": None})  # fmt: skip
+            bid = f"batch_{uuid.uuid4().hex[:16]}"
+            with self.lock:
+                ids = {}
+                for name, rows in (("output_file_id", out), ("error_file_id", err)):
+                    if rows:
+                        fid = f"file-{uuid.uuid4().hex[:16]}"
+                        self.files[fid] = "".join(json.dumps(x) + "\n" for x in rows).encode()
+                        ids[name] = fid
+                self.batches[bid] = {"created": now, **ids}
+            return Reply.json(200, self._batch_doc(bid, now))
+        if rec.method == "GET" and len(parts) == 3 and parts[1] == "batches":
+            with self.lock:
+                known = parts[2] in self.batches
+            if not known:
+                return self.error_reply(404, f"no batch {parts[2]}")
+            return Reply.json(200, self._batch_doc(parts[2], now))
+        if (
+            rec.method == "GET"
+            and len(parts) == 4
+            and parts[1] == "files"
+            and parts[3] == "content"
+        ):
+            with self.lock:
+                content = self.files.get(parts[2])
+            if content is None:
+                return self.error_reply(404, f"no file {parts[2]}")
+            return Reply(200, content, {"content-type": "application/octet-stream"})
+        return self.error_reply(404, f"no route {rec.method} {rec.path}")
+
+    def _batch_doc(self, bid: str, now: float) -> dict[str, Any]:
+        b = self.batches[bid]
+        done = now >= b["created"] + self.batch_latency
+        doc = {"id": bid, "object": "batch", "endpoint": "/v1/chat/completions",
+               "status": "completed" if done else "in_progress"}  # fmt: skip
+        if done:
+            doc.update({k: b.get(k) for k in ("output_file_id", "error_file_id")})
+        return doc
+
     def _cached(self, messages: Any) -> int:
         n = _tokens(messages)
         return int(n * self.cached_share) // 128 * 128 if n >= 1024 else 0
@@ -736,6 +824,8 @@ class OpenAIServer(_LLMServer):
         )
 
     def handle(self, rec: Recorded, *, invalid: bool) -> Reply:
+        if rec.path.startswith(("/v1/files", "/v1/batches")):
+            return self._batch_api(rec)
         if rec.method != "POST" or rec.path != "/v1/chat/completions":
             return self.error_reply(404, f"no route {rec.method} {rec.path}")
         auth = rec.headers.get("authorization")

@@ -1,6 +1,7 @@
-"""Batch mode through the real `anthropic` SDK against a loopback Message Batches API:
-one batch for many calls, half price, per-item failures, and a killed run that resumes
-its batch instead of paying twice."""
+"""Batch mode through the real `anthropic` SDK against a loopback Message Batches API,
+and the project's httpx client against a loopback OpenAI Batch API (files, batches,
+output and error files): one batch for many calls, half price, per-item failures, and a
+killed run that resumes its batch instead of paying twice."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from kora.llm.cache import CallCache
 from kora.llm.client import ModelClient
 from kora.llm.retry import RetryPolicy
 from kora.llm.usage import Usage
-from tests.loopback import AnthropicServer
+from tests.loopback import AnthropicServer, OpenAIServer
 
 
 class Answer(BaseModel):
@@ -38,11 +39,12 @@ def _quick(monkeypatch: pytest.MonkeyPatch) -> None:
     batch_mod._QUEUES.clear()
 
 
-def _client(srv: AnthropicServer, store: Path, usage: Usage, *, batch: bool) -> ModelClient:
+def _client(srv: Any, store: Path, usage: Usage, *, batch: bool) -> ModelClient:
+    openai = isinstance(srv, OpenAIServer)
     cfg = ModelConfig(
-        provider="anthropic",
-        model="claude-sonnet-5-5",
-        base_url=srv.url,
+        provider="openai" if openai else "anthropic",
+        model="gpt-x" if openai else "claude-sonnet-5-5",
+        base_url=f"{srv.url}/v1" if openai else srv.url,
         price=PRICE,
         batch=batch,
         prompt_cache=False,
@@ -66,20 +68,33 @@ def _ask_all(client: ModelClient, n: int) -> list[Any]:
     return asyncio.run(go())
 
 
-def _creates(srv: AnthropicServer) -> int:
-    return sum(1 for r in srv.requests if r.method == "POST" and r.path == "/v1/messages/batches")
+def _creates(srv: Any) -> int:
+    path = "/v1/batches" if isinstance(srv, OpenAIServer) else "/v1/messages/batches"
+    return sum(1 for r in srv.requests if r.method == "POST" and r.path == path)
 
 
-def test_many_calls_go_out_in_one_batch_at_half_price(tmp_path: Path) -> None:
-    with AnthropicServer(
-        structured=lambda rec: {"answer": rec.body["messages"][0]["content"]}
-    ) as srv:
+def _single(srv: Any) -> int:
+    path = "/v1/chat/completions" if isinstance(srv, OpenAIServer) else "/v1/messages"
+    return sum(1 for r in srv.requests if r.path == path)
+
+
+SERVERS = {"anthropic": AnthropicServer, "openai": OpenAIServer}
+
+
+def _echo(rec: Any) -> dict[str, str]:
+    messages = rec.body["messages"]
+    return {"answer": next(m["content"] for m in messages if m["role"] == "user")}
+
+
+@pytest.mark.parametrize("provider", sorted(SERVERS))
+def test_many_calls_go_out_in_one_batch_at_half_price(provider: str, tmp_path: Path) -> None:
+    with SERVERS[provider](structured=_echo) as srv:
         batched = Usage()
         answers = _ask_all(_client(srv, tmp_path / "a" / "cache", batched, batch=True), 12)
         creates = _creates(srv)
         plain = Usage()
         again = _ask_all(_client(srv, tmp_path / "b" / "cache", plain, batch=False), 12)
-        single = sum(1 for r in srv.requests if r.path == "/v1/messages")
+        single = _single(srv)
     assert [a.answer for a in answers] == [f"question {i}" for i in range(12)]
     assert [a.answer for a in again] == [a.answer for a in answers]
     assert creates == 1 and single == 12
@@ -88,28 +103,35 @@ def test_many_calls_go_out_in_one_batch_at_half_price(tmp_path: Path) -> None:
     assert b.cost == pytest.approx(p.cost / 2)
     # the answers are in the call store: asking again pays nothing and sends nothing
     stored = Usage()
-    with AnthropicServer() as srv2:
+    with SERVERS[provider]() as srv2:
         _ask_all(_client(srv2, tmp_path / "a" / "cache", stored, batch=True), 12)
         assert srv2.count == 0
     assert stored.totals().cached == 12
 
 
-def test_an_expired_request_is_asked_again_and_an_errored_one_fails_alone(tmp_path: Path) -> None:
-    with AnthropicServer(structured=lambda rec: {"answer": "ok"}) as srv:
-        srv.batch_faults = __import__("collections").deque(["expired", "errored"])
-        srv.batches = {}
+@pytest.mark.parametrize("provider", sorted(SERVERS))
+def test_an_expired_request_is_asked_again_and_an_errored_one_fails_alone(
+    provider: str, tmp_path: Path
+) -> None:
+    with SERVERS[provider](structured=lambda rec: {"answer": "ok"}) as srv:
+        _ask_all(_client(srv, tmp_path / "warm", Usage(), batch=True), 1)  # the batch API is up
+        srv.batch_faults.extend(["expired", "errored"])
+        before = _creates(srv)
         out = _ask_all(_client(srv, tmp_path / "cache", Usage(), batch=True), 4)
-        creates = _creates(srv)
+        creates = _creates(srv) - before
     failed = [o for o in out if isinstance(o, BaseException)]
     assert len(failed) == 1 and isinstance(failed[0], ProviderError)
-    assert "invalid_request_error" in str(failed[0])
+    assert "invalid_request_error" in str(failed[0]) or "scripted failure" in str(failed[0])
     assert sum(1 for o in out if not isinstance(o, BaseException)) == 3
     assert creates == 2  # the expired one went out again, in a second batch
 
 
-def test_a_killed_run_waits_for_its_batch_instead_of_paying_twice(tmp_path: Path) -> None:
+@pytest.mark.parametrize("provider", sorted(SERVERS))
+def test_a_killed_run_waits_for_its_batch_instead_of_paying_twice(
+    provider: str, tmp_path: Path
+) -> None:
     store = tmp_path / ".kora" / "cache"
-    with AnthropicServer(structured=lambda rec: {"answer": "late"}) as srv:
+    with SERVERS[provider](structured=lambda rec: {"answer": "late"}) as srv:
         srv.batch_latency = 0.6
 
         async def killed() -> None:

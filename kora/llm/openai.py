@@ -90,6 +90,13 @@ class OpenAIProvider(RemoteModel[httpx.AsyncClient]):
             raise self._status_error(resp)
         try:
             data = orjson.loads(resp.content)
+        except orjson.JSONDecodeError:
+            data = None
+        return self._parse(data, resp)
+
+    def _parse(self, data: Any, resp: httpx.Response | None) -> Response:
+        """A chat completion (the body of a direct answer or of a batch's line)."""
+        try:
             choice = data["choices"][0]
             message = choice["message"]
             text = message.get("content")
@@ -111,21 +118,32 @@ class OpenAIProvider(RemoteModel[httpx.AsyncClient]):
                 if refused
                 else _FINISH.get(str(choice.get("finish_reason")), "other"),
                 meta={"finish_reason": choice.get("finish_reason")},
-                limits=from_openai(resp.headers, time.time()),
+                limits=None if resp is None else from_openai(resp.headers, time.time()),
             )
-        except (
-            orjson.JSONDecodeError,
-            KeyError,
-            IndexError,
-            TypeError,
-            AttributeError,
-            ValueError,
-        ):
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError):
+            shown = resp.text[:120] if resp is not None else orjson.dumps(data)[:120].decode()
+            status = f"HTTP {resp.status_code}" if resp is not None else "batch answer"
             raise ProviderError(
-                f"{self.label}: HTTP {resp.status_code} with a malformed body "
-                f"({redact(resp.text[:120], self._key)!r})",
+                f"{self.label}: {status} with a malformed body ({redact(shown, self._key)!r})",
                 retryable=True,
             ) from None
+
+    # --- the Batch API (kora.llm.batch; the requests in kora.llm.openai_batch) ---------
+
+    async def batch_submit(self, items: list[tuple[str, Request]]) -> str:
+        from kora.llm import openai_batch
+
+        return await openai_batch.submit(self, items)
+
+    async def batch_ended(self, batch_id: str) -> bool:
+        from kora.llm import openai_batch
+
+        return await openai_batch.ended(self, batch_id)
+
+    async def batch_results(self, batch_id: str) -> dict[str, Response | ProviderError]:
+        from kora.llm import openai_batch
+
+        return await openai_batch.results(self, batch_id)
 
     def _status_error(self, resp: httpx.Response) -> ProviderError:
         status = resp.status_code
