@@ -178,3 +178,18 @@ def test_an_answer_made_ahead_in_a_batch_is_billed_at_half_price_to_its_job(
     t = job_usage.totals()
     assert t.calls == 3 and t.cached == 0  # paid by the job that asked
     assert t.cost == pytest.approx(plain_usage.totals().cost / 2)
+
+
+def test_the_progress_line_counts_the_runs_batches(tmp_path: Path) -> None:
+    from kora.progress import Monitor
+
+    folder = tmp_path / "batches"
+    folder.mkdir()
+    for i, state in enumerate(["in_progress", "in_progress", "ended"]):
+        (folder / f"b{i}.json").write_text(json.dumps({"id": f"b{i}", "state": state}))
+    monitor = Monitor(tmp_path, "run-x", every=3600)
+    monitor.batches = folder
+    monitor.started = 0.0
+    monitor.dir.mkdir(parents=True)
+    monitor.print()
+    assert "batches: 2 in progress, 1 done" in monitor._last

@@ -113,3 +113,18 @@ def test_plan_prices_the_prompt_cache_share_seen_before(
                   if line.startswith("judgments"))  # fmt: skip
     assert cached < plain
     assert "prompt caching: the estimate is $" in out
+
+
+def test_plan_halves_the_cost_of_a_model_in_batch_mode(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy_workflow(tmp_path)
+    price = {"input": 3.0, "output": 15.0}
+    model = {"provider": "anthropic", "model": "m", "price": price}
+    cfg = dict(TINY, models={"mock": model})
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(cfg))
+    plain = float(plan(tmp_path, capsys)["total"][-1].lstrip("$"))
+    model["batch"] = True
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(cfg))
+    batched = float(plan(tmp_path, capsys)["total"][-1].lstrip("$"))
+    assert batched == pytest.approx(plain / 2, abs=0.01)
