@@ -179,6 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
     pg.add_argument("--target-only", action="store_true", help="skip the child and judge models")
     pg.set_defaults(func=cmd_ping)
 
+    from kora.annotate.commands import add_arguments as annotate_arguments
+
+    annotate_arguments(sub)
+
     from kora.stats import commands as stats
 
     cp = sub.add_parser("compare", help="agreement and 3x3 flip matrix of two judgment sets")

@@ -1,0 +1,93 @@
+"""`kora annotate`: a grading page on 127.0.0.1 (aiohttp), one answer saved per click.
+
+The page shows each sampled conversation with what its judge saw (risk, age range, the
+scenario's outline, the transcript) and nothing of the judges' grades; the person grades
+safety and each behaviour criterion (grade, occurrence count, a note) with the rubric
+beside it, by keyboard or mouse. Every answer is a POST that appends to the annotator's
+label file before it is acknowledged (kora.annotate.labels).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import orjson
+from aiohttp import web
+from markupsafe import Markup
+
+from kora.annotate import labels
+from kora.errors import InputError
+from kora.records import TestRecord
+from kora.report.pages import CRITERION_HELP, json_script
+from kora.taxonomy import Taxonomy
+
+HERE = Path(__file__).parent
+SCENARIO_FIELDS = ("shortTitle", "childMaturity", "childBackground", "narrative")
+
+
+def item(r: TestRecord, taxonomy: Taxonomy | None) -> dict[str, Any]:
+    """What the person sees of one test: no grade of any judge."""
+    sc = r.raw.get("scenario") or {}
+    risk = taxonomy.risk(r.category, r.risk).name if taxonomy else r.risk
+    return {
+        "key": r.key,
+        "risk": risk,
+        "age": r.age,
+        "prompt": r.prompt,
+        "scenario": {f: sc.get(f) for f in SCENARIO_FIELDS if sc.get(f)},
+        "messages": [
+            {"role": m.get("role"), "content": m.get("content")} for m in r.raw.get("messages", [])
+        ],
+    }
+
+
+def page(items: list[dict[str, Any]], done: dict[str, Any], annotator: str, target: str) -> str:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    return env.get_template("annotate.html.jinja").render(
+        target=target,
+        annotator=annotator,
+        data=json_script({"items": items, "labels": done, "help": CRITERION_HELP}),
+        script=Markup((HERE / "templates" / "annotate.js").read_text()),
+    )
+
+
+def build_app(
+    records: list[TestRecord],
+    keys: list[str],
+    label_path: Path,
+    annotator: str,
+    target: str,
+    taxonomy: Taxonomy | None = None,
+) -> web.Application:
+    by_key = {r.key: r for r in records}
+    items = [item(by_key[k], taxonomy) for k in keys if k in by_key]
+    sampled = {i["key"] for i in items}
+
+    async def index(request: web.Request) -> web.Response:
+        html = page(items, labels.read(label_path), annotator, target)
+        return web.Response(text=html, content_type="text/html")
+
+    async def save(request: web.Request) -> web.Response:
+        try:
+            answer = labels.check(await request.json(loads=orjson.loads))
+        except (InputError, orjson.JSONDecodeError, ValueError) as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+        if answer["key"] not in sampled:
+            return web.json_response({"error": "not a test of this sample"}, status=400)
+        labels.append(label_path, answer)
+        return web.json_response({"ok": True})
+
+    async def current(request: web.Request) -> web.Response:
+        return web.json_response(labels.read(label_path))
+
+    app = web.Application()
+    app.router.add_get("/", index)
+    app.router.add_post("/api/label", save)
+    app.router.add_get("/api/labels", current)
+    return app

@@ -1,0 +1,222 @@
+"""`kora annotate` and `kora agreement`: the sample, the label files, the figures (checked
+against values worked out by hand), and the grading page in Chromium with the server
+killed and started again half-way."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from kora.annotate import labels
+from kora.annotate.sample import draw, stratum
+from kora.annotate.server import build_app
+from kora.errors import InputError
+from kora.records import TestRecord, judged, load_records
+from kora.stats.human import agreement, kappa
+from tests.reportdata import TAXONOMY, make_judgments, write_jsonl
+from tests.test_report_browser import chromium, find_chromium  # noqa: F401
+
+
+@pytest.fixture()
+def records(tmp_path: Path) -> list[TestRecord]:
+    path = write_jsonl(tmp_path / "judgments.jsonl", make_judgments())
+    return judged(load_records([path]))
+
+
+def test_the_sample_covers_every_stratum_and_the_same_seed_gives_the_same(
+    records: list[TestRecord],
+) -> None:
+    strata = {stratum(r) for r in records}
+    a, b = draw(records, len(strata), 7), draw(records, len(strata), 7)
+    assert a == b and len(a) == len(set(a)) == len(strata)
+    by_key = {r.key: r for r in records}
+    assert {stratum(by_key[k]) for k in a} == strata  # one of each, rare ones included
+    assert draw(records, len(strata), 8) != a
+
+
+def test_labels_merge_answers_and_survive_a_cut_last_line(tmp_path: Path) -> None:
+    path = labels.label_file(tmp_path, "ana")
+    labels.append(path, labels.check({"key": "k1", "criterion": "safety", "grade": "failing"}))
+    labels.append(path, labels.check({"key": "k1", "criterion": "anthropomorphism",
+                                      "grade": "adequate", "count": 2}))  # fmt: skip
+    labels.append(path, labels.check({"key": "k1", "criterion": "safety", "grade": "adequate"}))
+    with open(path, "ab") as f:
+        f.write(b'{"key": "k2", "criterion": "saf')  # a crash mid-write
+    assert labels.read(path) == {
+        "k1": {
+            "safety": {"grade": "adequate"},
+            "anthropomorphism": {"grade": "adequate", "count": 2},
+        }
+    }
+    for bad in ({"key": "k", "criterion": "nope"}, {"key": "k", "criterion": "safety",
+                "grade": "great"}, {"key": "k", "criterion": "safety", "count": 1}):  # fmt: skip
+        with pytest.raises(InputError, match=r"criterion|grade|count"):
+            labels.check(bad)
+    with pytest.raises(InputError, match="annotator"):
+        labels.label_file(tmp_path, "../etc")
+
+
+def test_weighted_kappa_and_agreement_by_hand() -> None:
+    # judge f a e a, person f a a a: exact 3/4; quadratic weights (i-j)^2/4: observed
+    # weighted disagreement 1/4 x 1/4 = 0.0625, expected 0.1875 -> kappa 1 - 1/3
+    assert kappa(["failing", "adequate", "exemplary", "adequate"],
+                 ["failing", "adequate", "adequate", "adequate"]) == pytest.approx(0.6667, abs=1e-4)  # fmt: skip
+    assert kappa(["adequate"] * 3, ["adequate"] * 3) is None  # undefined, not 1 or 0
+
+
+def _labels_like_judge(
+    records: list[TestRecord], keys: list[str], flip: set[str]
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for r in records:
+        if r.key in keys:
+            g = r.criteria["safety"].grade
+            out[r.key] = {"safety": {"grade": "adequate" if r.key in flip and g != "adequate"
+                                     else ("failing" if r.key in flip else g)}}  # fmt: skip
+    return out
+
+
+def test_agreement_figures(records: list[TestRecord]) -> None:
+    keys = draw(records, 20, 1)
+    flip = set(keys[:5])
+    people = {"ana": _labels_like_judge(records, keys, set()),
+              "ben": _labels_like_judge(records, keys, flip)}  # fmt: skip
+    doc = agreement(records, people)
+    safety = doc["criteria"]["safety"]
+    assert safety["pairs"]["judge vs ana"]["exact"] == 1.0
+    assert (
+        safety["pairs"]["judge vs ben"]["exact"] == 0.75
+        and safety["pairs"]["judge vs ben"]["n"] == 20
+    )
+    low, high = safety["pairs"]["judge vs ben"]["exactCI"]
+    assert low <= 0.75 <= high
+    matrix = safety["pairs"]["judge vs ben"]["confusion"]["rows"]
+    assert sum(map(sum, matrix)) == 20 and sum(matrix[i][i] for i in range(3)) == 15
+    assert safety["alpha"] is not None and safety["alpha"] < 1
+    assert doc["risks"] and doc["risks"][0]["disagree"] >= 1
+
+
+class Served:
+    """The annotate app on a loopback port, in a thread, stoppable like a killed server."""
+
+    def __init__(self, records: list[TestRecord], keys: list[str], path: Path) -> None:
+        from aiohttp import web
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.app = build_app(records, keys, path, "ana", "fixture-target", TAXONOMY)
+        self.loop = asyncio.new_event_loop()
+        self.runner = web.AppRunner(self.app)
+        started = threading.Event()
+
+        def run() -> None:
+            asyncio.set_event_loop(self.loop)
+            self.loop.run_until_complete(self.runner.setup())
+            site = web.TCPSite(self.runner, "127.0.0.1", self.port)
+            self.loop.run_until_complete(site.start())
+            started.set()
+            self.loop.run_forever()
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+        started.wait(10)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    def kill(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+@pytest.fixture()
+def page(chromium: Any) -> Iterator[Any]:  # noqa: F811
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(10_000)
+    p = context.new_page()
+    errors: list[str] = []
+    p.on("pageerror", lambda e: errors.append(str(e)))
+    yield p
+    context.close()
+    assert not errors
+
+
+def test_grading_in_the_browser_with_a_kill_in_the_middle(
+    page: Any, records: list[TestRecord], tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    keys = draw(records, 3, 2)
+    path = labels.label_file(tmp_path / "annotations", "ana")
+    by_key = {r.key: r for r in records}
+    server = Served(records, keys, path)
+    page.goto(server.url)
+    # nothing of the judges' grades or reasons on the page
+    first = by_key[keys[0]]
+    assert first.criteria["safety"].reasons[:40] not in page.content()
+    # conversation 1 by keyboard: 3 grades, a count, then Tab through the criteria
+    page.keyboard.press("1")  # safety: failing
+    page.keyboard.press("Tab")
+    page.keyboard.press("2")  # anthropomorphism: adequate
+    page.keyboard.press("c")
+    page.keyboard.press("4")  # its count
+    page.keyboard.press("Tab")
+    page.keyboard.press("3")  # epistemic humility: exemplary
+    page.keyboard.press("Tab")
+    page.keyboard.press("3")  # human redirection: exemplary
+    expect(page.locator("#status")).to_have_text("saved")
+    page.keyboard.press("n")
+    # conversation 2 by mouse; the note typed in its box
+    box = page.locator('[data-criterion="safety"]')
+    box.locator('[data-grade="exemplary"]').click()
+    expect(page.locator("#status")).to_have_text("saved")
+    server.kill()  # killed before the rest of conversation 2 is graded
+    page.locator('[data-criterion="anthropomorphism"] [data-grade="adequate"]').click()
+    expect(page.locator("#status")).to_contain_text("NOT saved")
+    server = Served(records, keys, path)
+    page.goto(server.url)
+    # the page starts at the first conversation not fully graded, with what was saved
+    expect(page.locator("#position")).to_contain_text("conversation 2 of 3 · 1 graded")
+    expect(page.locator('[data-criterion="safety"] [data-grade="exemplary"]')).to_have_class("on")
+    for crit, grade in (("anthropomorphism", "adequate"), ("epistemicHumility", "adequate"),
+                        ("humanRedirection", "failing")):  # fmt: skip
+        page.locator(f'[data-criterion="{crit}"] [data-grade="{grade}"]').click()
+        expect(page.locator("#status")).to_have_text("saved")
+    note = page.locator('[data-criterion="safety"] textarea')
+    note.fill("asks about <b>knives</b>")
+    note.press("Tab")
+    expect(page.locator("#status")).to_have_text("saved")
+    page.locator("#next").click()
+    for key in ("1", "Tab", "1", "Tab", "1", "Tab", "1"):
+        page.keyboard.press(key)
+    expect(page.locator("#position")).to_contain_text("3 graded")
+    server.kill()
+
+    saved = labels.read(path)
+    assert saved[keys[0]] == {
+        "safety": {"grade": "failing"},
+        "anthropomorphism": {"grade": "adequate", "count": 4},
+        "epistemicHumility": {"grade": "exemplary"},
+        "humanRedirection": {"grade": "exemplary"},
+    }
+    assert saved[keys[1]]["safety"] == {"grade": "exemplary", "note": "asks about <b>knives</b>"}
+    assert saved[keys[1]]["humanRedirection"] == {"grade": "failing"}
+    assert all(v["grade"] == "failing" for v in saved[keys[2]].values())
+    # the agreement with these labels, worked out from the judge's grades
+    judge = {k: by_key[k].criteria["safety"].grade for k in keys}
+    mine = {k: saved[k]["safety"]["grade"] for k in keys}
+    exact = sum(judge[k] == mine[k] for k in keys) / 3
+    doc = agreement(records, {"ana": saved})
+    assert doc["criteria"]["safety"]["pairs"]["judge vs ana"]["exact"] == round(exact, 4)
+    lines = [orjson.loads(x) for x in path.read_bytes().splitlines()]
+    assert len(lines) >= 12  # one line per answer
