@@ -323,6 +323,7 @@ class ReportInput(_Spec):
     judgments: list[Path]
     results: Path
     taxonomy: list[Path]
+    agreement: list[Path] = []  # what `kora agreement` wrote, once it has run
 
 
 class ReportOutput(_Spec):
@@ -344,7 +345,8 @@ async def report(
     doc = orjson.loads(input.results.read_bytes())
     taxonomy = Sources(prompts=[], taxonomy=input.taxonomy).taxonomy_of(ctx)
     records = load_records(input.judgments)
-    summary = write_report(records, doc, output.html, output.summary, taxonomy)
+    agreement = orjson.loads(input.agreement[0].read_bytes()) if input.agreement else None
+    summary = write_report(records, doc, output.html, output.summary, taxonomy, agreement)
     log.info(
         "%s: report of %d tests (%d failed) in %.1f s",
         params.target, summary["tests"], summary["errors"], time.monotonic() - started,

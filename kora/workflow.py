@@ -119,6 +119,10 @@ class Pipeline:
         d = Path(self.config.taxonomy_dir)
         return [str(d / "risks.json"), str(d / "motivations.json")]
 
+    def agreement_files(self, target: str) -> list[str]:
+        path = self.workdir / "results" / target / "agreement.json"
+        return [f"results/{target}/agreement.json"] if path.exists() else []
+
     def judgment_files(self, target: str) -> list[str]:
         return [judgments_path(target, c) for c in self.cells()]
 

@@ -8,6 +8,8 @@ rule report:
         judgments=lambda wc: PIPELINE.judgment_files(wc.target),
         results="results/{target}/results.json",
         taxonomy=PIPELINE.taxonomy_files(),
+        # `kora agreement`'s figures, once people have graded (kora annotate)
+        agreement=lambda wc: PIPELINE.agreement_files(wc.target),
     output:
         html="results/{target}/report.html",
         summary="results/{target}/summary.json",

@@ -220,3 +220,52 @@ def test_grading_in_the_browser_with_a_kill_in_the_middle(
     assert doc["criteria"]["safety"]["pairs"]["judge vs ana"]["exact"] == round(exact, 4)
     lines = [orjson.loads(x) for x in path.read_bytes().splitlines()]
     assert len(lines) >= 12  # one line per answer
+
+
+def test_the_report_shows_the_agreement_once_there_is_one(
+    records: list[TestRecord], tmp_path: Path
+) -> None:
+    from kora.report.pages import write_report
+    from tests.reportdata import results_doc
+
+    keys = draw(records, 20, 1)
+    doc = agreement(records, {"ana": _labels_like_judge(records, keys, set(keys[:5]))})
+    plain = write_report(records, results_doc(), tmp_path / "a.html", tmp_path / "a.json", TAXONOMY)
+    assert "humanAgreement" not in plain
+    assert 'id="human-agreement"' not in (tmp_path / "a.html").read_text()
+    shown = write_report(records, results_doc(), tmp_path / "b.html", tmp_path / "b.json",
+                         TAXONOMY, doc)  # fmt: skip
+    page = (tmp_path / "b.html").read_text()
+    assert shown["humanAgreement"]["criteria"]["safety"]["pairs"]["judge vs ana"]["exact"] == 0.75
+    assert 'id="human-agreement"' in page and "judge vs ana" in page and "75.0%" in page
+
+
+def test_kora_agreement_with_people_and_the_reference_judge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kora.cli import main as kora_main
+
+    monkeypatch.chdir(tmp_path)
+    judgments = make_judgments()
+    write_jsonl(tmp_path / "results/t/judgments/a/b/c.jsonl", judgments)
+    records = judged(load_records([tmp_path / "results/t/judgments/a/b/c.jsonl"]))
+    keys = draw(records, 10, 1)
+    path = labels.label_file(tmp_path / "results/t/annotations", "ana")
+    for k, v in _labels_like_judge(records, keys, set()).items():
+        labels.append(path, {"key": k, "criterion": "safety", **v["safety"]})
+    # the reference run judged the same conversations, and differs on 4 of 40 tests
+    ref = [j.model_copy(deep=True) for j in judgments]
+    flipped = 0
+    for j in ref:
+        if j.assessment is not None and flipped < 4 and j.assessment.grade != "exemplary":
+            j.assessment.grade = "exemplary"
+            flipped += 1
+    write_jsonl(tmp_path / "reference.jsonl", ref)
+    assert kora_main(["agreement", "t", "--reference", "reference.jsonl"]) == 0
+    out = capsys.readouterr().out
+    doc = orjson.loads((tmp_path / "results/t/agreement.json").read_bytes())
+    pairs = doc["criteria"]["safety"]["pairs"]
+    assert pairs["judge vs ana"]["exact"] == 1.0 and pairs["judge vs ana"]["n"] == 10
+    n = pairs["judge vs reference"]["n"]
+    assert pairs["judge vs reference"]["exact"] == round((n - 4) / n, 4)
+    assert "judge vs reference" in out and "written: results/t/agreement.json" in out

@@ -70,7 +70,21 @@ def cmd_agreement(args: argparse.Namespace) -> int:
 
     records = _judged(args.target)
     folder = Path("results") / args.target / "annotations"
-    people = {f.stem: read(f) for f in sorted(folder.glob("*.jsonl"))}
+    people: dict[str, Any] = {f.stem: read(f) for f in sorted(folder.glob("*.jsonl"))}
+    if args.reference:
+        # the reference run's judge, as one more rater on the same conversations
+        import tempfile
+
+        from kora.records import input_files, judged, load_records
+        from kora.stats.human import judge_labels
+
+        with tempfile.TemporaryDirectory(prefix="kora-reference-") as tmp:
+            files = input_files(Path(args.reference), Path(tmp))
+            reference = judge_labels(judged(load_records(files)))
+        shared = set(reference) & {r.key for r in records}
+        if not shared:
+            raise InputError(f"{args.reference}: no test in common with {args.target}")
+        people["reference"] = {k: reference[k] for k in shared}
     if not people:
         raise InputError(f"{folder}: no labels yet (kora annotate {args.target} --annotator NAME)")
     doc = agreement(records, people, seed=args.seed)
@@ -88,7 +102,8 @@ def cmd_agreement(args: argparse.Namespace) -> int:
     if doc["risks"]:
         worst = ", ".join(f"{r['risk']} {r['share']:.0%} of {r['n']}" for r in doc["risks"][:3])
         print(f"judges and people disagree on safety most for: {worst}")
-    print(f"written: {out}")
+    print(f"written: {out}; the report shows it from its next run "
+          f"(snakemake --cores 2 results/{args.target}/report.html)")  # fmt: skip
     return 0
 
 
@@ -115,4 +130,9 @@ def add_arguments(sub: Any) -> None:
     )
     ag.add_argument("target")
     ag.add_argument("--seed", type=int, default=0, help="the bootstrap's random seed")
+    ag.add_argument(
+        "--reference",
+        help="the reference run's per-test results (folder, .zip or JSONL, as kora aggregate "
+        "reads): its judge becomes one more rater, compared on the tests both judged",
+    )
     ag.set_defaults(func=cmd_agreement)

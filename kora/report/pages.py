@@ -187,6 +187,8 @@ def render_report(
     target = summary.get("target")
     replies = summary.get("targetReplies")
     nav = [*NAV[:1], ("replies", "Target replies"), *NAV[1:]] if replies else list(NAV)
+    if summary.get("humanAgreement"):
+        nav.insert(-1, ("people", "Judges vs people"))
     template = environment().get_template("report.html.jinja")
     return template.render(
         title=f"KORA report: {target or ''}",
@@ -219,10 +221,14 @@ def write_report(
     html_path: Path | str,
     summary_path: Path | str | None = None,
     taxonomy: Taxonomy | None = None,
+    agreement: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Write report.html (and summary.json); returns the summary."""
+    """Write report.html (and summary.json); returns the summary. `agreement`: what
+    `kora agreement` found of the judges against people, shown in its own section."""
     records = records_of(judgments)
     summary = build_summary(records, results, taxonomy)
+    if agreement is not None:
+        summary["humanAgreement"] = dict(agreement)
     write_atomic(html_path, render_report(records, results, taxonomy, summary).encode())
     if summary_path is not None:
         write_json(summary_path, summary)
