@@ -145,9 +145,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     ic = sub.add_parser(
         "import-conversations",
-        help="recorded conversations (JSONL of scenario, prompt, messages, modelId) to re-judge",
+        help="recorded conversations to re-judge: JSONL of scenario, prompt, messages, "
+        "modelId, or per-test result files (a folder, .zip or .json, as the reference run "
+        "wrote them; their grades are left behind)",
     )
-    ic.add_argument("file")
+    ic.add_argument("file", help="a JSONL file, or a folder / .zip / .json of per-test results")
     ic.add_argument("--target", help="target name for every record (default: each modelId)")
     ic.set_defaults(func=cmd_import_conversations)
 

@@ -11,7 +11,9 @@ import hashlib
 import shutil
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -170,9 +172,8 @@ def parse_conversations(
     from kora.testkeys import TestKey
 
     out: dict[str, dict[Shard, list[Conversation]]] = defaultdict(lambda: defaultdict(list))
-    seen: dict[tuple[str, str], int] = {}
-    for lineno, obj in iter_jsonl(path):
-        where = f"{path}:{lineno}"
+    seen: dict[tuple[str, str], str] = {}
+    for where, obj in _recorded(path):
         if not isinstance(obj, dict):
             raise InputError(f"{where}: expected a JSON object")
         name = target or obj.get("target") or obj.get("modelId")
@@ -198,14 +199,47 @@ def parse_conversations(
             raise InputError(f"{where}: field messages: must start with the child's message")
         shard = shard_of(scenario, taxonomy, where)
         if (name, record.key) in seen:
-            raise InputError(
-                f"{where}: test {record.key} already on line {seen[(name, record.key)]}"
-            )
-        seen[(name, record.key)] = lineno
+            raise InputError(f"{where}: test {record.key} already at {seen[(name, record.key)]}")
+        seen[(name, record.key)] = where
         out[name][shard].append(record)
     if not seen:
         raise InputError(f"{path}: no conversations")
     return out
+
+
+def _recorded(path: Path) -> Iterator[tuple[str, Any]]:
+    """(where, record) of a JSONL file, or of the per-test results of a folder, a .zip or
+    a .json file (the reference run's files, as `kora aggregate` reads them: their
+    grades are left behind, only the conversations are taken)."""
+    if path.is_file() and path.suffix == ".jsonl":
+        for lineno, obj in iter_jsonl(path):
+            yield f"{path}:{lineno}", obj
+        return
+    import tempfile
+
+    from kora.records import input_files
+
+    with tempfile.TemporaryDirectory(prefix="kora-import-") as tmp:
+        for f in input_files(path, Path(tmp)):
+            if f.suffix == ".jsonl":
+                yield from ((f"{f}:{n}", o) for n, o in iter_jsonl(f))
+                continue
+            try:
+                obj = orjson.loads(f.read_bytes())
+            except orjson.JSONDecodeError as exc:
+                raise InputError(f"{f}: not valid JSON: {exc}") from None
+            if isinstance(obj, list):
+                yield from ((f"{f}[{i}]", o) for i, o in enumerate(obj))
+            else:
+                yield str(f), obj
+
+
+def _fingerprint(path: Path) -> str:
+    h = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for f in files:
+        h.update(f.read_bytes())
+    return h.hexdigest()
 
 
 def import_conversations(
@@ -233,7 +267,7 @@ def import_conversations(
             n = sum(len(v) for v in shards.values())
             write_json(
                 staging / "IMPORTED.json",
-                {"source": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+                {"source": str(path), "sha256": _fingerprint(path),
                  "conversations": n,
                  "importedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
             )  # fmt: skip

@@ -269,3 +269,29 @@ def test_kora_agreement_with_people_and_the_reference_judge(
     n = pairs["judge vs reference"]["n"]
     assert pairs["judge vs reference"]["exact"] == round((n - 4) / n, 4)
     assert "judge vs reference" in out and "written: results/t/agreement.json" in out
+
+
+def test_the_reference_runs_per_test_files_import_for_re_judging(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A folder of per-test result files (one JSON each, grades included, as the
+    reference run wrote them): their conversations are imported, their grades left."""
+    from kora.cli import main as kora_main
+
+    monkeypatch.chdir(tmp_path)
+    reference = tmp_path / "reference-run"
+    reference.mkdir()
+    kept = [j for j in make_judgments() if j.error is None]
+    for i, j in enumerate(kept):
+        (reference / f"test-{i}.json").write_bytes(orjson.dumps(j.model_dump(mode="json")))
+    taxonomy = str(Path(__file__).resolve().parents[1] / "data" / "taxonomy")
+    code = kora_main(["--taxonomy", taxonomy, "import-conversations", str(reference),
+                      "--target", "ref"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    shards = sorted((tmp_path / "results/ref/conversations").rglob("*.jsonl"))
+    imported = [orjson.loads(x) for f in shards for x in f.read_bytes().splitlines()]
+    assert len(imported) == len(kept)
+    by_key = {c["key"]: c for c in imported}
+    for j in kept:
+        assert by_key[j.key]["messages"] == [m.model_dump() for m in j.messages]
+        assert "assessment" not in by_key[j.key]
