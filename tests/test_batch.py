@@ -150,10 +150,17 @@ def test_a_killed_run_waits_for_its_batch_instead_of_paying_twice(
         assert len(pending) == 1 and json.loads(pending[0].read_text())["state"] == "in_progress"
         batch_mod._QUEUES.clear()  # a new process
         usage = Usage()
-        out = _ask_all(_client(srv, store, usage, batch=True), 5)
+        second = _client(srv, store, usage, batch=True)
+        out = _ask_all(second, 5)
         creates = _creates(srv)
     assert [o.answer for o in out] == ["late"] * 5
     assert creates == 1  # the second run sent nothing new
+
+    async def later() -> None:  # a later run: the batch is done, its answers stored
+        batch_mod.queue_for(second.provider, pending[0].parent, store)._resume()  # type: ignore[arg-type]
+
+    batch_mod._QUEUES.clear()
+    asyncio.run(later())
     assert json.loads(pending[0].read_text())["state"] == "ended"
 
 
@@ -193,3 +200,22 @@ def test_the_progress_line_counts_the_runs_batches(tmp_path: Path) -> None:
     monitor.dir.mkdir(parents=True)
     monitor.print()
     assert "batches: 2 in progress, 1 done" in monitor._last
+
+
+def test_a_batch_that_cannot_be_read_for_a_while_is_waited_for(tmp_path: Path) -> None:
+    """Hours-long batches meet network blips: failed looks are tried again, and the
+    answers still come from the one batch sent."""
+    with AnthropicServer(structured=lambda rec: {"answer": "x"}) as srv:
+        client = _client(srv, tmp_path / "cache", Usage(), batch=True)
+        real = client.provider.batch_ended  # type: ignore[attr-defined]
+        failures = iter([True, True, False])
+
+        async def flaky(batch_id: str) -> bool:
+            if next(failures, False):
+                raise ProviderError("connection reset", status=None)
+            return bool(await real(batch_id))
+
+        client.provider.batch_ended = flaky  # type: ignore[attr-defined]
+        out = _ask_all(client, 3)
+        assert _creates(srv) == 1
+    assert [o.answer for o in out] == ["x"] * 3

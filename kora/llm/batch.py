@@ -33,6 +33,8 @@ log = logging.getLogger("kora")
 WINDOW = float(os.environ.get("KORA_BATCH_WINDOW", "2.0"))  # seconds a question waits for others
 POLL = float(os.environ.get("KORA_BATCH_POLL", "30.0"))  # seconds between looks at a batch
 MAX_REQUESTS = 10_000  # per batch (the providers allow 100,000 / 50,000)
+MAX_MISSES = 10  # failed looks at a batch in a row before its calls fail
+SETTLE = 0.5  # seconds between handing out a batch's answers and calling it ended
 
 
 class BatchProvider(Protocol):
@@ -56,6 +58,7 @@ def supports_batches(provider: object) -> bool:
 class BatchQueue:
     provider: BatchProvider
     folder: Path
+    store: Path | None = None  # the call store: a batch whose answers are all there is done
     window: float = WINDOW
     poll: float = POLL
     futures: dict[str, asyncio.Future[Response]] = field(default_factory=dict)
@@ -104,6 +107,12 @@ class BatchQueue:
                 continue
             if doc.get("model") != self.ident or doc.get("state") != "in_progress":
                 continue
+            if self.store is not None and all(
+                (self.store / k[:2] / f"{k}.json").exists() for k in doc.get("keys", [])
+            ):
+                # every answer was stored before the run ended: nothing left to wait for
+                self._write(f, str(doc["id"]), list(doc["keys"]), "ended")
+                continue
             keys = [k for k in doc.get("keys", []) if k not in self.futures]
             loop = asyncio.get_running_loop()
             for k in keys:
@@ -139,15 +148,36 @@ class BatchQueue:
     async def _wait(
         self, batch_id: str, keys: list[str], path: Path, resumed: bool = False
     ) -> None:
-        try:
-            while not await self.provider.batch_ended(batch_id):
-                await asyncio.sleep(self.poll)
-            results = await self.provider.batch_results(batch_id)
-        except Exception as exc:
-            # the batch cannot be read (now): its calls fail and the retry layer asks again
-            self._fail(keys, exc)
-            return
+        misses = 0
+        while True:
+            try:
+                if await self.provider.batch_ended(batch_id):
+                    results = await self.provider.batch_results(batch_id)
+                    break
+                misses = 0
+            except ProviderError as exc:
+                # a batch runs for hours: a failed look at it is tried again, a few times
+                # in a row, before its calls fail (and the retry layer asks again)
+                misses += 1
+                if not exc.retryable or misses > MAX_MISSES:
+                    self._fail(keys, exc)
+                    return
+                log.warning("batch %s: cannot be read (%s); trying again", batch_id, exc)
+            await asyncio.sleep(self.poll)
+        self._deliver(batch_id, keys, results, resumed)
+        # "ended" once the askers had time to store their answers: a run that stops before
+        # then finds them in the call store, or reads the batch again (free), when it
+        # resumes (_resume) rather than paying twice
+        await asyncio.sleep(SETTLE)
         self._write(path, batch_id, keys, "ended")
+
+    def _deliver(
+        self,
+        batch_id: str,
+        keys: list[str],
+        results: dict[str, Response | ProviderError],
+        resumed: bool,
+    ) -> None:
         for k in keys:
             got = results.get(k) or ProviderError(
                 f"{self.provider.label}: no answer in batch {batch_id}", retryable=True
@@ -186,14 +216,14 @@ class BatchQueue:
 _QUEUES: dict[tuple[int, int], BatchQueue] = {}
 
 
-def queue_for(provider: BatchProvider, folder: Path) -> BatchQueue:
-    """The model's queue in this event loop."""
+def queue_for(provider: BatchProvider, folder: Path, store: Path | None = None) -> BatchQueue:
+    """The model's queue in this event loop (`store`: the call store's folder)."""
     loop = asyncio.get_running_loop()
     key = (id(provider), id(loop))
     q = _QUEUES.get(key)
     if q is None:
         folder.mkdir(parents=True, exist_ok=True)
-        q = _QUEUES[key] = BatchQueue(provider, folder, window=WINDOW, poll=POLL)
+        q = _QUEUES[key] = BatchQueue(provider, folder, store, window=WINDOW, poll=POLL)
     return q
 
 

@@ -204,7 +204,11 @@ class ModelClient:
         try:
             if self._batched(key):
                 assert key is not None and self.cache is not None
-                queue = queue_for(self.provider, self.cache.root.parent / "batches")  # type: ignore[arg-type]
+                queue = queue_for(
+                    self.provider,  # type: ignore[arg-type]
+                    self.cache.root.parent / "batches",
+                    self.cache.root,
+                )
                 resp = await retrying(
                     lambda: queue.ask(key, request),
                     should_retry=is_retryable,
