@@ -458,7 +458,12 @@ class AnthropicServer(_LLMServer):
     sends them)."""
 
     def request_tokens(self, body: Any) -> int:
-        return _tokens(body.get("messages")) + _tokens(body.get("system", ""))
+        """As the API's input-token limit counts: tokens read from the prompt cache are
+        not charged against it, the rest is (cache writes included)."""
+        if not isinstance(body.get("messages"), list):
+            return _tokens(body.get("messages")) + _tokens(body.get("system", ""))
+        usage = self._input_usage(body, store=False)
+        return usage["input_tokens"] + usage.get("cache_creation_input_tokens", 0)
 
     def limit_headers_for(self, now: float) -> dict[str, str]:
         headers: dict[str, str] = {}
@@ -622,11 +627,12 @@ class AnthropicServer(_LLMServer):
             "results_url": f"{self.url}/v1/messages/batches/{bid}/results" if ended else None,
         }
 
-    def _input_usage(self, body: dict[str, Any]) -> dict[str, int]:
+    def _input_usage(self, body: dict[str, Any], store: bool = True) -> dict[str, int]:
         """Input tokens as the API counts them, with its prompt cache: a prompt is tools,
         system blocks, then message blocks; a `cache_control` marker stores the prefix up
         to it (when that is 1,024 tokens or more), and a later prompt that starts with a
-        stored prefix (at any block boundary before its last marker) reads it."""
+        stored prefix (at any block boundary before its last marker) reads it. `store`
+        false: only look (what the input-token limit is charged on arrival)."""
         plain = _tokens(body.get("messages")) + _tokens(body.get("system", ""))
         system = body.get("system")
         blocks: list[Any] = [body.get("tools")] if body.get("tools") else []
@@ -666,7 +672,8 @@ class AnthropicServer(_LLMServer):
                 if i > read_at and cum[i] >= 1024:
                     write += cum[i] - covered
                     covered = cum[i]
-                    self.prompt_cache.add(keys[i])
+                    if store:
+                        self.prompt_cache.add(keys[i])
         # the same total as the prompt without markers (blocks carry a little JSON more)
         messages = [
             {**m, "content": "".join(b.get("text", "") for b in m["content"])}
@@ -677,9 +684,10 @@ class AnthropicServer(_LLMServer):
         text = "".join(b.get("text", "") for b in system) if isinstance(system, list) else system
         same = _tokens(messages) + _tokens(text or "")
         read, write = read * same // total, write * same // total
-        with self.lock:
-            self.cache_reads += read
-            self.cache_writes += write
+        if store:
+            with self.lock:
+                self.cache_reads += read
+                self.cache_writes += write
         return {
             "input_tokens": same - read - write,
             "cache_creation_input_tokens": write,

@@ -356,3 +356,34 @@ def test_the_servers_headers_alone_keep_the_run_under_its_limit(
     assert done == 16
     assert srv.statuses[429] <= 2, srv.statuses
     assert first.path.endswith(("/messages", "/chat/completions"))
+
+
+def test_a_configured_input_limit_counts_what_the_prompt_cache_writes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Anthropic's input-token limit counts tokens written to the prompt cache (reads do
+    not count). Each call here writes its own long system prompt: a reservation settled
+    with `input_tokens` alone (which leaves the writes out) let the run overrun the
+    limit."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-loopback")
+    with _server("anthropic", limit_headers=False) as srv:
+        config = ModelConfig(provider="anthropic", model="m", base_url=srv.url, max_tokens=50,
+                             input_tokens_per_minute=120_000)  # fmt: skip
+        client = ModelClient("tok", config, cache=None, usage=Usage(),
+                             limiter=limiter_for("tok", config, None))  # fmt: skip
+        sem = asyncio.Semaphore(8)
+
+        async def one(i: int) -> None:
+            async with sem:
+                system = f"Instructions for call {i}. " + "Follow them closely. " * 230
+                await client.text([ChatMessage("user", f"hello {i}")], stage="t", system=system)
+
+        async def many() -> None:
+            try:
+                await asyncio.gather(*(one(i) for i in range(16)))
+            finally:
+                await client.aclose()
+
+        asyncio.run(many())
+        assert srv.cache_writes > 0  # each call wrote its prompt to the cache
+    assert srv.statuses[429] <= 1, srv.statuses

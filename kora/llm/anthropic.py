@@ -156,6 +156,9 @@ class AnthropicProvider(RemoteModel[anthropic.AsyncAnthropic]):
             output_tokens=int(field(usage, "output_tokens") or 0),
             cache_write_tokens=int(field(usage, "cache_creation_input_tokens") or 0),
             cache_read_tokens=int(field(usage, "cache_read_input_tokens") or 0),
+            # the input-token limit counts cache writes, not cache reads
+            limit_input_tokens=int(field(usage, "input_tokens") or 0)
+            + int(field(usage, "cache_creation_input_tokens") or 0),
             finish_reason=_FINISH.get(str(stop), "other"),
             meta={"stop_reason": stop},
             limits=limits,

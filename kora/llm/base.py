@@ -49,6 +49,9 @@ class Response:
     # prompt-cache tokens: written to the provider's cache, and read from it
     cache_write_tokens: int = 0
     cache_read_tokens: int = 0
+    # the input tokens the provider's input-token limit counted, when not input_tokens
+    # (Anthropic: cache writes count, reads do not; OpenAI: cached tokens count)
+    limit_input_tokens: int | None = None
     # why the answer ended, mapped onto kora.schemas.FinishReason (None: not said)
     finish_reason: FinishReason | None = None
     meta: dict[str, Any] = field(default_factory=dict)

@@ -114,6 +114,8 @@ class OpenAIProvider(RemoteModel[httpx.AsyncClient]):
                 input_tokens=int(usage.get("prompt_tokens") or 0) - read,
                 output_tokens=int(usage.get("completion_tokens") or 0),
                 cache_read_tokens=read,
+                # the token limit counts the whole prompt, cached tokens included
+                limit_input_tokens=int(usage.get("prompt_tokens") or 0),
                 finish_reason="refusal"
                 if refused
                 else _FINISH.get(str(choice.get("finish_reason")), "other"),

@@ -211,8 +211,11 @@ class Limiter:
                 raise
         if isinstance(result, Response):
             used = None
-            if result.input_tokens:  # some servers count no tokens: keep the estimate
-                used = Cost(result.input_tokens, result.output_tokens)
+            counted = result.limit_input_tokens
+            if counted is None:
+                counted = result.input_tokens
+            if counted:  # some servers count no tokens: keep the estimate
+                used = Cost(counted, result.output_tokens)
             self.answered(cost, used, result.limits)
         return result
 
