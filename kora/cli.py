@@ -122,8 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     a = sub.add_parser(
         "aggregate",
-        help="per-test results (folder, .zip or JSONL; this project's or the reference's) "
-        "-> results.json scores",
+        help="per-test results (folder, .zip or JSONL; this project's, the reference's or "
+        "KORA v2's, whose mechanism sums it keeps) -> results.json scores",
     )
     a.add_argument("path")
     a.add_argument("-o", "--output", required=True)
