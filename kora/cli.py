@@ -10,17 +10,32 @@ from typing import Any
 from kora.errors import KoraError
 
 
-def _taxonomy(args: argparse.Namespace) -> Any:
+def taxonomy_of_args(args: argparse.Namespace) -> Any:
     from kora.taxonomy import load_taxonomy
 
-    return load_taxonomy(args.taxonomy)
+    return load_taxonomy(taxonomy_dir(args))
+
+
+def taxonomy_dir(args: argparse.Namespace) -> str:
+    """--taxonomy, or the taxonomy of the project's config (config.yaml and any
+    --configfile overlays): the folder of its `benchmark` version unless it names one."""
+    if args.taxonomy:
+        return str(args.taxonomy)
+    from kora.config import taxonomy_dir_of
+    from kora.config_files import config_paths, merge, read_config_file
+
+    raw: dict[str, Any] = {}
+    for path in config_paths(getattr(args, "configfile", []), Path(".")):
+        if path.exists():
+            raw = merge(raw, read_config_file(path))
+    return taxonomy_dir_of(raw)
 
 
 def cmd_aggregate(args: argparse.Namespace) -> int:
     from kora.aggregate import aggregate_path
     from kora.io import write_json
 
-    taxonomy = _taxonomy(args) if Path(args.taxonomy).exists() else None
+    taxonomy = taxonomy_of_args(args) if Path(taxonomy_dir(args)).exists() else None
     scores, failed = aggregate_path(Path(args.path), taxonomy)
     out: dict[str, Any] = {"scores": scores}
     if failed:
@@ -46,7 +61,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         return 0
     if not args.file:
         raise KoraError("import-scenarios: give the FILE to import (or --remove)")
-    counts = import_scenarios(Path(args.file), _taxonomy(args), Path("."), replace=args.replace)
+    counts = import_scenarios(
+        Path(args.file), taxonomy_of_args(args), Path("."), replace=args.replace
+    )
     print(
         f"imported {counts['scenarios']} scenarios into {counts['shards']} shards under "
         "data/scenarios/; the workflow now tests targets on them without generating any",
@@ -58,7 +75,9 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_import_conversations(args: argparse.Namespace) -> int:
     from kora.ingest import import_conversations
 
-    counts = import_conversations(Path(args.file), _taxonomy(args), Path("."), target=args.target)
+    counts = import_conversations(
+        Path(args.file), taxonomy_of_args(args), Path("."), target=args.target
+    )
     for name, n in counts.items():
         print(f"imported {n} conversations into results/{name}/conversations/", file=sys.stderr)
     names = ", ".join(f"{n}: {{imported: true, prompts: [default, child]}}" for n in counts)
@@ -73,7 +92,7 @@ def cmd_import_conversations(args: argparse.Namespace) -> int:
 def cmd_prompts(args: argparse.Namespace) -> int:
     from kora.showprompts import cmd_prompts as show
 
-    return show(args, _taxonomy(args))
+    return show(args, taxonomy_of_args(args))
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -116,7 +135,9 @@ def _configfile_option(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kora", description="KORA child-safety benchmark")
     p.add_argument(
-        "--taxonomy", default="data/taxonomy", help="taxonomy folder (default: data/taxonomy)"
+        "--taxonomy",
+        help="taxonomy folder (default: the config's, data/taxonomy for KORA v1 and "
+        "data/taxonomy/v2 for `benchmark: v2`)",
     )
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -127,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a.add_argument("path")
     a.add_argument("-o", "--output", required=True)
+    _configfile_option(a)
     a.set_defaults(func=cmd_aggregate)
 
     i = sub.add_parser(
@@ -141,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="remove imported scenarios: the workflow generates them from seeds again",
     )
+    _configfile_option(i)
     i.set_defaults(func=cmd_import)
 
     ic = sub.add_parser(
@@ -151,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ic.add_argument("file", help="a JSONL file, or a folder / .zip / .json of per-test results")
     ic.add_argument("--target", help="target name for every record (default: each modelId)")
+    _configfile_option(ic)
     ic.set_defaults(func=cmd_import_conversations)
 
     pr = sub.add_parser("prompts", help="every prompt as rendered for one scenario (JSON)")

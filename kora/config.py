@@ -129,9 +129,30 @@ class GridConfig(_Strict):
     age_ranges: Literal["all"] | list[AgeRange] = Field(default="all", min_length=1)
     motivations: Literal["all"] | list[str] = Field(default="all", min_length=1)
     seeds_per_task: int = Field(default=8, gt=0, le=100)
+    # KORA v2: seeds per risk spread over the grid or a population (kora.v2.plan); when
+    # set, it replaces `seeds_per_task` (which config.yaml sets for v1 runs)
+    total_seeds: int | None = Field(default=None, gt=0, le=10000)
+    distribution: str | None = None  # a preset name or a JSON file of shares
+    random_seed: int = Field(default=0, ge=0, le=2**32 - 1)
+
+
+Benchmark = Literal["v1", "v2"]
+# where each version's taxonomy lives unless `taxonomy_dir` says otherwise
+TAXONOMY_DIRS: dict[str, str] = {"v1": "data/taxonomy", "v2": "data/taxonomy/v2"}
+
+
+def taxonomy_dir_of(raw: dict[str, Any]) -> str:
+    """The taxonomy folder of a (merged, not yet validated) config mapping."""
+    given = raw.get("taxonomy_dir")
+    if isinstance(given, str):
+        return given
+    return TAXONOMY_DIRS.get(str(raw.get("benchmark", "v1")), TAXONOMY_DIRS["v1"])
 
 
 class KoraConfig(_Strict):
+    # the KORA version the run measures: v1 (the seed's, 3 behaviour criteria, 3 turns)
+    # or v2 (the canonical one today: 26 risks, 7 mechanisms, longer conversations)
+    benchmark: Benchmark = "v1"
     models: dict[str, ModelConfig]
     seed_model: str
     expand_model: str
@@ -140,11 +161,15 @@ class KoraConfig(_Strict):
     targets: dict[str, TargetConfig] = Field(default_factory=dict)
     grid: GridConfig = Field(default_factory=GridConfig)
     # project keys
-    taxonomy_dir: str = "data/taxonomy"
+    taxonomy_dir: str | None = None  # default: the benchmark version's (TAXONOMY_DIRS)
     # a folder of edited copies of the 8 templates; default: the package's kora/prompts
     prompts_dir: str | None = None
     cache_dir: str = ".kora/cache"
     concurrency: int = Field(default=16, gt=0, le=1024)
+
+    @property
+    def taxonomy_folder(self) -> str:
+        return self.taxonomy_dir or TAXONOMY_DIRS[self.benchmark]
 
     def risks(self, taxonomy: Taxonomy) -> list[str]:
         if self.grid.risks == "all":
@@ -357,15 +382,46 @@ def validate_config(
                     f"grid.motivations: unknown motivation id {mid!r} "
                     f"(expected one of {', '.join(taxonomy.motivations_by_id)})",
                 )
+    _check_benchmark(cfg, taxonomy, workdir, fail)
     if workdir is not None:
         problem = _cache_dir_problem(workdir, cfg.cache_dir)
         if problem:
             fail("cache_dir", f"cache_dir: {problem}")
         if cfg.prompts_dir is not None:
-            problem = _prompts_dir_problem(workdir / cfg.prompts_dir)
+            problem = _prompts_dir_problem(workdir / cfg.prompts_dir, cfg.benchmark)
             if problem:
                 fail("prompts_dir", f"prompts_dir: {problem}")
     return cfg
+
+
+def _check_benchmark(
+    cfg: KoraConfig,
+    taxonomy: Taxonomy,
+    workdir: Path | None,
+    fail: Callable[[str, str], NoReturn],
+) -> None:
+    """The keys of one KORA version are errors in the other's run."""
+    grid = cfg.grid
+    if cfg.benchmark == "v1":
+        for key in ("total_seeds", "distribution"):
+            if getattr(grid, key) is not None:
+                fail(f"grid.{key}", f"grid.{key}: a KORA v2 key; set `benchmark: v2` to use it")
+        return
+    if not taxonomy.mechanisms:
+        fail(
+            "benchmark",
+            f"benchmark: v2 judges mechanisms, but the taxonomy folder {cfg.taxonomy_folder} "
+            "has no mechanisms.json",
+        )
+    if grid.distribution is not None and grid.total_seeds is None:
+        fail("grid.distribution", "grid.distribution: needs grid.total_seeds (seeds per risk)")
+    if grid.distribution is not None:
+        from kora.v2.plan import load_distribution
+
+        try:
+            load_distribution(grid.distribution, workdir or Path("."))
+        except ValueError as exc:
+            fail("grid.distribution", f"grid.distribution: {exc}")
 
 
 def _url_problem(url: str) -> str | None:
@@ -389,12 +445,13 @@ def _cache_dir_problem(workdir: Path, cache_dir: str) -> str | None:
     return None
 
 
-def _prompts_dir_problem(directory: Path) -> str | None:
-    from kora.templates import STEMS
+def _prompts_dir_problem(directory: Path, benchmark: str) -> str | None:
+    from kora.templates import VERSION_STEMS
 
     if not directory.is_dir():
         return f"{directory} is not a folder"
-    missing = [f"{s}.jinja" for s in STEMS if not (directory / f"{s}.jinja").is_file()]
+    stems = VERSION_STEMS[benchmark]
+    missing = [f"{s}.jinja" for s in stems if not (directory / f"{s}.jinja").is_file()]
     if missing:
         return f"{directory} lacks {', '.join(missing)}"
     return None

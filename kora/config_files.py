@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from kora.config import KoraConfig, validate_config
+from kora.config import KoraConfig, taxonomy_dir_of, validate_config
 from kora.errors import ConfigError
 from kora.taxonomy import Taxonomy, load_taxonomy
 
@@ -145,7 +145,7 @@ def load_run_config(
         merged = merge(merged, raw)
     if values is not None:
         merged = values
-    taxonomy = load_taxonomy(workdir / str(merged.get("taxonomy_dir", "data/taxonomy")))
+    taxonomy = load_taxonomy(workdir / taxonomy_dir_of(merged))
     config = validate_config(
         merged, taxonomy, workdir=workdir, source_of=lambda loc: attribute(sources, loc)
     )

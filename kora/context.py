@@ -28,7 +28,7 @@ from kora.llm.limits import limiter_for
 from kora.llm.registry import create_provider
 from kora.llm.targets import EndpointTarget, LLMTarget, Target
 from kora.llm.usage import Usage
-from kora.taxonomy import Taxonomy, load_taxonomy
+from kora.taxonomy import Taxonomy, load_taxonomy_files
 
 log = logging.getLogger("kora")
 
@@ -81,13 +81,15 @@ class Pool:
             self._providers[key] = create_provider(name, config)
         return self._providers[key]
 
-    def taxonomy(self, risks: Path, motivations: Path) -> Taxonomy:
-        """The taxonomy of a rule's declared input files (loaded once per file version)."""
-        stamp = tuple((p, p.stat().st_mtime_ns, p.stat().st_size) for p in (risks, motivations))
+    def taxonomy(self, files: list[Path]) -> Taxonomy:
+        """The taxonomy of a rule's declared input files (loaded once per file version):
+        risks.json, motivations.json and, for KORA v2, mechanisms.json."""
+        stamp = tuple((p, p.stat().st_mtime_ns, p.stat().st_size) for p in files)
         if stamp not in self._taxonomies:
-            if risks.parent != motivations.parent:
-                raise ValueError(f"{risks} and {motivations} are not in one taxonomy folder")
-            self._taxonomies[stamp] = load_taxonomy(risks.parent)
+            named = {p.name: p for p in files}
+            self._taxonomies[stamp] = load_taxonomy_files(
+                named["risks.json"], named["motivations.json"], named.get("mechanisms.json")
+            )
         return self._taxonomies[stamp]
 
     async def aclose(self) -> None:

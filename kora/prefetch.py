@@ -148,8 +148,9 @@ class Prefetch:
         return result
 
     async def _cell(self, cell: str) -> None:
-        from kora.stages.seeds import generate_seeds
+        from kora.stages.seeds import generate_seeds, seed_calls
         from kora.taxonomy import Shard
+        from kora.v2.plan import parse_orders
 
         seeds: list[ScenarioSeed] | None = None
         if (job := self.seeds.get(cell)) is not None:
@@ -157,10 +158,18 @@ class Prefetch:
             p = job.params
             shard = Shard.of_cell(taxonomy, cell)
             client = job.ctx.client(p["model"])
-            made = await self._step(
-                job, lambda: generate_seeds(shard, taxonomy, client, p["seeds_per_task"])
+            orders = p.get("orders")
+            calls = seed_calls(None if orders is None else parse_orders(orders, cell))
+            made = await asyncio.gather(*(
+                self._step(job, lambda c=c: generate_seeds(        # type: ignore[misc]
+                    shard, taxonomy, client, p["seeds_per_task"], c))
+                for c in calls
+            ))  # fmt: skip
+            seeds = (
+                None
+                if any(m is None for m in made)
+                else [_as_read(s, ScenarioSeed) for m in made for s in m or []]
             )
-            seeds = None if made is None else [_as_read(s, ScenarioSeed) for s in made]
         elif (job := self.scenarios.get(cell)) is not None:
             seeds = _read(job.input["seeds"], ScenarioSeed)
         if cell in self.scenarios and seeds is not None:
@@ -224,10 +233,7 @@ class Prefetch:
         await self._step(job, lambda: judge_conversation(conversation, judges, taxonomy))
 
     def _taxonomy(self, job: _Job) -> Any:
-        files = [Path(f) for f in job.input["taxonomy"]]
-        risks = next(f for f in files if f.name == "risks.json")
-        motivations = next(f for f in files if f.name == "motivations.json")
-        return self.pool.taxonomy(risks, motivations)
+        return self.pool.taxonomy([Path(f) for f in job.input["taxonomy"]])
 
     async def aclose(self) -> None:
         for job in self._jobs():

@@ -142,12 +142,19 @@ def build_results(
     rejected_counts: int = 0,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(results.json, usage.json) documents for one target."""
-    scores, failed = aggregate([Path(f) for f in judgment_files], taxonomy)
-    RunResult.model_validate({"scores": scores})  # the reference shape, or a bug of ours
+    if taxonomy.benchmark == "v2":
+        from kora.v2.results import RunResultV2, aggregate_judgments
+
+        scores, failed = aggregate_judgments([Path(f) for f in judgment_files], taxonomy)
+        RunResultV2.model_validate({"scores": scores})  # the canonical shape, or our bug
+    else:
+        scores, failed = aggregate([Path(f) for f in judgment_files], taxonomy)
+        RunResult.model_validate({"scores": scores})  # the reference shape, or a bug of ours
     statuses = read_status(status_files)
     is_mock = any(m["provider"] == "mock" for m in meta.models.values())
     target = meta.target
     results: dict[str, Any] = {
+        **({"benchmark": "v2"} if taxonomy.benchmark == "v2" else {}),
         "target": target,
         "judges": list(meta.judges),
         "user": meta.user,

@@ -40,6 +40,7 @@ from kora.results import ResultsMeta
 from kora.schemas import AgeRange, PromptVariant
 from kora.taxonomy import Shard, Taxonomy
 from kora.templates import prompts_from
+from kora.v2.plan import SeedOrder
 
 log = logging.getLogger("kora")
 
@@ -70,9 +71,7 @@ class Sources(_Spec):
     taxonomy: list[Path]
 
     def taxonomy_of(self, ctx: JobContext) -> Taxonomy:
-        risks = next(p for p in self.taxonomy if p.name == "risks.json")
-        motivations = next(p for p in self.taxonomy if p.name == "motivations.json")
-        return ctx.pool.taxonomy(risks, motivations)
+        return ctx.pool.taxonomy(self.taxonomy)
 
     @property
     def prompts_dir(self) -> Path:
@@ -92,20 +91,26 @@ class SeedsParams(_Spec):
     model: dict[str, Any]
     seeds_per_task: int
     retry: str
+    # KORA v2 with `total_seeds`: the shard's planned seed calls (kora.v2.plan)
+    orders: list[SeedOrder] | None = None
 
 
 async def seeds(input: Sources, output: ShardOutput, params: SeedsParams, ctx: JobContext) -> int:
-    from kora.stages.seeds import generate_seeds
+    from kora.stages.seeds import SeedCall, generate_seeds, seed_calls
 
     taxonomy = input.taxonomy_of(ctx)
     shard = params.cell.shard(taxonomy)
     client = ctx.client(params.model)
     job = ShardJob("seeds", params.cell.path, output.data, params.retry, {"seed": params.model})
 
-    async def work(s: Shard) -> list[Any]:
-        return await generate_seeds(s, taxonomy, client, params.seeds_per_task)
+    async def work(call: SeedCall) -> list[Any]:
+        return await generate_seeds(shard, taxonomy, client, params.seeds_per_task, call)
 
-    results = await run_shard_job(job, ctx, [shard], work, label=lambda s: s.path)
+    def label(call: SeedCall) -> str:
+        return shard.path if call[0] is None else f"{shard.path} seed {call[0] + 1}"
+
+    calls = seed_calls(params.orders)
+    results = await run_shard_job(job, ctx, calls, work, label=label)
     return job.write(ctx, [s for r in results if not isinstance(r, BaseException) for s in r])
 
 

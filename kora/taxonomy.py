@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict
 
 from kora.errors import InputError
 from kora.io import validate_all
-from kora.schemas import AGE_RANGES, AgeRange, Motivation, Risk, RiskCategory
+from kora.schemas import AGE_RANGES, AgeRange, Mechanism, Motivation, Risk, RiskCategory
 
 AGE_RANGE_LABELS: dict[AgeRange, str] = {
     "7to9": "early childhood (7 to 9 years old)",
@@ -62,6 +62,13 @@ class Shard:
 class Taxonomy:
     categories: tuple[RiskCategory, ...]
     motivations: tuple[TaxonomyMotivation, ...]
+    # KORA v2's judged mechanisms (none in v1, whose judge grades three behaviours)
+    mechanisms: tuple[Mechanism, ...] = ()
+
+    @property
+    def benchmark(self) -> str:
+        """The KORA version of this taxonomy: v2's is the one with mechanisms."""
+        return "v2" if self.mechanisms else "v1"
 
     @cached_property
     def risks(self) -> dict[str, tuple[RiskCategory, Risk]]:
@@ -129,12 +136,29 @@ DEFAULT_DIR = Path("data/taxonomy")
 T = TypeVar("T", bound=BaseModel)
 
 
-def load_taxonomy(directory: Path | str = DEFAULT_DIR) -> Taxonomy:
+def taxonomy_paths(directory: Path | str) -> list[Path]:
+    """The files of a taxonomy folder: risks.json, motivations.json (the folder's own, or
+    its parent's: KORA v2 keeps v1's motivations) and, for v2, mechanisms.json."""
     directory = Path(directory)
-    risks_path = directory / "risks.json"
-    motivations_path = directory / "motivations.json"
+    motivations = directory / "motivations.json"
+    if not motivations.exists() and (directory.parent / "motivations.json").exists():
+        motivations = directory.parent / "motivations.json"
+    out = [directory / "risks.json", motivations]
+    if (directory / "mechanisms.json").exists():
+        out.append(directory / "mechanisms.json")
+    return out
+
+
+def load_taxonomy(directory: Path | str = DEFAULT_DIR) -> Taxonomy:
+    return load_taxonomy_files(*taxonomy_paths(directory))
+
+
+def load_taxonomy_files(
+    risks_path: Path, motivations_path: Path, mechanisms_path: Path | None = None
+) -> Taxonomy:
     categories = _load_list(risks_path, RiskCategory)
     motivations = _load_list(motivations_path, TaxonomyMotivation)
+    mechanisms = _load_list(mechanisms_path, Mechanism) if mechanisms_path else []
     seen: set[str] = set()
     for c in categories:
         for r in c.risks:
@@ -144,7 +168,9 @@ def load_taxonomy(directory: Path | str = DEFAULT_DIR) -> Taxonomy:
     ids = [m.id for m in motivations]
     if len(set(ids)) != len(ids):
         raise InputError(f"{motivations_path}: motivation ids must be unique")
-    return Taxonomy(tuple(categories), tuple(motivations))
+    if len({m.id for m in mechanisms}) != len(mechanisms):
+        raise InputError(f"{mechanisms_path}: mechanism ids must be unique")
+    return Taxonomy(tuple(categories), tuple(motivations), tuple(mechanisms))
 
 
 def _load_list(path: Path, kind: type[T]) -> list[T]:

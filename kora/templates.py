@@ -27,7 +27,13 @@ STEMS = (
     "target_system",
     "judge_safety",
     "judge_behavior",
+    "judge_mechanisms",
 )
+# the stems each KORA version renders (v1 has no mechanism judge, v2 no behaviour judge)
+VERSION_STEMS = {
+    "v1": tuple(s for s in STEMS if s != "judge_mechanisms"),
+    "v2": tuple(s for s in STEMS if s != "judge_behavior"),
+}
 
 
 @dataclass(frozen=True)
@@ -46,7 +52,8 @@ _prompts_dir: ContextVar[Path] = ContextVar("prompts_dir", default=PROMPTS_DIR)
 def prompts_from(directory: Path | str | None) -> Iterator[None]:
     """Render from `directory` (a folder holding all the templates) inside this block."""
     folder = Path(directory) if directory is not None else PROMPTS_DIR
-    for stem in STEMS:
+    # the stems of both versions; a folder made for one version lacks the other's judge
+    for stem in set(VERSION_STEMS["v1"]) & set(VERSION_STEMS["v2"]):
         if not template_path(stem, folder).exists():
             raise FileNotFoundError(f"prompts_dir {folder}: missing {stem}.jinja")
     token = _prompts_dir.set(folder)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import orjson
 
 from kora.config import KoraConfig
 from kora.config_files import load_run_config
+from kora.errors import ConfigError
 from kora.results import ResultsMeta, failure_summary
 from kora.schemas import AGE_RANGES
 from kora.shards import (
@@ -29,8 +31,9 @@ from kora.shards import (
     seeds_path,
     status_of,
 )
-from kora.taxonomy import Taxonomy
+from kora.taxonomy import Taxonomy, taxonomy_paths
 from kora.templates import template_path
+from kora.v2.plan import SeedOrder, load_distribution, plan_cells
 
 # the templates each stage renders: a rule's inputs, so an edit re-runs exactly its users
 STAGE_TEMPLATES = {
@@ -39,6 +42,8 @@ STAGE_TEMPLATES = {
     "conversations": ("target_system", "next_user_message"),
     "judgments": ("judge_safety", "judge_behavior"),
 }
+# KORA v2 judges mechanisms instead of behaviours
+V2_JUDGE_TEMPLATES = ("judge_safety", "judge_mechanisms")
 # calls an item makes at its nominal count (one seed call a shard; generate, validate and
 # the first child message a scenario; 3 target replies and 2 child messages a test; a
 # safety and a behaviour judgment per judge): the progress line's and `kora plan`'s total
@@ -109,15 +114,21 @@ class Pipeline:
         d = self.config.prompts_dir
         directory = self.workdir / d if d is not None else None
         out = []
-        for stem in STAGE_TEMPLATES[stage]:
+        stems = STAGE_TEMPLATES[stage]
+        if stage == "judgments" and self.config.benchmark == "v2":
+            stems = V2_JUDGE_TEMPLATES
+        for stem in stems:
             path = template_path(stem, directory).resolve()
             inside = path.is_relative_to(self.workdir.resolve())
             out.append(str(path.relative_to(self.workdir.resolve()) if inside else path))
         return out
 
     def taxonomy_files(self) -> list[str]:
-        d = Path(self.config.taxonomy_dir)
-        return [str(d / "risks.json"), str(d / "motivations.json")]
+        inside = self.workdir.resolve()
+        return [
+            str(p.resolve().relative_to(inside)) if p.resolve().is_relative_to(inside) else str(p)
+            for p in taxonomy_paths(self.workdir / self.config.taxonomy_folder)
+        ]
 
     def agreement_files(self, target: str) -> list[str]:
         path = self.workdir / "results" / target / "agreement.json"
@@ -158,6 +169,51 @@ class Pipeline:
         return [f for files in self.results_inputs(target).values() for f in files]
 
     # --- rule params ------------------------------------------------------------------
+
+    @cached_property
+    def seed_plan(self) -> dict[str, list[SeedOrder]] | None:
+        """KORA v2 with `total_seeds`: each cell's planned seed calls (kora.v2.plan)."""
+        c = self.config
+        if c.benchmark != "v2" or c.grid.total_seeds is None:
+            return None
+        distribution = (
+            None
+            if c.grid.distribution is None
+            else load_distribution(c.grid.distribution, self.workdir)
+        )
+        try:
+            return plan_cells(
+                self.taxonomy,
+                c.risks(self.taxonomy),
+                c.age_ranges(),
+                c.motivations(self.taxonomy),
+                seeds_per_task=c.grid.seeds_per_task,
+                total_seeds=c.grid.total_seeds,
+                distribution=distribution,
+                random_seed=c.grid.random_seed,
+            )
+        except ValueError as exc:
+            raise ConfigError(f"config: {exc}") from None
+
+    def seeds_plan_params(self) -> dict[str, Any]:
+        """The seeds rule's params of a planned v2 run (none otherwise, so that a v1 run's
+        params stay what they were)."""
+        plan = self.seed_plan
+        if plan is None:
+            return {}
+
+        def orders(wc: Any) -> list[dict[str, Any]]:
+            cell = f"{wc.risk}/{wc.age}/{wc.motivation}"
+            return [o.model_dump(mode="json", exclude_none=True) for o in plan.get(cell, [])]
+
+        return {"orders": orders}
+
+    def planned_seeds(self, cell: str) -> int:
+        """Seeds a cell is asked for: its plan's, or seeds_per_task."""
+        plan = self.seed_plan
+        if plan is None:
+            return self.config.grid.seeds_per_task
+        return sum(o.count for o in plan.get(cell, []))
 
     def model_params(self, name: str) -> dict[str, Any]:
         return self.config.model_params(name)
@@ -203,9 +259,10 @@ class Pipeline:
                 continue
             cell = f"{wc['risk']}/{wc['age']}/{wc['motivation']}"
             if rule == "seeds":
-                total += NOMINAL_CALLS["seeds"]
+                plan = self.seed_plan
+                total += NOMINAL_CALLS["seeds"] * (1 if plan is None else len(plan.get(cell, [])))
                 continue
-            seeds = lines(seeds_path(cell), c.grid.seeds_per_task)
+            seeds = lines(seeds_path(cell), self.planned_seeds(cell))
             if rule == "scenarios":
                 total += NOMINAL_CALLS["scenarios"] * seeds
                 continue

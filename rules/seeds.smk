@@ -9,7 +9,9 @@ rule seeds:
         "logs/seeds/{risk}/{age}/{motivation}.log",
     conda:
         "../envs/kora.yaml"
+    # KORA v2 with total_seeds adds `orders`: the cell's planned seed calls
     params:
+        **PIPELINE.seeds_plan_params(),
         cell=cell,
         model=PIPELINE.model_params(PIPELINE.config.seed_model),
         seeds_per_task=PIPELINE.config.grid.seeds_per_task,

@@ -46,12 +46,12 @@ def cmd_annotate(args: argparse.Namespace) -> int:
 
     from kora.annotate.labels import label_file
     from kora.annotate.server import build_app
-    from kora.taxonomy import load_taxonomy
+    from kora.cli import taxonomy_of_args
 
     records = _judged(args.target)
     keys = sample_keys(args.target, args.size, args.seed, records)
     path = label_file(Path("results") / args.target / "annotations", args.annotator)
-    taxonomy = load_taxonomy(Path(args.taxonomy))
+    taxonomy = taxonomy_of_args(args)
     app = build_app(records, keys, path, args.annotator, args.target, taxonomy)
     print(
         f"kora annotate: {len(keys)} conversations of {args.target} for {args.annotator}; "

@@ -1,4 +1,5 @@
-"""Conversations: 3 turns between the simulated child and the target."""
+"""Conversations between the simulated child and the target: 3 turns in KORA v1; in v2 the
+risk's own length (8 turns for the relationship risks), or its scenario flavor's."""
 
 from __future__ import annotations
 
@@ -10,8 +11,6 @@ from kora.stages.messages import child_message
 from kora.taxonomy import Taxonomy
 from kora.templates import format_conversation, render
 from kora.testkeys import TestKey
-
-TURNS = 3
 
 
 def target_system_prompt(scenario: Scenario, prompt: PromptVariant) -> str:
@@ -64,7 +63,7 @@ async def _turns(
 ) -> tuple[list[ChatMessage], list[TargetTurn]]:
     messages: list[ChatMessage] = []
     turns: list[TargetTurn] = []
-    for turn in range(TURNS):
+    for turn in range(risk.turns(scenario.seed.scenarioFlavorId)):
         if turn == 0:
             child = scenario.firstUserMessage
         else:

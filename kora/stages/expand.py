@@ -22,6 +22,7 @@ from kora.stages.ask import ask
 from kora.stages.messages import child_message
 from kora.taxonomy import AGE_RANGE_LABELS, Taxonomy
 from kora.templates import render
+from kora.v2 import schemas as v2
 
 ATTEMPTS = 2
 SCENARIO_TEXT_FIELDS = (
@@ -53,9 +54,14 @@ async def expand_seed(
     category = taxonomy.category_of(seed.riskId)
     risk = taxonomy.risk(seed.riskCategoryId, seed.riskId)
     motivation = taxonomy.motivation_named(seed.motivation.name)
-    schema: type[ModelScenarioLight] = (
-        ModelScenarioWithMemory if risk.provideUserContext else ModelScenarioLight
+    is_v2 = taxonomy.benchmark == "v2"
+    schema: type[Any] = (
+        (v2.ModelScenarioWithMemory if is_v2 else ModelScenarioWithMemory)
+        if risk.provideUserContext
+        else (v2.ModelScenarioLight if is_v2 else ModelScenarioLight)
     )
+    validation: type[ScenarioValidation] = v2.ScenarioValidation if is_v2 else ScenarioValidation
+    flavor = next((f for f in risk.scenarioFlavors or [] if f.id == seed.scenarioFlavorId), None)
     feedback: dict[str, Any] | None = None
     reasons = ""
     fields: dict[str, Any] = {}
@@ -68,6 +74,8 @@ async def expand_seed(
             seed=seed,
             with_memory=risk.provideUserContext,
             feedback=feedback,
+            flavor=flavor,
+            ses_description=v2.SES_DESCRIPTIONS.get(seed.childSES or ""),
         )
         hints = {"feedback": feedback is not None}
         generated = await ask(expander, prompt, schema, stage="expand", hints=hints)
@@ -81,7 +89,7 @@ async def expand_seed(
             scenario={k: fields[k] for k in SCENARIO_TEXT_FIELDS},
             seed=seed,
         )
-        verdict = await ask(expander, check, ScenarioValidation, stage="validate", hints=hints)
+        verdict = await ask(expander, check, validation, stage="validate", hints=hints)
         if verdict.verdict == "pass":
             scenario = Scenario(
                 **fields,

@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from pydantic import BaseModel, ConfigDict, Field
 
 from kora.errors import InputError
+from kora.schemas import AgeRange, PromptVariant
 
 # the canonical mechanisms, in the canonical order (data/mechanisms.ts)
 MECHANISMS = (
@@ -106,6 +108,32 @@ def _objects(files: Iterable[Path]) -> Iterable[tuple[str, Any]]:
                     raise InputError(f"{f}:{n}: not valid JSON: {exc}") from None
 
 
+def aggregate_judgments(
+    files: Iterable[Path], taxonomy: Any
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(scores, failed groups) of a v2 run's judgment shards, in taxonomy order, each
+    failed group with the tests a chat service would not let run, by its reason."""
+    paths = [f for f in files if f.stat().st_size > 0]
+    scores, failed = aggregate_v2(paths)
+
+    def order(g: Mapping[str, Any]) -> tuple[Any, ...]:
+        ids = (g["riskCategoryId"], g["riskId"], g["ageRange"])
+        return (*taxonomy.order_key(*ids), *ids, 0 if g["prompt"] == "default" else 1)
+
+    blocked: dict[tuple[str, ...], dict[str, int]] = {}
+    for _, obj in _objects(paths):
+        if isinstance(obj, dict) and obj.get("error") and obj.get("blocked"):
+            seed = obj["scenario"]["seed"]
+            key = (seed["riskCategoryId"], seed["riskId"], seed["ageRange"], obj["prompt"])
+            reasons = blocked.setdefault(key, {})
+            reasons[obj["blocked"]] = reasons.get(obj["blocked"], 0) + 1
+    for g in failed:
+        key = (g["riskCategoryId"], g["riskId"], g["ageRange"], g["prompt"])
+        if key in blocked:
+            g["blocked"] = dict(sorted(blocked[key].items()))
+    return sorted(scores, key=order), sorted(failed, key=order)
+
+
 def is_v2_run(files: list[Path]) -> bool:
     """Per-test results of KORA v2 (they carry mechanism assessments)."""
     for _, obj in _objects(files):
@@ -133,3 +161,27 @@ def aggregate_v2(files: list[Path]) -> tuple[list[dict[str, Any]], list[dict[str
                                     "example": str(obj["error"])})  # fmt: skip
         g["failed"] += 1
     return reduce_scores(scores), list(groups.values())
+
+
+class _Sums(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    al: int
+    as_: list[int] = Field(alias="as", min_length=3, max_length=3)
+    # [failing, adequate, exemplary, occurrences, notTriggered]
+    mechanisms: dict[str, list[int | float]]
+
+
+class _Score(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    riskCategoryId: str
+    riskId: str
+    ageRange: AgeRange
+    prompt: PromptVariant
+    sums: _Sums
+
+
+class RunResultV2(BaseModel):
+    """KORA v2's results.json shape (canonical runResult.ts): results.json is checked
+    against it when written."""
+
+    scores: list[_Score]
