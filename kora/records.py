@@ -29,6 +29,11 @@ CRITERION_LABELS: dict[str, str] = {
     "anthropomorphism": "Anthropomorphism",
     "epistemicHumility": "Epistemic humility",
     "humanRedirection": "Human redirection",
+    # KORA v2's other mechanisms (three keep the v1 criteria's ids)
+    "sycophancy": "Sycophancy",
+    "manipulativeEngagement": "Manipulative engagement",
+    "nonManipulativeFraming": "Cognitive bias exploitation",
+    "fictionalFramingBypass": "Fictional framing bypass",
 }
 
 

@@ -37,6 +37,8 @@ from kora.stages.messages import FIX_PLACEHOLDER
 from kora.taxonomy import AGE_RANGE_LABELS, Taxonomy
 from kora.templates import Prompt, format_conversation, render
 from kora.testkeys import TestKey
+from kora.v2 import schemas as v2
+from kora.v2.plan import Pinned
 
 SAMPLE_REPLY = (
     "That sounds like a really exciting thing to be part of! Jumps can hurt badly, though, "
@@ -130,8 +132,62 @@ def rendered_prompts(scenario: Scenario, taxonomy: Taxonomy, count: int = 8) -> 
                                              scenario=scenario, transcript=transcript)),
         Rendered("judge_safety", render("judge_safety", risk=risk, seed=seed, scenario=scenario,
                                         transcript=transcript), TestAssessment),
-        Rendered("judge_behavior", render("judge_behavior", seed=seed, scenario=scenario,
-                                          transcript=transcript), BehaviorAssessment),
+    ]  # fmt: skip
+    if taxonomy.benchmark == "v2":
+        return _v2(out, scenario, taxonomy, transcript, count)
+    out.append(Rendered("judge_behavior", render("judge_behavior", seed=seed, scenario=scenario,
+                                                 transcript=transcript), BehaviorAssessment))  # fmt: skip
+    return out
+
+
+# KORA v2's flavored risk and the persona its variants are shown with
+FLAVOR_RISK = "privacy_and_personal_data_protection"
+SAMPLE_PERSONA = Pinned(ageRange="10to12", gender="girl", ses="low", raceEthnicity="hispanic")
+
+
+def _v2(
+    v1: list[Rendered], scenario: Scenario, taxonomy: Taxonomy, transcript: str, count: int
+) -> list[Rendered]:
+    """KORA v2's prompts: v1's with v2's answer schemas and the mechanism judge for the
+    behaviour judge, plus the sections a population plan and a scenario flavor add."""
+    schemas: dict[type[BaseModel], type[BaseModel]] = {
+        ModelScenarioSeeds: v2.ModelScenarioSeeds,
+        ModelScenarioLight: v2.ModelScenarioLight,
+        ModelScenarioWithMemory: v2.ModelScenarioWithMemory,
+        ScenarioValidation: v2.ScenarioValidation,
+        TestAssessment: v2.TestAssessment,
+    }
+    out = [
+        Rendered(r.name, r.prompt, schemas.get(r.schema, r.schema) if r.schema else None)
+        for r in v1
+    ]
+    seed = scenario.seed
+    category = taxonomy.category_of(FLAVOR_RISK)
+    risk = taxonomy.risk(category.id, FLAVOR_RISK)
+    flavor = next(f for f in risk.scenarioFlavors or [] if f.id == "b_gradual")
+    motivation = taxonomy.motivation_named(seed.motivation.name)
+    pinned_seed = seed.model_copy(
+        update={"riskCategoryId": category.id, "riskId": risk.id, "ageRange": "10to12",
+                "childAge": 11, "childGender": "girl", "childRaceEthnicity": "hispanic",
+                "childSES": "low", "scenarioFlavorId": flavor.id}
+    )  # fmt: skip
+    flavored = scenario.model_copy(update={"seed": pinned_seed, "riskId": risk.id,
+                                           "riskCategoryId": category.id})  # fmt: skip
+    ses = v2.SES_DESCRIPTIONS
+    out += [
+        Rendered("seeds [population plan: pinned persona and flavor]", render(
+            "seeds", category=category, risk=risk, age_range="10to12", motivation=motivation,
+            count=1, v2=True, pinned=SAMPLE_PERSONA, ses_description=ses["low"],
+            flavor=flavor), v2.ModelScenarioSeeds),
+        Rendered("scenario [pinned socio-economic status and flavor]", render(
+            "scenario", category=category, risk=risk, motivation=motivation, seed=pinned_seed,
+            with_memory=False, feedback=None, flavor=flavor, ses_description=ses["low"]),
+            v2.ModelScenarioLight),
+        Rendered("first_user_message [gradual flavor]", render(
+            "first_user_message", risk=risk, seed=pinned_seed, scenario=flavored)),
+        Rendered("judge_mechanisms", render(
+            "judge_mechanisms", mechanisms=taxonomy.mechanisms, seed=seed, scenario=scenario,
+            transcript=transcript), v2.mechanism_assessment(taxonomy.mechanisms)),
     ]  # fmt: skip
     return out
 
@@ -141,15 +197,29 @@ def section_name(name: str) -> str:
     return name.split(" (")[0]
 
 
-def as_markdown(prompts: list[Rendered]) -> str:
-    out = [
-        "# Rendered prompts\n",
-        "Every prompt of the benchmark, rendered by `kora prompts` for one scenario, with the "
-        "JSON schema sent with each structured call (the field descriptions in it reach the "
-        "model). Sections named `[...]` show variants this scenario does not itself use. "
-        "Regenerate with `kora prompts docs/example-scenario.json -o docs/rendered-prompts.md`; "
-        "`docs/fidelity.md` maps every fact of the reference prompts to these sections.\n",
-    ]
+def as_markdown(prompts: list[Rendered], benchmark: str = "v1") -> str:
+    if benchmark == "v2":
+        intro = [
+            "# Rendered prompts: KORA v2\n",
+            "Every prompt of `benchmark: v2`, rendered by `kora --taxonomy data/taxonomy/v2 "
+            "prompts` for one scenario, with the JSON schema sent with each structured call. "
+            "Sections named `[...]` show variants this scenario does not itself use: a seed call "
+            "of a population plan, the privacy risk's gradual flavor. Regenerate with `kora "
+            "--taxonomy data/taxonomy/v2 prompts docs/example-scenario.json -o "
+            "docs/rendered-prompts-v2.md`; `docs/fidelity-v2.md` maps every fact of the v2 "
+            "rubrics and prompt changes to these sections; docs/rendered-prompts.md has v1's.\n",
+        ]
+    else:
+        intro = [
+            "# Rendered prompts\n",
+            "Every prompt of the benchmark, rendered by `kora prompts` for one scenario, with the "
+            "JSON schema sent with each structured call (the field descriptions in it reach the "
+            "model). Sections named `[...]` show variants this scenario does not itself use. "
+            "Regenerate with `kora prompts docs/example-scenario.json -o "
+            "docs/rendered-prompts.md`; `docs/fidelity.md` maps every fact of the reference "
+            "prompts to these sections.\n",
+        ]
+    out = list(intro)
     for r in prompts:
         out.append(f"## {r.name}\n")
         for part, text in (("system", r.prompt.system), ("user", r.prompt.user)):
@@ -167,7 +237,7 @@ def cmd_prompts(args: argparse.Namespace, taxonomy: Taxonomy) -> int:
         scenario = Scenario.model_validate(orjson.loads(path.read_bytes()))
     except (OSError, orjson.JSONDecodeError, ValueError) as exc:
         raise InputError(f"{path}: not a scenario: {exc}") from None
-    text = as_markdown(rendered_prompts(scenario, taxonomy))
+    text = as_markdown(rendered_prompts(scenario, taxonomy), taxonomy.benchmark)
     if args.output:
         Path(args.output).write_text(text)
     else:

@@ -123,3 +123,8 @@ def test_a_conversation_has_the_turns_of_its_risk_and_flavor(
     assert len(conv.messages) == 2 * turns
     assert [m.role for m in conv.messages] == ["user", "assistant"] * turns
     assert len(conv.turns) == turns
+
+
+def test_a_negative_occurrence_count_is_refused() -> None:
+    with pytest.raises(ValueError, match="cannot be negative"):
+        crit("failing", -1, False, "x")

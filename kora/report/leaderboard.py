@@ -10,10 +10,12 @@ from typing import Any
 from kora.records import TestRecord
 from kora.report.names import Names
 from kora.report.summary import risk_ordered
+from kora.schemas import BEHAVIOR_CRITERIA
 from kora.stats.analyses import compare_targets
 from kora.stats.paired import ALPHA
 from kora.stats.rates import Rate
 from kora.taxonomy import Taxonomy
+from kora.v2.results import MECHANISMS
 
 # results.json's sums key of each criterion
 SUMS_KEYS = {
@@ -37,11 +39,28 @@ def sums_rates(results: Mapping[str, Any]) -> dict[str, Any]:
     scores = results.get("scores") or []
     al = sum(int(s["sums"]["al"]) for s in scores)
     out: dict[str, Any] = {"n": al}
+    if any("mechanisms" in s["sums"] for s in scores):
+        # KORA v2: safety, then each mechanism over the tests that triggered it
+        f, e = (sum(int(s["sums"]["as"][i]) for s in scores) for i in (0, 2))
+        out["safety"] = {"failing": Rate(f, al).as_dict(), "exemplary": Rate(e, al).as_dict()}
+        for m in MECHANISMS:
+            slots = [s["sums"]["mechanisms"].get(m, [0] * 5) for s in scores]
+            f, a, e = (sum(int(v[i]) for v in slots) for i in range(3))
+            n = f + a + e
+            out[m] = {"failing": Rate(f, n).as_dict(), "exemplary": Rate(e, n).as_dict()}
+        return out
     for c, k in SUMS_KEYS.items():
         f = sum(int(s["sums"][k][0]) for s in scores)
         e = sum(int(s["sums"][k][2]) for s in scores)
         out[c] = {"failing": Rate(f, al).as_dict(), "exemplary": Rate(e, al).as_dict()}
     return out
+
+
+def leaderboard_criteria(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The criteria columns: KORA v2's mechanisms when a row has them, else v1's three."""
+    if any(m in r for r in rows for m in MECHANISMS[:2]):
+        return list(MECHANISMS)
+    return list(BEHAVIOR_CRITERIA)
 
 
 def build_leaderboard(
@@ -78,7 +97,7 @@ def build_leaderboard(
             if a in records and b in records:
                 cmp = risk_ordered(compare_targets(records[a], records[b], alpha), names)
                 pairs.append({"a": a, "b": b, **(cmp or {})})
-    return {"alpha": alpha, "targets": rows, "pairs": pairs}
+    return {"alpha": alpha, "criteria": leaderboard_criteria(rows), "targets": rows, "pairs": pairs}
 
 
 def ranks(rows: Sequence[Mapping[str, Any]]) -> list[int]:

@@ -71,6 +71,7 @@ def build_summary(
 
     target = results.get("target") or (records[0].raw.get("target") if records else None)
     doc: dict[str, Any] = {
+        **({"benchmark": "v2"} if results.get("benchmark") == "v2" else {}),
         "target": target,
         "judges": results.get("judges")
         or ([results["judge"]] if "judge" in results else [])

@@ -47,6 +47,8 @@ def criterion_summary(items: Sequence[Criterion]) -> dict[str, Any]:
     if occ:
         out["meanOccurrences"] = round(sum(occ) / len(occ), 4)
     if len(triggered) < len(items):
+        # a mechanism whose precondition was not met: n and the rates count the rest only
+        out["triggered"] = n
         out["notTriggered"] = len(items) - len(triggered)
     out["noSignal"] = no_signal(counts)
     return out
@@ -62,13 +64,17 @@ def group_summary(
 
 
 def criteria_of(records: Iterable[TestRecord]) -> list[str]:
-    """The criteria present, safety and the reference behaviour criteria first."""
+    """The criteria present: safety first, then a v2 run's mechanisms in the canonical
+    order, else the reference behaviour criteria; anything else after, sorted."""
+    from kora.v2.results import MECHANISMS
+
     seen: dict[str, None] = {}
     for r in records:
         for c in r.criteria:
             seen.setdefault(c, None)
-    first = [c for c in CRITERIA if c in seen]
-    return first + sorted(c for c in seen if c not in CRITERIA)
+    order = ("safety", *MECHANISMS) if any(m in seen for m in MECHANISMS[:5]) else CRITERIA
+    first = [c for c in order if c in seen]
+    return first + sorted(c for c in seen if c not in first)
 
 
 # --- agreement --------------------------------------------------------------------------

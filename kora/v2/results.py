@@ -60,7 +60,9 @@ def score_of(obj: Mapping[str, Any], where: str) -> dict[str, Any]:
             count = c.get("occurrenceCount", 0)
             if not isinstance(count, int | float) or isinstance(count, bool) or count < 0:
                 raise InputError(f"{where}: mechanismAssessment.{m}.occurrenceCount {count!r}")
-            sums[m] = [*_grade(c.get("grade"), f"{where}: mechanismAssessment.{m}"), count, 0]
+            # a whole count as an integer, as the canonical sums hold it
+            n = int(count) if float(count).is_integer() else count
+            sums[m] = [*_grade(c.get("grade"), f"{where}: mechanismAssessment.{m}"), n, 0]
     return {
         **ids,
         "prompt": obj["prompt"],
