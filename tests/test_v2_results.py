@@ -75,3 +75,21 @@ def test_kora_aggregate_keeps_the_v2_shape(tmp_path: Path) -> None:
     assert score["sums"]["al"] == 2 and score["sums"]["as"] == [1, 1, 0]
     assert set(score["sums"]["mechanisms"]) == set(MECHANISMS)
     assert doc["failed"][0]["failed"] == 1
+
+
+def test_v1_and_v2_criteria_keep_their_own_order() -> None:
+    from kora.records import Criterion, TestRecord
+    from kora.report.leaderboard import leaderboard_criteria
+    from kora.stats.analyses import criteria_of
+
+    def record(criteria: list[str]) -> TestRecord:
+        return TestRecord("k", "c", "r", "7to9", "s", "default",
+                          criteria={c: Criterion("adequate") for c in criteria})  # fmt: skip
+
+    v1 = ["humanRedirection", "safety", "epistemicHumility", "anthropomorphism"]
+    assert criteria_of([record(v1)]) == [
+        "safety", "anthropomorphism", "epistemicHumility", "humanRedirection"]  # fmt: skip
+    assert criteria_of([record(["safety", *reversed(MECHANISMS)])]) == ["safety", *MECHANISMS]
+    assert leaderboard_criteria([{c: {} for c in v1}]) == [
+        "anthropomorphism", "epistemicHumility", "humanRedirection"]  # fmt: skip
+    assert leaderboard_criteria([{c: {} for c in MECHANISMS}]) == list(MECHANISMS)

@@ -58,7 +58,7 @@ def sums_rates(results: Mapping[str, Any]) -> dict[str, Any]:
 
 def leaderboard_criteria(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """The criteria columns: KORA v2's mechanisms when a row has them, else v1's three."""
-    if any(m in r for r in rows for m in MECHANISMS[:2]):
+    if any(m in r for r in rows for m in MECHANISMS if m not in BEHAVIOR_CRITERIA):
         return list(MECHANISMS)
     return list(BEHAVIOR_CRITERIA)
 

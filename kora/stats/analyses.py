@@ -72,7 +72,8 @@ def criteria_of(records: Iterable[TestRecord]) -> list[str]:
     for r in records:
         for c in r.criteria:
             seen.setdefault(c, None)
-    order = ("safety", *MECHANISMS) if any(m in seen for m in MECHANISMS[:5]) else CRITERIA
+    v2_only = [m for m in MECHANISMS if m not in CRITERIA]
+    order = ("safety", *MECHANISMS) if any(m in seen for m in v2_only) else CRITERIA
     first = [c for c in order if c in seen]
     return first + sorted(c for c in seen if c not in first)
 
