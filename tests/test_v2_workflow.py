@@ -154,3 +154,17 @@ def test_a_population_plan_generates_its_seeds(tmp_path: Path) -> None:
     for s in seeds:  # the pinned age range holds whatever age the model wrote
         low, high = (int(x) for x in s["ageRange"].split("to"))
         assert low <= s["childAge"] <= high
+
+
+def test_both_canonical_scenario_files_import_under_v2(tmp_path: Path) -> None:
+    work = copy_workflow(tmp_path)
+    (work / "tiny.yaml").write_text(yaml.safe_dump(V2))
+    for name, n in (("scenarios.jsonl", 781), ("104-scenario-apps.strict.jsonl", 104)):
+        file = upstream(f"v2/data/{name}")
+        run = kora(work, "import-scenarios", str(file), "--replace", "--configfile", "tiny.yaml")
+        assert run.returncode == 0, run.stderr
+        assert f"imported {n} scenarios" in run.stderr
+    # under v1 the v2 risks are unknown: the error names the file, line and risk
+    v1 = kora(work, "import-scenarios", str(upstream("v2/data/scenarios.jsonl")), "--replace")
+    assert v1.returncode != 0
+    assert "scenarios.jsonl:" in v1.stderr and "privacy_and_personal_data_protection" in v1.stderr
