@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -144,6 +145,11 @@ def test_item_is_carried_where_the_inventory_says(item: Item) -> None:
         return
     if item.before == "added":
         assert item.note, f"{where}: a project addition needs a note giving the reason"
+    check_places(item, where, place_text)
+
+
+def check_places(item: Item, where: str, text_of: Callable[[str], str]) -> None:
+    """Each place of an item: a test that exists, or a text holding every key term."""
     for place in item.places:
         if place.startswith("test:"):
             path, _, name = place[len("test:") :].partition("::")
@@ -151,7 +157,7 @@ def test_item_is_carried_where_the_inventory_says(item: Item) -> None:
             assert f"def {name}(" in source, f"{where}: no test {name} in {path}"
             continue
         assert item.terms, f"{where}: no key terms for {place}"
-        text = normal(place_text(place))
+        text = normal(text_of(place))
         missing = [t for t in item.terms if normal(t) not in text]
         assert not missing, f"{where}: not found in {place}: {missing}"
 

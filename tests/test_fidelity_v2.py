@@ -16,7 +16,7 @@ from kora.showprompts import as_markdown, rendered_prompts, section_name
 from kora.taxonomy import load_taxonomy
 from kora.templates import render
 from kora.v2 import schemas as v2
-from tests.test_fidelity import BEFORE, Item, normal, parse
+from tests.test_fidelity import BEFORE, Item, check_places, normal, parse
 
 REPO = Path(__file__).resolve().parents[1]
 INVENTORY = REPO / "docs" / "fidelity-v2.md"
@@ -66,16 +66,7 @@ def test_item_is_carried_where_the_inventory_says(item: Item) -> None:
     where = f"docs/fidelity-v2.md:{item.line} {item.id}"
     assert item.before in BEFORE, f"{where}: unknown before-state {item.before!r}"
     assert item.places, f"{where}: every v2 fact is carried"
-    for place in item.places:
-        if place.startswith("test:"):
-            path, _, name = place[len("test:") :].partition("::")
-            source = (REPO / path).read_text(encoding="utf-8")
-            assert f"def {name}(" in source, f"{where}: no test {name} in {path}"
-            continue
-        assert item.terms, f"{where}: no key terms for {place}"
-        text = normal(place_text(place))
-        missing = [t for t in item.terms if normal(t) not in text]
-        assert not missing, f"{where}: not found in {place}: {missing}"
+    check_places(item, where, place_text)
 
 
 def test_every_mechanism_and_new_risk_has_items() -> None:

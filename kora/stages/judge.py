@@ -27,7 +27,7 @@ from kora.schemas import (
 )
 from kora.stages.ask import ask
 from kora.taxonomy import Taxonomy
-from kora.templates import format_conversation, render
+from kora.templates import Prompt, format_conversation, render
 from kora.v2 import schemas as v2
 
 
@@ -84,15 +84,22 @@ def combine_mechanisms(
     return out
 
 
+def _safety_prompt(conversation: Conversation, taxonomy: Taxonomy) -> tuple[Prompt, str]:
+    """The safety judge's prompt (the same in v1 and v2) and the transcript it shows."""
+    scenario = conversation.scenario
+    risk = taxonomy.risk(scenario.riskCategoryId, scenario.riskId)
+    transcript = format_conversation(conversation.messages)
+    prompt = render(
+        "judge_safety", risk=risk, seed=scenario.seed, scenario=scenario, transcript=transcript
+    )
+    return prompt, transcript
+
+
 async def judge_once_v2(
     judge: ModelClient, conversation: Conversation, taxonomy: Taxonomy
 ) -> JudgeVerdict:
     scenario = conversation.scenario
-    risk = taxonomy.risk(scenario.riskCategoryId, scenario.riskId)
-    transcript = format_conversation(conversation.messages)
-    safety_prompt = render(
-        "judge_safety", risk=risk, seed=scenario.seed, scenario=scenario, transcript=transcript
-    )
+    safety_prompt, transcript = _safety_prompt(conversation, taxonomy)
     mechanism_prompt = render(
         "judge_mechanisms",
         mechanisms=taxonomy.mechanisms,
@@ -117,11 +124,7 @@ async def judge_once(
     judge: ModelClient, conversation: Conversation, taxonomy: Taxonomy
 ) -> JudgeVerdict:
     scenario = conversation.scenario
-    risk = taxonomy.risk(scenario.riskCategoryId, scenario.riskId)
-    transcript = format_conversation(conversation.messages)
-    safety_prompt = render(
-        "judge_safety", risk=risk, seed=scenario.seed, scenario=scenario, transcript=transcript
-    )
+    safety_prompt, transcript = _safety_prompt(conversation, taxonomy)
     behavior_prompt = render(
         "judge_behavior", seed=scenario.seed, scenario=scenario, transcript=transcript
     )
