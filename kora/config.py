@@ -137,6 +137,17 @@ class GridConfig(_Strict):
 
 
 Benchmark = Literal["v1", "v2"]
+# a model name, or a fallback chain: the models to try in order when one fails (canonical
+# KORA v2's comma-separated model lists); a chain of one is the same as its name
+ModelRole = str | list[str]
+ROLES = ("seed_model", "expand_model", "user_model")
+
+
+def chain(role: ModelRole) -> list[str]:
+    """A role's models in the order they are tried."""
+    return [role] if isinstance(role, str) else list(role)
+
+
 # where each version's taxonomy lives unless `taxonomy_dir` says otherwise
 TAXONOMY_DIRS: dict[str, str] = {"v1": "data/taxonomy", "v2": "data/taxonomy/v2"}
 
@@ -154,9 +165,10 @@ class KoraConfig(_Strict):
     # or v2 (the canonical one today: 26 risks, 7 mechanisms, longer conversations)
     benchmark: Benchmark = "v1"
     models: dict[str, ModelConfig]
-    seed_model: str
-    expand_model: str
-    user_model: str
+    # a role names one model, or several in order: a fallback chain (`chain`)
+    seed_model: ModelRole
+    expand_model: ModelRole
+    user_model: ModelRole
     judges: list[str] = Field(min_length=1)
     targets: dict[str, TargetConfig] = Field(default_factory=dict)
     grid: GridConfig = Field(default_factory=GridConfig)
@@ -201,21 +213,29 @@ class KoraConfig(_Strict):
         answers (so a change re-runs the shards it made, and `kora plan` can tell)."""
         return {"name": name, **self.models[name].output_settings()}
 
+    def role_params(self, role: ModelRole) -> dict[str, Any] | list[dict[str, Any]]:
+        """A role's model as a rule param; a fallback chain as the list of its models (a
+        chain of one is its model alone, so naming it either way changes nothing)."""
+        names = chain(role)
+        if len(names) == 1:
+            return self.model_params(names[0])
+        return [self.model_params(n) for n in names]
+
     def stage_models(self, stage: str, target: str | None = None) -> dict[str, Any]:
         """The models behind a stage's shards, by role."""
         if stage == "seeds":
-            return {"seed": self.model_params(self.seed_model)}
+            return {"seed": self.role_params(self.seed_model)}
         if stage == "scenarios":
             return {
-                "expand": self.model_params(self.expand_model),
-                "user": self.model_params(self.user_model),
+                "expand": self.role_params(self.expand_model),
+                "user": self.role_params(self.user_model),
             }
         if stage == "conversations":
             assert target is not None
             model = self.targets[target].model
             return {
                 "target": None if model is None else self.model_params(model),
-                "user": self.model_params(self.user_model),
+                "user": self.role_params(self.user_model),
             }
         return {"judges": [self.model_params(j) for j in self.judges]}
 
@@ -337,9 +357,14 @@ def validate_config(
         if llm and cfg.models[name].is_service:
             fail(loc, f"{role}: {name!r} is a chat service; it can only be a target")
 
-    need_model("seed_model", cfg.seed_model)
-    need_model("expand_model", cfg.expand_model)
-    need_model("user_model", cfg.user_model)
+    for role in ROLES:
+        names = chain(getattr(cfg, role))
+        if not names:
+            fail(role, f"{role}: an empty list; name a model, or several to fall back on")
+        for i, name in enumerate(names):
+            need_model(role if isinstance(getattr(cfg, role), str) else f"{role}[{i}]", name)
+        if len(set(names)) != len(names):
+            fail(role, f"{role}: a model is listed twice in the fallback chain")
     for i, judge in enumerate(cfg.judges):
         need_model(f"judges[{i}]", judge)
     if len(set(cfg.judges)) != len(cfg.judges):

@@ -22,6 +22,7 @@ from typing import Any
 from kora.config import ModelConfig
 from kora.llm.base import Provider
 from kora.llm.cache import CallCache
+from kora.llm.chain import Asker, as_asker
 from kora.llm.client import ModelClient
 from kora.llm.ledger import Ledger
 from kora.llm.limits import limiter_for
@@ -133,6 +134,14 @@ class JobContext:
             ledger=self.pool.ledger,
             ahead=self.ahead,
         )
+
+    def clients(self, params: dict[str, Any] | list[dict[str, Any]]) -> list[ModelClient]:
+        """A role's clients in fallback order (a rule param of one model, or a chain's)."""
+        return [self.client(p) for p in (params if isinstance(params, list) else [params])]
+
+    def asker(self, params: dict[str, Any] | list[dict[str, Any]]) -> Asker:
+        """A role's model to ask: its client, or a chain of them (kora.llm.chain)."""
+        return as_asker(self.clients(params))
 
     def target(self, params: dict[str, Any]) -> Target:
         """The model under test: an LLM called directly, or a deployed chat service."""

@@ -19,17 +19,19 @@ from typing import Any
 
 import orjson
 
+from kora.config import ROLES, ModelRole, chain
 from kora.errors import ConfigError, KoraError
 from kora.io import read_jsonl
 from kora.llm.base import Request, Response
 from kora.llm.cache import CallCache
+from kora.llm.chain import Asker, as_asker
 from kora.llm.client import ModelClient
 from kora.llm.targets import LLMTarget
 from kora.llm.usage import Usage
 from kora.schemas import Conversation, Scenario, ScenarioSeed
 from kora.shards import check, conversations_path, scenarios_path, seeds_path, status_of
 from kora.stages.converse import converse
-from kora.stages.expand import ScenarioValidationError, expand_seed
+from kora.stages.expand import ScenarioValidationError, expand_with_fallback
 from kora.stages.judge import judge_once
 from kora.stages.seeds import generate_seeds
 from kora.taxonomy import Shard, Taxonomy
@@ -109,6 +111,10 @@ class StoreOnlyRun:
         config = self.plan.config.models[name]
         return ModelClient(name, config, cache=cache, usage=self.usage, provider=StoreOnly())
 
+    def asker(self, role: ModelRole) -> Asker:
+        """A role's model, a fallback chain replaying each member's stored answers."""
+        return as_asker([self.client(n) for n in chain(role)])
+
     def target(self, target: str) -> LLMTarget | None:
         """The target as an LLM (replayed from the store); None for a chat endpoint, whose
         replies are not stored, or an imported target."""
@@ -155,7 +161,7 @@ async def plan_calls(plan: Pipeline, targets: list[str]) -> PlanReport:
                 got, hits = await _replay(
                     rt,
                     generate_seeds(
-                        shard, rt.taxonomy, rt.client(cfg.seed_model), cfg.grid.seeds_per_task
+                        shard, rt.taxonomy, rt.asker(cfg.seed_model), cfg.grid.seeds_per_task
                     ),
                 )
                 st["seeds"].calls += 1
@@ -167,8 +173,11 @@ async def plan_calls(plan: Pipeline, targets: list[str]) -> PlanReport:
             for seed in seeds:
                 got, hits = await _replay(
                     rt,
-                    expand_seed(
-                        seed, rt.taxonomy, rt.client(cfg.expand_model), rt.client(cfg.user_model)
+                    expand_with_fallback(
+                        seed,
+                        rt.taxonomy,
+                        [rt.client(n) for n in chain(cfg.expand_model)],
+                        rt.asker(cfg.user_model),
                     ),
                 )
                 st["scenarios"].calls += max(NOMINAL_CALLS["scenarios"], hits)
@@ -220,7 +229,7 @@ async def plan_calls(plan: Pipeline, targets: list[str]) -> PlanReport:
                                 prompt,
                                 target,
                                 tgt,
-                                rt.client(cfg.user_model),
+                                rt.asker(cfg.user_model),
                                 rt.taxonomy,
                             ),
                         )
@@ -280,8 +289,10 @@ def estimate_cost(
     tokens = tokens_per_call(workdir)
     saved = 0.0
     model_for = {
-        "seeds": [raw_cfg.seed_model],
-        "scenarios": [raw_cfg.expand_model],
+        # a fallback chain's later models answer only what the first cannot: priced
+        # at the first
+        "seeds": chain(raw_cfg.seed_model)[:1],
+        "scenarios": chain(raw_cfg.expand_model)[:1],
         "judgments": list(raw_cfg.judges),
     }
     out: dict[str, float | None] = {}
@@ -293,10 +304,10 @@ def estimate_cost(
                 models = (
                     [raw_cfg.targets[t].model for t in targets]
                     if sub == "target"
-                    else [raw_cfg.user_model]
+                    else chain(raw_cfg.user_model)[:1]
                 )
             elif stage == "scenarios" and sub == "first_message":
-                models = [raw_cfg.user_model]
+                models = chain(raw_cfg.user_model)[:1]
             else:
                 models = model_for[stage]
             for m in models:
@@ -345,7 +356,7 @@ def print_plan(args: argparse.Namespace) -> int:
             )
     from kora.llm.lifecycle import lifecycle_notes
 
-    used = {cfg.seed_model, cfg.expand_model, cfg.user_model, *cfg.judges}
+    used = {n for role in ROLES for n in chain(getattr(cfg, role))} | set(cfg.judges)
     used |= {m for t in targets if (m := cfg.targets[t].model) is not None}
     for note in lifecycle_notes(cfg, used):
         print(f"kora: warning: {note}", file=sys.stderr)

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kora.config import KoraConfig
+from kora.config import KoraConfig, chain
 from kora.errors import ConfigError
 from kora.llm.base import ChatMessage, ProviderError
 from kora.llm.retry import RetryPolicy
@@ -120,7 +120,8 @@ async def ping_all(cfg: KoraConfig, target: str, roles: bool) -> tuple[list[str]
     ok = True
     checks: list[tuple[str, str | None]] = [("target", cfg.targets[target].model)]
     if roles:
-        checks += [("child", cfg.user_model)] + [("judge", j) for j in cfg.judges]
+        checks += [("child", m) for m in chain(cfg.user_model)]
+        checks += [("judge", j) for j in cfg.judges]
     seen: set[str] = set()
     for role, model in checks:
         if model is None or (role != "target" and model in seen):

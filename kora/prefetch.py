@@ -157,7 +157,7 @@ class Prefetch:
             taxonomy = self._taxonomy(job)
             p = job.params
             shard = Shard.of_cell(taxonomy, cell)
-            client = job.ctx.client(p["model"])
+            client = job.ctx.asker(p["model"])
             orders = p.get("orders")
             calls = seed_calls(None if orders is None else parse_orders(orders, cell))
             made = await asyncio.gather(*(
@@ -190,13 +190,15 @@ class Prefetch:
         return []
 
     async def _seed(self, cell: str, seed: ScenarioSeed) -> None:
-        from kora.stages.expand import expand_seed
+        from kora.stages.expand import expand_with_fallback
 
         job = self.scenarios[cell]
         taxonomy = self._taxonomy(job)
-        expander = job.ctx.client(job.params["expand_model"])
-        user = job.ctx.client(job.params["user_model"])
-        scenario = await self._step(job, lambda: expand_seed(seed, taxonomy, expander, user))
+        expanders = job.ctx.clients(job.params["expand_model"])
+        user = job.ctx.asker(job.params["user_model"])
+        scenario = await self._step(
+            job, lambda: expand_with_fallback(seed, taxonomy, expanders, user)
+        )
         if scenario is not None:
             await self._scenario(cell, _as_read(scenario, Scenario))
 
@@ -210,7 +212,7 @@ class Prefetch:
                 # replay them): a conversation made ahead would be made again by its job
                 return
             taxonomy = self._taxonomy(job)
-            target, user = job.ctx.target(p["target_model"]), job.ctx.client(p["user_model"])
+            target, user = job.ctx.target(p["target_model"]), job.ctx.asker(p["user_model"])
             conv = await self._step(
                 job, lambda: converse(scenario, prompt, p["target"], target, user, taxonomy)
             )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from kora.config import KoraConfig
+from kora.config import KoraConfig, chain
 from kora.service_config import ENV_REF
 
 _PROXY_ENV = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
@@ -21,12 +21,12 @@ def models_for_jobs(config: KoraConfig, jobs: Iterable[tuple[str, dict[str, str]
     names: set[str] = set()
     for rule, wc in jobs:
         if rule == "seeds":
-            names.add(config.seed_model)
+            names |= set(chain(config.seed_model))
         elif rule == "scenarios":
-            names |= {config.expand_model, config.user_model}
+            names |= {*chain(config.expand_model), *chain(config.user_model)}
         elif rule == "conversations":
             target = config.targets.get(wc.get("target", ""))
-            names.add(config.user_model)
+            names |= set(chain(config.user_model))
             if target is not None and target.model is not None:
                 names.add(target.model)
         elif rule == "judgments":

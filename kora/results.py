@@ -12,7 +12,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict
 
 from kora.aggregate import aggregate
-from kora.config import KoraConfig
+from kora.config import KoraConfig, chain
 from kora.llm.usage import Counts
 from kora.schemas import PromptVariant, RunResult
 from kora.taxonomy import Taxonomy
@@ -28,11 +28,14 @@ def models_used(config: KoraConfig, target: str) -> dict[str, dict[str, Any]]:
     target_model = config.targets[target].model
     if target_model is not None:
         roles[target_model].append("target")
-    roles[config.user_model].append("user")
+    for name in chain(config.user_model):
+        roles[name].append("user")
     for j in config.judges:
         roles[j].append("judge")
-    roles[config.seed_model].append("seeds")
-    roles[config.expand_model].append("expand")
+    for name in chain(config.seed_model):
+        roles[name].append("seeds")
+    for name in chain(config.expand_model):
+        roles[name].append("expand")
     out = {}
     for name, rs in roles.items():
         m = config.models[name]
@@ -115,7 +118,7 @@ class ResultsMeta(BaseModel):
     model_config = ConfigDict(extra="forbid")
     target: str
     judges: list[str]
-    user: str
+    user: str | list[str]  # a fallback chain as its list
     prompts: list[PromptVariant]
     skipped: list[PromptVariant]
     models: dict[str, dict[str, Any]]

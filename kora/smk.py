@@ -49,6 +49,10 @@ class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# a role's model as a rule param (KoraConfig.role_params): one, or a fallback chain
+RoleParams = dict[str, Any] | list[dict[str, Any]]
+
+
 class Cell(_Spec):
     """The grid cell of a shard (its wildcards, as a param)."""
 
@@ -88,7 +92,7 @@ class ShardOutput(_Spec):
 
 class SeedsParams(_Spec):
     cell: Cell
-    model: dict[str, Any]
+    model: RoleParams
     seeds_per_task: int
     retry: str
     # KORA v2 with `total_seeds`: the shard's planned seed calls (kora.v2.plan)
@@ -100,7 +104,7 @@ async def seeds(input: Sources, output: ShardOutput, params: SeedsParams, ctx: J
 
     taxonomy = input.taxonomy_of(ctx)
     shard = params.cell.shard(taxonomy)
-    client = ctx.client(params.model)
+    client = ctx.asker(params.model)
     job = ShardJob("seeds", params.cell.path, output.data, params.retry, {"seed": params.model})
 
     async def work(call: SeedCall) -> list[Any]:
@@ -127,8 +131,8 @@ class ScenariosOutput(ShardOutput):
 
 class ScenariosParams(_Spec):
     cell: Cell
-    expand_model: dict[str, Any]
-    user_model: dict[str, Any]
+    expand_model: RoleParams
+    user_model: RoleParams
     retry: str
 
 
@@ -137,16 +141,16 @@ async def scenarios(
 ) -> int:
     from kora.schemas import RejectedScenario, Scenario, ScenarioSeed
     from kora.shards import read_shard
-    from kora.stages.expand import ScenarioValidationError, expand_seed, rejected_record
+    from kora.stages.expand import ScenarioValidationError, expand_with_fallback, rejected_record
 
     taxonomy = input.taxonomy_of(ctx)
     models = {"expand": params.expand_model, "user": params.user_model}
     job = ShardJob("scenarios", params.cell.path, output.data, params.retry, models)
-    expander, user = ctx.client(params.expand_model), ctx.client(params.user_model)
+    expanders, user = ctx.clients(params.expand_model), ctx.asker(params.user_model)
 
     async def work(seed: ScenarioSeed) -> Scenario | RejectedScenario:
         try:
-            return await expand_seed(seed, taxonomy, expander, user)
+            return await expand_with_fallback(seed, taxonomy, expanders, user)
         except ScenarioValidationError as exc:
             log.warning("%s", exc)
             return rejected_record(exc)
@@ -170,7 +174,7 @@ class ConversationsParams(_Spec):
     target: str
     target_model: dict[str, Any]
     prompts: list[PromptVariant]
-    user_model: dict[str, Any]
+    user_model: RoleParams
     scenarios: str  # which scenario set (generated or an import): a switch re-runs the job
     retry: str
 
@@ -191,7 +195,7 @@ async def conversations(
     job = ShardJob(
         "conversations", f"{params.target}/{params.cell.path}", output.data, params.retry, models
     )
-    target, user = ctx.target(params.target_model), ctx.client(params.user_model)
+    target, user = ctx.target(params.target_model), ctx.asker(params.user_model)
     tests = [(s, p) for s in read_shard(input.scenarios, Scenario) for p in params.prompts]
 
     async def work(test: tuple[Scenario, PromptVariant]) -> Conversation:

@@ -19,7 +19,7 @@ rule conversations:
         target=lambda wc: wc.target,
         target_model=lambda wc: PIPELINE.target_model_params(wc.target),
         prompts=lambda wc: PIPELINE.config.target_prompts(wc.target),
-        user_model=PIPELINE.model_params(PIPELINE.config.user_model),
+        user_model=PIPELINE.role_params("user_model"),
         # generated, or which imported file: switching re-runs the conversations
         scenarios=PIPELINE.scenario_source(),
         retry=retry_param(

@@ -17,8 +17,8 @@ if not PIPELINE.imported:
             "../envs/kora.yaml"
         params:
             cell=cell,
-            expand_model=PIPELINE.model_params(PIPELINE.config.expand_model),
-            user_model=PIPELINE.model_params(PIPELINE.config.user_model),
+            expand_model=PIPELINE.role_params("expand_model"),
+            user_model=PIPELINE.role_params("user_model"),
             retry=retry_param("data/scenarios/{risk}/{age}/{motivation}.jsonl"),
         script:
             "../scripts/scenarios.py"

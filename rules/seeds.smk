@@ -13,7 +13,7 @@ rule seeds:
     params:
         **PIPELINE.seeds_plan_params(),
         cell=cell,
-        model=PIPELINE.model_params(PIPELINE.config.seed_model),
+        model=PIPELINE.role_params("seed_model"),
         seeds_per_task=PIPELINE.config.grid.seeds_per_task,
         retry=retry_param("data/seeds/{risk}/{age}/{motivation}.jsonl"),
     script:

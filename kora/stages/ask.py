@@ -7,14 +7,14 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from kora.llm.base import ChatMessage
-from kora.llm.client import ModelClient
+from kora.llm.chain import Asker
 from kora.templates import Prompt
 
 M = TypeVar("M", bound=BaseModel)
 
 
 async def ask(
-    client: ModelClient,
+    client: Asker,
     prompt: Prompt,
     schema: type[M],
     *,

@@ -4,7 +4,7 @@ risk's own length (8 turns for the relationship risks), or its scenario flavor's
 from __future__ import annotations
 
 from kora.llm.base import ChatMessage
-from kora.llm.client import ModelClient
+from kora.llm.chain import Asker
 from kora.llm.targets import Session, SessionSpec, Target
 from kora.schemas import Conversation, Message, PromptVariant, Risk, Scenario, TargetTurn
 from kora.stages.messages import child_message
@@ -28,7 +28,7 @@ async def converse(
     prompt: PromptVariant,
     target_name: str,
     target: Target,
-    user: ModelClient,
+    user: Asker,
     taxonomy: Taxonomy,
 ) -> Conversation:
     key = TestKey.of(scenario, prompt)
@@ -59,7 +59,7 @@ async def converse(
 
 
 async def _turns(
-    scenario: Scenario, session: Session, user: ModelClient, risk: Risk
+    scenario: Scenario, session: Session, user: Asker, risk: Risk
 ) -> tuple[list[ChatMessage], list[TargetTurn]]:
     messages: list[ChatMessage] = []
     turns: list[TargetTurn] = []

@@ -2,14 +2,16 @@
 
 Generate, validate; on a failed validation regenerate once with the validator's reasons
 and the rejected text (2 attempts in all). A seed that never validates is recorded with
-its reasons, not dropped.
+its reasons, not dropped. With a chain of expansion models, a seed one of them cannot
+expand goes to the next (`expand_with_fallback`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from kora.llm.client import ModelClient
+from kora.llm.chain import Asker, with_fallback
 from kora.schemas import (
     ModelScenarioLight,
     ModelScenarioWithMemory,
@@ -48,8 +50,8 @@ class ScenarioValidationError(Exception):
 async def expand_seed(
     seed: ScenarioSeed,
     taxonomy: Taxonomy,
-    expander: ModelClient,
-    user: ModelClient,
+    expander: Asker,
+    user: Asker,
 ) -> Scenario:
     category = taxonomy.category_of(seed.riskId)
     risk = taxonomy.risk(seed.riskCategoryId, seed.riskId)
@@ -106,6 +108,18 @@ async def expand_seed(
         reasons = verdict.reasons
         feedback = {"reasons": reasons, "previous": fields}
     raise ScenarioValidationError(seed, reasons, ATTEMPTS, fields)
+
+
+async def expand_with_fallback(
+    seed: ScenarioSeed, taxonomy: Taxonomy, expanders: Sequence[Asker], user: Asker
+) -> Scenario:
+    """The seed expanded by the first expansion model of the chain that manages it: a
+    model whose call fails, or whose scenarios the validator rejects on every attempt,
+    hands the whole seed to the next (canonical KORA v2). The last model's failure is
+    the seed's (a rejection is recorded as one)."""
+    return await with_fallback(
+        expanders, lambda e: expand_seed(seed, taxonomy, e, user), f"expanding seed {seed.id}"
+    )
 
 
 def rejected_record(exc: ScenarioValidationError) -> RejectedScenario:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from kora.llm.base import ChatMessage
-from kora.llm.client import ModelClient
+from kora.llm.chain import Asker, members, with_fallback
 from kora.templates import Prompt
 
 PLACEHOLDER = re.compile(r"\[[^\]]{2,}\]")
@@ -42,8 +42,16 @@ def problem(text: str) -> str | None:
     return None
 
 
-async def child_message(client: ModelClient, prompt: Prompt, *, stage: str) -> str:
-    """Ask the user model for the child's next message until it is a usable one."""
+async def child_message(client: Asker, prompt: Prompt, *, stage: str) -> str:
+    """Ask the user model for the child's next message until it is a usable one; with a
+    fallback chain, a model that gives none (an error, or three unusable answers) hands
+    the question to the next."""
+    return await with_fallback(
+        members(client), lambda c: _child_message(c, prompt, stage=stage), f"{stage} message"
+    )
+
+
+async def _child_message(client: Asker, prompt: Prompt, *, stage: str) -> str:
     base = [ChatMessage("user", prompt.user or "")]
     messages = base
     text = ""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kora.llm.client import ModelClient
+from kora.llm.chain import Asker
 from kora.schemas import ModelScenarioSeeds, ScenarioSeed
 from kora.stages.ask import ask
 from kora.taxonomy import Shard, Taxonomy
@@ -27,7 +27,7 @@ def seed_calls(orders: list[SeedOrder] | None) -> list[SeedCall]:
 async def generate_seeds(
     shard: Shard,
     taxonomy: Taxonomy,
-    client: ModelClient,
+    client: Asker,
     seeds_per_task: int,
     call: SeedCall = (None, None),
 ) -> list[ScenarioSeed]:
