@@ -22,13 +22,19 @@ def taxonomy_dir(args: argparse.Namespace) -> str:
     if args.taxonomy:
         return str(args.taxonomy)
     from kora.config import taxonomy_dir_of
+
+    return taxonomy_dir_of(_raw_config(args))
+
+
+def _raw_config(args: argparse.Namespace) -> dict[str, Any]:
+    """config.yaml with the --configfile overlays merged over it, not validated."""
     from kora.config_files import config_paths, merge, read_config_file
 
     raw: dict[str, Any] = {}
     for path in config_paths(getattr(args, "configfile", []), Path(".")):
         if path.exists():
             raw = merge(raw, read_config_file(path))
-    return taxonomy_dir_of(raw)
+    return raw
 
 
 def cmd_aggregate(args: argparse.Namespace) -> int:
@@ -84,6 +90,41 @@ def cmd_import_conversations(args: argparse.Namespace) -> int:
     print(
         f"to judge them, add under `targets:` in your config: {names}\n"
         f"then: snakemake --cores 10 " + " ".join(f"results/{n}/results.json" for n in counts),
+        file=sys.stderr,
+    )
+    return 0
+
+
+def cmd_continue(args: argparse.Namespace) -> int:
+    from kora.continuation import stage_recordings
+
+    def names(value: str | None) -> list[str] | None:
+        return None if value is None else [v.strip() for v in value.split(",") if v.strip()]
+
+    counts = stage_recordings(
+        Path(args.file),
+        taxonomy_of_args(args),
+        Path("."),
+        target=args.target,
+        risk_ids=names(args.risk_ids),
+        target_models=names(args.target_models),
+        limit_per_risk=args.limit_per_risk,
+    )
+    for name, n in counts.items():
+        print(f"filed {n} recorded conversations under results/{name}/recorded/", file=sys.stderr)
+    targets = _raw_config(args).get("targets") or {}
+    missing = [n for n in counts if not (targets.get(n) or {}).get("continued")]
+    if missing:
+        entries = ", ".join(f"{n}: {{model: MODEL, continued: true}}" for n in missing)
+        print(
+            "to carry them on, the config needs under `targets:` "
+            f"{entries} (MODEL: the model they were recorded with)",
+            file=sys.stderr,
+        )
+    print(
+        "to carry them on to each risk's length and judge them: snakemake --cores 10 "
+        + " ".join(f"results/{n}/results.json" for n in counts)
+        + "".join(f" --configfile {f}" for f in getattr(args, "configfile", [])),
         file=sys.stderr,
     )
     return 0
@@ -176,6 +217,21 @@ def build_parser() -> argparse.ArgumentParser:
     ic.add_argument("--target", help="target name for every record (default: each modelId)")
     _configfile_option(ic)
     ic.set_defaults(func=cmd_import_conversations)
+
+    co = sub.add_parser(
+        "continue",
+        help="recorded conversations to carry on to each risk's length with the target they "
+        "were recorded with, then judge (only the missing turns are asked)",
+    )
+    co.add_argument("file", help="JSONL of scenario, prompt, messages, modelId (whole turns)")
+    co.add_argument("--target", help="target name for every record (default: each modelId)")
+    co.add_argument("--risk-ids", help="comma-separated risk ids to take (default: all)")
+    co.add_argument("--target-models", help="comma-separated modelIds to take (default: all)")
+    co.add_argument(
+        "--limit-per-risk", type=int, help="the first N records of each risk, by test key"
+    )
+    _configfile_option(co)
+    co.set_defaults(func=cmd_continue)
 
     pr = sub.add_parser("prompts", help="every prompt as rendered for one scenario (JSON)")
     pr.add_argument("scenario", help="a scenario JSON object (e.g. docs/example-scenario.json)")

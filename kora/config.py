@@ -122,6 +122,9 @@ class TargetConfig(_Strict):
     prompts: list[PromptVariant] = Field(default_factory=lambda: list(PROMPT_VARIANTS))
     # recorded conversations (`kora import-conversations`) to judge; no model is called
     imported: bool = False
+    # recorded conversations (`kora continue`) carried on with `model` to each risk's
+    # length, then judged: only the missing turns are asked
+    continued: bool = False
 
 
 class GridConfig(_Strict):
@@ -382,9 +385,20 @@ def validate_config(
             fail(loc, f"targets: invalid target name {tname!r} (letters, digits, . _ -)")
         if target.model is None:
             if not target.imported:
-                fail(loc, f"{loc}: missing required key 'model'")
+                what = "the model the recordings were made with" if target.continued else ""
+                fail(loc, f"{loc}: missing required key 'model' {what}".rstrip())
         else:
             need_model(f"{loc}.model", target.model, llm=False)
+        if target.continued:
+            if target.imported:
+                fail(
+                    f"{loc}.continued",
+                    f"{loc}: `imported` judges recordings as they are, `continued` carries "
+                    "them on with the target's model; set one of them",
+                )
+            problem = _history_problem(cfg.models[target.model]) if target.model else None
+            if problem:
+                fail(f"{loc}.continued", f"{loc}.continued: {target.model!r} {problem}")
         if not target.prompts:
             fail(f"{loc}.prompts", f"{loc}.prompts: empty")
         if not cfg.target_prompts(tname):
@@ -447,6 +461,24 @@ def _check_benchmark(
             load_distribution(grid.distribution, workdir or Path("."))
         except ValueError as exc:
             fail("grid.distribution", f"grid.distribution: {exc}")
+
+
+def _history_problem(model: ModelConfig) -> str | None:
+    """Why a model cannot carry on a recorded conversation: a chat service that keeps its
+    own sessions would answer the next message without the recorded ones."""
+    if model.provider in ("chat-endpoint", "app-runner"):
+        return (
+            f"is a {model.provider} service, which keeps each conversation on its side: "
+            "a new session would not hold the recorded turns"
+        )
+    if model.provider == "http" and model.http is not None:
+        turn = model.http.turn.model_dump_json()
+        if not re.search(r"\{[{%][^}]*\bmessages\b", turn):
+            return (
+                "is a chat service whose turn request sends only the newest message "
+                "(`{{ message }}`): to carry on a recording it must send `{{ messages }}`"
+            )
+    return None
 
 
 def _url_problem(url: str) -> str | None:

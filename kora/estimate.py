@@ -29,10 +29,17 @@ from kora.llm.client import ModelClient
 from kora.llm.targets import LLMTarget
 from kora.llm.usage import Usage
 from kora.schemas import Conversation, Scenario, ScenarioSeed
-from kora.shards import check, conversations_path, scenarios_path, seeds_path, status_of
+from kora.shards import (
+    check,
+    conversations_path,
+    recorded_path,
+    scenarios_path,
+    seeds_path,
+    status_of,
+)
 from kora.stages.converse import converse
 from kora.stages.expand import ScenarioValidationError, expand_with_fallback
-from kora.stages.judge import judge_once
+from kora.stages.judge import judge_once, judge_once_v2
 from kora.stages.seeds import generate_seeds
 from kora.taxonomy import Shard, Taxonomy
 from kora.workflow import NOMINAL_CALLS, Pipeline
@@ -139,7 +146,13 @@ async def plan_calls(plan: Pipeline, targets: list[str]) -> PlanReport:
     cfg = plan.config
     report = PlanReport()
     st = report.stages
+    continued = [t for t in targets if cfg.targets[t].continued]
+    made = [t for t in targets if t not in continued]
     for cell in plan.cells():
+        if not made:  # only recordings to carry on: no seeds, no scenarios
+            for target in continued:
+                await _plan_continued(rt, report, target, cell)
+            continue
         shard = Shard.of_cell(plan.taxonomy, cell)
         # seeds
         seeds: list[ScenarioSeed] = []
@@ -200,7 +213,7 @@ async def plan_calls(plan: Pipeline, targets: list[str]) -> PlanReport:
                 st["scenarios"].calls += NOMINAL_CALLS["scenarios"] * len(scenarios)
                 st["scenarios"].stored += NOMINAL_CALLS["scenarios"] * len(scenarios)
         scenarios = scenarios or []
-        for target in targets:
+        for target in made:
             prompts = cfg.target_prompts(target)
             tgt = rt.target(target)
             conv_file = workdir / conversations_path(target, cell)
@@ -216,9 +229,9 @@ async def plan_calls(plan: Pipeline, targets: list[str]) -> PlanReport:
 
                     key = str(TestKey.of(scenario, prompt))
                     st["conversations"].items += 1
-                    st["conversations"].calls += NOMINAL_CALLS["conversations"]
+                    st["conversations"].calls += conversation_calls(rt.taxonomy, scenario)
                     if key in known_convs:
-                        st["conversations"].stored += NOMINAL_CALLS["conversations"]
+                        st["conversations"].stored += conversation_calls(rt.taxonomy, scenario)
                         convs.append(known_convs[key])
                         continue
                     if tgt is not None:
@@ -239,14 +252,63 @@ async def plan_calls(plan: Pipeline, targets: list[str]) -> PlanReport:
             n_unknown_tests = unknown * len(prompts) + (len(scenarios) * len(prompts) - len(convs))
             st["conversations"].items += unknown * len(prompts)
             st["conversations"].calls += unknown * len(prompts) * NOMINAL_CALLS["conversations"]
-            per_judge = NOMINAL_CALLS["judgments"]
-            st["judgments"].items += len(convs) + n_unknown_tests
-            st["judgments"].calls += (len(convs) + n_unknown_tests) * per_judge * len(cfg.judges)
-            for conv in convs:
-                for j in cfg.judges:
-                    _, hits = await _replay(rt, judge_once(rt.client(j), conv, rt.taxonomy))
-                    st["judgments"].stored += hits
+            await _plan_judgments(rt, report, convs, n_unknown_tests)
+        for target in continued:
+            await _plan_continued(rt, report, target, cell)
     return report
+
+
+def conversation_calls(taxonomy: Taxonomy, scenario: Scenario, recorded: int = 0) -> int:
+    """The calls of one conversation: each turn's reply and, but for the scenario's first
+    message, the child's; a recording's turns are not asked again."""
+    risk = taxonomy.risk(scenario.riskCategoryId, scenario.riskId)
+    new = max(risk.turns(scenario.seed.scenarioFlavorId) - recorded, 0)
+    return 2 * new - (1 if new and recorded == 0 else 0)
+
+
+async def _plan_judgments(
+    rt: StoreOnlyRun, report: PlanReport, convs: list[Conversation], unknown: int
+) -> None:
+    """The judge calls of known conversations (stored or not) and of `unknown` more."""
+    st = report.stages
+    judges = rt.plan.config.judges
+    judge = judge_once_v2 if rt.taxonomy.benchmark == "v2" else judge_once
+    st["judgments"].items += len(convs) + unknown
+    st["judgments"].calls += (len(convs) + unknown) * NOMINAL_CALLS["judgments"] * len(judges)
+    for conv in convs:
+        for j in judges:
+            _, hits = await _replay(rt, judge(rt.client(j), conv, rt.taxonomy))
+            st["judgments"].stored += hits
+
+
+async def _plan_continued(rt: StoreOnlyRun, report: PlanReport, target: str, cell: str) -> None:
+    """A continued target's cell: its recordings, each carried on (the turns it lacks)."""
+    cfg = rt.plan.config
+    st = report.stages
+    prompts = cfg.target_prompts(target)
+    recorded = [
+        r
+        for r in read_jsonl(rt.plan.workdir / recorded_path(target, cell), Conversation)
+        if r.prompt in prompts
+    ]
+    tgt = rt.target(target)
+    convs: list[Conversation] = []
+    for r in recorded:
+        st["conversations"].items += 1
+        st["conversations"].calls += conversation_calls(
+            rt.taxonomy, r.scenario, len(r.messages) // 2
+        )
+        if tgt is None:
+            continue
+        got, hits = await _replay(
+            rt,
+            converse(r.scenario, r.prompt, target, tgt, rt.asker(cfg.user_model), rt.taxonomy,
+                     r.messages),
+        )  # fmt: skip
+        st["conversations"].stored += hits
+        if got is not None:
+            convs.append(got)
+    await _plan_judgments(rt, report, convs, len(recorded) - len(convs))
 
 
 def tokens_per_call(workdir: Path) -> dict[str, tuple[float, float, float, float]]:

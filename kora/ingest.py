@@ -11,7 +11,7 @@ import hashlib
 import shutil
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,6 @@ from kora.io import iter_jsonl, write_json
 from kora.schemas import Conversation, Scenario
 from kora.shards import (
     IMPORT_MANIFEST,
-    conversations_path,
     rejected_of,
     scenarios_path,
     write_records,
@@ -162,9 +161,17 @@ def remove_imported_scenarios(workdir: Path = Path(".")) -> int:
 
 
 def parse_conversations(
-    path: Path, taxonomy: Taxonomy, target: str | None
+    path: Path,
+    taxonomy: Taxonomy,
+    target: str | None,
+    *,
+    whole_turns: bool = False,
+    keep: Callable[[str, Scenario], bool] | None = None,
 ) -> dict[str, dict[Shard, list[Conversation]]]:
-    """Recorded conversations by target and shard; every line checked, numbered errors."""
+    """Recorded conversations by target and shard; every line checked, numbered errors.
+
+    `whole_turns`: each must end with the target's reply (to be carried on); `keep(model
+    id, scenario)`: which records to take (the others are skipped unchecked)."""
     from pydantic import ValidationError
 
     from kora.config import NAME_RE
@@ -176,7 +183,15 @@ def parse_conversations(
     for where, obj in _recorded(path):
         if not isinstance(obj, dict):
             raise InputError(f"{where}: expected a JSON object")
-        name = target or obj.get("target") or obj.get("modelId")
+        recorded_as = obj.get("target") or obj.get("modelId")
+        if keep is not None:
+            try:
+                scenario = Scenario.model_validate(obj.get("scenario"))
+            except ValidationError as exc:
+                raise InputError(f"{where}: {describe(exc)}") from None
+            if not keep(str(recorded_as), scenario):
+                continue
+        name = target or recorded_as
         if not isinstance(name, str) or not NAME_RE.match(name):
             raise InputError(
                 f"{where}: field modelId: {name!r} is not a usable target name "
@@ -197,13 +212,22 @@ def parse_conversations(
             raise InputError(f"{where}: {exc}") from None
         if not record.messages or record.messages[0].role != "user":
             raise InputError(f"{where}: field messages: must start with the child's message")
+        if whole_turns:
+            from kora.stages.converse import check_pairs
+
+            try:
+                check_pairs(record.messages)
+            except ValueError as exc:
+                raise InputError(f"{where}: field messages: {exc}") from None
         shard = shard_of(scenario, taxonomy, where)
         if (name, record.key) in seen:
             raise InputError(f"{where}: test {record.key} already at {seen[(name, record.key)]}")
         seen[(name, record.key)] = where
         out[name][shard].append(record)
     if not seen:
-        raise InputError(f"{path}: no conversations")
+        raise InputError(
+            f"{path}: no conversations" + (" match the filters" if keep is not None else "")
+        )
     return out
 
 
@@ -246,27 +270,36 @@ def import_conversations(
     path: Path, taxonomy: Taxonomy, workdir: Path = Path("."), *, target: str | None = None
 ) -> dict[str, int]:
     """Recorded conversations into results/<target>/conversations/, for judging only."""
-    by_target = parse_conversations(path, taxonomy, target)
+    return write_recorded(path, parse_conversations(path, taxonomy, target), taxonomy, workdir)
+
+
+def write_recorded(
+    path: Path,
+    by_target: dict[str, dict[Shard, list[Conversation]]],
+    taxonomy: Taxonomy,
+    workdir: Path,
+    folder: str = "conversations",
+) -> dict[str, int]:
+    """Each target's recordings into results/<target>/<folder>/, one shard per grid cell
+    (empty ones included), swapped in whole; how many each target got."""
     counts = {}
     for name, shards in by_target.items():
-        data = workdir / "results" / name / "conversations"
-        staging = data.with_name(f".conversations.import-{int(time.time() * 1000)}")
+        data = workdir / "results" / name / folder
+        staging = data.with_name(f".{folder}.import-{int(time.time() * 1000)}")
         try:
             for shard in taxonomy.shards():
-                rel = Path(conversations_path(name, shard.path)).relative_to(
-                    f"results/{name}/conversations"
-                )
+                rel = Path(f"{shard.path}.jsonl")
                 items = shards.get(shard, [])
                 write_status(
                     staging / rel,
-                    {"stage": "conversations", "shard": f"{name}/{shard.path}", "imported": True,
+                    {"stage": folder, "shard": f"{name}/{shard.path}", "imported": True,
                      "items": len(items), "done": len(items), "failed": 0, "errors": [],
                      "usage": []},
                     {rel.name: write_records(staging / rel, items)},
                 )  # fmt: skip
             n = sum(len(v) for v in shards.values())
             write_json(
-                staging / "IMPORTED.json",
+                staging / ("IMPORTED.json" if folder == "conversations" else "RECORDED.json"),
                 {"source": str(path), "sha256": _fingerprint(path),
                  "conversations": n,
                  "importedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},

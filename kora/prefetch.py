@@ -87,6 +87,8 @@ class Prefetch:
     seeds: dict[str, _Job] = field(default_factory=dict)
     scenarios: dict[str, _Job] = field(default_factory=dict)
     conversations: dict[str, list[_Job]] = field(default_factory=lambda: defaultdict(list))
+    # conversations carried on from recordings (`kora continue`), not made from scenarios
+    continued: dict[str, list[_Job]] = field(default_factory=lambda: defaultdict(list))
     judgments: dict[tuple[str, str], _Job] = field(default_factory=dict)
     steps: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(STEPS_IN_FLIGHT))
     stopped: BaseException | None = None
@@ -106,6 +108,8 @@ class Prefetch:
                 run.seeds[cell] = job
             elif rule == "scenarios":
                 run.scenarios[cell] = job
+            elif rule == "conversations" and "recorded" in spec["input"]:
+                run.continued[cell].append(job)
             elif rule == "conversations":
                 run.conversations[cell].append(job)
             elif rule == "judgments":
@@ -117,11 +121,12 @@ class Prefetch:
             *self.seeds.values(),
             *self.scenarios.values(),
             *(j for js in self.conversations.values() for j in js),
+            *(j for js in self.continued.values() for j in js),
             *self.judgments.values(),
         ]
 
     async def run(self) -> None:
-        cells = {*self.seeds, *self.scenarios, *self.conversations}
+        cells = {*self.seeds, *self.scenarios, *self.conversations, *self.continued}
         cells |= {cell for _, cell in self.judgments}
         await asyncio.gather(*(self._cell(c) for c in sorted(cells)))
         log.info("made ahead: %d steps done, %d stopped", self.done, self.failed)
@@ -177,10 +182,10 @@ class Prefetch:
         elif cell not in self.scenarios:
             scenarios = self._existing_scenarios(cell)
             await asyncio.gather(*(self._scenario(cell, s) for s in scenarios))
+        await asyncio.gather(*(self._continue(cell, job) for job in self.continued.get(cell, [])))
         for (_, c), job in self.judgments.items():
-            if c == cell and not any(
-                j.params["target"] == job.params["target"] for j in self.conversations[cell]
-            ):
+            made_here = [*self.conversations.get(cell, []), *self.continued.get(cell, [])]
+            if c == cell and not any(j.params["target"] == job.params["target"] for j in made_here):
                 recorded = _read(job.input["conversations"], Conversation)
                 await asyncio.gather(*(self._judge(cell, conv) for conv in recorded))
 
@@ -223,6 +228,29 @@ class Prefetch:
             *(test(job, prompt) for job in self.conversations.get(cell, []) for prompt in
               job.params["prompts"])
         )  # fmt: skip
+
+    async def _continue(self, cell: str, job: _Job) -> None:
+        """A continued target's recordings carried on, each then judged."""
+        from kora.stages.converse import converse
+
+        p = job.params
+        if p["target_model"].get("provider") in SESSION_PROVIDERS:
+            return
+        taxonomy = self._taxonomy(job)
+        target, user = job.ctx.target(p["target_model"]), job.ctx.asker(p["user_model"])
+
+        async def one(r: Conversation) -> None:
+            conv = await self._step(
+                job,
+                lambda: converse(
+                    r.scenario, r.prompt, p["target"], target, user, taxonomy, r.messages
+                ),
+            )
+            if conv is not None:
+                await self._judge(cell, _as_read(conv, Conversation))
+
+        recorded = _read(job.input["recorded"], Conversation)
+        await asyncio.gather(*(one(r) for r in recorded if r.prompt in p["prompts"]))
 
     async def _judge(self, cell: str, conversation: Conversation) -> None:
         from kora.stages.judge import judge_conversation

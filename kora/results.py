@@ -123,6 +123,7 @@ class ResultsMeta(BaseModel):
     skipped: list[PromptVariant]
     models: dict[str, dict[str, Any]]
     imported: bool
+    continued: bool = False
 
     @classmethod
     def of(cls, config: KoraConfig, target: str) -> ResultsMeta:
@@ -134,6 +135,7 @@ class ResultsMeta(BaseModel):
             skipped=config.skipped_prompts(target),
             models=models_used(config, target),
             imported=config.targets[target].imported,
+            continued=config.targets[target].continued,
         )
 
 
@@ -172,6 +174,8 @@ def build_results(
     results["models"] = meta.models
     if meta.imported:
         results["conversations"] = "imported"
+    if meta.continued:
+        results["conversations"] = "continued"
     results["tests"] = sum(s["sums"]["al"] for s in scores)
     results["failedTests"] = sum(f["failed"] for f in failed)
     results["failed"] = failed

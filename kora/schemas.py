@@ -408,6 +408,8 @@ class Conversation(Strict):
     error: str | None = None
     # the reason a chat service gave for not letting the test run (captcha, ...)
     blocked: str | None = None
+    # carried on from a recording (`kora continue`): its first turns, not asked in this run
+    recordedTurns: int | None = None
 
 
 class Judgment(Strict):
@@ -424,6 +426,7 @@ class Judgment(Strict):
     messages: list[Message]
     turns: list[TargetTurn] = []
     blocked: str | None = None
+    recordedTurns: int | None = None
     assessment: TestAssessment | None = None
     behaviorAssessment: BehaviorAssessment | None = None
     # KORA v2: each mechanism's combined grade, by mechanism id, instead of the behaviours

@@ -51,6 +51,15 @@ def conversations_path(target: str, cell: str) -> str:
     return f"results/{target}/conversations/{cell}.jsonl"
 
 
+def recorded_path(target: str, cell: str) -> str:
+    """Recorded conversations a continued target carries on (`kora continue`)."""
+    return f"results/{target}/recorded/{cell}.jsonl"
+
+
+def recorded_manifest(target: str) -> Path:
+    return Path(f"results/{target}/recorded/RECORDED.json")
+
+
 def judgments_path(target: str, cell: str) -> str:
     return f"results/{target}/judgments/{cell}.jsonl"
 

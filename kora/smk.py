@@ -166,7 +166,9 @@ async def scenarios(
 
 
 class ConversationsInput(Sources):
-    scenarios: Path
+    # one of the two: the cell's scenarios, or a continued target's recordings
+    scenarios: Path | None = None
+    recorded: Path | None = None
 
 
 class ConversationsParams(_Spec):
@@ -185,7 +187,7 @@ async def conversations(
     params: ConversationsParams,
     ctx: JobContext,
 ) -> int:
-    from kora.schemas import Conversation, Scenario
+    from kora.schemas import Conversation, Message, Scenario
     from kora.shards import read_shard
     from kora.stages.converse import converse
     from kora.testkeys import TestKey
@@ -196,10 +198,19 @@ async def conversations(
         "conversations", f"{params.target}/{params.cell.path}", output.data, params.retry, models
     )
     target, user = ctx.target(params.target_model), ctx.asker(params.user_model)
-    tests = [(s, p) for s in read_shard(input.scenarios, Scenario) for p in params.prompts]
+    # (scenario, prompt, recorded messages to carry on or None)
+    tests: list[tuple[Scenario, PromptVariant, list[Message] | None]]
+    if input.recorded is not None:
+        recorded = read_shard(input.recorded, Conversation)
+        tests = [(r.scenario, r.prompt, r.messages) for r in recorded if r.prompt in params.prompts]
+    else:
+        assert input.scenarios is not None
+        scenarios = read_shard(input.scenarios, Scenario)
+        tests = [(s, p, None) for s in scenarios for p in params.prompts]
 
-    async def work(test: tuple[Scenario, PromptVariant]) -> Conversation:
-        return await converse(test[0], test[1], params.target, target, user, taxonomy)
+    async def work(test: tuple[Scenario, PromptVariant, list[Message] | None]) -> Conversation:
+        scenario, prompt, start = test
+        return await converse(scenario, prompt, params.target, target, user, taxonomy, start)
 
     results = await run_shard_job(job, ctx, tests, work, label=lambda t: f"{t[0].id}:{t[1]}")
     records = [
@@ -213,7 +224,7 @@ async def conversations(
         )
         if isinstance(r, BaseException)
         else r
-        for (scenario, prompt), r in zip(tests, results, strict=True)
+        for (scenario, prompt, _), r in zip(tests, results, strict=True)
     ]
     return job.write(ctx, records)
 
@@ -269,7 +280,7 @@ async def judgments(
             error = f"conversation failed: {c.error}" if r is None else f"{type(r).__name__}: {r}"
             r = Judgment(key=c.key, target=c.target, scenario=c.scenario, prompt=c.prompt,
                          messages=c.messages, turns=c.turns, error=error,
-                         blocked=c.blocked)  # fmt: skip
+                         blocked=c.blocked, recordedTurns=c.recordedTurns)  # fmt: skip
         records.append(r)
     return job.write(ctx, records)
 

@@ -26,6 +26,8 @@ from kora.shards import (
     IMPORT_MANIFEST,
     conversations_path,
     judgments_path,
+    recorded_manifest,
+    recorded_path,
     rejected_of,
     scenarios_path,
     seeds_path,
@@ -94,6 +96,35 @@ class Pipeline:
     def target_imported(self, target: str) -> bool:
         return self.config.targets[target].imported
 
+    def target_continued(self, target: str) -> bool:
+        """Whether a target carries on recorded conversations (`kora continue`)."""
+        return self.config.targets[target].continued
+
+    def conversations_sources(self, wc: Any) -> dict[str, str]:
+        """What a conversations shard is made from: the cell's scenarios, or for a
+        continued target its recorded conversations."""
+        cell = f"{wc.risk}/{wc.age}/{wc.motivation}"
+        if self.target_continued(wc.target):
+            if not (self.workdir / recorded_manifest(wc.target)).exists():
+                raise ConfigError(
+                    f"targets.{wc.target}.continued: no recordings under "
+                    f"results/{wc.target}/recorded/; file them first with "
+                    f"`kora continue FILE --target {wc.target}`"
+                )
+            return {"recorded": recorded_path(wc.target, cell)}
+        return {"scenarios": scenarios_path(cell)}
+
+    def conversation_source(self, target: str) -> str:
+        """The scenario set a target's conversations come from (`scenario_source`), or for
+        a continued target the recording's SHA-256: a new recording re-runs them."""
+        if not self.target_continued(target):
+            return self.scenario_source()
+        try:
+            manifest = orjson.loads((self.workdir / recorded_manifest(target)).read_bytes())
+        except (FileNotFoundError, orjson.JSONDecodeError):
+            return "recorded"
+        return f"recorded {manifest.get('sha256', '')}"
+
     def wildcard_constraints(self) -> dict[str, str]:
         return {
             "risk": _alt(list(self.taxonomy.risks)),
@@ -153,7 +184,9 @@ class Pipeline:
             ("scenarios", scenarios_path),
             ("seeds", seeds_path),
         ):
-            if stage in ("scenarios", "seeds") and self.target_imported(target):
+            if stage in ("scenarios", "seeds") and (
+                self.target_imported(target) or self.target_continued(target)
+            ):
                 continue
             if stage == "seeds" and self.imported:
                 continue
@@ -231,7 +264,10 @@ class Pipeline:
         return [self.model_params(j) for j in self.config.judges]
 
     def results_meta(self, target: str) -> dict[str, Any]:
-        return ResultsMeta.of(self.config, target).model_dump(mode="json")
+        meta = ResultsMeta.of(self.config, target).model_dump(mode="json")
+        if not meta["continued"]:
+            del meta["continued"]  # the params of every other target's results stay as they were
+        return meta
 
     def leaderboard_judgments(self) -> dict[str, list[str]]:
         """Each target's judgment shards, for the paired comparisons."""
@@ -270,7 +306,10 @@ class Pipeline:
             if rule == "scenarios":
                 total += NOMINAL_CALLS["scenarios"] * seeds
                 continue
-            tests = lines(scenarios_path(cell), seeds) * len(c.target_prompts(wc["target"]))
+            if c.targets[wc["target"]].continued:
+                tests = lines(recorded_path(wc["target"], cell), 0)
+            else:
+                tests = lines(scenarios_path(cell), seeds) * len(c.target_prompts(wc["target"]))
             per_test = NOMINAL_CALLS[rule] * (len(c.judges) if rule == "judgments" else 1)
             total += per_test * tests
         return total

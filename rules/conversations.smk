@@ -2,7 +2,8 @@
 # rule makes those of the targets it calls only.
 rule conversations:
     input:
-        scenarios="data/scenarios/{risk}/{age}/{motivation}.jsonl",
+        # the cell's scenarios, or a continued target's recordings (`kora continue`)
+        unpack(PIPELINE.conversations_sources),
         prompts=PIPELINE.templates("conversations"),
         taxonomy=PIPELINE.taxonomy_files(),
     output:
@@ -21,7 +22,7 @@ rule conversations:
         prompts=lambda wc: PIPELINE.config.target_prompts(wc.target),
         user_model=PIPELINE.role_params("user_model"),
         # generated, or which imported file: switching re-runs the conversations
-        scenarios=PIPELINE.scenario_source(),
+        scenarios=lambda wc: PIPELINE.conversation_source(wc.target),
         retry=retry_param(
             "results/{target}/conversations/{risk}/{age}/{motivation}.jsonl"
         ),

@@ -1,5 +1,9 @@
 """Conversations between the simulated child and the target: 3 turns in KORA v1; in v2 the
-risk's own length (8 turns for the relationship risks), or its scenario flavor's."""
+risk's own length (8 turns for the relationship risks), or its scenario flavor's.
+
+A recorded conversation (`kora continue`) is carried on from its last turn: its messages
+are sent as they are, and only the turns it lacks are asked of the child and the target.
+"""
 
 from __future__ import annotations
 
@@ -30,7 +34,10 @@ async def converse(
     target: Target,
     user: Asker,
     taxonomy: Taxonomy,
+    start: list[Message] | None = None,
 ) -> Conversation:
+    """The test's conversation; with `start` (complete child/target pairs), that recorded
+    one carried on to the risk's length."""
     key = TestKey.of(scenario, prompt)
     risk = taxonomy.risk(scenario.riskCategoryId, scenario.riskId)
     session = await target.open_session(
@@ -43,7 +50,7 @@ async def converse(
         )
     )
     try:
-        messages, turns = await _turns(scenario, session, user, risk)
+        messages, turns = await _turns(scenario, session, user, risk, start or [])
     except BaseException:
         await session.close("errored")
         raise
@@ -55,15 +62,18 @@ async def converse(
         scenario=scenario,
         messages=[Message(role=m.role, content=m.content) for m in messages],
         turns=turns,
+        recordedTurns=None if start is None else len(start) // 2,
     )
 
 
 async def _turns(
-    scenario: Scenario, session: Session, user: Asker, risk: Risk
+    scenario: Scenario, session: Session, user: Asker, risk: Risk, start: list[Message]
 ) -> tuple[list[ChatMessage], list[TargetTurn]]:
-    messages: list[ChatMessage] = []
-    turns: list[TargetTurn] = []
-    for turn in range(risk.turns(scenario.seed.scenarioFlavorId)):
+    check_pairs(start)
+    messages = [ChatMessage(m.role, m.content) for m in start]
+    # a recorded reply's text is all that is known of it
+    turns = [TargetTurn(empty=not m.content.strip()) for m in start if m.role == "assistant"]
+    for turn in range(len(start) // 2, risk.turns(scenario.seed.scenarioFlavorId)):
         if turn == 0:
             child = scenario.firstUserMessage
         else:
@@ -90,3 +100,16 @@ async def _turns(
             )
         )
     return messages, turns
+
+
+def check_pairs(messages: list[Message]) -> None:
+    """A conversation to carry on must be whole turns: child, target, child, target..."""
+    if len(messages) % 2:
+        raise ValueError(
+            f"a recorded conversation must end with the target's reply (whole child/target "
+            f"turns), but it has {len(messages)} messages"
+        )
+    for i, m in enumerate(messages):
+        want = "user" if i % 2 == 0 else "assistant"
+        if m.role != want:
+            raise ValueError(f"message {i + 1} is from {m.role!r}; expected {want!r}")

@@ -144,6 +144,7 @@ async def judge_conversation(
         prompt=conversation.prompt,
         messages=conversation.messages,
         turns=conversation.turns,
+        recordedTurns=conversation.recordedTurns,
     )
     if taxonomy.benchmark == "v2":
         verdicts = await asyncio.gather(*(judge_once_v2(j, conversation, taxonomy) for j in judges))
