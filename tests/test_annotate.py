@@ -20,6 +20,9 @@ from kora.annotate.server import build_app
 from kora.errors import InputError
 from kora.records import TestRecord, judged, load_records
 from kora.stats.human import agreement, kappa
+from kora.taxonomy import load_taxonomy
+from kora.v2.results import MECHANISMS
+from tests.helpers import REPO
 from tests.reportdata import TAXONOMY, make_judgments, write_jsonl
 from tests.test_report_browser import chromium, find_chromium  # noqa: F401
 
@@ -106,13 +109,15 @@ def test_agreement_figures(records: list[TestRecord]) -> None:
 class Served:
     """The annotate app on a loopback port, in a thread, stoppable like a killed server."""
 
-    def __init__(self, records: list[TestRecord], keys: list[str], path: Path) -> None:
+    def __init__(
+        self, records: list[TestRecord], keys: list[str], path: Path, taxonomy: Any = TAXONOMY
+    ) -> None:
         from aiohttp import web
 
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
-        self.app = build_app(records, keys, path, "ana", "fixture-target", TAXONOMY)
+        self.app = build_app(records, keys, path, "ana", "fixture-target", taxonomy)
         self.loop = asyncio.new_event_loop()
         self.runner = web.AppRunner(self.app)
         started = threading.Event()
@@ -295,3 +300,96 @@ def test_the_reference_runs_per_test_files_import_for_re_judging(
     for j in kept:
         assert by_key[j.key]["messages"] == [m.model_dump() for m in j.messages]
         assert "assessment" not in by_key[j.key]
+
+
+# --- KORA v2: seven mechanisms, some of which can be not triggered ----------------------
+
+
+V2_TAXONOMY = load_taxonomy(REPO / "data" / "taxonomy" / "v2")
+
+
+@pytest.fixture()
+def v2_records(tmp_path: Path) -> list[TestRecord]:
+    """The fixture run as a v2 run: each test graded on the seven mechanisms, manipulative
+    engagement never triggered (nobody tried to leave)."""
+    lines = []
+    for j in make_judgments():
+        obj = j.model_dump(mode="json", exclude_none=True)
+        obj.pop("behaviorAssessment", None)
+        obj.pop("judges", None)
+        obj["mechanismAssessment"] = {
+            m: {"grade": "adequate", "reasons": "r" * 30, "occurrenceCount": 0,
+                "notTriggered": m == "manipulativeEngagement"}
+            for m in MECHANISMS
+        }  # fmt: skip
+        lines.append(orjson.dumps(obj))
+    path = tmp_path / "v2.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return judged(load_records([path]))
+
+
+def test_v2_labels_take_not_triggered_for_a_mechanism_only(tmp_path: Path) -> None:
+    path = labels.label_file(tmp_path, "ana")
+    labels.append(path, labels.check({"key": "k", "criterion": "fictionalFramingBypass",
+                                      "grade": "adequate"}))  # fmt: skip
+    labels.append(path, labels.check({"key": "k", "criterion": "fictionalFramingBypass",
+                                      "notTriggered": True}))  # fmt: skip
+    assert labels.read(path)["k"]["fictionalFramingBypass"] == {
+        "grade": "adequate",
+        "notTriggered": True,
+    }
+    with pytest.raises(InputError, match="safety is always graded"):
+        labels.check({"key": "k", "criterion": "safety", "notTriggered": True})
+    with pytest.raises(InputError, match="true or false"):
+        labels.check({"key": "k", "criterion": "sycophancy", "notTriggered": "yes"})
+
+
+def test_v2_agreement_covers_the_mechanisms_and_whether_they_applied(
+    v2_records: list[TestRecord],
+) -> None:
+    assert labels.criteria_of(v2_records) == ("safety", *MECHANISMS)
+    keys = [r.key for r in v2_records[:4]]
+    ana = {
+        k: {
+            "safety": {"grade": "adequate"},
+            "sycophancy": {"grade": "adequate"},
+            # ana finds the mechanism triggered twice where the judges did not
+            "manipulativeEngagement": {"grade": "failing"} if i < 2 else {"notTriggered": True},
+        }
+        for i, k in enumerate(keys)
+    }
+    doc = agreement(v2_records, {"ana": ana})
+    assert list(doc["criteria"]) == ["safety", *MECHANISMS]
+    assert doc["criteria"]["sycophancy"]["pairs"]["judge vs ana"]["exact"] == 1.0
+    me = doc["criteria"]["manipulativeEngagement"]
+    assert me["triggered"]["judge vs ana"] == {"n": 4, "exact": 0.5}
+    assert "judge vs ana" not in me["pairs"]  # never graded by both: no grade figures
+
+
+def test_v2_grading_in_the_browser(page: Any, v2_records: list[TestRecord], tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    keys = [r.key for r in v2_records[:2]]
+    path = labels.label_file(tmp_path / "annotations", "ana")
+    server = Served(v2_records, keys, path, V2_TAXONOMY)
+    try:
+        page.goto(server.url)
+        crits = page.locator(".crit")
+        expect(crits).to_have_count(8)
+        # only the mechanisms with a precondition can be not triggered
+        expect(page.locator('[data-criterion="humanRedirection"] [data-grade="notTriggered"]')
+               ).to_have_count(1)  # fmt: skip
+        expect(page.locator('[data-criterion="sycophancy"] [data-grade="notTriggered"]')
+               ).to_have_count(0)  # fmt: skip
+        page.keyboard.press("2")  # safety
+        for crit in MECHANISMS:
+            page.keyboard.press("Tab")
+            page.keyboard.press("4" if crit == "manipulativeEngagement" else "3")
+            expect(page.locator("#status")).to_have_text("saved")
+        expect(page.locator("#position")).to_contain_text("1 graded")
+    finally:
+        server.kill()
+    saved = labels.read(path)[keys[0]]
+    assert saved["manipulativeEngagement"] == {"notTriggered": True}
+    assert saved["sycophancy"] == {"grade": "exemplary"}
+    assert len(saved) == 8

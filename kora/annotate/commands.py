@@ -99,6 +99,8 @@ def cmd_agreement(args: argparse.Namespace) -> int:
             if "countCorrelation" in f:
                 line += f", count rho {f['countCorrelation']}"
             print(line)
+        for pair, t in entry.get("triggered", {}).items():
+            print(f"  {pair}: triggered or not, agree on {t['exact']:.0%} of {t['n']}")
     if doc["risks"]:
         worst = ", ".join(f"{r['risk']} {r['share']:.0%} of {r['n']}" for r in doc["risks"][:3])
         print(f"judges and people disagree on safety most for: {worst}")
@@ -114,7 +116,7 @@ def add_arguments(sub: Any) -> None:
         description="Starts a grading page on 127.0.0.1: a sample of the target's judged "
         "conversations (stratified by risk, age range and judge grade; the same --seed, "
         "the same sample, shared by every annotator), without the judges' grades. Grade "
-        "safety and each behaviour criterion by keyboard (1/2/3, Tab, c+digit, n/p) or "
+        "safety and each behaviour criterion (KORA v2: each mechanism) by keyboard (1/2/3, Tab, c+digit, n/p) or "
         "mouse; every answer is saved at once to results/TARGET/annotations/NAME.jsonl. "
         "Then: kora agreement TARGET.",
     )

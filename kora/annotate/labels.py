@@ -14,9 +14,15 @@ from typing import Any
 import orjson
 
 from kora.errors import InputError
+from kora.records import CRITERION_LABELS, TestRecord
 from kora.schemas import BEHAVIOR_CRITERIA, GRADES
+from kora.v2.results import MECHANISMS
 
+# what a person grades: KORA v1's safety and three behaviour criteria, or v2's safety
+# and seven mechanisms (three of them share v1's ids)
 CRITERIA = ("safety", *BEHAVIOR_CRITERIA)
+CRITERIA_V2 = ("safety", *MECHANISMS)
+KNOWN = tuple(CRITERION_LABELS)
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 
 
@@ -26,10 +32,21 @@ def label_file(folder: Path, annotator: str) -> Path:
     return folder / f"{annotator}.jsonl"
 
 
+def criteria_of(records: list[TestRecord]) -> tuple[str, ...]:
+    """The criteria of a target's judged tests: v2's mechanisms when the judges graded
+    them, else v1's."""
+    v2_only = set(MECHANISMS) - set(BEHAVIOR_CRITERIA)
+    if any(v2_only & r.criteria.keys() for r in records):
+        return CRITERIA_V2
+    return CRITERIA
+
+
 def check(answer: dict[str, Any]) -> dict[str, Any]:
-    """One answer as sent by the page: {key, criterion, grade?, count?, note?}."""
+    """One answer as sent by the page: {key, criterion, grade?, count?, notTriggered?,
+    note?}; `notTriggered`: a v2 mechanism whose precondition the conversation does not
+    meet (graded neither way)."""
     crit = answer.get("criterion")
-    if crit not in CRITERIA:
+    if crit not in KNOWN:
         raise InputError(f"unknown criterion {crit!r}")
     if not isinstance(answer.get("key"), str):
         raise InputError("an answer needs the test's key")
@@ -46,6 +63,13 @@ def check(answer: dict[str, Any]) -> dict[str, Any]:
         if crit == "safety":
             raise InputError("safety has no occurrence count")
         out["count"] = count
+    nt = answer.get("notTriggered")
+    if nt is not None:
+        if not isinstance(nt, bool):
+            raise InputError(f"notTriggered must be true or false, not {nt!r}")
+        if crit == "safety":
+            raise InputError("safety is always graded; only a mechanism can be not triggered")
+        out["notTriggered"] = nt
     note = answer.get("note")
     if note is not None:
         out["note"] = str(note)[:2000]
@@ -64,7 +88,8 @@ def append(path: Path, answer: dict[str, Any]) -> None:
 
 
 def read(path: Path) -> dict[str, dict[str, dict[str, Any]]]:
-    """{key: {criterion: {grade, count, note}}}: every answer merged, later over earlier."""
+    """{key: {criterion: {grade, count, notTriggered, note}}}: every answer merged, later
+    over earlier."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
     try:
         data = path.read_bytes()
@@ -75,8 +100,8 @@ def read(path: Path) -> dict[str, dict[str, dict[str, Any]]]:
             a = orjson.loads(line)
         except orjson.JSONDecodeError:
             continue  # the last line, cut by a crash
-        if not isinstance(a, dict) or a.get("criterion") not in CRITERIA:
+        if not isinstance(a, dict) or a.get("criterion") not in KNOWN:
             continue
         slot = out.setdefault(str(a.get("key")), {}).setdefault(a["criterion"], {})
-        slot.update({k: a[k] for k in ("grade", "count", "note") if k in a})
+        slot.update({k: a[k] for k in ("grade", "count", "notTriggered", "note") if k in a})
     return out

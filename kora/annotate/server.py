@@ -2,7 +2,8 @@
 
 The page shows each sampled conversation with what its judge saw (risk, age range, the
 scenario's outline, the transcript) and nothing of the judges' grades; the person grades
-safety and each behaviour criterion (grade, occurrence count, a note) with the rubric
+safety and each behaviour criterion, or in a KORA v2 run each mechanism (grade, occurrence
+count, "not triggered" where the mechanism has a precondition, a note) with the rubric
 beside it, by keyboard or mouse. Every answer is a POST that appends to the annotator's
 label file before it is acknowledged (kora.annotate.labels).
 """
@@ -19,7 +20,7 @@ from markupsafe import Markup
 
 from kora.annotate import labels
 from kora.errors import InputError
-from kora.records import TestRecord
+from kora.records import CRITERION_LABELS, TestRecord
 from kora.report.pages import CRITERION_HELP, json_script
 from kora.taxonomy import Taxonomy
 
@@ -43,7 +44,30 @@ def item(r: TestRecord, taxonomy: Taxonomy | None) -> dict[str, Any]:
     }
 
 
-def page(items: list[dict[str, Any]], done: dict[str, Any], annotator: str, target: str) -> str:
+def criteria_spec(criteria: tuple[str, ...], taxonomy: Taxonomy | None) -> list[dict[str, Any]]:
+    """What the page shows of each criterion: its name, the rubric in short, and whether
+    it can be `not triggered` (a v2 mechanism with a precondition)."""
+    mechanisms = taxonomy.mechanisms if taxonomy is not None else []
+    # without the v2 taxonomy at hand, any mechanism may be marked not triggered
+    conditional = {m.id for m in mechanisms if m.precondition} if mechanisms else set(criteria)
+    return [
+        {
+            "id": c,
+            "label": CRITERION_LABELS.get(c, c),
+            "help": CRITERION_HELP.get(c, ""),
+            "conditional": c in conditional and criteria == labels.CRITERIA_V2,
+        }
+        for c in criteria
+    ]
+
+
+def page(
+    items: list[dict[str, Any]],
+    done: dict[str, Any],
+    annotator: str,
+    target: str,
+    criteria: list[dict[str, Any]],
+) -> str:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"),
         autoescape=True,
@@ -52,7 +76,7 @@ def page(items: list[dict[str, Any]], done: dict[str, Any], annotator: str, targ
     return env.get_template("annotate.html.jinja").render(
         target=target,
         annotator=annotator,
-        data=json_script({"items": items, "labels": done, "help": CRITERION_HELP}),
+        data=json_script({"items": items, "labels": done, "criteria": criteria}),
         script=Markup((HERE / "templates" / "annotate.js").read_text()),
     )
 
@@ -68,9 +92,11 @@ def build_app(
     by_key = {r.key: r for r in records}
     items = [item(by_key[k], taxonomy) for k in keys if k in by_key]
     sampled = {i["key"] for i in items}
+    criteria = criteria_spec(labels.criteria_of(records), taxonomy)
+    known = {c["id"] for c in criteria}
 
     async def index(request: web.Request) -> web.Response:
-        html = page(items, labels.read(label_path), annotator, target)
+        html = page(items, labels.read(label_path), annotator, target, criteria)
         return web.Response(text=html, content_type="text/html")
 
     async def save(request: web.Request) -> web.Response:
@@ -80,6 +106,8 @@ def build_app(
             return web.json_response({"error": str(exc)}, status=400)
         if answer["key"] not in sampled:
             return web.json_response({"error": "not a test of this sample"}, status=400)
+        if answer["criterion"] not in known:
+            return web.json_response({"error": "not a criterion of this run"}, status=400)
         labels.append(label_path, answer)
         return web.json_response({"ok": True})
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from itertools import combinations
 from typing import Any
 
-from kora.annotate.labels import CRITERIA
+from kora.annotate.labels import criteria_of
 from kora.records import TestRecord
 from kora.schemas import GRADES
 
@@ -27,11 +27,36 @@ Labels = Mapping[str, Mapping[str, Mapping[str, Any]]]  # key -> criterion -> {g
 
 
 def judge_labels(records: Sequence[TestRecord]) -> dict[str, dict[str, dict[str, Any]]]:
+    """The judges' (combined) grades as a rater's labels; a v2 mechanism the judges found
+    not triggered has no grade."""
     return {
-        r.key: {c: {"grade": v.grade, "count": v.count} for c, v in r.criteria.items()}
+        r.key: {
+            c: {"notTriggered": True} if v.not_triggered else {"grade": v.grade, "count": v.count}
+            for c, v in r.criteria.items()
+        }
         for r in records
         if r.criteria
     }
+
+
+def _graded(label: Mapping[str, Any]) -> str | None:
+    """A label's grade, or None when there is none or the mechanism was not triggered."""
+    return None if label.get("notTriggered") else label.get("grade")
+
+
+def trigger_figures(a: Labels, b: Labels, criterion: str) -> dict[str, Any] | None:
+    """How often two raters agree on whether a mechanism was triggered, over the tests
+    both answered for it (None when neither ever said `not triggered`)."""
+    both = [
+        (bool(a[k][criterion].get("notTriggered")), bool(b[k][criterion].get("notTriggered")))
+        for k in sorted(a)
+        if criterion in a[k] and criterion in b.get(k, {})
+        and (a[k][criterion].get("grade") or a[k][criterion].get("notTriggered"))
+        and (b[k][criterion].get("grade") or b[k][criterion].get("notTriggered"))
+    ]  # fmt: skip
+    if not both or not any(x or y for x, y in both):
+        return None
+    return {"n": len(both), "exact": round(sum(x == y for x, y in both) / len(both), 4)}
 
 
 def _num(out: float) -> float | None:
@@ -82,8 +107,8 @@ def _alpha_of(units: Sequence[Sequence[str | None]]) -> Callable[[list[int]], fl
 
 
 def pair_figures(a: Labels, b: Labels, criterion: str, rng: random.Random) -> dict[str, Any] | None:
-    keys = sorted(k for k in a if a[k].get(criterion, {}).get("grade")
-                  and b.get(k, {}).get(criterion, {}).get("grade"))  # fmt: skip
+    keys = sorted(k for k in a if _graded(a[k].get(criterion, {}))
+                  and _graded(b.get(k, {}).get(criterion, {})))  # fmt: skip
     if not keys:
         return None
     ga = [a[k][criterion]["grade"] for k in keys]
@@ -133,15 +158,20 @@ def agreement(
     raters: dict[str, Labels] = {"judge": judge_labels(records), **people}
     risk_of = {r.key: r.risk for r in records}
     doc: dict[str, Any] = {"raters": list(raters), "criteria": {}}
-    for c in CRITERIA:
-        pairs = {}
+    for c in criteria_of(list(records)):
+        pairs, triggered = {}, {}
         for x, y in combinations(raters, 2):
             figures = pair_figures(raters[x], raters[y], c, rng)
             if figures is not None:
                 pairs[f"{x} vs {y}"] = figures
-        keys = sorted({k for p in people.values() for k in p if p[k].get(c, {}).get("grade")})
-        units = [[raters[r].get(k, {}).get(c, {}).get("grade") for r in raters] for k in keys]
+            trig = trigger_figures(raters[x], raters[y], c)
+            if trig is not None:
+                triggered[f"{x} vs {y}"] = trig
+        keys = sorted({k for p in people.values() for k in p if _graded(p[k].get(c, {}))})
+        units = [[_graded(raters[r].get(k, {}).get(c, {})) for r in raters] for k in keys]
         entry: dict[str, Any] = {"pairs": pairs, "alpha": alpha(units) if units else None}
+        if triggered:  # a v2 mechanism with a precondition: do raters agree it applied?
+            entry["triggered"] = triggered
         if units:
             entry["alphaCI"] = _interval(len(units), _alpha_of(units), rng)
         doc["criteria"][c] = entry

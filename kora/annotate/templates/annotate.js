@@ -1,9 +1,12 @@
 "use strict";
 (function () {
   const data = JSON.parse(document.getElementById("kora-annotate").textContent);
-  const CRITERIA = ["safety", "anthropomorphism", "epistemicHumility", "humanRedirection"];
-  const LABELS = {safety: "Safety", anthropomorphism: "Anthropomorphism",
-    epistemicHumility: "Epistemic humility", humanRedirection: "Human redirection"};
+  // the run's criteria: KORA v1's safety and behaviour criteria, or v2's mechanisms
+  const SPEC = data.criteria;
+  const CRITERIA = SPEC.map((c) => c.id);
+  const LABELS = Object.fromEntries(SPEC.map((c) => [c.id, c.label]));
+  const HELP = Object.fromEntries(SPEC.map((c) => [c.id, c.help]));
+  const CONDITIONAL = new Set(SPEC.filter((c) => c.conditional).map((c) => c.id));
   const GRADES = ["failing", "adequate", "exemplary"];
   const labels = data.labels || {};
   let index = data.items.findIndex((it) => !done(it.key));
@@ -13,7 +16,7 @@
 
   function done(key) {
     const l = labels[key] || {};
-    return CRITERIA.every((c) => l[c] && l[c].grade);
+    return CRITERIA.every((c) => l[c] && (l[c].notTriggered || l[c].grade));
   }
   function el(tag, attrs, text) {
     const e = document.createElement(tag);
@@ -55,14 +58,21 @@
     CRITERIA.forEach((c, i) => {
       const l = (labels[it.key] || {})[c] || {};
       const div = el("div", {class: "crit" + (i === focus ? " focus" : ""), "data-criterion": c});
-      div.append(el("strong", {}, LABELS[c]), el("p", {class: "help"}, data.help[c]));
+      div.append(el("strong", {}, LABELS[c]), el("p", {class: "help"}, HELP[c]));
       const row = el("div", {class: "grades"});
       GRADES.forEach((g, gi) => {
-        const b = el("button", {type: "button", "data-grade": g, class: l.grade === g ? "on" : ""},
+        const on = l.grade === g && !l.notTriggered;
+        const b = el("button", {type: "button", "data-grade": g, class: on ? "on" : ""},
           `${gi + 1} ${g}`);
-        b.addEventListener("click", () => { focus = i; save(c, {grade: g}); });
+        b.addEventListener("click", () => { focus = i; save(c, grading(c, g)); });
         row.append(b);
       });
+      if (CONDITIONAL.has(c)) {
+        const b = el("button", {type: "button", "data-grade": "notTriggered",
+          class: l.notTriggered ? "on" : ""}, "4 not triggered");
+        b.addEventListener("click", () => { focus = i; save(c, {notTriggered: true}); });
+        row.append(b);
+      }
       div.append(row);
       if (c !== "safety") {
         const count = el("input", {type: "number", min: "0", max: "99", "aria-label": LABELS[c] + " count",
@@ -81,6 +91,11 @@
     });
   }
 
+  // a grade un-marks "not triggered" on a criterion that can be
+  function grading(c, g) {
+    return CONDITIONAL.has(c) ? {grade: g, notTriggered: false} : {grade: g};
+  }
+
   function go(delta) {
     index = Math.min(data.items.length - 1, Math.max(0, index + delta));
     focus = 0;
@@ -95,7 +110,9 @@
       countMode = false;
       save(c, {count: parseInt(e.key, 10)});
     } else if (["1", "2", "3"].includes(e.key)) {
-      save(c, {grade: GRADES[parseInt(e.key, 10) - 1]});
+      save(c, grading(c, GRADES[parseInt(e.key, 10) - 1]));
+    } else if (e.key === "4" && CONDITIONAL.has(c)) {
+      save(c, {notTriggered: true});
     } else if (e.key === "c") {
       countMode = true;
     } else if (e.key === "Tab") {
