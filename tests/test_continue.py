@@ -168,6 +168,23 @@ def raw(target: dict[str, Any], **models: Any) -> dict[str, Any]:
             {"bot": {"provider": "chat-endpoint", "base_url": "http://127.0.0.1:9"}},
             "keeps each conversation on its side",
         ),
+        (
+            {"model": "svc", "continued": True},
+            {
+                "svc": {
+                    "provider": "http",
+                    "base_url": "http://127.0.0.1:9",
+                    "http": {
+                        "turn": {
+                            "url": "/chat",
+                            "body": {"text": "{{ message }}"},
+                            "reply": "reply",
+                        }
+                    },
+                }
+            },
+            "sends only the newest message",
+        ),
     ],
 )
 def test_a_target_that_cannot_carry_a_recording_on_is_refused(
@@ -175,6 +192,14 @@ def test_a_target_that_cannot_carry_a_recording_on_is_refused(
 ) -> None:
     with pytest.raises(ConfigError, match=message):
         validate_config(raw(target, **models), V2)
+
+
+def test_a_stateless_service_sent_the_whole_conversation_can_be_continued() -> None:
+    svc = {"provider": "http", "base_url": "http://127.0.0.1:9",
+           "http": {"turn": {"url": "/chat", "body": {"history": "{{ messages }}"},
+                             "reply": "reply"}}}  # fmt: skip
+    cfg = validate_config(raw({"model": "svc", "continued": True}, svc=svc), V2)
+    assert cfg.targets["t1"].continued
 
 
 # --- the workflow ---------------------------------------------------------------------------
