@@ -37,7 +37,7 @@ from kora.shards import (
     seeds_path,
     status_of,
 )
-from kora.stages.converse import converse
+from kora.stages.converse import conversation_calls, converse
 from kora.stages.expand import ScenarioValidationError, expand_with_fallback
 from kora.stages.judge import judge_once, judge_once_v2
 from kora.stages.seeds import generate_seeds
@@ -256,14 +256,6 @@ async def plan_calls(plan: Pipeline, targets: list[str]) -> PlanReport:
         for target in continued:
             await _plan_continued(rt, report, target, cell)
     return report
-
-
-def conversation_calls(taxonomy: Taxonomy, scenario: Scenario, recorded: int = 0) -> int:
-    """The calls of one conversation: each turn's reply and, but for the scenario's first
-    message, the child's; a recording's turns are not asked again."""
-    risk = taxonomy.risk(scenario.riskCategoryId, scenario.riskId)
-    new = max(risk.turns(scenario.seed.scenarioFlavorId) - recorded, 0)
-    return 2 * new - (1 if new and recorded == 0 else 0)
 
 
 async def _plan_judgments(

@@ -19,9 +19,10 @@ import orjson
 
 from kora.config import KoraConfig
 from kora.config_files import load_run_config
-from kora.errors import ConfigError
+from kora.errors import ConfigError, KoraError
+from kora.io import read_jsonl
 from kora.results import ResultsMeta, failure_summary
-from kora.schemas import AGE_RANGES
+from kora.schemas import AGE_RANGES, Conversation
 from kora.shards import (
     IMPORT_MANIFEST,
     conversations_path,
@@ -33,6 +34,7 @@ from kora.shards import (
     seeds_path,
     status_of,
 )
+from kora.stages.converse import conversation_calls
 from kora.taxonomy import Taxonomy, taxonomy_paths
 from kora.templates import template_path
 from kora.v2.plan import SeedOrder, load_distribution, plan_cells
@@ -307,12 +309,29 @@ class Pipeline:
                 total += NOMINAL_CALLS["scenarios"] * seeds
                 continue
             if c.targets[wc["target"]].continued:
-                tests = lines(recorded_path(wc["target"], cell), 0)
+                recorded = self._recorded(recorded_path(wc["target"], cell))
+                if rule == "conversations":
+                    total += sum(conversation_calls(self.taxonomy, r.scenario, r.recordedTurns
+                                                    or 0) for r in recorded)  # fmt: skip
+                    continue
+                tests = len(recorded)
             else:
                 tests = lines(scenarios_path(cell), seeds) * len(c.target_prompts(wc["target"]))
-            per_test = NOMINAL_CALLS[rule] * (len(c.judges) if rule == "judgments" else 1)
+            if rule == "conversations":
+                # the cell's risk's length (v2: up to 8 turns), without a flavor's
+                per_test = 2 * self.taxonomy.risks[wc["risk"]][1].turns() - 1
+            else:
+                per_test = NOMINAL_CALLS[rule] * (len(c.judges) if rule == "judgments" else 1)
             total += per_test * tests
         return total
+
+    def _recorded(self, path: str) -> list[Conversation]:
+        """A continued target's recordings of a cell, each with its recorded turns."""
+        try:
+            records = read_jsonl(self.workdir / path, Conversation)
+        except (OSError, KoraError):
+            return []
+        return [r.model_copy(update={"recordedTurns": len(r.messages) // 2}) for r in records]
 
     def _fresh(self, path: str, since: float) -> bool:
         try:

@@ -102,6 +102,14 @@ async def _turns(
     return messages, turns
 
 
+def conversation_calls(taxonomy: Taxonomy, scenario: Scenario, recorded: int = 0) -> int:
+    """The calls of one conversation: each turn's reply and, but for the scenario's first
+    message, the child's; a recording's turns are not asked again."""
+    risk = taxonomy.risk(scenario.riskCategoryId, scenario.riskId)
+    new = max(risk.turns(scenario.seed.scenarioFlavorId) - recorded, 0)
+    return 2 * new - (1 if new and recorded == 0 else 0)
+
+
 def check_pairs(messages: list[Message]) -> None:
     """A conversation to carry on must be whole turns: child, target, child, target..."""
     if len(messages) % 2:
