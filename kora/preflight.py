@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from kora.config import KoraConfig, chain
+from kora.config import ROLES, KoraConfig, chain
 from kora.service_config import ENV_REF
 
 _PROXY_ENV = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
@@ -84,3 +84,39 @@ def unreachable(config: KoraConfig, names: Iterable[str]) -> list[str]:
                 "running, and is base_url right?"
             )
     return out
+
+
+def spared_by_fallback(config: KoraConfig, names: Iterable[str], bad: Iterable[str]) -> set[str]:
+    """The `bad` models a run can do without: each is used only in fallback chains, and
+    every chain it is in has a model among `names` that is not bad (its calls go there)."""
+    names, bad = set(names), set(bad)
+    single = set(config.judges) | {t.model for t in config.targets.values() if t.model}
+    chains = [chain(getattr(config, role)) for role in ROLES]
+    spared = set()
+    for m in bad - single:
+        mine = [c for c in chains if m in c]
+        if mine and all(any(o in names and o not in bad for o in c) for c in mine):
+            spared.add(m)
+    return spared
+
+
+def check_models(config: KoraConfig, names: Iterable[str]) -> tuple[list[str], list[str]]:
+    """(errors that stop the run, warnings) for the models a run will call: missing keys
+    and services that cannot be reached; a fallback chain's model with such a problem is
+    only a warning while another model of its chain can take its calls."""
+    names = set(names)
+    keys = {n: missing_keys(config, [n]) for n in names}
+    down = {n: unreachable(config, [n]) for n in names if not keys[n]}
+    problems = {n: keys[n] or down.get(n, []) for n in names}
+    spared = spared_by_fallback(config, names, [n for n, p in problems.items() if p])
+    errors: list[str] = []
+    missing = [k for n in sorted(names) if n not in spared for k in keys[n]]
+    if missing:
+        errors.append("set the API keys this run needs: " + ", ".join(missing))
+    errors += [d for n in sorted(names) if n not in spared for d in down.get(n, [])]
+    warnings = [
+        f"{p} (the next model of its fallback chain takes its calls)"
+        for n in sorted(spared)
+        for p in problems[n]
+    ]
+    return errors, warnings

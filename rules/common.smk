@@ -12,7 +12,7 @@ from kora.config_files import load_run_config
 from kora.dispatch import BROKERED, job_spec
 from kora.errors import KoraError
 from kora.llm.lifecycle import lifecycle_notes
-from kora.preflight import missing_keys, models_for_jobs, unreachable
+from kora.preflight import check_models, models_for_jobs
 from kora.progress import RUN_ENV, Monitor
 from kora.shards import missing_token, retry_token
 from kora.workflow import Pipeline
@@ -84,15 +84,13 @@ onstart:
     global _broker
     _jobs = jobs_to_run()
     _models = models_for_jobs(PIPELINE.config, _jobs)
-    # a missing key would fail every call of the run one by one: stop before any job
-    _missing = missing_keys(PIPELINE.config, _models)
-    if _missing:
-        raise WorkflowError(
-            "set the API keys this run needs: " + ", ".join(_missing)
-        )
-    _unreachable = unreachable(PIPELINE.config, _models)
-    if _unreachable:
-        raise WorkflowError("\n".join(_unreachable))
+    # a missing key or a service down would fail every call of the run one by one: stop
+    # before any job (unless a fallback chain has another model to take its calls)
+    _errors, _warnings = check_models(PIPELINE.config, _models)
+    if _errors:
+        raise WorkflowError("\n".join(_errors))
+    for _note in _warnings:
+        print(f"kora: warning: {_note}", file=sys.stderr)
     for _note in lifecycle_notes(PIPELINE.config, _models):
         print(f"kora: warning: {_note}", file=sys.stderr)
     # One process makes the model calls of every job on this machine (kora.broker) and

@@ -229,3 +229,35 @@ def test_a_run_whose_first_models_are_down_completes_on_the_fallbacks(tmp_path: 
         assert not again
     finally:
         server.stop()
+
+
+@pytest.mark.slow
+def test_a_first_model_that_cannot_be_reached_does_not_stop_a_chain(tmp_path: Path) -> None:
+    """Before any job a run stops on a model nobody can reach, but not when it is in a
+    fallback chain with a model that can take its calls: a warning names it instead."""
+    import socket
+
+    server = Server(structured=structured_answer).start()
+    try:
+        copy_workflow(tmp_path)
+        import shutil
+
+        shutil.copytree(REPO / "kora" / "prompts", tmp_path / "prompts")
+        runner = Run(tmp_path, server)
+        with socket.socket() as s:  # a port nothing listens on
+            s.bind(("127.0.0.1", 0))
+            dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+        cfg = config(server.url, ["t1"], ["judge"])
+        cfg["models"]["gone"] = {"provider": "anthropic", "model": "claude-gone", "base_url": dead}
+        cfg["seed_model"] = ["gone", "seed"]
+        calls, log = runner.snakemake(cfg, "results/t1/results.json")
+        assert "model 'gone': cannot connect" in log and "fallback chain" in log
+        assert any(k.startswith("seed:") for k in calls)  # the chain's second model answered
+        results = orjson.loads((tmp_path / "results/t1/results.json").read_bytes())
+        assert results["failedTests"] == 0 and results["tests"] > 0
+        # a model nobody else can stand in for still stops the run at once
+        cfg["judges"] = ["gone"]
+        _, log = runner.snakemake(cfg, "results/t1/results.json", ok=False)
+        assert "model 'gone': cannot connect" in log
+    finally:
+        server.stop()
