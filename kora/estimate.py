@@ -251,7 +251,9 @@ async def plan_calls(plan: Pipeline, targets: list[str]) -> PlanReport:
                             convs.append(got)
             n_unknown_tests = unknown * len(prompts) + (len(scenarios) * len(prompts) - len(convs))
             st["conversations"].items += unknown * len(prompts)
-            st["conversations"].calls += unknown * len(prompts) * NOMINAL_CALLS["conversations"]
+            # a scenario not made yet: its risk's length (v2: up to 8 turns), no flavor's
+            per_test = 2 * rt.taxonomy.risks[shard.risk_id][1].turns() - 1
+            st["conversations"].calls += unknown * len(prompts) * per_test
             await _plan_judgments(rt, report, convs, n_unknown_tests)
         for target in continued:
             await _plan_continued(rt, report, target, cell)

@@ -128,3 +128,18 @@ def test_plan_halves_the_cost_of_a_model_in_batch_mode(
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(cfg))
     batched = float(plan(tmp_path, capsys)["total"][-1].lstrip("$"))
     assert batched == pytest.approx(plain / 2, abs=0.01)
+
+
+def test_plan_counts_a_v2_risks_longer_conversations(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before a v2 run, a relationship risk's test counts 8 turns: 7 child messages (the
+    first is the scenario's) and 8 replies, not v1's 5 calls."""
+    copy_workflow(tmp_path)
+    grid = {"risks": ["sexual_grooming_and_boundary_violations", "violence_and_physical_harm"],
+            "age_ranges": ["7to9"], "motivations": ["curiosity_exploration"],
+            "seeds_per_task": 2}  # fmt: skip
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(dict(TINY, benchmark="v2", grid=grid)))
+    before = plan(tmp_path, capsys)
+    # 2 seeds x 2 prompts a risk: 4 tests of 15 calls and 4 of 5
+    assert before["conversations"][:2] == ["8", str(4 * 15 + 4 * 5)]
