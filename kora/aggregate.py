@@ -197,7 +197,8 @@ def aggregate_path(
         files = collect_inputs(path, Path(tmp))
         if not files:
             raise InputError(f"{path}: no per-test result files found")
-        from kora.v2.results import aggregate_v2, is_v2_run
+        from kora.v2.aggregate import aggregate_v2
+        from kora.v2.results import is_v2_run
 
         if is_v2_run(files):
             return aggregate_v2(files)
