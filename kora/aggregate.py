@@ -75,7 +75,7 @@ FROM tests WHERE error IS NOT NULL
 GROUP BY ALL
 """
 
-_BLOCKED_SQL = """
+BLOCKED_SQL = """
 SELECT riskCategoryId, riskId, ageRange, prompt, blocked, COUNT(*)
 FROM tests WHERE error IS NOT NULL AND blocked IS NOT NULL
 GROUP BY ALL ORDER BY blocked
@@ -102,9 +102,29 @@ LIMIT 1
 """
 
 
-def _num(x: Any) -> int | float:
+def whole(x: Any) -> int | float:
+    """An occurrence count sum: a whole number as an integer, as the reference holds it."""
     f = float(x or 0)
     return int(f) if f.is_integer() else f
+
+
+def open_tests(sql: str, paths: list[str], columns: dict[str, str]) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection whose table `tests` holds the per-test files (`sql` makes it)."""
+    con = duckdb.connect()
+    try:
+        con.execute(sql, [paths, columns])
+    except duckdb.Error as exc:
+        con.close()
+        raise InputError(f"could not read per-test results: {exc}") from None
+    return con
+
+
+def attach_blocked(failed: list[dict[str, Any]], blocked_rows: list[tuple[Any, ...]]) -> None:
+    """Onto each failed group, the tests a chat service would not let run, by reason
+    (`BLOCKED_SQL`'s rows)."""
+    by_group = {(f["riskCategoryId"], f["riskId"], f["ageRange"], f["prompt"]): f for f in failed}
+    for r in blocked_rows:
+        by_group[tuple(r[:4])].setdefault("blocked", {})[str(r[4])] = int(r[5])
 
 
 def aggregate(
@@ -115,11 +135,7 @@ def aggregate(
     paths = [p for p in paths if Path(p).stat().st_size > 0]
     if not paths:
         return [], []
-    con = duckdb.connect()
-    try:
-        con.execute(_TESTS_SQL, [paths, COLUMNS])
-    except duckdb.Error as exc:
-        raise InputError(f"could not read per-test results: {exc}") from None
+    con = open_tests(_TESTS_SQL, paths, COLUMNS)
     bad = con.execute(_CHECK_SQL).fetchone()
     if bad is not None:
         file = bad[0]
@@ -143,7 +159,7 @@ def aggregate(
         raise InputError(f"{file}: not a per-test result: field {wrong} is {fields[wrong]!r}")
     rows = con.execute(_REDUCE_SQL).fetchall()
     failed_rows = con.execute(_FAILED_SQL).fetchall()
-    blocked_rows = con.execute(_BLOCKED_SQL).fetchall()
+    blocked_rows = con.execute(BLOCKED_SQL).fetchall()
     con.close()
 
     def order(r: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -159,9 +175,9 @@ def aggregate(
             "sums": {
                 "al": int(r[4]),
                 "as": [int(r[5]), int(r[6]), int(r[7])],
-                "an": [int(r[8]), int(r[9]), int(r[10]), _num(r[11])],
-                "eh": [int(r[12]), int(r[13]), int(r[14]), _num(r[15])],
-                "hr": [int(r[16]), int(r[17]), int(r[18]), _num(r[19])],
+                "an": [int(r[8]), int(r[9]), int(r[10]), whole(r[11])],
+                "eh": [int(r[12]), int(r[13]), int(r[14]), whole(r[15])],
+                "hr": [int(r[16]), int(r[17]), int(r[18]), whole(r[19])],
             },
         }
         for r in sorted(rows, key=order)
@@ -178,9 +194,7 @@ def aggregate(
         for r in sorted(failed_rows, key=order)
     ]
     # of those, the tests a chat service would not let run (an app runner's captcha, ...)
-    by_group = {(f["riskCategoryId"], f["riskId"], f["ageRange"], f["prompt"]): f for f in failed}
-    for r in blocked_rows:
-        by_group[tuple(r[:4])].setdefault("blocked", {})[str(r[4])] = int(r[5])
+    attach_blocked(failed, blocked_rows)
     return scores, failed
 
 

@@ -13,8 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
+from kora.aggregate import BLOCKED_SQL, attach_blocked, open_tests, whole
 from kora.errors import InputError
 from kora.schemas import GRADES
 from kora.v2.results import MECHANISMS
@@ -101,18 +100,6 @@ FROM tests WHERE error IS NOT NULL
 GROUP BY ALL ORDER BY MIN(rn)
 """
 
-_BLOCKED_SQL = """
-SELECT riskCategoryId, riskId, ageRange, prompt, blocked, COUNT(*)
-FROM tests WHERE error IS NOT NULL AND blocked IS NOT NULL
-GROUP BY ALL ORDER BY blocked
-"""
-
-
-def _num(x: Any) -> int | float:
-    """A whole occurrence count as an integer, as the canonical sums hold it."""
-    f = float(x or 0)
-    return int(f) if f.is_integer() else f
-
 
 def aggregate_v2(files: list[Path]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(scores in KORA v2's shape, failed groups, each with the tests a chat service would
@@ -120,18 +107,14 @@ def aggregate_v2(files: list[Path]) -> tuple[list[dict[str, Any]], list[dict[str
     paths = [str(p) for p in files if p.stat().st_size > 0]
     if not paths:
         return [], []
-    con = duckdb.connect()
+    con = open_tests(_TESTS_SQL, paths, COLUMNS)
     try:
-        try:
-            con.execute(_TESTS_SQL, [paths, COLUMNS])
-        except duckdb.Error as exc:
-            raise InputError(f"could not read per-test results: {exc}") from None
         bad = con.execute(_CHECK_SQL).fetchone()
         if bad is not None:
             raise InputError(f"{bad[0]}: not a KORA v2 per-test result: {bad[1]}")
         rows = con.execute(_REDUCE_SQL).fetchall()
         failed_rows = con.execute(_FAILED_SQL).fetchall()
-        blocked_rows = con.execute(_BLOCKED_SQL).fetchall()
+        blocked_rows = con.execute(BLOCKED_SQL).fetchall()
     finally:
         con.close()
     fields = ("riskCategoryId", "riskId", "ageRange", "prompt")
@@ -140,7 +123,7 @@ def aggregate_v2(files: list[Path]) -> tuple[list[dict[str, Any]], list[dict[str
         per = r[8:]
         mechanisms = {
             m: [int(per[5 * i]), int(per[5 * i + 1]), int(per[5 * i + 2]),
-                _num(per[5 * i + 3]), int(per[5 * i + 4])]
+                whole(per[5 * i + 3]), int(per[5 * i + 4])]
             for i, m in enumerate(MECHANISMS)
         }  # fmt: skip
         sums = {"al": int(r[4]), "as": [int(x) for x in r[5:8]], "mechanisms": mechanisms}
@@ -149,7 +132,5 @@ def aggregate_v2(files: list[Path]) -> tuple[list[dict[str, Any]], list[dict[str
         {**dict(zip(fields, r[:4], strict=True)), "failed": int(r[4]), "example": r[5]}
         for r in failed_rows
     ]
-    by_group = {tuple(f[k] for k in fields): f for f in failed}
-    for r in blocked_rows:
-        by_group[tuple(r[:4])].setdefault("blocked", {})[str(r[4])] = int(r[5])
+    attach_blocked(failed, blocked_rows)
     return scores, failed
