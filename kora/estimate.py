@@ -32,12 +32,11 @@ from kora.schemas import Conversation, Scenario, ScenarioSeed
 from kora.shards import (
     check,
     conversations_path,
-    recorded_path,
     scenarios_path,
     seeds_path,
     status_of,
 )
-from kora.stages.converse import conversation_calls, converse
+from kora.stages.converse import conversation_calls, converse, turn_calls
 from kora.stages.expand import ScenarioValidationError, expand_with_fallback
 from kora.stages.judge import judge_once, judge_once_v2
 from kora.stages.seeds import generate_seeds
@@ -252,7 +251,7 @@ async def plan_calls(plan: Pipeline, targets: list[str]) -> PlanReport:
             n_unknown_tests = unknown * len(prompts) + (len(scenarios) * len(prompts) - len(convs))
             st["conversations"].items += unknown * len(prompts)
             # a scenario not made yet: its risk's length (v2: up to 8 turns), no flavor's
-            per_test = 2 * rt.taxonomy.risks[shard.risk_id][1].turns() - 1
+            per_test = turn_calls(rt.taxonomy.risks[shard.risk_id][1].turns())
             st["conversations"].calls += unknown * len(prompts) * per_test
             await _plan_judgments(rt, report, convs, n_unknown_tests)
         for target in continued:
@@ -279,12 +278,7 @@ async def _plan_continued(rt: StoreOnlyRun, report: PlanReport, target: str, cel
     """A continued target's cell: its recordings, each carried on (the turns it lacks)."""
     cfg = rt.plan.config
     st = report.stages
-    prompts = cfg.target_prompts(target)
-    recorded = [
-        r
-        for r in read_jsonl(rt.plan.workdir / recorded_path(target, cell), Conversation)
-        if r.prompt in prompts
-    ]
+    recorded = rt.plan.recordings(target, cell)
     tgt = rt.target(target)
     convs: list[Conversation] = []
     for r in recorded:

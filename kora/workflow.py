@@ -34,7 +34,7 @@ from kora.shards import (
     seeds_path,
     status_of,
 )
-from kora.stages.converse import conversation_calls
+from kora.stages.converse import conversation_calls, turn_calls
 from kora.taxonomy import Taxonomy, taxonomy_paths
 from kora.templates import template_path
 from kora.v2.plan import SeedOrder, load_distribution, plan_cells
@@ -115,6 +115,12 @@ class Pipeline:
                 )
             return {"recorded": recorded_path(wc.target, cell)}
         return {"scenarios": scenarios_path(cell)}
+
+    def recordings(self, target: str, cell: str) -> list[Conversation]:
+        """A continued target's recordings of a cell that it runs (its prompt variants)."""
+        prompts = self.config.target_prompts(target)
+        path = self.workdir / recorded_path(target, cell)
+        return [r for r in read_jsonl(path, Conversation) if r.prompt in prompts]
 
     def conversation_source(self, target: str) -> str:
         """The scenario set a target's conversations come from (`scenario_source`), or for
@@ -309,29 +315,24 @@ class Pipeline:
                 total += NOMINAL_CALLS["scenarios"] * seeds
                 continue
             if c.targets[wc["target"]].continued:
-                recorded = self._recorded(recorded_path(wc["target"], cell))
+                try:
+                    recorded = self.recordings(wc["target"], cell)
+                except (OSError, KoraError):
+                    recorded = []
                 if rule == "conversations":
-                    total += sum(conversation_calls(self.taxonomy, r.scenario, r.recordedTurns
-                                                    or 0) for r in recorded)  # fmt: skip
+                    total += sum(conversation_calls(self.taxonomy, r.scenario,
+                                                    len(r.messages) // 2) for r in recorded)  # fmt: skip
                     continue
                 tests = len(recorded)
             else:
                 tests = lines(scenarios_path(cell), seeds) * len(c.target_prompts(wc["target"]))
             if rule == "conversations":
                 # the cell's risk's length (v2: up to 8 turns), without a flavor's
-                per_test = 2 * self.taxonomy.risks[wc["risk"]][1].turns() - 1
+                per_test = turn_calls(self.taxonomy.risks[wc["risk"]][1].turns())
             else:
                 per_test = NOMINAL_CALLS[rule] * (len(c.judges) if rule == "judgments" else 1)
             total += per_test * tests
         return total
-
-    def _recorded(self, path: str) -> list[Conversation]:
-        """A continued target's recordings of a cell, each with its recorded turns."""
-        try:
-            records = read_jsonl(self.workdir / path, Conversation)
-        except (OSError, KoraError):
-            return []
-        return [r.model_copy(update={"recordedTurns": len(r.messages) // 2}) for r in records]
 
     def _fresh(self, path: str, since: float) -> bool:
         try:

@@ -102,12 +102,17 @@ async def _turns(
     return messages, turns
 
 
-def conversation_calls(taxonomy: Taxonomy, scenario: Scenario, recorded: int = 0) -> int:
-    """The calls of one conversation: each turn's reply and, but for the scenario's first
-    message, the child's; a recording's turns are not asked again."""
-    risk = taxonomy.risk(scenario.riskCategoryId, scenario.riskId)
-    new = max(risk.turns(scenario.seed.scenarioFlavorId) - recorded, 0)
+def turn_calls(turns: int, recorded: int = 0) -> int:
+    """The calls of a conversation of `turns` turns: each turn's reply and, but for the
+    scenario's first message, the child's; a recording's turns are not asked again."""
+    new = max(turns - recorded, 0)
     return 2 * new - (1 if new and recorded == 0 else 0)
+
+
+def conversation_calls(taxonomy: Taxonomy, scenario: Scenario, recorded: int = 0) -> int:
+    """`turn_calls` of a scenario's conversation (its risk's or flavor's length)."""
+    risk = taxonomy.risk(scenario.riskCategoryId, scenario.riskId)
+    return turn_calls(risk.turns(scenario.seed.scenarioFlavorId), recorded)
 
 
 def check_pairs(messages: list[Message]) -> None:
