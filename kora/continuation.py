@@ -20,6 +20,7 @@ from pathlib import Path
 from kora.errors import InputError
 from kora.ingest import parse_conversations, write_recorded
 from kora.schemas import Conversation, Scenario
+from kora.shards import RECORDED_MANIFEST
 from kora.taxonomy import Shard, Taxonomy
 
 
@@ -58,7 +59,9 @@ def stage_recordings(
         by_target = {
             name: _first_per_risk(shards, limit_per_risk) for name, shards in by_target.items()
         }
-    return write_recorded(path, by_target, taxonomy, workdir, folder="recorded")
+    return write_recorded(
+        path, by_target, taxonomy, workdir, folder="recorded", manifest=RECORDED_MANIFEST
+    )
 
 
 def _first_per_risk(

@@ -279,6 +279,7 @@ def write_recorded(
     taxonomy: Taxonomy,
     workdir: Path,
     folder: str = "conversations",
+    manifest: str = "IMPORTED.json",
 ) -> dict[str, int]:
     """Each target's recordings into results/<target>/<folder>/, one shard per grid cell
     (empty ones included), swapped in whole; how many each target got."""
@@ -299,7 +300,7 @@ def write_recorded(
                 )  # fmt: skip
             n = sum(len(v) for v in shards.values())
             write_json(
-                staging / ("IMPORTED.json" if folder == "conversations" else "RECORDED.json"),
+                staging / manifest,
                 {"source": str(path), "sha256": _fingerprint(path),
                  "conversations": n,
                  "importedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},

@@ -56,8 +56,11 @@ def recorded_path(target: str, cell: str) -> str:
     return f"results/{target}/recorded/{cell}.jsonl"
 
 
+RECORDED_MANIFEST = "RECORDED.json"
+
+
 def recorded_manifest(target: str) -> Path:
-    return Path(f"results/{target}/recorded/RECORDED.json")
+    return Path(f"results/{target}/recorded/{RECORDED_MANIFEST}")
 
 
 def judgments_path(target: str, cell: str) -> str:
