@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -24,34 +24,6 @@ log = logging.getLogger("kora")
 M = TypeVar("M", bound=BaseModel)
 R = TypeVar("R")
 T = TypeVar("T")
-
-
-class Asker(Protocol):
-    """What the stages ask a model through: one client, or a chain of them."""
-
-    @property
-    def name(self) -> str: ...
-
-    async def text(
-        self,
-        messages: list[ChatMessage],
-        *,
-        stage: str,
-        system: str | None = None,
-        max_tokens: int | None = None,
-        hints: dict[str, Any] | None = None,
-        accept: Callable[[str], bool] | None = None,
-    ) -> str: ...
-
-    async def structured(
-        self,
-        messages: list[ChatMessage],
-        schema: type[M],
-        *,
-        stage: str,
-        system: str | None = None,
-        hints: dict[str, Any] | None = None,
-    ) -> M: ...
 
 
 def _label(model: Any) -> str:
@@ -129,6 +101,10 @@ class ModelChain:
             lambda c: c.structured(messages, schema, stage=stage, system=system, hints=hints),
             f"{stage} call",
         )
+
+
+# what the stages ask a model through: one client, or a chain of them
+Asker = ModelClient | ModelChain
 
 
 def members(model: Asker) -> list[Asker]:
