@@ -140,123 +140,126 @@ async def _replay(rt: StoreOnlyRun, coro: Any) -> tuple[Any, int]:
 
 
 async def plan_calls(plan: Pipeline, targets: list[str]) -> PlanReport:
-    workdir = plan.workdir
     rt = StoreOnlyRun(plan)
     cfg = plan.config
     report = PlanReport()
-    st = report.stages
     continued = [t for t in targets if cfg.targets[t].continued]
     made = [t for t in targets if t not in continued]
     for cell in plan.cells():
-        if not made:  # only recordings to carry on: no seeds, no scenarios
-            for target in continued:
-                await _plan_continued(rt, report, target, cell)
-            continue
-        shard = Shard.of_cell(plan.taxonomy, cell)
-        # seeds
-        seeds: list[ScenarioSeed] = []
-        scen_file = workdir / scenarios_path(cell)
-        seed_file = workdir / seeds_path(cell)
-        scenarios: list[Scenario] | None = None
-        # a shard counts as made only when what it was made from is current too: new
-        # seeds re-make the scenarios (as Snakemake does), new scenarios the conversations
-        seeds_current = made_by(seed_file, cfg.stage_models("seeds"))
-        if plan.imported or (seeds_current and made_by(scen_file, cfg.stage_models("scenarios"))):
-            scenarios = read_jsonl(scen_file, Scenario)
-        scenarios_current = scenarios is not None
-        if not plan.imported and scenarios is None:
-            if seeds_current:
-                seeds = read_jsonl(seed_file, ScenarioSeed)
-                st["seeds"].calls += 1
-                st["seeds"].stored += 1
-            else:
-                got, hits = await _replay(
-                    rt,
-                    generate_seeds(
-                        shard, rt.taxonomy, rt.asker(cfg.seed_model), cfg.grid.seeds_per_task
-                    ),
-                )
-                st["seeds"].calls += 1
-                st["seeds"].stored += min(hits, 1)
-                seeds = got or []
-            n_seeds = len(seeds) if seeds else cfg.grid.seeds_per_task
-            st["seeds"].items += 1
-            scenarios = []
-            for seed in seeds:
-                got, hits = await _replay(
-                    rt,
-                    expand_with_fallback(
-                        seed,
-                        rt.taxonomy,
-                        [rt.client(n) for n in chain(cfg.expand_model)],
-                        rt.asker(cfg.user_model),
-                    ),
-                )
-                st["scenarios"].calls += max(NOMINAL_CALLS["scenarios"], hits)
-                st["scenarios"].stored += hits
-                if got is not None:
-                    scenarios.append(got)
-            missing = n_seeds - len(seeds)
-            st["scenarios"].calls += missing * NOMINAL_CALLS["scenarios"]
-            st["scenarios"].items += n_seeds
-            # scenarios not yet known are counted as one per seed
-            unknown = n_seeds - len(scenarios)
-        else:
-            unknown = 0
-            if not plan.imported and scenarios is not None:
-                # a finished expansion shard: its calls were all made
-                st["seeds"].items += 1
-                st["seeds"].calls += 1
-                st["seeds"].stored += 1
-                st["scenarios"].items += len(scenarios)
-                st["scenarios"].calls += NOMINAL_CALLS["scenarios"] * len(scenarios)
-                st["scenarios"].stored += NOMINAL_CALLS["scenarios"] * len(scenarios)
-        scenarios = scenarios or []
-        for target in made:
-            prompts = cfg.target_prompts(target)
-            tgt = rt.target(target)
-            conv_file = workdir / conversations_path(target, cell)
-            known_convs: dict[str, Conversation] = {}
-            if scenarios_current and made_by(conv_file, cfg.stage_models("conversations", target)):
-                known_convs = {
-                    c.key: c for c in read_jsonl(conv_file, Conversation) if c.error is None
-                }
-            convs: list[Conversation] = []
-            for scenario in scenarios:
-                for prompt in prompts:
-                    from kora.testkeys import TestKey
-
-                    key = str(TestKey.of(scenario, prompt))
-                    st["conversations"].items += 1
-                    st["conversations"].calls += conversation_calls(rt.taxonomy, scenario)
-                    if key in known_convs:
-                        st["conversations"].stored += conversation_calls(rt.taxonomy, scenario)
-                        convs.append(known_convs[key])
-                        continue
-                    if tgt is not None:
-                        got, hits = await _replay(
-                            rt,
-                            converse(
-                                scenario,
-                                prompt,
-                                target,
-                                tgt,
-                                rt.asker(cfg.user_model),
-                                rt.taxonomy,
-                            ),
-                        )
-                        st["conversations"].stored += hits
-                        if got is not None:
-                            convs.append(got)
-            n_unknown_tests = unknown * len(prompts) + (len(scenarios) * len(prompts) - len(convs))
-            st["conversations"].items += unknown * len(prompts)
-            # a scenario not made yet: its risk's length (v2: up to 8 turns), no flavor's
-            per_test = turn_calls(rt.taxonomy.risks[shard.risk_id][1].turns())
-            st["conversations"].calls += unknown * len(prompts) * per_test
-            await _plan_judgments(rt, report, convs, n_unknown_tests)
+        if made:  # only recordings to carry on need no seeds, no scenarios
+            await _plan_cell(rt, report, cell, made)
         for target in continued:
             await _plan_continued(rt, report, target, cell)
     return report
+
+
+async def _plan_cell(rt: StoreOnlyRun, report: PlanReport, cell: str, targets: list[str]) -> None:
+    """A cell's seeds, scenarios, and the conversations and judgments of `targets` on
+    them (targets whose conversations are made from the scenarios)."""
+    plan = rt.plan
+    workdir = plan.workdir
+    cfg = plan.config
+    st = report.stages
+    shard = Shard.of_cell(plan.taxonomy, cell)
+    # seeds
+    seeds: list[ScenarioSeed] = []
+    scen_file = workdir / scenarios_path(cell)
+    seed_file = workdir / seeds_path(cell)
+    scenarios: list[Scenario] | None = None
+    # a shard counts as made only when what it was made from is current too: new
+    # seeds re-make the scenarios (as Snakemake does), new scenarios the conversations
+    seeds_current = made_by(seed_file, cfg.stage_models("seeds"))
+    if plan.imported or (seeds_current and made_by(scen_file, cfg.stage_models("scenarios"))):
+        scenarios = read_jsonl(scen_file, Scenario)
+    scenarios_current = scenarios is not None
+    if not plan.imported and scenarios is None:
+        if seeds_current:
+            seeds = read_jsonl(seed_file, ScenarioSeed)
+            st["seeds"].calls += 1
+            st["seeds"].stored += 1
+        else:
+            got, hits = await _replay(
+                rt,
+                generate_seeds(
+                    shard, rt.taxonomy, rt.asker(cfg.seed_model), cfg.grid.seeds_per_task
+                ),
+            )
+            st["seeds"].calls += 1
+            st["seeds"].stored += min(hits, 1)
+            seeds = got or []
+        n_seeds = len(seeds) if seeds else cfg.grid.seeds_per_task
+        st["seeds"].items += 1
+        scenarios = []
+        for seed in seeds:
+            got, hits = await _replay(
+                rt,
+                expand_with_fallback(
+                    seed,
+                    rt.taxonomy,
+                    [rt.client(n) for n in chain(cfg.expand_model)],
+                    rt.asker(cfg.user_model),
+                ),
+            )
+            st["scenarios"].calls += max(NOMINAL_CALLS["scenarios"], hits)
+            st["scenarios"].stored += hits
+            if got is not None:
+                scenarios.append(got)
+        missing = n_seeds - len(seeds)
+        st["scenarios"].calls += missing * NOMINAL_CALLS["scenarios"]
+        st["scenarios"].items += n_seeds
+        # scenarios not yet known are counted as one per seed
+        unknown = n_seeds - len(scenarios)
+    else:
+        unknown = 0
+        if not plan.imported and scenarios is not None:
+            # a finished expansion shard: its calls were all made
+            st["seeds"].items += 1
+            st["seeds"].calls += 1
+            st["seeds"].stored += 1
+            st["scenarios"].items += len(scenarios)
+            st["scenarios"].calls += NOMINAL_CALLS["scenarios"] * len(scenarios)
+            st["scenarios"].stored += NOMINAL_CALLS["scenarios"] * len(scenarios)
+    scenarios = scenarios or []
+    for target in targets:
+        prompts = cfg.target_prompts(target)
+        tgt = rt.target(target)
+        conv_file = workdir / conversations_path(target, cell)
+        known_convs: dict[str, Conversation] = {}
+        if scenarios_current and made_by(conv_file, cfg.stage_models("conversations", target)):
+            known_convs = {c.key: c for c in read_jsonl(conv_file, Conversation) if c.error is None}
+        convs: list[Conversation] = []
+        for scenario in scenarios:
+            for prompt in prompts:
+                from kora.testkeys import TestKey
+
+                key = str(TestKey.of(scenario, prompt))
+                st["conversations"].items += 1
+                st["conversations"].calls += conversation_calls(rt.taxonomy, scenario)
+                if key in known_convs:
+                    st["conversations"].stored += conversation_calls(rt.taxonomy, scenario)
+                    convs.append(known_convs[key])
+                    continue
+                if tgt is not None:
+                    got, hits = await _replay(
+                        rt,
+                        converse(
+                            scenario,
+                            prompt,
+                            target,
+                            tgt,
+                            rt.asker(cfg.user_model),
+                            rt.taxonomy,
+                        ),
+                    )
+                    st["conversations"].stored += hits
+                    if got is not None:
+                        convs.append(got)
+        n_unknown_tests = unknown * len(prompts) + (len(scenarios) * len(prompts) - len(convs))
+        st["conversations"].items += unknown * len(prompts)
+        # a scenario not made yet: its risk's length (v2: up to 8 turns), no flavor's
+        per_test = turn_calls(rt.taxonomy.risks[shard.risk_id][1].turns())
+        st["conversations"].calls += unknown * len(prompts) * per_test
+        await _plan_judgments(rt, report, convs, n_unknown_tests)
 
 
 async def _plan_judgments(
