@@ -36,7 +36,7 @@ from pydantic import BaseModel
 from kora.context import JobContext, Pool, Transport
 from kora.errors import KoraError
 from kora.jobs import is_fatal
-from kora.schemas import Conversation, Scenario, ScenarioSeed
+from kora.schemas import Conversation, Message, Scenario, ScenarioSeed
 from kora.service_config import SESSION_PROVIDERS
 from kora.shards import read_shard
 from kora.templates import prompts_from
@@ -207,50 +207,43 @@ class Prefetch:
         if scenario is not None:
             await self._scenario(cell, _as_read(scenario, Scenario))
 
-    async def _scenario(self, cell: str, scenario: Scenario) -> None:
-        from kora.stages.converse import converse
-
-        async def test(job: _Job, prompt: Any) -> None:
-            p = job.params
-            if p["target_model"].get("provider") in SESSION_PROVIDERS:
-                # a chat service's replies are not stored (a stateful service could not
-                # replay them): a conversation made ahead would be made again by its job
-                return
-            taxonomy = self._taxonomy(job)
-            target, user = job.ctx.target(p["target_model"]), job.ctx.asker(p["user_model"])
-            conv = await self._step(
-                job, lambda: converse(scenario, prompt, p["target"], target, user, taxonomy)
-            )
-            if conv is not None:
-                await self._judge(cell, _as_read(conv, Conversation))
-
-        await asyncio.gather(
-            *(test(job, prompt) for job in self.conversations.get(cell, []) for prompt in
-              job.params["prompts"])
-        )  # fmt: skip
-
-    async def _continue(self, cell: str, job: _Job) -> None:
-        """A continued target's recordings carried on, each then judged."""
+    async def _test(
+        self,
+        cell: str,
+        job: _Job,
+        scenario: Scenario,
+        prompt: Any,
+        start: list[Message] | None = None,
+    ) -> None:
+        """One test's conversation (a recording's, carried on from `start`), then judged."""
         from kora.stages.converse import converse
 
         p = job.params
         if p["target_model"].get("provider") in SESSION_PROVIDERS:
+            # a chat service's replies are not stored (a stateful service could not
+            # replay them): a conversation made ahead would be made again by its job
             return
         taxonomy = self._taxonomy(job)
         target, user = job.ctx.target(p["target_model"]), job.ctx.asker(p["user_model"])
+        conv = await self._step(
+            job, lambda: converse(scenario, prompt, p["target"], target, user, taxonomy, start)
+        )
+        if conv is not None:
+            await self._judge(cell, _as_read(conv, Conversation))
 
-        async def one(r: Conversation) -> None:
-            conv = await self._step(
-                job,
-                lambda: converse(
-                    r.scenario, r.prompt, p["target"], target, user, taxonomy, r.messages
-                ),
-            )
-            if conv is not None:
-                await self._judge(cell, _as_read(conv, Conversation))
+    async def _scenario(self, cell: str, scenario: Scenario) -> None:
+        await asyncio.gather(
+            *(self._test(cell, job, scenario, prompt) for job in
+              self.conversations.get(cell, []) for prompt in job.params["prompts"])
+        )  # fmt: skip
 
+    async def _continue(self, cell: str, job: _Job) -> None:
+        """A continued target's recordings carried on, each then judged."""
         recorded = _read(job.input["recorded"], Conversation)
-        await asyncio.gather(*(one(r) for r in recorded if r.prompt in p["prompts"]))
+        await asyncio.gather(
+            *(self._test(cell, job, r.scenario, r.prompt, r.messages) for r in recorded
+              if r.prompt in job.params["prompts"])
+        )  # fmt: skip
 
     async def _judge(self, cell: str, conversation: Conversation) -> None:
         from kora.stages.judge import judge_conversation
