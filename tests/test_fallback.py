@@ -25,9 +25,9 @@ from kora.stages.messages import ChildMessageError, child_message
 from kora.taxonomy import load_taxonomy
 from kora.templates import render
 from tests.fakes import client
-from tests.helpers import REPO, copy_workflow
+from tests.helpers import REPO
 from tests.test_stages import expansion_script, reference_scenario
-from tests.workflows import Run, Server, config, structured_answer
+from tests.workflows import Run, config
 
 TAXONOMY = load_taxonomy(REPO / "data" / "taxonomy")
 
@@ -195,13 +195,8 @@ def test_a_bad_chain_is_named_in_the_error(roles: dict[str, Any], message: str) 
 
 @pytest.mark.slow
 def test_a_run_whose_first_models_are_down_completes_on_the_fallbacks(tmp_path: Path) -> None:
-    server = Server(structured=structured_answer).start()
-    try:
-        copy_workflow(tmp_path)
-        import shutil
-
-        shutil.copytree(REPO / "kora" / "prompts", tmp_path / "prompts")
-        runner = Run(tmp_path, server)
+    with Run.started(tmp_path) as runner:
+        server = runner.server
         cfg = config(server.url, ["t1"], ["judge"])
         for role in ("seed", "expand", "user"):
             cfg["models"][f"{role}-down"] = {
@@ -227,8 +222,6 @@ def test_a_run_whose_first_models_are_down_completes_on_the_fallbacks(tmp_path: 
         # the same command again: nothing to do, nothing asked
         again, _ = runner.snakemake(cfg, "results/t1/results.json")
         assert not again
-    finally:
-        server.stop()
 
 
 @pytest.mark.slow
@@ -237,13 +230,8 @@ def test_a_first_model_that_cannot_be_reached_does_not_stop_a_chain(tmp_path: Pa
     fallback chain with a model that can take its calls: a warning names it instead."""
     import socket
 
-    server = Server(structured=structured_answer).start()
-    try:
-        copy_workflow(tmp_path)
-        import shutil
-
-        shutil.copytree(REPO / "kora" / "prompts", tmp_path / "prompts")
-        runner = Run(tmp_path, server)
+    with Run.started(tmp_path) as runner:
+        server = runner.server
         with socket.socket() as s:  # a port nothing listens on
             s.bind(("127.0.0.1", 0))
             dead = f"http://127.0.0.1:{s.getsockname()[1]}"
@@ -259,5 +247,3 @@ def test_a_first_model_that_cannot_be_reached_does_not_stop_a_chain(tmp_path: Pa
         cfg["judges"] = ["gone"]
         _, log = runner.snakemake(cfg, "results/t1/results.json", ok=False)
         assert "model 'gone': cannot connect" in log
-    finally:
-        server.stop()

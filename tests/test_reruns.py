@@ -14,24 +14,15 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.helpers import REPO, copy_workflow
-from tests.workflows import Run, Server, config, structured_answer
+from tests.workflows import Run, config
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture()
 def run(tmp_path: Path):  # type: ignore[no-untyped-def]
-    server = Server(structured=structured_answer).start()
-    copy_workflow(tmp_path)
-    # edits go to a private copy of the templates
-    import shutil
-
-    shutil.copytree(REPO / "kora" / "prompts", tmp_path / "prompts")
-    try:
-        yield Run(tmp_path, server)
-    finally:
-        server.stop()
+    with Run.started(tmp_path) as r:  # edits go to a private copy of the templates
+        yield r
 
 
 def roles(calls: Counter[str]) -> set[str]:

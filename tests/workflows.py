@@ -12,13 +12,16 @@ The tests that use these are marked `slow` (each runs Snakemake end to end).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +29,7 @@ import orjson
 import yaml
 
 from kora.llm.mock import _SchemaFaker
+from tests.helpers import REPO, copy_workflow
 from tests.loopback import AnthropicServer, Recorded
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -152,6 +156,19 @@ def config(url: str, targets: list[str], judges: list[str]) -> dict[str, Any]:
 
 class Run:
     """Snakemake runs in `workdir` against `server`, counting the calls each run made."""
+
+    @classmethod
+    @contextlib.contextmanager
+    def started(cls, workdir: Path) -> Iterator[Run]:
+        """A copy of the project in `workdir` (its templates a private copy, to edit) and
+        a loopback server answering every role; the server stops on leaving."""
+        server = Server(structured=structured_answer).start()
+        copy_workflow(workdir)
+        shutil.copytree(REPO / "kora" / "prompts", workdir / "prompts")
+        try:
+            yield cls(workdir, server)
+        finally:
+            server.stop()
 
     def __init__(self, workdir: Path, server: Server) -> None:
         self.workdir = workdir
