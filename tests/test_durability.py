@@ -34,7 +34,9 @@ def _finish(cmd: list[str], workdir: Path, env: dict[str, str]) -> None:
 
 @pytest.mark.slow
 def test_kill_9_loses_nothing_and_repays_at_most_the_calls_in_flight(tmp_path: Path) -> None:
-    server = Server(structured=structured_answer, latency=0.15).start()
+    # 1 s an answer: the run takes ~14 s on an idle 2-core machine, so the first kill
+    # (3 to 9 s in) always lands mid-run; at 0.15 s the run ended in 5 s, before it
+    server = Server(structured=structured_answer, latency=1.0).start()
     try:
         copy_workflow(tmp_path)
         shutil.copytree(REPO / "kora" / "prompts", tmp_path / "prompts")
