@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 
 from kora.config_files import load_run_config
 from kora.llm.lifecycle import lifecycle_notes, parse_date
@@ -28,3 +29,15 @@ def test_deprecated_and_retired_models_are_named() -> None:
 def test_the_shipped_config_uses_no_model_the_sdk_retires() -> None:
     cfg, _ = load_run_config(workdir=REPO)
     assert lifecycle_notes(cfg, cfg.models) == []
+
+
+def test_the_installed_sdk_table_is_read() -> None:
+    # the SDK's table is looked up by name (it is not a declared export); a model it lists
+    # is named with no table passed in, so a renamed or moved table shows up here
+    module = importlib.import_module("anthropic.resources.messages.messages")
+    sdk_table = module.DEPRECATED_MODELS
+    listed = sorted(sdk_table)[0]
+    cfg, _ = load_run_config(workdir=REPO)
+    cfg.models["sonnet"].model = listed
+    notes = lifecycle_notes(cfg, ["sonnet"], dt.date(2000, 1, 1))
+    assert len(notes) == 1 and listed in notes[0] and sdk_table[listed] in notes[0]

@@ -8,6 +8,7 @@ model that stops answering halfway.
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import re
 from collections.abc import Iterable
 
@@ -15,11 +16,14 @@ from kora.config import KoraConfig
 
 
 def _anthropic_table() -> dict[str, str]:
+    # looked up by name: the table is not part of the SDK's declared exports (newer
+    # releases type-check it as private), and an SDK without it knows nothing
     try:
-        from anthropic.resources.messages.messages import DEPRECATED_MODELS
-    except ImportError:  # an SDK without the table: nothing is known
+        module = importlib.import_module("anthropic.resources.messages.messages")
+    except ImportError:
         return {}
-    return dict(DEPRECATED_MODELS)
+    table = getattr(module, "DEPRECATED_MODELS", None)
+    return dict(table) if isinstance(table, dict) else {}
 
 
 def parse_date(text: str) -> dt.date | None:
