@@ -228,3 +228,15 @@ def test_snakemake_names_the_file_and_line_of_a_broken_config(tmp_path: Any) -> 
     out = run.stdout + run.stderr
     assert "config.yaml:19:" in out and "not valid YAML" in out
     assert "Traceback" not in out
+
+
+@pytest.mark.parametrize("overlay", sorted(p.name for p in (REPO / "config").glob("*.yaml")))
+def test_every_shipped_overlay_passes_check_config(
+    overlay: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the README tells users to run these files as they are
+    from kora.cli import main
+
+    monkeypatch.chdir(REPO)
+    assert main(["check-config", "--configfile", f"config/{overlay}"]) == 0, capsys.readouterr().err
+    assert "mock-target" in capsys.readouterr().err
