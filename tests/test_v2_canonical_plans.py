@@ -265,10 +265,8 @@ def project_cells(p: Pipeline) -> dict[str, Orders]:
 
 # where the project still differs from canonical (each fix removes its cases)
 PENDING = {
-    "census_30_default_seed": "the default random_seed",
-    "census_all_ages_reordered": "the default random_seed",
-    "census_ages_13to17_7to9": "the default random_seed; age ranges in the order given",
-    "grid_12_default_seed": "the default random_seed; the canonical sample",
+    "census_ages_13to17_7to9": "age ranges in the order given",
+    "grid_12_default_seed": "the canonical sample",
     "grid_ages_13to17_7to9_15": "age ranges in the order given; the canonical sample",
     "grid_all_ages_reordered": "age ranges in the order given; the canonical sample",
 }

@@ -14,7 +14,7 @@ import yaml
 
 from kora.errors import ConfigError
 from kora.workflow import Pipeline
-from tests.helpers import REPO
+from tests.helpers import REPO, upstream
 
 BASE: dict[str, Any] = {
     "benchmark": "v2",
@@ -76,6 +76,28 @@ def test_the_same_random_seed_gives_the_same_plan(tmp_path: Path) -> None:
     c = planned(pipeline(tmp_path / "c", **census, random_seed=8))
     assert a == b
     assert a != c
+
+
+def test_the_default_seed_plans_the_canonical_published_seeds(tmp_path: Path) -> None:
+    # canonical's data/scenarioSeeds.jsonl: 30 census personas per risk planned with seed
+    # 42, and one seed more (a call answered with two seeds, kept in distribution mode)
+    p = pipeline(tmp_path, total_seeds=30, distribution="us-census-2020")
+    assert p.config.grid.random_seed == 42
+    ids = {m.name: m.id for m in p.taxonomy.motivations}
+    published: Counter[tuple[Any, ...]] = Counter()
+    for line in upstream("v2/data/scenarioSeeds.jsonl").read_bytes().splitlines():
+        s = orjson.loads(line)
+        cell = f"{s['riskId']}/{s['ageRange']}/{ids[s['motivation']['name']]}"
+        published[(cell, s["childGender"], s["childSES"], s["childRaceEthnicity"],
+                   s.get("scenarioFlavorId"))] += 1  # fmt: skip
+    plan: Counter[tuple[Any, ...]] = Counter(
+        (o["cell"], o["pinned"]["gender"], o["pinned"]["ses"], o["pinned"]["raceEthnicity"],
+         o.get("flavor"))
+        for o in planned(p)
+    )  # fmt: skip
+    assert plan.total() == 26 * 30 and published.total() == 26 * 30 + 1
+    assert published - plan == Counter({next(iter(published - plan)): 1})
+    assert not plan - published
 
 
 def test_a_cell_the_plan_skips_asks_for_no_seed(tmp_path: Path) -> None:

@@ -12,8 +12,10 @@ Three ways, as the canonical seed generator (packages/benchmark/src/kora.ts):
   pinned in the prompt and written over whatever the model answers.
 
 Every draw comes from one generator seeded with `random_seed`, so the same config gives
-the same plan on every run (the canonical CLI draws at random when no seed is given; here
-the seed defaults to 0). A cell the plan gives no seed is an empty shard: no call.
+the same plan on every run. The canonical CLI has no default seed (without one its plan
+changes from run to run); here it defaults to 42, the seed of the canonical published
+seed set, so `total_seeds: 30` with `distribution: us-census-2020` plans the personas of
+those seeds. A cell the plan gives no seed is an empty shard: no call.
 """
 
 from __future__ import annotations
