@@ -107,7 +107,10 @@ def plan_cells(
     grid present (an empty list: no seed there)."""
     ordered_risks = [r for r in taxonomy.risks if r in risks]
     ordered_motivations = [m.id for m in taxonomy.motivations if m.id in motivations]
-    ages = [a for a in DIMENSIONS["ageRange"] if a in age_ranges]
+    # age ranges in the order given, as canonical: with a distribution a subset's shares
+    # are counted (ties broken, then shuffled) in that order, and without one the cells
+    # drawn are numbered in it
+    ages = list(dict.fromkeys(age_ranges))
     cells = {f"{r}/{a}/{m}": [] for r in ordered_risks for a in ages for m in ordered_motivations}  # type: dict[str, list[SeedOrder]]
     if total_seeds is None:
         return {c: [SeedOrder(count=seeds_per_task)] for c in cells}
