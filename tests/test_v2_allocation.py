@@ -12,6 +12,7 @@ from kora.v2.allocation import (
     US_CENSUS_2020,
     largest_remainder,
     mulberry32,
+    sample,
     seed_plan,
 )
 from tests.helpers import upstream
@@ -33,6 +34,18 @@ def test_the_generator_is_the_canonical_one() -> None:
         0.8524657934904099,
         0.6697340414393693,
     ]
+
+
+def test_sample_keeps_the_given_order_and_draws_the_smaller_side() -> None:
+    items = list(range(10))
+    assert sample(items, 0, mulberry32(5)) == []
+    assert sample(items, 10, mulberry32(5)) == sample(items, 12, mulberry32(5)) == items
+    # the lists remeda's sample gives under node with Math.random set to makeRng(5);
+    # mulberry32(5) x 10 gives the indices 6, 7, 2, 6 (drawn again: a repeat), 0, ...
+    assert sample(items, 4, mulberry32(5)) == [0, 2, 6, 7]
+    # 6 of 10: the 4 drawn are the ones left out
+    assert sample(items, 6, mulberry32(5)) == [1, 3, 4, 5, 8, 9]
+    assert sample(items, 5, mulberry32(5)) == [0, 2, 5, 6, 7]
 
 
 def test_largest_remainder_gives_ties_to_the_earlier_key() -> None:

@@ -263,19 +263,7 @@ def project_cells(p: Pipeline) -> dict[str, Orders]:
     return out
 
 
-# where the project still differs from canonical (each fix removes its cases)
-PENDING = {
-    "grid_12_default_seed": "the canonical sample",
-    "grid_ages_13to17_7to9_15": "the canonical sample",
-    "grid_all_ages_reordered": "the canonical sample",
-}
-PLANS = [
-    pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=PENDING[name]))
-    if name in PENDING
-    else name
-    for name, case in CANONICAL.items()
-    if "plan" in case
-]
+PLANS = [name for name, case in CANONICAL.items() if "plan" in case]
 
 
 @pytest.mark.parametrize("name", PLANS)

@@ -57,6 +57,23 @@ def shuffled(items: Sequence[T], rng: Rng) -> list[T]:
     return out
 
 
+def sample(items: Sequence[T], k: int, rng: Rng) -> list[T]:
+    """`k` distinct items in their given order, as the canonical plan picks cells without a
+    distribution (remeda's `sample`): the smaller of the `k` kept and the `len - k` left
+    out is drawn, one index at a time (a repeat drawn again), and kept or left out."""
+    n = len(items)
+    if k <= 0:
+        return []
+    if k >= n:
+        return list(items)
+    drawn: set[int] = set()
+    while len(drawn) < min(k, n - k):
+        drawn.add(math.floor(rng() * n))
+    if len(drawn) == k:
+        return [items[i] for i in sorted(drawn)]
+    return [x for i, x in enumerate(items) if i not in drawn]
+
+
 def largest_remainder(shares: Mapping[str, float], total: int) -> dict[str, int]:
     """Whole counts summing to `total`, each the floor of its share of it or one more."""
     if total < 0:

@@ -4,7 +4,8 @@ Three ways, as the canonical seed generator (packages/benchmark/src/kora.ts):
 
 - `seeds_per_task` (the default): one call in every cell asking for that many seeds, as
   in v1;
-- `total_seeds` alone: that many cells of each risk drawn at random, one seed each;
+- `total_seeds` alone: that many cells of each risk drawn at random (canonical's sample,
+  from the generator below), one seed each;
 - `total_seeds` with a `distribution`: that many personas per risk whose age range,
   gender, socio-economic status and race/ethnicity match the population's shares
   (kora.v2.allocation), each with a motivation from a shuffled cycle and, for a risk with
@@ -30,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from kora.io import describe
 from kora.schemas import AgeRange
 from kora.taxonomy import Taxonomy
-from kora.v2.allocation import PRESETS, mulberry32, seed_plan, shuffled
+from kora.v2.allocation import PRESETS, mulberry32, sample, seed_plan
 
 DIMENSIONS: dict[str, tuple[str, ...]] = {
     "ageRange": ("7to9", "10to12", "13to17"),
@@ -124,7 +125,10 @@ def plan_cells(
                     f"(age range x motivation) cells of risk {r}; add grid.distribution or "
                     "use seeds_per_task"
                 )
-            for a, m in sorted(shuffled(combos, rng)[:total_seeds], key=combos.index):
+            # canonical draws these from Math.random (its --random-seed is for a
+            # distribution only), so no seed repeats its plan; here the seeded generator
+            # stands in, draw for draw
+            for a, m in sample(combos, total_seeds, rng):
                 cells[f"{r}/{a}/{m}"].append(SeedOrder(count=1))
         return cells
     risk_dicts = [taxonomy.risks[r][1].model_dump(exclude_none=True) for r in ordered_risks]
