@@ -5,7 +5,10 @@ Three ways, as the canonical seed generator (packages/benchmark/src/kora.ts):
 - `seeds_per_task` (the default): one call in every cell asking for that many seeds, as
   in v1;
 - `total_seeds` alone: that many cells of each risk drawn at random (canonical's sample,
-  from the generator below), one seed each;
+  from the generator below), one seed each; more than the risk's cells is an error. Past
+  the plan, canonical also keeps no more than `total_seeds` seeds of a risk when a call
+  answers with extra ones (in the order they arrive); the seeds stage does not apply that
+  cap, so here a risk can end with more;
 - `total_seeds` with a `distribution`: that many personas per risk whose age range,
   gender, socio-economic status and race/ethnicity match the population's shares
   (kora.v2.allocation), each with a motivation from a shuffled cycle and, for a risk with
