@@ -2,7 +2,10 @@
 
 - `rates`: a rate k/n with its 95 % Wilson interval; the NO SIGNAL check.
 - `paired`: the exact McNemar (sign) test of two targets or prompt variants on the same
-  tests, Holm's adjustment, and the one wording of a comparison's outcome.
+  tests, the Holm / Benjamini-Hochberg adjustment, and the one wording of a comparison's
+  outcome.
+- `difference`: the confidence interval of a paired difference of failing rates
+  (Newcombe's hybrid score, Tango's score).
 - `agreement`: Fleiss' and Cohen's kappa, percent agreement, flip matrices.
 - `analyses`: grade summaries, judge agreement and paired comparisons of test records
   (`kora.records`).
