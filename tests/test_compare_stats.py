@@ -175,7 +175,7 @@ def test_paired_difference_ci_shape(method: Method) -> None:
         if not 0 < sum(table) <= 12:
             continue
         both, a_only, b_only, neither = table
-        r = paired_difference_ci(*table, method=method)
+        r = paired_difference_ci(both, a_only, b_only, neither, method=method)
         assert -1 <= r.low <= r.diff <= r.high <= 1, table
         m = paired_difference_ci(both, b_only, a_only, neither, method=method)
         assert m.low == pytest.approx(-r.high, abs=1e-9), table
