@@ -7,14 +7,24 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
+from scipy.stats import multinomial, norm
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.proportion import proportion_confint
 
 from kora.stats.difference import Method, newcombe_paired, paired_difference_ci, tango_paired
 from kora.stats.paired import adjust_pvalues, holm, sign_test
+from kora.stats.power import (
+    connor_sample_size,
+    exact_mcnemar_pvalues,
+    mcnemar_power,
+    sample_size,
+    simulate_mcnemar_power,
+)
 
 # --- many tests at once -----------------------------------------------------------------
 
@@ -210,3 +220,128 @@ def test_paired_difference_ci_rejects_bad_input(
 ) -> None:
     with pytest.raises(ValueError, match=message):
         paired_difference_ci(*args, **kwargs)
+
+
+# --- power and sample size --------------------------------------------------------------
+
+# (delta, psi, alpha): a 5-point difference at three discordances, for one test and for
+# one of 75 cells under Bonferroni / Holm's first step
+DESIGNS = [(0.05, psi, alpha) for alpha in (0.05, 0.05 / 75) for psi in (0.10, 0.20, 0.30)]
+# the smallest n reaching 80 % power with the exact test, and Connor's n; the former are
+# this module's own figures, pinned here (their power is checked by simulation below)
+EXPECTED_N = [337, 658, 975, 716, 1460, 2189]
+EXPECTED_CONNOR_N = [312, 626, 940, 718, 1438, 2159]
+
+
+def normal_power(n: int, delta: float, psi: float, alpha: float) -> float:
+    """The normal approximation of McNemar's power Connor's formula solves for n:
+    Phi((delta sqrt(n) - z_{1-alpha/2} sqrt(psi)) / sqrt(psi - delta^2))."""
+    za = norm.ppf(1 - alpha / 2)
+    return float(norm.cdf((delta * math.sqrt(n) - za * math.sqrt(psi)) / math.sqrt(psi - delta**2)))
+
+
+def test_connor_sample_size_by_hand_and_by_its_normal_power() -> None:
+    # delta 0.05, psi 0.10, alpha 0.05, power 0.8: (1.959964 * 0.316228 + 0.841621 *
+    # sqrt(0.0975) = 0.312250)^2 / 0.0025 = (0.619795 + 0.262794)^2 / 0.0025 = 311.59 -> 312
+    assert connor_sample_size(0.05, 0.10) == 312
+    # Connor's n is the first where the normal approximation reaches the power
+    for (delta, psi, alpha), n in zip(DESIGNS, EXPECTED_CONNOR_N, strict=True):
+        assert connor_sample_size(delta, psi, alpha) == n
+        assert normal_power(n, delta, psi, alpha) >= 0.8 > normal_power(n - 1, delta, psi, alpha)
+
+
+def test_exact_mcnemar_pvalues_are_sign_test() -> None:
+    b, c = np.meshgrid(np.arange(0, 41), np.arange(0, 41))
+    vectorised = exact_mcnemar_pvalues(b.ravel(), c.ravel())
+    expected = [sign_test(int(x), int(y)) for x, y in zip(b.ravel(), c.ravel(), strict=True)]
+    assert vectorised == pytest.approx(expected, rel=1e-9)
+    assert exact_mcnemar_pvalues([10000], [10500])[0] == pytest.approx(sign_test(10000, 10500))
+
+
+@pytest.mark.parametrize(
+    ("n", "delta", "psi", "alpha"),
+    [(12, 0.4, 0.6, 0.05), (30, 0.1, 0.3, 0.05), (30, 0.3, 0.3, 0.01), (25, 0.5, 1.0, 0.05)],
+)
+def test_mcnemar_power_by_enumeration(n: int, delta: float, psi: float, alpha: float) -> None:
+    # every outcome (a_only, b_only, rest) of n pairs with its multinomial probability,
+    # tested with sign_test itself: independent of the critical values the sum uses
+    p10, p01 = (psi + delta) / 2, (psi - delta) / 2
+    probs = [p10, p01, 1 - p10 - p01]
+    expected = sum(
+        multinomial.pmf([b, c, n - b - c], n, probs)
+        for b in range(n + 1)
+        for c in range(n + 1 - b)
+        if sign_test(b, c) < alpha
+    )
+    assert mcnemar_power(n, delta, psi, alpha) == pytest.approx(expected, abs=1e-10)
+
+
+@pytest.mark.parametrize(
+    ("design", "n", "connor_n"), list(zip(DESIGNS, EXPECTED_N, EXPECTED_CONNOR_N, strict=True))
+)
+def test_sample_size_meets_the_power_by_simulation(
+    design: tuple[float, float, float], n: int, connor_n: int
+) -> None:
+    delta, psi, alpha = design
+    s = sample_size(delta, psi, alpha, 0.8)
+    assert (s.n, s.connor_n) == (n, connor_n)
+    # the smallest such n: the exact power meets 0.8 at n and not at n - 1
+    assert s.power >= 0.8 > mcnemar_power(n - 1, delta, psi, alpha)
+    assert s.connor_power == pytest.approx(mcnemar_power(connor_n, delta, psi, alpha))
+    # simulated studies (fixed seed: deterministic) deliver the promised power, within
+    # 3 standard errors of 1,000 runs
+    runs = 1000
+    se = math.sqrt(0.8 * 0.2 / runs)
+    assert simulate_mcnemar_power(n, delta, psi, alpha, runs=runs, seed=2024) >= 0.8 - 3 * se
+    # and with 20,000 runs the simulation agrees with the exact sum both ways
+    many = simulate_mcnemar_power(n, delta, psi, alpha, runs=20_000, seed=7)
+    assert many == pytest.approx(s.power, abs=4 * math.sqrt(0.8 * 0.2 / 20_000))
+
+
+def test_connor_falls_short_for_the_exact_test_at_alpha_005() -> None:
+    # the exact test is conservative: Connor's n gives it 76-79 % power, not 80 %
+    for delta, psi, alpha in DESIGNS[:3]:
+        s = sample_size(delta, psi, alpha)
+        assert s.connor_n < s.n and s.connor_power < 0.79
+    # a small psi and delta: still found, and quickly (the sum skips negligible tails)
+    s = sample_size(0.005, 0.05, 0.05 / 75)
+    assert s.power >= 0.8 > mcnemar_power(s.n - 1, 0.005, 0.05, 0.05 / 75)
+    # Connor's n can also be more than needed; the search then goes down
+    s = sample_size(0.05, 0.10, 0.05 / 75)
+    assert s.n < s.connor_n
+
+
+def test_mcnemar_power_rises_with_n() -> None:
+    # the claim sample_size's bisection rests on, for psi < 1
+    for delta, psi, alpha in [(0.05, 0.1, 0.05), (0.2, 0.5, 0.01), (0.05, 0.05, 0.05 / 75)]:
+        powers = [mcnemar_power(m, delta, psi, alpha) for m in range(0, 400)]
+        assert all(b >= a - 1e-12 for a, b in itertools.pairwise(powers))
+    assert mcnemar_power(0, 0.05, 0.1) == 0.0
+    # all pairs discordant one way: the test rejects once 2 / 2**d < alpha (d = 6 at 0.05)
+    assert mcnemar_power(5, 1.0, 1.0) == 0.0 and mcnemar_power(6, 1.0, 1.0) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: connor_sample_size(0.0, 0.1), r"delta must be in \(0, psi\]"),
+        (lambda: connor_sample_size(0.2, 0.1), r"delta must be in \(0, psi\].*delta=0.2, psi=0.1"),
+        (
+            lambda: connor_sample_size(0.05, 1.5),
+            r"psi \(the share of discordant pairs\) must be in \(0, 1\]",
+        ),
+        (lambda: connor_sample_size(0.05, 0.1, alpha=0), r"alpha must be in \(0, 1\)"),
+        (lambda: connor_sample_size(0.05, 0.1, power=1.0), r"power must be in \(0, 1\)"),
+        (
+            lambda: mcnemar_power(-1, 0.05, 0.1),
+            r"n must be a number of pairs \(an int >= 0\), got -1",
+        ),
+        (lambda: mcnemar_power(10.5, 0.05, 0.1), "n must be a number of pairs"),  # type: ignore[arg-type]
+        (lambda: simulate_mcnemar_power(10, 0.05, 0.1, runs=0), "runs must be an int >= 1"),
+        (lambda: sample_size(0.05, 0.1, power=0), r"power must be in \(0, 1\)"),
+        (lambda: sample_size(0.001, 0.5, max_n=10_000), "more than 10000 pairs needed"),
+    ],
+)
+def test_power_rejects_bad_input(call: Callable[[], object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        call()
