@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from scipy.stats import multinomial, norm
+from scipy.stats import multinomial, norm, rankdata
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.proportion import proportion_confint
 
@@ -25,6 +25,7 @@ from kora.stats.power import (
     sample_size,
     simulate_mcnemar_power,
 )
+from kora.stats.ranks import _rank_min, bootstrap_ranks
 
 # --- many tests at once -----------------------------------------------------------------
 
@@ -345,3 +346,127 @@ def test_mcnemar_power_rises_with_n() -> None:
 def test_power_rejects_bad_input(call: Callable[[], object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         call()
+
+
+# --- ranks with uncertainty -------------------------------------------------------------
+
+
+def scenarios(n: int, failing: set[int]) -> dict[str, bool]:
+    return {f"s{i:03d}": i in failing for i in range(n)}
+
+
+def test_bootstrap_ranks_clear_order() -> None:
+    # 200 shared scenarios; failing rates 5 %, 30 %, 60 %: no doubt about the order
+    data = {
+        "mid": scenarios(200, set(range(60))),
+        "best": scenarios(200, set(range(10))),
+        "worst": scenarios(200, set(range(120))),
+    }
+    r = bootstrap_ranks(data, resamples=1000, seed=1)
+    assert [(x.target, x.rank, x.low, x.high) for x in r.ranks] == [
+        ("best", 1, 1, 1),
+        ("mid", 2, 2, 2),
+        ("worst", 3, 3, 3),
+    ]
+    assert r.rank_of("mid").rate == 0.30 and r.rank_of("mid").failing == 60
+    assert (r.n, r.resamples, r.seed, r.confidence) == (200, 1000, 1, 0.95)
+    assert r.tied() == [] and r.tied(rule="overlap") == []
+    assert r.ahead("best", "mid") and not r.ahead("mid", "best")
+    assert r.lower_share["best"]["worst"] == 1.0 and r.lower_share["worst"]["best"] == 0.0
+
+
+def test_bootstrap_ranks_ties() -> None:
+    base = set(range(0, 100, 4))  # 25 of 100
+    data = {
+        "a": scenarios(100, base),
+        "twin": scenarios(100, base),  # the very same failures: always level with a
+        "close": scenarios(100, base | {1}),  # one more failing scenario
+        "far": scenarios(100, base | set(range(1, 100, 4))),  # 50 of 100
+    }
+    r = bootstrap_ranks(data, resamples=2000, seed=3)
+    by = {x.target: x for x in r.ranks}
+    # ties share the best rank, in the point ranking and in every resample
+    assert (by["a"].rank, by["twin"].rank, by["close"].rank, by["far"].rank) == (1, 1, 3, 4)
+    assert (by["a"].low, by["a"].high) == (by["twin"].low, by["twin"].high) == (1, 1)
+    assert r.lower_share["a"]["twin"] == 0.0 == r.lower_share["twin"]["a"]
+    # one scenario apart: never lower than a, so a tie by the pairwise rule
+    assert r.lower_share["close"]["a"] == 0.0 and r.lower_share["a"]["close"] < 0.975
+    assert r.tied() == [("a", "twin"), ("a", "close"), ("twin", "close")]
+    assert r.tied_with("close") == ["a", "twin"] and r.tied_with("far") == []
+    # the rank intervals of close ([1, 3]) overlap a's ([1, 1]) as well
+    assert r.is_tied("a", "close", rule="overlap") and not r.is_tied("a", "far", "overlap")
+    with pytest.raises(ValueError, match="tie rule must be 'pairwise' or 'overlap'"):
+        r.tied(rule="interval")  # type: ignore[arg-type]
+    with pytest.raises(KeyError):
+        r.tied_with("nobody")
+
+
+def test_bootstrap_share_matches_the_exact_resampling_probability() -> None:
+    # A fails 8 scenarios B passes, B fails 3 A passes, both fail 5, of 60. A resample
+    # draws 60 scenarios uniformly with replacement, so its A-only and B-only counts are
+    # multinomial (60; 8/60, 3/60, 49/60), and A's rate is below B's exactly when its
+    # A-only count is below its B-only count: that probability, summed exactly, is what
+    # the bootstrap share estimates
+    n, a_only, b_only, both = 60, 8, 3, 5
+    a = set(range(both + a_only))
+    b = set(range(both)) | set(range(both + a_only, both + a_only + b_only))
+    r = bootstrap_ranks({"A": scenarios(n, a), "B": scenarios(n, b)}, resamples=20_000, seed=11)
+    probs = [a_only / n, b_only / n, 1 - (a_only + b_only) / n]
+    cells = [(x, y) for x in range(n + 1) for y in range(n + 1 - x)]
+
+    def exact(event: Callable[[int, int], bool]) -> float:
+        return float(
+            sum(multinomial.pmf([x, y, n - x - y], n, probs) for x, y in cells if event(x, y))
+        )
+
+    p_a_lower = exact(lambda x, y: x < y)
+    p_b_lower = exact(lambda x, y: y < x)
+    se = math.sqrt(0.25 / 20_000)
+    assert r.lower_share["A"]["B"] == pytest.approx(p_a_lower, abs=4 * se)
+    assert r.lower_share["B"]["A"] == pytest.approx(p_b_lower, abs=4 * se)
+    # B is lower in 92 % of the resamples, short of the 97.5 % that would put it ahead:
+    # 8 against 3 discordant scenarios of 60 is a tie by the pairwise rule
+    assert p_b_lower == pytest.approx(0.9196, abs=1e-4)
+    assert not r.ahead("B", "A") and r.tied() == [("B", "A")]
+
+
+def test_rank_min_is_scipy_min_ranking() -> None:
+    rng = np.random.default_rng(5)
+    counts = rng.integers(0, 6, size=(300, 7))
+    assert np.array_equal(_rank_min(counts), rankdata(counts, method="min", axis=1))
+
+
+def test_bootstrap_ranks_deterministic_shared_keys_and_one_target() -> None:
+    data: dict[str, dict[Any, bool | int]] = {
+        "x": {("s", i): int(i % 3 == 0) for i in range(50)},
+        "y": {("s", i): i % 4 == 0 for i in range(40, -5, -1)},  # other order, fewer, extra
+    }
+    r1 = bootstrap_ranks(data, resamples=500, seed=9)
+    r2 = bootstrap_ranks(
+        {"x": dict(reversed(list(data["x"].items()))), "y": data["y"]}, resamples=500, seed=9
+    )
+    assert r1 == r2  # the same seed: the same ranking, whatever order the keys came in
+    assert r1.n == 41  # keys 0..40: the ones both have
+    assert r1.rank_of("x").failing == 14 and r1.rank_of("y").failing == 11
+    solo = bootstrap_ranks({"only": {1: True, 2: False}}, resamples=10)
+    assert [(x.rank, x.low, x.high) for x in solo.ranks] == [(1, 1, 1)] and solo.tied() == []
+
+
+@pytest.mark.parametrize(
+    ("data", "kwargs", "message"),
+    [
+        ({}, {}, "no targets"),
+        ({"a": {1: True}, "b": {2: True}}, {}, "no scenario is shared by all of a, b"),
+        ({"a": {1: 2}}, {}, r"a, scenario 1: failing must be 0/1 or a bool, got 2"),
+        ({"a": {1: 0.5}}, {}, "failing must be 0/1 or a bool"),
+        ({"a": {1: 1.0}}, {}, "failing must be 0/1 or a bool"),
+        ({"a": {1: "yes"}}, {}, "failing must be 0/1 or a bool"),
+        ({"a": {1: True}}, {"resamples": 0}, "resamples must be an int >= 1"),
+        ({"a": {1: True}}, {"confidence": 1.0}, r"confidence must be in \(0, 1\)"),
+    ],
+)
+def test_bootstrap_ranks_rejects_bad_input(
+    data: dict[str, dict[int, Any]], kwargs: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        bootstrap_ranks(data, **kwargs)

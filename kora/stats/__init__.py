@@ -8,6 +8,8 @@
   (Newcombe's hybrid score, Tango's score).
 - `power`: the power of the exact McNemar test, exactly and by simulation, and the number
   of paired tests a comparison needs (Connor's n, then the exact test's).
+- `ranks`: targets ranked by failing rate with bootstrap rank intervals, and which are
+  tied.
 - `agreement`: Fleiss' and Cohen's kappa, percent agreement, flip matrices.
 - `analyses`: grade summaries, judge agreement and paired comparisons of test records
   (`kora.records`).
