@@ -448,6 +448,10 @@ def test_bootstrap_ranks_deterministic_shared_keys_and_one_target() -> None:
     assert r1 == r2  # the same seed: the same ranking, whatever order the keys came in
     assert r1.n == 41  # keys 0..40: the ones both have
     assert r1.rank_of("x").failing == 14 and r1.rank_of("y").failing == 11
+    # numpy's own booleans and integers (a column of an array) are fine too
+    flags = np.array([True, False, True])
+    arr = bootstrap_ranks({"np": dict(enumerate(flags)), "int": dict(enumerate(flags.astype(int)))})
+    assert arr.rank_of("np").failing == arr.rank_of("int").failing == 2
     solo = bootstrap_ranks({"only": {1: True, 2: False}}, resamples=10)
     assert [(x.rank, x.low, x.high) for x in solo.ranks] == [(1, 1, 1)] and solo.tied() == []
 

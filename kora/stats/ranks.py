@@ -138,7 +138,7 @@ def bootstrap_ranks(
     for t in targets:
         for k in keys:
             v = failing[t][k]
-            if v not in (0, 1) or not isinstance(v, bool | int | np.integer):
+            if v not in (0, 1) or not isinstance(v, bool | int | np.integer | np.bool_):
                 raise ValueError(
                     f"bootstrap_ranks: {t}, scenario {k!r}: failing must be 0/1 or a bool, got {v!r}"
                 )
