@@ -1,13 +1,14 @@
 """Two targets (or two prompt variants) on the same tests, failing or not: the exact
-McNemar test, i.e. a two-sided sign test on the discordant pairs, and Holm's adjustment
-for many such tests at once. Pure functions.
+McNemar test, i.e. a two-sided sign test on the discordant pairs, and the adjustment of
+many such tests at once (Holm, Benjamini-Hochberg; statsmodels' implementation). Pure
+functions.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from kora.stats.rates import Rate
 
@@ -28,16 +29,54 @@ def sign_test(b: int, c: int) -> float:
     return min(1.0, float(binomtest(min(b, c), b + c, 0.5).pvalue))
 
 
+Adjustment = Literal["holm", "fdr_bh"]
+"""`holm`: Holm's step-down adjustment, controls the family-wise error rate (the chance of
+any false "significant"). `fdr_bh`: Benjamini-Hochberg, controls the false discovery
+rate (the expected share of false ones among the "significant"); more lenient."""
+
+
+@dataclass(frozen=True)
+class Adjusted:
+    """Adjusted p-values and verdicts, in the order the p-values were given.
+
+    `reject[i]` is `p[i] <= alpha`, as statsmodels decides it (note `<=`, where
+    `Paired.significant` compares an unadjusted p with `<`).
+    """
+
+    p: list[float]
+    reject: list[bool]
+    method: Adjustment
+    alpha: float
+
+
+def adjust_pvalues(
+    pvalues: Sequence[float], method: Adjustment = "holm", alpha: float = ALPHA
+) -> Adjusted:
+    """Adjust p-values for testing many hypotheses at once (statsmodels' `multipletests`).
+
+    Raises ValueError for a p-value outside [0, 1] (or NaN), an alpha outside (0, 1) or
+    an unknown method.
+    """
+    if method not in ("holm", "fdr_bh"):
+        raise ValueError(f"adjust_pvalues: method must be 'holm' or 'fdr_bh', got {method!r}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"adjust_pvalues: alpha must be in (0, 1), got {alpha}")
+    ps = [float(p) for p in pvalues]
+    bad = [p for p in ps if not 0 <= p <= 1]  # NaN fails both comparisons
+    if bad:
+        raise ValueError(f"adjust_pvalues: p-values must be in [0, 1], got {bad[0]}")
+    if not ps:
+        return Adjusted([], [], method, alpha)
+    # imported here, like scipy above: statsmodels takes a moment to load
+    from statsmodels.stats.multitest import multipletests
+
+    reject, adjusted, _, _ = multipletests(ps, alpha=alpha, method=method)
+    return Adjusted([float(p) for p in adjusted], [bool(r) for r in reject], method, alpha)
+
+
 def holm(pvalues: Sequence[float]) -> list[float]:
     """Holm–Bonferroni adjusted p-values (same order as given)."""
-    m = len(pvalues)
-    order = sorted(range(m), key=lambda i: pvalues[i])
-    adjusted = [1.0] * m
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * pvalues[i]))
-        adjusted[i] = running
-    return adjusted
+    return adjust_pvalues(pvalues, "holm").p
 
 
 @dataclass(frozen=True)
