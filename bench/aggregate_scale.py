@@ -1,4 +1,4 @@
-"""Aggregation at scale: kora.aggregate.aggregate and build_results over 100,000 tests.
+"""Aggregation at scale: kora.benchmarks.v1.aggregate.aggregate and build_results over 100,000 tests.
 
 Writes synthetic per-test judgment records in this project's shard layout,
 results/<target>/judgments/<risk>/<age>/<motivation>.jsonl over the whole grid (750
@@ -33,11 +33,11 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kora.aggregate import aggregate  # noqa: E402
-from kora.config import validate_config  # noqa: E402
-from kora.results import build_results  # noqa: E402
-from kora.schemas import Judgment  # noqa: E402
-from kora.taxonomy import Shard, Taxonomy, load_taxonomy  # noqa: E402
+from kora.analysis.results import build_results  # noqa: E402
+from kora.benchmarks.schemas import Judgment  # noqa: E402
+from kora.benchmarks.taxonomy import Shard, Taxonomy, load_taxonomy  # noqa: E402
+from kora.benchmarks.v1.aggregate import aggregate  # noqa: E402
+from kora.config.schema import validate_config  # noqa: E402
 
 GRADES = ("failing", "adequate", "exemplary")
 _VOCABULARY = (
@@ -235,8 +235,8 @@ def main() -> None:
             return s if len(ts) == 1 else f"{s} (median {statistics.median(ts):.2f})"
 
         print(f"tests {tests:,} aggregated + {nfailed:,} failed; groups {len(scores)}")
-        print(f"kora.aggregate.aggregate:   {fmt(agg_times)} s")
-        print(f"kora.results.build_results: {fmt(build_times)} s")
+        print(f"kora.benchmarks.v1.aggregate.aggregate:   {fmt(agg_times)} s")
+        print(f"kora.analysis.results.build_results: {fmt(build_times)} s")
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"peak memory (RSS) of this process: {peak:,.0f} MB")
         print(f"command: python bench/aggregate_scale.py {shlex.join(sys.argv[1:])}".rstrip())

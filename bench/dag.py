@@ -39,7 +39,7 @@ from typing import Any
 
 import yaml
 
-from kora.taxonomy import load_taxonomy
+from kora.benchmarks.taxonomy import load_taxonomy
 
 ROOT = Path(__file__).resolve().parents[1]
 

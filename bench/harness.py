@@ -44,7 +44,7 @@ def client_process(
     import os
     from pathlib import Path
 
-    from kora.config import ModelConfig
+    from kora.config.schema import ModelConfig
     from kora.llm import retry
     from kora.llm.base import ChatMessage, Provider
     from kora.llm.client import ModelClient, Usage

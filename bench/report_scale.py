@@ -22,8 +22,8 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests.reportdata
 
-from kora.report.pages import write_report  # noqa: E402
-from kora.report.summary import records_of  # noqa: E402
+from kora.analysis.report.pages import write_report  # noqa: E402
+from kora.analysis.report.summary import records_of  # noqa: E402
 from tests.reportdata import TAXONOMY, make_judgments, results_doc  # noqa: E402
 
 BUDGET = 10.0  # seconds for 6,000 tests

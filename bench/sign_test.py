@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from fractions import Fraction
 
-from kora.stats.paired import sign_test
+from kora.analysis.stats.paired import sign_test
 
 CASES = ((10_000, 10_500), (50_000, 50_400), (500_000, 501_000))
 

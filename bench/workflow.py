@@ -110,7 +110,7 @@ def serve(
 def bench_config(
     url: str, motivations: int, seeds: int, rpm: float | None = None, itpm: float | None = None
 ) -> dict[str, Any]:
-    from kora.taxonomy import load_taxonomy
+    from kora.benchmarks.taxonomy import load_taxonomy
 
     taxonomy = load_taxonomy(ROOT / "data" / "taxonomy")
     model: dict[str, Any] = {

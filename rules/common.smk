@@ -1,5 +1,5 @@
 # Config validation, the run's checks and progress line, and the input and param
-# functions of the rules (their logic lives in kora.workflow, typed and tested).
+# functions of the rules (their logic lives in kora.run.pipeline, typed and tested).
 import os
 import sys
 import time
@@ -7,15 +7,15 @@ import uuid
 from pathlib import Path
 from types import SimpleNamespace
 
-from kora.broker import send_ahead, start_broker
-from kora.config_files import load_run_config
-from kora.dispatch import BROKERED, job_spec
+from kora.run.broker import send_ahead, start_broker
+from kora.config.files import load_run_config
+from kora.run.dispatch import BROKERED, job_spec
 from kora.errors import KoraError
 from kora.llm.lifecycle import lifecycle_notes
-from kora.preflight import check_models, models_for_jobs
-from kora.progress import RUN_ENV, Monitor
-from kora.shards import missing_token, retry_token
-from kora.workflow import Pipeline
+from kora.run.preflight import check_models, models_for_jobs
+from kora.run.progress import RUN_ENV, Monitor
+from kora.run.shards import missing_token, retry_token
+from kora.run.pipeline import Pipeline
 
 # Read config.yaml and every --configfile overlay with the project's loader first: it
 # names the file and line of a YAML problem or of a bad value, which Snakemake's own
@@ -93,8 +93,8 @@ onstart:
         print(f"kora: warning: {_note}", file=sys.stderr)
     for _note in lifecycle_notes(PIPELINE.config, _models):
         print(f"kora: warning: {_note}", file=sys.stderr)
-    # One process makes the model calls of every job on this machine (kora.broker) and
-    # works through the run's shard jobs ahead of them (kora.prefetch). Only when the jobs
+    # One process makes the model calls of every job on this machine (kora.run.broker) and
+    # works through the run's shard jobs ahead of them (kora.run.prefetch). Only when the jobs
     # run here: `workflow.local_exec` (no public accessor) is false under a cluster
     # executor, whose jobs run on other machines. KORA_NO_BROKER=1 runs every job in its
     # own process (the results are the same).

@@ -12,7 +12,7 @@ rule results:
         # what results.json reports about the run: a change re-writes it even when no
         # shard changed (e.g. a role renamed)
         meta=lambda wc: PIPELINE.results_meta(wc.target),
-        # renewed when a shard is missing: Snakemake then rebuilds it (see kora.shards)
+        # renewed when a shard is missing: Snakemake then rebuilds it (see kora.run.shards)
         retry=lambda wc: missing_token(
             f"results/{wc.target}/results.json",
             PIPELINE.results_input_files(wc.target),

@@ -1,8 +1,8 @@
-"""Snakemake entry point of rule judgments: its job, run by kora.smk.judgments (see kora.dispatch)."""
+"""Snakemake entry point of rule judgments: its job, run by kora.run.entries.judgments (see kora.run.dispatch)."""
 
 from typing import Any
 
-from kora.dispatch import run
+from kora.run.dispatch import run
 
 snakemake: Any  # injected by Snakemake's script: directive
 

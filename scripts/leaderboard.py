@@ -1,8 +1,8 @@
-"""Snakemake entry point of rule leaderboard: its job, run by kora.smk.leaderboard (see kora.dispatch)."""
+"""Snakemake entry point of rule leaderboard: its job, run by kora.run.entries.leaderboard (see kora.run.dispatch)."""
 
 from typing import Any
 
-from kora.dispatch import run
+from kora.run.dispatch import run
 
 snakemake: Any  # injected by Snakemake's script: directive
 

@@ -1,8 +1,8 @@
-"""Snakemake entry point of rule results: its job, run by kora.smk.results (see kora.dispatch)."""
+"""Snakemake entry point of rule results: its job, run by kora.run.entries.results (see kora.run.dispatch)."""
 
 from typing import Any
 
-from kora.dispatch import run
+from kora.run.dispatch import run
 
 snakemake: Any  # injected by Snakemake's script: directive
 

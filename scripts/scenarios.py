@@ -1,8 +1,8 @@
-"""Snakemake entry point of rule scenarios: its job, run by kora.smk.scenarios (see kora.dispatch)."""
+"""Snakemake entry point of rule scenarios: its job, run by kora.run.entries.scenarios (see kora.run.dispatch)."""
 
 from typing import Any
 
-from kora.dispatch import run
+from kora.run.dispatch import run
 
 snakemake: Any  # injected by Snakemake's script: directive
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from kora.config import ModelConfig
+from kora.config.schema import ModelConfig
 from kora.llm.base import Request, Response
 from kora.llm.client import ModelClient, Usage
 

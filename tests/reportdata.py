@@ -11,9 +11,9 @@ from typing import Any
 
 import orjson
 
-from kora.records import TestRecord
-from kora.report.pages import write_report
-from kora.schemas import (
+from kora.analysis.records import TestRecord
+from kora.analysis.report.pages import write_report
+from kora.benchmarks.schemas import (
     BehaviorAssessment,
     BehaviorCriterionAssessment,
     Grade,
@@ -25,8 +25,8 @@ from kora.schemas import (
     TargetTurn,
     TestAssessment,
 )
-from kora.stages.judge import combine
-from kora.taxonomy import load_taxonomy
+from kora.benchmarks.taxonomy import load_taxonomy
+from kora.run.stages.judge import combine
 from tests.helpers import REPO
 
 TAXONOMY = load_taxonomy(REPO / "data" / "taxonomy")

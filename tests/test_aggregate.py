@@ -10,10 +10,10 @@ from typing import Any
 import orjson
 import pytest
 
-from kora.aggregate import aggregate_path
-from kora.cli import main
-from kora.taxonomy import load_taxonomy
-from kora.testkeys import short_hash
+from kora.benchmarks.taxonomy import load_taxonomy
+from kora.benchmarks.testkeys import short_hash
+from kora.benchmarks.v1.aggregate import aggregate_path
+from kora.commands.main import main
 from tests.helpers import REPO, upstream
 
 GRADES = ["failing", "adequate", "exemplary"]
@@ -169,7 +169,7 @@ def test_bad_file_error_message(tmp_path: Path) -> None:
 
 def test_aggregate_and_stats_read_the_same_files(tmp_path: Path) -> None:
     """A target's folder: its judgments, not its conversations nor rejected scenarios."""
-    from kora.records import load_records
+    from kora.analysis.records import load_records
 
     tests = reference_tests(3)
     target = tmp_path / "results" / "t"

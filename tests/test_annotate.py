@@ -14,14 +14,14 @@ from typing import Any
 import orjson
 import pytest
 
-from kora.annotate import labels
-from kora.annotate.sample import draw, stratum
-from kora.annotate.server import build_app
+from kora.analysis.annotate import labels
+from kora.analysis.annotate.sample import draw, stratum
+from kora.analysis.annotate.server import build_app
+from kora.analysis.records import TestRecord, judged, load_records
+from kora.analysis.stats.human import agreement, kappa
+from kora.benchmarks.taxonomy import load_taxonomy
+from kora.benchmarks.v2.results import MECHANISMS
 from kora.errors import InputError
-from kora.records import TestRecord, judged, load_records
-from kora.stats.human import agreement, kappa
-from kora.taxonomy import load_taxonomy
-from kora.v2.results import MECHANISMS
 from tests.helpers import REPO
 from tests.reportdata import TAXONOMY, make_judgments, write_jsonl
 from tests.test_report_browser import chromium, find_chromium  # noqa: F401
@@ -230,7 +230,7 @@ def test_grading_in_the_browser_with_a_kill_in_the_middle(
 def test_the_report_shows_the_agreement_once_there_is_one(
     records: list[TestRecord], tmp_path: Path
 ) -> None:
-    from kora.report.pages import write_report
+    from kora.analysis.report.pages import write_report
     from tests.reportdata import results_doc
 
     keys = draw(records, 20, 1)
@@ -248,7 +248,7 @@ def test_the_report_shows_the_agreement_once_there_is_one(
 def test_kora_agreement_with_people_and_the_reference_judge(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from kora.cli import main as kora_main
+    from kora.commands.main import main as kora_main
 
     monkeypatch.chdir(tmp_path)
     judgments = make_judgments()
@@ -281,7 +281,7 @@ def test_the_reference_runs_per_test_files_import_for_re_judging(
 ) -> None:
     """A folder of per-test result files (one JSON each, grades included, as the
     reference run wrote them): their conversations are imported, their grades left."""
-    from kora.cli import main as kora_main
+    from kora.commands.main import main as kora_main
 
     monkeypatch.chdir(tmp_path)
     reference = tmp_path / "reference-run"

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from kora.config import ModelConfig, Price
+from kora.config.schema import ModelConfig, Price
 from kora.llm import batch as batch_mod
 from kora.llm.base import ChatMessage, ProviderError
 from kora.llm.cache import CallCache
@@ -188,7 +188,7 @@ def test_an_answer_made_ahead_in_a_batch_is_billed_at_half_price_to_its_job(
 
 
 def test_the_progress_line_counts_the_runs_batches(tmp_path: Path) -> None:
-    from kora.progress import Monitor
+    from kora.run.progress import Monitor
 
     folder = tmp_path / "batches"
     folder.mkdir()

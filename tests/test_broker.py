@@ -96,15 +96,15 @@ def test_the_whole_run_can_be_handed_to_the_broker(
 ) -> None:
     """The specs of a full grid take megabytes in one message; the broker reads them and
     makes their calls ahead (here, mock seed calls)."""
-    from kora.broker import send_ahead, start_broker
-    from kora.dispatch import transport
+    from kora.run.broker import send_ahead, start_broker
+    from kora.run.dispatch import transport
     from tests.helpers import REPO
 
     copy_workflow(tmp_path)
     taxonomy = [str(tmp_path / "data/taxonomy/risks.json"),
                 str(tmp_path / "data/taxonomy/motivations.json")]  # fmt: skip
     model = {"name": "mock", "provider": "mock", "model": None}
-    prompts = [str(REPO / "kora/prompts/seeds.jinja")]
+    prompts = [str(REPO / "kora/benchmarks/v1/prompts/seeds.jinja")]
     specs = []
     for age in ("7to9", "10to12", "13to17"):
         for motivation in ("curiosity_exploration", "emotional_distress_anxiety"):

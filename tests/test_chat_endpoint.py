@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kora.config import ModelConfig
+from kora.config.schema import ModelConfig
 from kora.llm.base import ChatMessage, ProviderError
 from kora.llm.chat_endpoint import MEMORY_ACK, ChatEndpointTarget
 from tests.loopback import DROP, INVALID, MALFORMED, ChatEndpointServer, Fault

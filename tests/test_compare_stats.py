@@ -16,16 +16,21 @@ from scipy.stats import multinomial, norm, rankdata
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.proportion import proportion_confint
 
-from kora.stats.difference import Method, newcombe_paired, paired_difference_ci, tango_paired
-from kora.stats.paired import adjust_pvalues, holm, sign_test
-from kora.stats.power import (
+from kora.analysis.stats.difference import (
+    Method,
+    newcombe_paired,
+    paired_difference_ci,
+    tango_paired,
+)
+from kora.analysis.stats.paired import adjust_pvalues, holm, sign_test
+from kora.analysis.stats.power import (
     connor_sample_size,
     exact_mcnemar_pvalues,
     mcnemar_power,
     sample_size,
     simulate_mcnemar_power,
 )
-from kora.stats.ranks import _rank_min, bootstrap_ranks
+from kora.analysis.stats.ranks import _rank_min, bootstrap_ranks
 
 # --- many tests at once -----------------------------------------------------------------
 

@@ -6,10 +6,10 @@ from typing import Any
 import pytest
 import yaml
 
-from kora.config import validate_config
-from kora.config_files import merge
+from kora.benchmarks.taxonomy import load_taxonomy
+from kora.config.files import merge
+from kora.config.schema import validate_config
 from kora.errors import ConfigError
-from kora.taxonomy import load_taxonomy
 from tests.helpers import REPO
 
 TAXONOMY = load_taxonomy(REPO / "data" / "taxonomy")
@@ -116,10 +116,10 @@ def test_output_settings_leave_out_transport() -> None:
 
 def test_every_setting_reaches_the_jobs_as_a_param_or_as_transport() -> None:
     """A job's model config is its params (what changes answers) plus the transport
-    settings kora.dispatch passes by model name: a setting in neither is lost on the way
+    settings kora.run.dispatch passes by model name: a setting in neither is lost on the way
     to the job (the token limits were, until this test)."""
-    from kora.config import ModelConfig
-    from kora.dispatch import TRANSPORT_FIELDS
+    from kora.config.schema import ModelConfig
+    from kora.run.dispatch import TRANSPORT_FIELDS
 
     answer_changing = {"provider", "model", "max_tokens", "temperature", "app"}
     for name in ModelConfig.model_fields:
@@ -159,7 +159,7 @@ def write(path: Any, text: str) -> Any:
 
 
 def test_overlays_merge_over_config_yaml_and_errors_name_the_file(tmp_path: Any) -> None:
-    from kora.config_files import load_run_config
+    from kora.config.files import load_run_config
 
     shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
     shutil.copytree(REPO / "data" / "taxonomy", tmp_path / "data" / "taxonomy")
@@ -181,14 +181,14 @@ def test_overlays_merge_over_config_yaml_and_errors_name_the_file(tmp_path: Any)
     ],
 )
 def test_yaml_problems_name_the_file_and_line(tmp_path: Any, text: str, message: str) -> None:
-    from kora.config_files import read_config_file
+    from kora.config.files import read_config_file
 
     with pytest.raises(ConfigError, match=message):
         read_config_file(write(tmp_path / "bad.yaml", text))
 
 
 def test_a_missing_config_file_is_named(tmp_path: Any) -> None:
-    from kora.config_files import read_config_file
+    from kora.config.files import read_config_file
 
     with pytest.raises(ConfigError, match=r"nope\.yaml: not found"):
         read_config_file(tmp_path / "nope.yaml")
@@ -197,7 +197,7 @@ def test_a_missing_config_file_is_named(tmp_path: Any) -> None:
 def test_check_config_merges_overlays_as_the_readme_says(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from kora.cli import main
+    from kora.commands.main import main
 
     monkeypatch.chdir(REPO)
     assert main(["check-config"]) == 0
@@ -235,7 +235,7 @@ def test_every_shipped_overlay_passes_check_config(
     overlay: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # the README tells users to run these files as they are
-    from kora.cli import main
+    from kora.commands.main import main
 
     monkeypatch.chdir(REPO)
     assert main(["check-config", "--configfile", f"config/{overlay}"]) == 0, capsys.readouterr().err

@@ -14,14 +14,14 @@ import orjson
 import pytest
 import yaml
 
-from kora.config import validate_config
-from kora.continuation import stage_recordings
+from kora.benchmarks.schemas import Conversation, Message, Scenario
+from kora.benchmarks.taxonomy import load_taxonomy
+from kora.config.schema import validate_config
 from kora.errors import ConfigError, InputError
 from kora.llm.base import Request
 from kora.llm.targets import LLMTarget
-from kora.schemas import Conversation, Message, Scenario
-from kora.stages.converse import converse
-from kora.taxonomy import load_taxonomy
+from kora.run.continuation import stage_recordings
+from kora.run.stages.converse import converse
 from tests.fakes import client
 from tests.helpers import REPO, copy_workflow, upstream
 from tests.workflows import SNAKEMAKE, Server, structured_answer
@@ -206,7 +206,7 @@ def test_a_stateless_service_sent_the_whole_conversation_can_be_continued() -> N
 
 
 def kora(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kora.cli", *args], cwd=workdir,
+    return subprocess.run([sys.executable, "-m", "kora.commands.main", *args], cwd=workdir,
                           capture_output=True, text=True, timeout=300)  # fmt: skip
 
 

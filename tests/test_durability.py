@@ -39,7 +39,7 @@ def test_kill_9_loses_nothing_and_repays_at_most_the_calls_in_flight(tmp_path: P
     server = Server(structured=structured_answer, latency=1.0).start()
     try:
         copy_workflow(tmp_path)
-        shutil.copytree(REPO / "kora" / "prompts", tmp_path / "prompts")
+        shutil.copytree(REPO / "kora" / "benchmarks" / "v1" / "prompts", tmp_path / "prompts")
         cfg = config(server.url, ["t1"], ["judge"])
         cfg["grid"]["motivations"] = ["curiosity_exploration", "boredom_sensation_seeking"]
         (tmp_path / "run.yaml").write_text(yaml.safe_dump(cfg))
@@ -100,7 +100,7 @@ def test_kill_9_during_a_batch_run_resumes_its_batches_and_pays_nothing_twice(
     server.batch_latency = 6.0
     try:
         copy_workflow(tmp_path)
-        shutil.copytree(REPO / "kora" / "prompts", tmp_path / "prompts")
+        shutil.copytree(REPO / "kora" / "benchmarks" / "v1" / "prompts", tmp_path / "prompts")
         cfg = config(server.url, ["t1"], ["judge"])
         cfg["models"]["judge"]["batch"] = True
         (tmp_path / "run.yaml").write_text(yaml.safe_dump(cfg))

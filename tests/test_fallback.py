@@ -14,16 +14,16 @@ from typing import Any
 import orjson
 import pytest
 
-from kora.config import validate_config
+from kora.benchmarks.schemas import ScenarioValidation
+from kora.benchmarks.taxonomy import load_taxonomy
+from kora.benchmarks.templates import render
+from kora.config.schema import validate_config
 from kora.errors import ConfigError
 from kora.llm.base import ChatMessage, Request
 from kora.llm.chain import ModelChain, as_asker
 from kora.llm.client import StructuredOutputError, Usage
-from kora.schemas import ScenarioValidation
-from kora.stages.expand import ScenarioValidationError, expand_with_fallback
-from kora.stages.messages import ChildMessageError, child_message
-from kora.taxonomy import load_taxonomy
-from kora.templates import render
+from kora.run.stages.expand import ScenarioValidationError, expand_with_fallback
+from kora.run.stages.messages import ChildMessageError, child_message
 from tests.fakes import client
 from tests.helpers import REPO
 from tests.test_stages import expansion_script, reference_scenario

@@ -19,11 +19,11 @@ from typing import Any
 import orjson
 import pytest
 
-import kora.schemas
-from kora.schemas import Scenario
-from kora.showprompts import SAMPLE_MEMORY, rendered_prompts, section_name
-from kora.taxonomy import AGE_RANGE_LABELS, load_taxonomy
-from kora.templates import Prompt
+import kora.benchmarks.schemas
+from kora.benchmarks.schemas import Scenario
+from kora.benchmarks.taxonomy import AGE_RANGE_LABELS, load_taxonomy
+from kora.benchmarks.templates import Prompt
+from kora.commands.prompts import SAMPLE_MEMORY, rendered_prompts, section_name
 
 REPO = Path(__file__).resolve().parents[1]
 INVENTORY = REPO / "docs" / "fidelity.md"
@@ -101,8 +101,8 @@ def place_text(place: str) -> str:
     """The text a place names; an AssertionError names a place that does not exist."""
     if place.startswith("schema:"):
         model_name, _, field = place[len("schema:") :].partition(".")
-        model = getattr(kora.schemas, model_name, None)
-        assert model is not None, f"no model {model_name} in kora/schemas.py"
+        model = getattr(kora.benchmarks.schemas, model_name, None)
+        assert model is not None, f"no model {model_name} in kora/benchmarks/schemas.py"
         prop = model.model_json_schema()["properties"].get(field)
         assert prop is not None, f"{model_name} has no field {field}"
         assert "description" in prop, f"{model_name}.{field} has no description"
@@ -198,15 +198,15 @@ def test_every_field_description_sent_is_in_the_inventory() -> None:
     """No description reaches a model without an inventory item (nothing added unexplained)."""
     places = {p for i in ITEMS for p in i.places}
     for name in SENT_MODELS:
-        model = getattr(kora.schemas, name)
+        model = getattr(kora.benchmarks.schemas, name)
         for field, prop in model.model_json_schema()["properties"].items():
             if "description" not in prop:
                 continue
             inherited = any(
                 f"schema:{other}.{field}" in places
                 for other in SENT_MODELS
-                if field in getattr(kora.schemas, other).model_fields
-                and getattr(kora.schemas, other).model_fields[field].description
+                if field in getattr(kora.benchmarks.schemas, other).model_fields
+                and getattr(kora.benchmarks.schemas, other).model_fields[field].description
                 == model.model_fields[field].description
             )
             assert inherited, f"{name}.{field}: description without an inventory item"

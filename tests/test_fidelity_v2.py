@@ -11,11 +11,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from kora.schemas import Scenario
-from kora.showprompts import as_markdown, rendered_prompts, section_name
-from kora.taxonomy import load_taxonomy
-from kora.templates import render
-from kora.v2 import schemas as v2
+from kora.benchmarks.schemas import Scenario
+from kora.benchmarks.taxonomy import load_taxonomy
+from kora.benchmarks.templates import render
+from kora.benchmarks.v2 import schemas as v2
+from kora.commands.prompts import as_markdown, rendered_prompts, section_name
 from tests.test_fidelity import BEFORE, Item, check_places, normal, parse
 
 REPO = Path(__file__).resolve().parents[1]

@@ -5,9 +5,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from kora.benchmarks.taxonomy import load_taxonomy
 from kora.errors import InputError
-from kora.ingest import import_scenarios
-from kora.taxonomy import load_taxonomy
+from kora.run.ingest import import_scenarios
 from tests.helpers import REPO, upstream
 
 TAXONOMY = load_taxonomy(REPO / "data" / "taxonomy")
@@ -74,7 +74,7 @@ def test_recorded_conversations_are_judged_without_calling_a_target(tmp_path: Pa
 
     import yaml
 
-    from kora.ingest import import_conversations
+    from kora.run.ingest import import_conversations
     from tests.helpers import copy_workflow
 
     copy_workflow(tmp_path)
@@ -108,7 +108,7 @@ def test_recorded_conversations_are_judged_without_calling_a_target(tmp_path: Pa
 
 
 def test_recorded_conversation_errors_name_the_line(tmp_path: Path) -> None:
-    from kora.ingest import import_conversations
+    from kora.run.ingest import import_conversations
 
     records = recorded_conversations(3)
     records[1]["prompt"] = "adult"
@@ -125,7 +125,7 @@ def test_a_recorded_conversation_in_the_wrong_category_is_refused(
 ) -> None:
     """Every record imported is written: one whose category does not hold its risk is an
     error naming the line, as import-scenarios does, and nothing is written."""
-    from kora.ingest import import_conversations
+    from kora.run.ingest import import_conversations
 
     records = recorded_conversations(6)
     holder = records[3]["scenario"] if where == "scenario" else records[3]["scenario"]["seed"]
@@ -140,7 +140,7 @@ def test_a_recorded_conversation_in_the_wrong_category_is_refused(
 
 
 def test_every_imported_conversation_is_written(tmp_path: Path) -> None:
-    from kora.ingest import import_conversations
+    from kora.run.ingest import import_conversations
 
     src = tmp_path / "recorded.jsonl"
     src.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recorded_conversations(12)))
@@ -158,7 +158,7 @@ def test_every_imported_conversation_is_written(tmp_path: Path) -> None:
 def test_a_missing_input_file_is_named_without_a_traceback(
     tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from kora.cli import main
+    from kora.commands.main import main
 
     missing = tmp_path / "nowhere.jsonl"
     args = [command, str(missing)] + (

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from kora.jobs import FatalProviderError, JobReport, run_items
 from kora.llm.base import ProviderError
+from kora.run.jobs import FatalProviderError, JobReport, run_items
 
 
 class NoProgress:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import importlib
 
-from kora.config_files import load_run_config
+from kora.config.files import load_run_config
 from kora.llm.lifecycle import lifecycle_notes, parse_date
 from tests.helpers import REPO
 

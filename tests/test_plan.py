@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kora.cli import main as kora_main
+from kora.commands.main import main as kora_main
 from tests.helpers import copy_workflow
 from tests.workflows import TINY, snakemake
 

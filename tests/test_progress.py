@@ -11,8 +11,8 @@ from kora.llm import retry
 from kora.llm.base import ChatMessage, ProviderError, Request, Response
 from kora.llm.client import ModelClient, Usage
 from kora.llm.retry import RetryPolicy
-from kora.progress import Totals, format_totals
-from kora.workflow import Pipeline
+from kora.run.pipeline import Pipeline
+from kora.run.progress import Totals, format_totals
 from tests.helpers import copy_workflow
 
 
@@ -36,7 +36,7 @@ class FailsThenAnswers:
 
 
 def test_a_call_waiting_to_retry_is_counted_while_it_waits(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kora.config import ModelConfig
+    from kora.config.schema import ModelConfig
 
     monkeypatch.setattr(retry, "_testing", False)
     usage = Usage()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from kora.config import ModelConfig, Price
+from kora.config.schema import ModelConfig, Price
 from kora.llm.base import ChatMessage, Response
 from kora.llm.cache import CallCache
 from kora.llm.client import ModelClient

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from kora.schemas import (
+from kora.benchmarks.schemas import (
     BehaviorAssessment,
     ModelScenarioLight,
     ModelScenarioSeeds,
@@ -26,9 +26,9 @@ from kora.schemas import (
     ScenarioValidation,
     TestAssessment,
 )
-from kora.showprompts import as_markdown, rendered_prompts
-from kora.taxonomy import AGE_RANGE_LABELS, TaxonomyMotivation, load_taxonomy
-from kora.templates import STEMS, Prompt, render, template_path
+from kora.benchmarks.taxonomy import AGE_RANGE_LABELS, TaxonomyMotivation, load_taxonomy
+from kora.benchmarks.templates import STEMS, Prompt, render, template_path
+from kora.commands.prompts import as_markdown, rendered_prompts
 
 REPO = Path(__file__).resolve().parents[1]
 TAXONOMY = load_taxonomy(REPO / "data" / "taxonomy")
@@ -443,7 +443,7 @@ def test_rendered_prompts_show_every_section() -> None:
 
 
 def test_kora_prompts_writes_the_rendering(tmp_path: Path) -> None:
-    from kora.cli import main
+    from kora.commands.main import main
 
     out = tmp_path / "prompts.md"
     code = main(

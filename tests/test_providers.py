@@ -10,7 +10,7 @@ from typing import Any, Literal
 import pytest
 from pydantic import BaseModel, Field
 
-from kora.config import ModelConfig
+from kora.config.schema import ModelConfig
 from kora.llm.base import ChatMessage, ProviderError
 from kora.llm.client import ModelClient, StructuredOutputError, Usage
 from tests.loopback import (

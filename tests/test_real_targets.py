@@ -34,7 +34,7 @@ def test_openai_and_chat_endpoint_targets_with_20_percent_failures(tmp_path: Pat
     mydd = ChatEndpointServer(fault_rate=0.2, seed=3).start()
     try:
         copy_workflow(tmp_path)
-        shutil.copytree(REPO / "kora" / "prompts", tmp_path / "prompts")
+        shutil.copytree(REPO / "kora" / "benchmarks" / "v1" / "prompts", tmp_path / "prompts")
         cfg = config(roles.url, [], ["judge"])
         cfg["models"]["gpt-4o"] = {"provider": "openai", "model": "gpt-4o"}
         cfg["models"]["mydd"] = {"provider": "chat-endpoint", "base_url": mydd.url + "/"}

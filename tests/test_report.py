@@ -15,12 +15,12 @@ import orjson
 import pytest
 import yaml
 
-from kora.cli import main as kora_main
-from kora.report.leaderboard import build_leaderboard
-from kora.report.pages import json_script, render_leaderboard, render_report, write_report
-from kora.report.summary import build_summary, records_of
-from kora.stats.agreement import fleiss_kappa, ratings_table
-from kora.stats.rates import wilson
+from kora.analysis.report.leaderboard import build_leaderboard
+from kora.analysis.report.pages import json_script, render_leaderboard, render_report, write_report
+from kora.analysis.report.summary import build_summary, records_of
+from kora.analysis.stats.agreement import fleiss_kappa, ratings_table
+from kora.analysis.stats.rates import wilson
+from kora.commands.main import main as kora_main
 from tests.helpers import REPO, copy_workflow
 from tests.pagetext import parse
 from tests.reportdata import (
@@ -191,7 +191,7 @@ def test_page_script_and_style_are_the_files_verbatim(tmp_path: Path) -> None:
     """They are included as templates: Jinja syntax creeping into them would be run."""
     html_path, _ = write_fixture_report(tmp_path)
     page = html_path.read_text(encoding="utf-8")
-    templates = resources.files("kora.report") / "templates"
+    templates = resources.files("kora.analysis.report") / "templates"
     for name in ("browser.js", "report.css"):
         assert (templates / name).read_text(encoding="utf-8") in page
 
@@ -459,7 +459,7 @@ def test_the_same_run_gives_the_same_page(tmp_path: Path) -> None:
     code = (
         "import sys; from pathlib import Path; sys.path.insert(0, '.');"
         "from tests.reportdata import TAXONOMY, make_judgments, results_doc;"
-        "from kora.report.pages import write_report;"
+        "from kora.analysis.report.pages import write_report;"
         "write_report(make_judgments(), results_doc(), Path(sys.argv[1]), None, TAXONOMY)"
     )
     pages = []

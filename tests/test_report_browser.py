@@ -24,10 +24,10 @@ from urllib.parse import quote
 
 import pytest
 
-from kora.report.leaderboard import build_leaderboard
-from kora.report.pages import render_leaderboard, write_report
-from kora.report.summary import records_of
-from kora.stats.rates import wilson
+from kora.analysis.report.leaderboard import build_leaderboard
+from kora.analysis.report.pages import render_leaderboard, write_report
+from kora.analysis.report.summary import records_of
+from kora.analysis.stats.rates import wilson
 from tests.reportdata import (
     HOSTILE,
     TAXONOMY,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bench.harness import client_process
-from kora.config import ModelConfig
+from kora.config.schema import ModelConfig
 from kora.llm import retry
 from kora.llm.base import ChatMessage, ProviderError
 from kora.llm.client import ModelClient, Usage

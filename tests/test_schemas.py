@@ -6,7 +6,7 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
-from kora.schemas import (
+from kora.benchmarks.schemas import (
     BehaviorCriterionAssessment,
     ModelScenarioLight,
     ModelScenarioSeed,

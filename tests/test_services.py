@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 import yaml
 
-from kora.cli import main as kora_main
-from kora.config import ModelConfig, validate_config
+from kora.benchmarks.taxonomy import load_taxonomy
+from kora.commands.main import main as kora_main
+from kora.config.schema import ModelConfig, validate_config
 from kora.errors import ConfigError
 from kora.llm.base import BlockedError, ChatMessage
 from kora.llm.service import ServiceTarget, find
-from kora.taxonomy import load_taxonomy
 from tests.loopback import AnthropicServer, ChatEndpointServer, LoopbackServer, OpenAIServer
 from tests.services import AppRunnerServer, SessionChatServer, StatelessChatServer
 
@@ -296,7 +296,7 @@ def test_an_llm_reply_keeps_its_time_also_when_read_from_the_store(
 
 
 def test_the_mydd_example_is_the_chat_endpoint_contract_written_out() -> None:
-    from kora.service_config import CHAT_ENDPOINT, HttpSpec
+    from kora.llm.service_config import CHAT_ENDPOINT, HttpSpec
 
     cfg = yaml.safe_load((EXAMPLES / "mydd.yaml").read_text())
     assert HttpSpec.model_validate(cfg["models"]["mydd-http"]["http"]) == CHAT_ENDPOINT

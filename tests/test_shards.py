@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kora.schemas import Message
-from kora.shards import (
+from kora.benchmarks.schemas import Message
+from kora.run.shards import (
     DamagedShardError,
     check,
     looks_damaged,

@@ -8,10 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from kora.llm.base import Request
-from kora.llm.client import StructuredOutputError
-from kora.llm.targets import LLMTarget
-from kora.schemas import (
+from kora.benchmarks.schemas import (
     BehaviorAssessment,
     BehaviorCriterionAssessment,
     Conversation,
@@ -19,12 +16,15 @@ from kora.schemas import (
     Scenario,
     TestAssessment,
 )
-from kora.stages.converse import converse
-from kora.stages.expand import ScenarioValidationError, expand_seed
-from kora.stages.judge import combine, js_round, judge_conversation, median_grade
-from kora.stages.messages import ChildMessageError, child_message
-from kora.taxonomy import load_taxonomy
-from kora.templates import render, template_path
+from kora.benchmarks.taxonomy import load_taxonomy
+from kora.benchmarks.templates import render, template_path
+from kora.llm.base import Request
+from kora.llm.client import StructuredOutputError
+from kora.llm.targets import LLMTarget
+from kora.run.stages.converse import converse
+from kora.run.stages.expand import ScenarioValidationError, expand_seed
+from kora.run.stages.judge import combine, js_round, judge_conversation, median_grade
+from kora.run.stages.messages import ChildMessageError, child_message
 from tests.fakes import client
 from tests.helpers import REPO, upstream
 
@@ -112,9 +112,9 @@ def test_memory_risks_get_a_memory_scenario() -> None:
 
 
 def test_scenarios_job_records_a_scenario_that_never_validates(tmp_path: Path) -> None:
-    from kora.context import Pool
-    from kora.shards import write_records, write_status
-    from kora.smk import execute
+    from kora.run.context import Pool
+    from kora.run.entries import execute
+    from kora.run.shards import write_records, write_status
 
     seeds = [reference_scenario("violence_and_physical_harm").seed]
     seeds_path = tmp_path / "seeds.jsonl"
@@ -348,8 +348,8 @@ def test_invalid_structured_answer_is_asked_again_then_fails() -> None:
 
 
 def test_a_rejected_key_stops_the_job_instead_of_failing_every_item() -> None:
-    from kora.jobs import FatalProviderError, JobReport, run_items
     from kora.llm.base import ProviderError
+    from kora.run.jobs import FatalProviderError, JobReport, run_items
 
     class Progress:
         def update(self, report: JobReport) -> None:
@@ -375,8 +375,8 @@ def test_a_rejected_key_stops_the_job_instead_of_failing_every_item() -> None:
 
 
 def test_missing_api_keys_are_named_before_a_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kora.preflight import missing_keys
-    from kora.workflow import Pipeline
+    from kora.run.pipeline import Pipeline
+    from kora.run.preflight import missing_keys
 
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)

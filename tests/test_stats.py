@@ -1,4 +1,4 @@
-"""kora.stats against known values: Wilson intervals, Fleiss' and Cohen's kappa, the exact
+"""kora.analysis.stats against known values: Wilson intervals, Fleiss' and Cohen's kappa, the exact
 McNemar (sign) test, Holm's adjustment, flip matrices and the NO SIGNAL flag."""
 
 from __future__ import annotations
@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 
-from kora.errors import InputError
-from kora.records import Criterion, record_from_dict
-from kora.stats.agreement import (
+from kora.analysis.records import Criterion, record_from_dict
+from kora.analysis.stats.agreement import (
     cohen_kappa,
     fleiss_kappa,
     flip_matrix,
@@ -19,9 +18,10 @@ from kora.stats.agreement import (
     ratings_table,
     unanimous_share,
 )
-from kora.stats.analyses import compare_judgments, compare_targets, criterion_summary
-from kora.stats.paired import holm, paired_test, sign_test, verdict
-from kora.stats.rates import Rate, no_signal, wilson
+from kora.analysis.stats.analyses import compare_judgments, compare_targets, criterion_summary
+from kora.analysis.stats.paired import holm, paired_test, sign_test, verdict
+from kora.analysis.stats.rates import Rate, no_signal, wilson
+from kora.errors import InputError
 
 # --- Wilson -----------------------------------------------------------------------------
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from kora.benchmarks.schemas import AGE_RANGES
+from kora.benchmarks.taxonomy import Taxonomy, load_taxonomy
 from kora.errors import InputError
-from kora.schemas import AGE_RANGES
-from kora.taxonomy import Taxonomy, load_taxonomy
 
 REPO = Path(__file__).resolve().parents[1]
 TAXONOMY_DIR = REPO / "data" / "taxonomy"

@@ -1,4 +1,4 @@
-"""Template rendering rules that hold for any prompt text (kora/templates.py)."""
+"""Template rendering rules that hold for any prompt text (kora/benchmarks/templates.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kora.templates import PROMPTS_DIR, render
+from kora.benchmarks.templates import PROMPTS_DIR, render
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,8 @@ from typing import Any, Literal
 import pytest
 import yaml
 
-from kora.config import ModelConfig, validate_config
+from kora.benchmarks.taxonomy import load_taxonomy
+from kora.config.schema import ModelConfig, validate_config
 from kora.errors import ConfigError
 from kora.llm.base import ChatMessage, ProviderError, Request
 from kora.llm.cache import cache_key
@@ -25,7 +26,6 @@ from kora.llm.headers import (
     parse_time,
 )
 from kora.llm.limits import Cost, Limiter, RatePolicy, RateTuning, TokenPolicy, limiter_for
-from kora.taxonomy import load_taxonomy
 from tests.helpers import REPO
 from tests.loopback import AnthropicServer, OpenAIServer
 

@@ -1,4 +1,4 @@
-"""KORA v2's population-true seed plan (kora.v2.allocation) against the canonical counts
+"""KORA v2's population-true seed plan (kora.benchmarks.v2.allocation) against the canonical counts
 and the canonical generator."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections import Counter
 import orjson
 import pytest
 
-from kora.v2.allocation import (
+from kora.benchmarks.v2.allocation import (
     US_CENSUS_2020,
     largest_remainder,
     mulberry32,

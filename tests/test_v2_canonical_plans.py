@@ -1,5 +1,5 @@
 """Seed plans that the canonical KORA v2 code computes, kept here as data, and the
-project's planner (kora.v2.plan through the config) asked for the same ones.
+project's planner (kora.benchmarks.v2.plan through the config) asked for the same ones.
 
 How the data was made (not needed at test time: no node, no upstream folder). The
 canonical sources, korabench/benchmark at b7b9764 (the copy in shared/upstream/v2),
@@ -39,7 +39,7 @@ import pytest
 import yaml
 
 from kora.errors import ConfigError
-from kora.workflow import Pipeline
+from kora.run.pipeline import Pipeline
 from tests.helpers import REPO
 
 AGES = ("7to9", "10to12", "13to17")

@@ -9,13 +9,13 @@ from typing import Any
 import orjson
 import pytest
 
+from kora.benchmarks.schemas import Conversation, MechanismCriterionAssessment, Scenario
+from kora.benchmarks.taxonomy import load_taxonomy
+from kora.benchmarks.v2.results import MECHANISMS
 from kora.llm.base import Request
 from kora.llm.targets import LLMTarget
-from kora.schemas import Conversation, MechanismCriterionAssessment, Scenario
-from kora.stages.converse import converse
-from kora.stages.judge import combine_mechanisms, judge_conversation
-from kora.taxonomy import load_taxonomy
-from kora.v2.results import MECHANISMS
+from kora.run.stages.converse import converse
+from kora.run.stages.judge import combine_mechanisms, judge_conversation
 from tests.fakes import client
 from tests.helpers import REPO, upstream
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from kora.errors import ConfigError
-from kora.workflow import Pipeline
+from kora.run.pipeline import Pipeline
 from tests.helpers import REPO, upstream
 
 BASE: dict[str, Any] = {

@@ -1,4 +1,4 @@
-"""KORA v2's results shape (kora.v2.results) and `kora aggregate` on canonical v2
+"""KORA v2's results shape (kora.benchmarks.v2.results) and `kora aggregate` on canonical v2
 per-test results."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from typing import Any
 import orjson
 import pytest
 
-from kora.cli import main as kora_main
+from kora.benchmarks.v2.aggregate import aggregate_v2
+from kora.benchmarks.v2.results import MECHANISMS, aggregate_judgments
+from kora.commands.main import main as kora_main
 from kora.errors import InputError
-from kora.v2.aggregate import aggregate_v2
-from kora.v2.results import MECHANISMS, aggregate_judgments
 from tests.helpers import upstream
 
 
@@ -104,7 +104,7 @@ def test_scores_add_up_per_group_in_first_seen_order(tmp_path: Path) -> None:
 
 
 def test_failed_tests_are_counted_per_group_with_what_blocked_them(tmp_path: Path) -> None:
-    from kora.taxonomy import load_taxonomy
+    from kora.benchmarks.taxonomy import load_taxonomy
     from tests.helpers import REPO
 
     taxonomy = load_taxonomy(REPO / "data" / "taxonomy" / "v2")
@@ -141,9 +141,9 @@ def test_kora_aggregate_keeps_the_v2_shape(tmp_path: Path) -> None:
 
 
 def test_v1_and_v2_criteria_keep_their_own_order() -> None:
-    from kora.records import Criterion, TestRecord
-    from kora.report.leaderboard import leaderboard_criteria
-    from kora.stats.analyses import criteria_of
+    from kora.analysis.records import Criterion, TestRecord
+    from kora.analysis.report.leaderboard import leaderboard_criteria
+    from kora.analysis.stats.analyses import criteria_of
 
     def record(criteria: list[str]) -> TestRecord:
         return TestRecord("k", "c", "r", "7to9", "s", "default",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import orjson
 
-from kora.taxonomy import load_taxonomy
+from kora.benchmarks.taxonomy import load_taxonomy
 from tests.helpers import REPO, upstream
 
 V1 = load_taxonomy(REPO / "data" / "taxonomy")

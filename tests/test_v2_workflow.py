@@ -12,7 +12,7 @@ import orjson
 import pytest
 import yaml
 
-from kora.v2.results import MECHANISMS
+from kora.benchmarks.v2.results import MECHANISMS
 from tests.helpers import copy_workflow, upstream
 from tests.workflows import snakemake
 
@@ -35,7 +35,7 @@ V2 = {
 
 def kora(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "kora.cli", *args],
+        [sys.executable, "-m", "kora.commands.main", *args],
         cwd=workdir,
         capture_output=True,
         text=True,

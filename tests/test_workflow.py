@@ -11,7 +11,7 @@ import orjson
 import pytest
 import yaml
 
-from kora.cli import main as kora_main
+from kora.commands.main import main as kora_main
 from tests.helpers import copy_workflow, upstream
 from tests.workflows import SNAKEMAKE, TINY, job_stats, progress, snakemake
 
@@ -250,7 +250,7 @@ def test_a_moved_checkout_has_nothing_to_redo(workflow_dir: Path, tmp_path_facto
 
     from tests.helpers import REPO
 
-    shutil.copytree(REPO / "kora" / "prompts", workflow_dir / "prompts")
+    shutil.copytree(REPO / "kora" / "benchmarks" / "v1" / "prompts", workflow_dir / "prompts")
     cfg = dict(TINY, prompts_dir="prompts")
     (workflow_dir / "tiny.yaml").write_text(yaml.safe_dump(cfg))
     assert snakemake(workflow_dir, "results/tiny/results.json").returncode == 0

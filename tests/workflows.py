@@ -85,7 +85,7 @@ _PROGRESS = re.compile(r"^\[kora\] calls (\d+)\S* \((\d+) cached, ", re.M)
 
 
 def progress(output: str) -> tuple[int, int]:
-    """(calls, of which cached) from the last progress line of a run (kora.progress)."""
+    """(calls, of which cached) from the last progress line of a run (kora.run.progress)."""
     lines = _PROGRESS.findall(output)
     assert lines, f"no progress line in:\n{output[-3000:]}"
     calls, cached = lines[-1]
@@ -164,7 +164,7 @@ class Run:
         a loopback server answering every role; the server stops on leaving."""
         server = Server(structured=structured_answer).start()
         copy_workflow(workdir)
-        shutil.copytree(REPO / "kora" / "prompts", workdir / "prompts")
+        shutil.copytree(REPO / "kora" / "benchmarks" / "v1" / "prompts", workdir / "prompts")
         try:
             yield cls(workdir, server)
         finally:

@@ -28,7 +28,7 @@ from kora.llm.http import RemoteModel, is_connect_error, read_key, unreachable
 from kora.llm.retry import parse_retry_after, redact
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
-# the Messages API's stop_reason in the project's vocabulary (kora.schemas.FinishReason)
+# the Messages API's stop_reason in the project's vocabulary (kora.benchmarks.schemas.FinishReason)
 _FINISH = finish_reasons(
     {
         "stop": ("end_turn", "stop_sequence", "tool_use"),

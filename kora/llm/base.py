@@ -14,9 +14,9 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
+from kora.benchmarks.schemas import FinishReason
 from kora.llm.headers import ServerLimits
 from kora.llm.retry import is_transient
-from kora.schemas import FinishReason
 
 Role = Literal["user", "assistant"]
 
@@ -52,7 +52,7 @@ class Response:
     # the input tokens the provider's input-token limit counted, when not input_tokens
     # (Anthropic: cache writes count, reads do not; OpenAI: cached tokens count)
     limit_input_tokens: int | None = None
-    # why the answer ended, mapped onto kora.schemas.FinishReason (None: not said)
+    # why the answer ended, mapped onto kora.benchmarks.schemas.FinishReason (None: not said)
     finish_reason: FinishReason | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     # the provider's rate-limit headers on this answer (never stored with it)

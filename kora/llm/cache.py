@@ -15,9 +15,9 @@ from typing import Any
 
 import orjson
 
+from kora.benchmarks.schemas import FINISH_REASONS
 from kora.io import write_atomic
 from kora.llm.base import Request, Response
-from kora.schemas import FINISH_REASONS
 
 CACHE_VERSION = 1
 

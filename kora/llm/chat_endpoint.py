@@ -10,13 +10,13 @@ make up per test (`<uuid4>_<uuid4>`), and always receives the child's age:
   `{"prompt": <the newest user message only>, "age"}`, answered by JSON `{"response": ...}`.
 
 No system prompt is sent. This is `provider: http` with those requests fixed
-(kora.service_config.CHAT_ENDPOINT; config/examples/mydd.yaml writes the same out).
+(kora.llm.service_config.CHAT_ENDPOINT; config/examples/mydd.yaml writes the same out).
 """
 
 from __future__ import annotations
 
 from kora.llm.service import ServiceSession, ServiceTarget, new_session_id
-from kora.service_config import MEMORY_ACK
+from kora.llm.service_config import MEMORY_ACK
 
 ChatEndpointSession = ServiceSession
 # a `chat-endpoint` model is a ServiceTarget whose requests are the contract's

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from kora.config import ModelConfig
+from kora.config.schema import ModelConfig
 from kora.io import list_errors
 from kora.llm.base import ChatMessage, Provider, Request, Response, clean_text, is_retryable
 from kora.llm.batch import queue_for, supports_batches
@@ -93,7 +93,7 @@ class ModelClient:
     ) -> None:
         self.name = name
         # shared with the other clients of the process (kora.llm.ledger); `ahead`: this
-        # client makes calls before the jobs that need them (kora.prefetch)
+        # client makes calls before the jobs that need them (kora.run.prefetch)
         self.ledger = ledger
         self.ahead = ahead
         self.config = config

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from kora.config import ModelConfig
+from kora.config.schema import ModelConfig
 from kora.llm.base import ProviderError
 from kora.llm.retry import redact
 

@@ -1,6 +1,6 @@
 """Calls shared by the jobs of one process: asked once while in flight, paid once.
 
-The run's broker serves many jobs and makes calls ahead of them (kora.prefetch). Two
+The run's broker serves many jobs and makes calls ahead of them (kora.run.prefetch). Two
 callers that ask the same question at the same time get one call between them: the second
 waits for the first's answer. A call made ahead of its job is paid by nobody's shard until
 the job asks for it: then it counts for that job as the paid call it is (its tokens and

@@ -12,7 +12,7 @@ import importlib
 import re
 from collections.abc import Iterable
 
-from kora.config import KoraConfig
+from kora.config.schema import KoraConfig
 
 
 def _anthropic_table() -> dict[str, str]:

@@ -13,9 +13,9 @@ from typing import Any
 
 import orjson
 
-from kora.config import ModelConfig
+from kora.benchmarks.schemas import GRADES
+from kora.config.schema import ModelConfig
 from kora.llm.base import Request, Response
-from kora.schemas import GRADES
 
 _WORDS = [
     "the",

@@ -16,14 +16,14 @@ from typing import Any
 import httpx
 import orjson
 
-from kora.config import ModelConfig
+from kora.config.schema import ModelConfig
 from kora.llm.base import ProviderError, Request, Response, answer_schema, finish_reasons
 from kora.llm.headers import from_openai
 from kora.llm.http import RemoteModel, new_client, post, read_key
 from kora.llm.retry import parse_retry_after, redact
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-# chat-completions finish_reason in the project's vocabulary (kora.schemas.FinishReason)
+# chat-completions finish_reason in the project's vocabulary (kora.benchmarks.schemas.FinishReason)
 _FINISH = finish_reasons(
     {
         "stop": ("stop", "tool_calls", "function_call"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kora.config import ModelConfig
+from kora.config.schema import ModelConfig
 from kora.llm.base import Provider
 
 ProviderFactory = Callable[[str, ModelConfig], Provider]

@@ -1,4 +1,4 @@
-"""A chat service as a target, driven by its description in config (kora.service_config).
+"""A chat service as a target, driven by its description in config (kora.llm.service_config).
 
 One `ServiceSession` per test: `open` (when the service starts sessions; its answer may
 give the session id or say the app is blocked), `memory` (when the scenario has one),
@@ -24,13 +24,19 @@ import httpx
 import jinja2
 import orjson
 
-from kora.config import ModelConfig
+from kora.benchmarks.taxonomy import AGE_FOR_RANGE
+from kora.config.schema import ModelConfig
 from kora.llm.base import BlockedError, ChatMessage, ProviderError, Response, clean_text
 from kora.llm.http import DEFAULT_TIMEOUT, LoopBound, read_key, send
 from kora.llm.limits import Limiter, limited, limiter_for
 from kora.llm.retry import RetryPolicy, parse_retry_after, redact
-from kora.service_config import ENV_REF, RequestSpec, environment, is_single_expression, spec_for
-from kora.taxonomy import AGE_FOR_RANGE
+from kora.llm.service_config import (
+    ENV_REF,
+    RequestSpec,
+    environment,
+    is_single_expression,
+    spec_for,
+)
 
 
 def new_session_id() -> str:

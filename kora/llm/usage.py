@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from kora.config import Price
+from kora.config.schema import Price
 from kora.llm.base import Response
 
 

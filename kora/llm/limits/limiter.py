@@ -31,7 +31,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TypeVar
 
-from kora.config import ModelConfig
+from kora.config.schema import ModelConfig
 from kora.llm import retry
 from kora.llm.base import ProviderError, Response, is_retryable
 from kora.llm.headers import ServerLimits

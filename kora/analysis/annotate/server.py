@@ -1,0 +1,121 @@
+"""`kora annotate`: a grading page on 127.0.0.1 (aiohttp), one answer saved per click.
+
+The page shows each sampled conversation with what its judge saw (risk, age range, the
+scenario's outline, the transcript) and nothing of the judges' grades; the person grades
+safety and each behaviour criterion, or in a KORA v2 run each mechanism (grade, occurrence
+count, "not triggered" where the mechanism has a precondition, a note) with the rubric
+beside it, by keyboard or mouse. Every answer is a POST that appends to the annotator's
+label file before it is acknowledged (kora.analysis.annotate.labels).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import orjson
+from aiohttp import web
+from markupsafe import Markup
+
+from kora.analysis.annotate import labels
+from kora.analysis.records import CRITERION_LABELS, TestRecord
+from kora.analysis.report.pages import CRITERION_HELP, json_script
+from kora.benchmarks.taxonomy import Taxonomy
+from kora.errors import InputError
+
+HERE = Path(__file__).parent
+SCENARIO_FIELDS = ("shortTitle", "childMaturity", "childBackground", "narrative")
+
+
+def item(r: TestRecord, taxonomy: Taxonomy | None) -> dict[str, Any]:
+    """What the person sees of one test: no grade of any judge."""
+    sc = r.raw.get("scenario") or {}
+    risk = taxonomy.risk(r.category, r.risk).name if taxonomy else r.risk
+    return {
+        "key": r.key,
+        "risk": risk,
+        "age": r.age,
+        "prompt": r.prompt,
+        "scenario": {f: sc.get(f) for f in SCENARIO_FIELDS if sc.get(f)},
+        "messages": [
+            {"role": m.get("role"), "content": m.get("content")} for m in r.raw.get("messages", [])
+        ],
+    }
+
+
+def criteria_spec(criteria: tuple[str, ...], taxonomy: Taxonomy | None) -> list[dict[str, Any]]:
+    """What the page shows of each criterion: its name, the rubric in short, and whether
+    it can be `not triggered` (a v2 mechanism with a precondition)."""
+    mechanisms = taxonomy.mechanisms if taxonomy is not None else []
+    # without the v2 taxonomy at hand, any mechanism may be marked not triggered
+    conditional = {m.id for m in mechanisms if m.precondition} if mechanisms else set(criteria)
+    return [
+        {
+            "id": c,
+            "label": CRITERION_LABELS.get(c, c),
+            "help": CRITERION_HELP.get(c, ""),
+            "conditional": c in conditional and criteria == labels.CRITERIA_V2,
+        }
+        for c in criteria
+    ]
+
+
+def page(
+    items: list[dict[str, Any]],
+    done: dict[str, Any],
+    annotator: str,
+    target: str,
+    criteria: list[dict[str, Any]],
+) -> str:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    return env.get_template("annotate.html.jinja").render(
+        target=target,
+        annotator=annotator,
+        data=json_script({"items": items, "labels": done, "criteria": criteria}),
+        script=Markup((HERE / "templates" / "annotate.js").read_text()),
+    )
+
+
+def build_app(
+    records: list[TestRecord],
+    keys: list[str],
+    label_path: Path,
+    annotator: str,
+    target: str,
+    taxonomy: Taxonomy | None = None,
+) -> web.Application:
+    by_key = {r.key: r for r in records}
+    items = [item(by_key[k], taxonomy) for k in keys if k in by_key]
+    sampled = {i["key"] for i in items}
+    criteria = criteria_spec(labels.criteria_of(records), taxonomy)
+    known = {c["id"] for c in criteria}
+
+    async def index(request: web.Request) -> web.Response:
+        html = page(items, labels.read(label_path), annotator, target, criteria)
+        return web.Response(text=html, content_type="text/html")
+
+    async def save(request: web.Request) -> web.Response:
+        try:
+            answer = labels.check(await request.json(loads=orjson.loads))
+        except (InputError, orjson.JSONDecodeError, ValueError) as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+        if answer["key"] not in sampled:
+            return web.json_response({"error": "not a test of this sample"}, status=400)
+        if answer["criterion"] not in known:
+            return web.json_response({"error": "not a criterion of this run"}, status=400)
+        labels.append(label_path, answer)
+        return web.json_response({"ok": True})
+
+    async def current(request: web.Request) -> web.Response:
+        return web.json_response(labels.read(label_path))
+
+    app = web.Application()
+    app.router.add_get("/", index)
+    app.router.add_post("/api/label", save)
+    app.router.add_get("/api/labels", current)
+    return app

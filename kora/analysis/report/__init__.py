@@ -1,0 +1,14 @@
+"""The per-target report (report.html, summary.json) and the leaderboard across targets.
+
+report.html is one self-contained file (inline CSS, SVG and a little vanilla JS; no
+network). Modules:
+
+- `summary`: summary.json, every figure with n and its 95 % Wilson interval;
+- `browser`: the conversation browser's data, embedded in the page as JSON;
+- `replies`: empty and cut-short target replies, counted and flagged;
+- `leaderboard`: leaderboard.json, targets ranked and compared pair by pair;
+- `pages`: the HTML pages, rendered from `templates/` with autoescaping;
+- `names`: display names and order (taxonomy order, age range, prompt).
+
+The Snakemake rules `report` and `leaderboard` run kora.run.entries.report / kora.run.entries.leaderboard.
+"""

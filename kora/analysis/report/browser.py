@@ -1,0 +1,125 @@
+"""The conversation browser's data: every test of the report, embedded in the page as JSON.
+
+Keys are one or two letters (a run has thousands of tests, each with its transcript and
+every judge's reasons); the page's script (templates/browser.js) reads them:
+`k` key, `s` scenario id, `r` risk, `a` age range, `p` prompt, `m` [[role, text], ...],
+`e` error, `g` grade per criterion, `n` count per behaviour criterion, `j` each judge's
+`{name, g, n, r}` (`r`: reasons per criterion), `f` per target reply its flags (empty,
+cut, ...; only for tests that recorded their turns).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from kora.analysis.records import CRITERION_LABELS, JudgeGrades, TestRecord
+from kora.analysis.report.names import Names, age_key, prompt_key
+from kora.analysis.report.replies import FLAGS, turn_flags
+
+
+def _count(x: float | None) -> int | float | None:
+    if x is None:
+        return None
+    return int(x) if float(x).is_integer() else x
+
+
+def _scenario(sc: dict[str, Any]) -> dict[str, str]:
+    """What the browser shows of a scenario: its title, the child, and the narrative."""
+    seed = sc.get("seed") or {}
+    mot = seed.get("motivation")
+    age = seed.get("childAge")
+    child = ", ".join(
+        str(x)
+        for x in (
+            f"{age:g} years" if isinstance(age, int | float) else None,
+            seed.get("childGender"),
+            seed.get("childRaceEthnicity"),
+        )
+        if x
+    )
+    if seed.get("childCognitiveMaturity"):
+        child += (
+            f"; cognitive maturity {seed.get('childCognitiveMaturity')}, "
+            f"emotional {seed.get('childEmotionalMaturity')}"
+        )
+    signal = ", ".join(
+        str(x)
+        for x in (
+            seed.get("riskSignalType") and f"{seed['riskSignalType']} signal",
+            seed.get("socialContext"),
+        )
+        if x
+    )
+    entry = {
+        "title": sc.get("shortTitle", ""),
+        "child": child,
+        "motivation": mot.get("name", "") if isinstance(mot, dict) else "",
+        "signal": signal,
+        "maturity": sc.get("childMaturity", ""),
+        "background": sc.get("childBackground", ""),
+        "narrative": sc.get("narrative", ""),
+        "criteria": sc.get("evaluationCriteria", ""),
+        "memory": sc.get("modelMemory", ""),
+    }
+    return {k: v for k, v in entry.items() if v}
+
+
+def browser_data(
+    records: Sequence[TestRecord], crits: Sequence[str], names: Names
+) -> dict[str, Any]:
+    scenarios: dict[str, dict[str, str]] = {}
+    tests: list[dict[str, Any]] = []
+    behaviour = [c for c in crits if c != "safety"]
+    for r in sorted(records, key=names.record_key):
+        raw = r.raw
+        if r.scenario_id not in scenarios:
+            scenarios[r.scenario_id] = _scenario(raw.get("scenario") or {})
+        t: dict[str, Any] = {
+            "k": r.key,
+            "s": r.scenario_id,
+            "r": r.risk,
+            "a": r.age,
+            "p": r.prompt,
+            "m": [[m.get("role", ""), m.get("content", "")] for m in raw.get("messages") or []],
+        }
+        if r.turns:
+            t["f"] = [turn_flags(x) for x in r.turns]
+        if r.error is not None:
+            t["e"] = r.error
+        else:
+            t["g"] = [r.criteria[c].grade if c in r.criteria else None for c in crits]
+            t["n"] = [_count(r.criteria[c].count) if c in r.criteria else None for c in behaviour]
+            verdicts = r.judges or []
+            if not verdicts:  # reference records: the one (combined) verdict
+                verdicts = [JudgeGrades(str(raw.get("judge", "judge")), r.criteria)]
+            t["j"] = [
+                {
+                    "name": v.judge,
+                    "g": [v.criteria[c].grade if c in v.criteria else None for c in crits],
+                    "n": [
+                        _count(v.criteria[c].count) if c in v.criteria else None for c in behaviour
+                    ],
+                    "r": [v.criteria[c].reasons if c in v.criteria else "" for c in crits],
+                }
+                for v in verdicts
+            ]
+        tests.append(t)
+    # taxonomy order, not a set's: the page is the same bytes for the same run
+    risk_order = sorted({r.risk for r in records}, key=names.risk_key)
+    return {
+        "criteria": list(crits),
+        "criterionLabels": {c: CRITERION_LABELS.get(c, c) for c in crits},
+        "risks": {
+            rid: {"name": names.risk(rid), "category": names.risk_category.get(rid, "")}
+            for rid in risk_order
+        },
+        "riskOrder": risk_order,
+        "ages": sorted({r.age for r in records}, key=age_key),
+        "prompts": sorted({r.prompt for r in records}, key=prompt_key),
+        "multiJudge": any(len(r.judges) > 1 for r in records),
+        "hasTurns": any(r.turns for r in records),
+        "replyFlags": {k: {"short": short, "long": long} for k, (short, long) in FLAGS.items()},
+        "scenarios": scenarios,
+        "tests": tests,
+    }

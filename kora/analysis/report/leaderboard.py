@@ -1,0 +1,111 @@
+"""The leaderboard's figures (leaderboard.json): targets ranked by their safety failing
+rate, and every pair of targets compared on the tests both ran."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kora.analysis.records import TestRecord
+from kora.analysis.report.names import Names
+from kora.analysis.report.summary import risk_ordered
+from kora.analysis.stats.analyses import compare_targets
+from kora.analysis.stats.paired import ALPHA
+from kora.analysis.stats.rates import Rate
+from kora.benchmarks.schemas import BEHAVIOR_CRITERIA
+from kora.benchmarks.taxonomy import Taxonomy
+from kora.benchmarks.v2.results import MECHANISMS
+
+# results.json's sums key of each criterion
+SUMS_KEYS = {
+    "safety": "as",
+    "anthropomorphism": "an",
+    "epistemicHumility": "eh",
+    "humanRedirection": "hr",
+}
+
+
+def target_model(results: Mapping[str, Any]) -> str:
+    """'provider/model' of the model in the target role, from results.json's `models`."""
+    for name, m in (results.get("models") or {}).items():
+        if "target" in m.get("roles", []):
+            return f"{m.get('provider')}/{m.get('model') or name}"
+    return ""
+
+
+def sums_rates(results: Mapping[str, Any]) -> dict[str, Any]:
+    """Overall rates from results.json's scores (the reference's sums)."""
+    scores = results.get("scores") or []
+    al = sum(int(s["sums"]["al"]) for s in scores)
+    out: dict[str, Any] = {"n": al}
+    if any("mechanisms" in s["sums"] for s in scores):
+        # KORA v2: safety, then each mechanism over the tests that triggered it
+        f, e = (sum(int(s["sums"]["as"][i]) for s in scores) for i in (0, 2))
+        out["safety"] = {"failing": Rate(f, al).as_dict(), "exemplary": Rate(e, al).as_dict()}
+        for m in MECHANISMS:
+            slots = [s["sums"]["mechanisms"].get(m, [0] * 5) for s in scores]
+            f, a, e = (sum(int(v[i]) for v in slots) for i in range(3))
+            n = f + a + e
+            out[m] = {"failing": Rate(f, n).as_dict(), "exemplary": Rate(e, n).as_dict()}
+        return out
+    for c, k in SUMS_KEYS.items():
+        f = sum(int(s["sums"][k][0]) for s in scores)
+        e = sum(int(s["sums"][k][2]) for s in scores)
+        out[c] = {"failing": Rate(f, al).as_dict(), "exemplary": Rate(e, al).as_dict()}
+    return out
+
+
+def leaderboard_criteria(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The criteria columns: KORA v2's mechanisms when a row has them, else v1's three."""
+    if any(m in r for r in rows for m in MECHANISMS if m not in BEHAVIOR_CRITERIA):
+        return list(MECHANISMS)
+    return list(BEHAVIOR_CRITERIA)
+
+
+def build_leaderboard(
+    entries: Mapping[str, Mapping[str, Any]],
+    records: Mapping[str, Sequence[TestRecord]] | None = None,
+    alpha: float = ALPHA,
+    taxonomy: Taxonomy | None = None,
+) -> dict[str, Any]:
+    """Targets ranked by safety failing rate, and every pair compared on shared tests."""
+    names = Names(taxonomy, [])
+    rows = []
+    for name, res in entries.items():
+        rows.append(
+            {
+                "target": name,
+                "model": target_model(res),
+                "judges": res.get("judges") or ([res["judge"]] if "judge" in res else []),
+                "prompts": res.get("prompts") or [],
+                "mock": bool(res.get("mock")),
+                "failedTests": res.get("failedTests", 0),
+                **sums_rates(res),
+            }
+        )
+    rows.sort(
+        key=lambda r: (
+            r["safety"]["failing"]["rate"] if r["n"] else 2.0,
+            -(r["safety"]["exemplary"]["rate"] or 0.0),
+            r["target"],
+        )
+    )
+    pairs = []
+    if records:
+        for a, b in itertools.combinations([r["target"] for r in rows], 2):
+            if a in records and b in records:
+                cmp = risk_ordered(compare_targets(records[a], records[b], alpha), names)
+                pairs.append({"a": a, "b": b, **(cmp or {})})
+    return {"alpha": alpha, "criteria": leaderboard_criteria(rows), "targets": rows, "pairs": pairs}
+
+
+def ranks(rows: Sequence[Mapping[str, Any]]) -> list[int]:
+    """1-based ranks of ranked rows; equal safety rates share a rank."""
+    out: list[int] = []
+    last = None
+    for i, r in enumerate(rows, 1):
+        now = (r["safety"]["failing"]["rate"], r["safety"]["exemplary"]["rate"])
+        out.append(out[-1] if out and now == last else i)
+        last = now
+    return out

@@ -1,0 +1,209 @@
+"""results.json for a target: the reference shape plus what a reader needs beside it."""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict
+
+from kora.benchmarks.schemas import PromptVariant, RunResult
+from kora.benchmarks.taxonomy import Taxonomy
+from kora.benchmarks.v1.aggregate import aggregate
+from kora.config.schema import KoraConfig, chain
+from kora.llm.usage import Counts
+
+MOCK_NOTE = (
+    "Made with the offline mock provider: these figures are placeholders produced without "
+    "any model and measure nothing."
+)
+
+
+def models_used(config: KoraConfig, target: str) -> dict[str, dict[str, Any]]:
+    roles: dict[str, list[str]] = defaultdict(list)
+    target_model = config.targets[target].model
+    if target_model is not None:
+        roles[target_model].append("target")
+    for name in chain(config.user_model):
+        roles[name].append("user")
+    for j in config.judges:
+        roles[j].append("judge")
+    for name in chain(config.seed_model):
+        roles[name].append("seeds")
+    for name in chain(config.expand_model):
+        roles[name].append("expand")
+    out = {}
+    for name, rs in roles.items():
+        m = config.models[name]
+        entry: dict[str, Any] = {"roles": rs, "provider": m.provider}
+        if m.model:
+            entry["model"] = m.model
+        if m.is_service:
+            entry["base_url"] = m.base_url
+            if m.app:
+                entry["app"] = m.app
+        out[name] = entry
+    return out
+
+
+def read_status(files: Iterable[Path | str]) -> list[dict[str, Any]]:
+    out = []
+    for f in files:
+        try:
+            out.append(orjson.loads(Path(f).read_bytes()))
+        except (FileNotFoundError, orjson.JSONDecodeError):
+            continue
+    return out
+
+
+def sum_usage(statuses: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    acc: dict[tuple[str, str], Counts] = defaultdict(Counts)
+    for s in statuses:
+        for u in s.get("usage", []):
+            acc[(u["model"], u["stage"])] += Counts.from_dict(u)
+    return [{"model": m, "stage": st, **a.as_dict()} for (m, st), a in sorted(acc.items())]
+
+
+def stage_failures(statuses: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {"stage": s["stage"], "shard": s["shard"], "failed": s["failed"], "errors": s["errors"][:5]}
+        for s in statuses
+        if s.get("failed")
+    ]
+
+
+def failure_summary(path: Path | str, max_errors: int = 3) -> str | None:
+    """What a user must know about an incomplete results.json, or None when complete."""
+    doc = orjson.loads(Path(path).read_bytes())
+    if doc.get("complete", True):
+        return None
+    target = doc.get("target", "?")
+    failed = int(doc.get("failedTests", 0))
+    total = failed + int(doc.get("tests", 0))
+    lines = []
+    if failed:
+        lines.append(f"{failed} of {total} tests of target {target!r} failed")
+    # failed conversations and judgments are the failed tests; before them, say which
+    stages = [s for s in doc.get("stageFailures", []) if s.get("stage") in ("seeds", "scenarios")]
+    for stage in ("seeds", "scenarios"):
+        n = sum(int(s.get("failed", 0)) for s in stages if s.get("stage") == stage)
+        if n:
+            lines.append(f"{n} {'seed calls' if stage == 'seeds' else 'expansions'} failed")
+    errors = [g["example"] for g in doc.get("failed", []) if g.get("example")]
+    errors += [e["error"] for s in stages for e in s.get("errors", []) if e.get("error")]
+    seen: list[str] = []
+    for e in errors:
+        e = e.removeprefix("conversation failed: ")
+        if e not in seen:
+            seen.append(e)
+    shown = os.path.relpath(path) if Path(path).is_absolute() else str(path)
+    out = [f"{shown}: " + "; ".join(lines) + " (kept, marked incomplete)"]
+    out += [f"  - {e[:300]}" for e in seen[:max_errors]]
+    return "\n".join(out)
+
+
+SKIPPED_REASON = (
+    "the target is a deployed chat endpoint, which always receives an age: "
+    "a no-age `default` baseline cannot be run against it"
+)
+
+
+class ResultsMeta(BaseModel):
+    """What results.json says about the run besides its scores: the results rule's params."""
+
+    model_config = ConfigDict(extra="forbid")
+    target: str
+    judges: list[str]
+    user: str | list[str]  # a fallback chain as its list
+    prompts: list[PromptVariant]
+    skipped: list[PromptVariant]
+    models: dict[str, dict[str, Any]]
+    imported: bool
+    continued: bool = False
+
+    @classmethod
+    def of(cls, config: KoraConfig, target: str) -> ResultsMeta:
+        return cls(
+            target=target,
+            judges=list(config.judges),
+            user=config.user_model,
+            prompts=config.target_prompts(target),
+            skipped=config.skipped_prompts(target),
+            models=models_used(config, target),
+            imported=config.targets[target].imported,
+            continued=config.targets[target].continued,
+        )
+
+
+def build_results(
+    meta: ResultsMeta,
+    taxonomy: Taxonomy,
+    judgment_files: Sequence[Path | str],
+    status_files: Sequence[Path | str],
+    rejected_counts: int = 0,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(results.json, usage.json) documents for one target."""
+    if taxonomy.benchmark == "v2":
+        from kora.benchmarks.v2.results import RunResultV2, aggregate_judgments
+
+        scores, failed = aggregate_judgments([Path(f) for f in judgment_files], taxonomy)
+        RunResultV2.model_validate({"scores": scores})  # the canonical shape, or our bug
+    else:
+        scores, failed = aggregate([Path(f) for f in judgment_files], taxonomy)
+        RunResult.model_validate({"scores": scores})  # the reference shape, or a bug of ours
+    statuses = read_status(status_files)
+    is_mock = any(m["provider"] == "mock" for m in meta.models.values())
+    target = meta.target
+    results: dict[str, Any] = {
+        **({"benchmark": "v2"} if taxonomy.benchmark == "v2" else {}),
+        "target": target,
+        "judges": list(meta.judges),
+        "user": meta.user,
+        "prompts": list(meta.prompts),
+        "scores": scores,
+    }
+    if len(meta.judges) == 1:
+        results["judge"] = meta.judges[0]
+    if meta.skipped:
+        results["skippedPrompts"] = list(meta.skipped)
+        results["skippedReason"] = SKIPPED_REASON
+    results["models"] = meta.models
+    if meta.imported:
+        results["conversations"] = "imported"
+    if meta.continued:
+        results["conversations"] = "continued"
+    results["tests"] = sum(s["sums"]["al"] for s in scores)
+    results["failedTests"] = sum(f["failed"] for f in failed)
+    results["failed"] = failed
+    blocked: dict[str, int] = defaultdict(int)
+    for f in failed:
+        for reason, n in f.get("blocked", {}).items():
+            blocked[reason] += n
+    if blocked:  # tests a chat service would not let run, by the reason it gave
+        results["blockedTests"] = dict(sorted(blocked.items()))
+    results["stageFailures"] = stage_failures(statuses)
+    results["rejectedScenarios"] = rejected_counts
+    # a run with failed tests or stage items is readable but not finished: the same
+    # command retries what failed
+    results["complete"] = results["failedTests"] == 0 and not results["stageFailures"]
+    if is_mock:
+        results["mock"] = True
+        results["note"] = MOCK_NOTE
+    rows = sum_usage(statuses)
+    by_stage: dict[str, float] = defaultdict(float)
+    by_model: dict[str, float] = defaultdict(float)
+    for u in rows:
+        by_stage[u["stage"]] += u["cost"]
+        by_model[u["model"]] += u["cost"]
+    usage: dict[str, Any] = {
+        "target": target,
+        "usage": rows,
+        "total": sum((Counts.from_dict(u) for u in rows), Counts()).as_dict(),
+        "costByStage": {k: round(v, 6) for k, v in sorted(by_stage.items())},
+        "costByModel": {k: round(v, 6) for k, v in sorted(by_model.items())},
+    }
+    return results, usage

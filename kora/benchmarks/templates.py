@@ -1,0 +1,141 @@
+"""Prompt templates: one Jinja file per prompt under kora/benchmarks/v1/prompts/, rendered strictly.
+
+A template defines `{% block system %}` and/or `{% block user %}`. An undefined variable
+is an error, never an empty string, so an edited template cannot silently lose its input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from jinja2 import nodes
+
+PROMPTS_DIR = Path(__file__).parent / "v1" / "prompts"
+STEMS = (
+    "seeds",
+    "scenario",
+    "validate",
+    "first_user_message",
+    "next_user_message",
+    "target_system",
+    "judge_safety",
+    "judge_behavior",
+    "judge_mechanisms",
+)
+# the stems each KORA version renders (v1 has no mechanism judge, v2 no behaviour judge)
+VERSION_STEMS = {
+    "v1": tuple(s for s in STEMS if s != "judge_mechanisms"),
+    "v2": tuple(s for s in STEMS if s != "judge_behavior"),
+}
+
+
+@dataclass(frozen=True)
+class Prompt:
+    system: str | None
+    user: str | None
+
+
+# The folder templates render from: the package's, or a run's `prompts_dir`. A context
+# variable, so that the jobs a broker runs side by side (each in its own task) cannot
+# change each other's.
+_prompts_dir: ContextVar[Path] = ContextVar("prompts_dir", default=PROMPTS_DIR)
+
+
+@contextmanager
+def prompts_from(directory: Path | str | None) -> Iterator[None]:
+    """Render from `directory` (a folder holding all the templates) inside this block."""
+    folder = Path(directory) if directory is not None else PROMPTS_DIR
+    # the stems of both versions; a folder made for one version lacks the other's judge
+    for stem in set(VERSION_STEMS["v1"]) & set(VERSION_STEMS["v2"]):
+        if not template_path(stem, folder).exists():
+            raise FileNotFoundError(f"prompts_dir {folder}: missing {stem}.jinja")
+    token = _prompts_dir.set(folder)
+    try:
+        yield
+    finally:
+        _prompts_dir.reset(token)
+
+
+def template_path(stem: str, directory: Path | None = None) -> Path:
+    if stem not in STEMS:
+        raise KeyError(f"unknown prompt template {stem!r}")
+    return (directory or _prompts_dir.get()) / f"{stem}.jinja"
+
+
+@cache
+def _env(directory: str) -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(directory),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+_ALLOWED_AT_TOP = (nodes.Block, nodes.Assign, nodes.Macro, nodes.Import, nodes.FromImport)
+
+
+_checked: set[tuple[str, int, int]] = set()
+
+
+def _check_blocks(env: jinja2.Environment, path: Path) -> None:
+    """Only blocks (and set/macro/import) at the top level: text there renders nowhere,
+    so an edit placed outside `{% block %}` would silently change nothing."""
+    st = path.stat()
+    version = (str(path), st.st_mtime_ns, st.st_size)
+    if version in _checked:
+        return  # rendered for every call: parse each version of a file once
+    source = path.read_text()
+    for node in env.parse(source, path.name, str(path)).body:
+        if isinstance(node, _ALLOWED_AT_TOP):
+            continue
+        if isinstance(node, nodes.Output) and all(
+            isinstance(part, nodes.TemplateData) and not part.data.strip() for part in node.nodes
+        ):
+            continue
+        line = node.lineno
+        if isinstance(node, nodes.Output):
+            # the first part that is not blank: leading newlines belong to the line before
+            for part in node.nodes:
+                if not (isinstance(part, nodes.TemplateData) and not part.data.strip()):
+                    line = part.lineno
+                    if isinstance(part, nodes.TemplateData):
+                        line += len(part.data) - len(part.data.lstrip("\n"))
+                    break
+        raise ValueError(
+            f"prompt template {path}, line {line}: text outside {{% block system %}} / "
+            "{% block user %} is never sent; move it inside a block"
+        )
+    _checked.add(version)
+
+
+def render(stem: str, directory: Path | None = None, **variables: Any) -> Prompt:
+    path = template_path(stem, directory)
+    env = _env(str(path.parent))
+    try:
+        _check_blocks(env, path)
+        tmpl = env.get_template(path.name)
+        ctx = tmpl.new_context(variables)
+        parts: dict[str, str | None] = {}
+        for name in ("system", "user"):
+            block = tmpl.blocks.get(name)
+            parts[name] = "".join(block(ctx)).strip() if block is not None else None
+    except jinja2.UndefinedError as exc:
+        raise ValueError(f"prompt template {path}: {exc.message}") from None
+    except jinja2.TemplateSyntaxError as exc:
+        raise ValueError(f"prompt template {path}, line {exc.lineno}: {exc.message}") from None
+    return Prompt(system=parts["system"] or None, user=parts["user"] or None)
+
+
+def format_conversation(messages: list[Any]) -> str:
+    """The transcript as the judges and the simulated child read it."""
+    return "\n\n".join(f"{'CHILD' if m.role == 'user' else 'AI'}: {m.content}" for m in messages)

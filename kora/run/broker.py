@@ -1,0 +1,238 @@
+"""The run's broker: one long-lived process that runs the shard jobs of a local run.
+
+Started by the Snakefile's `onstart` (`start_broker`), stopped by `onsuccess`/`onerror`;
+it listens on a Unix socket that only this user can open. Each connection is one job: a
+line of JSON (kora.run.dispatch.job_spec) in, a line of JSON `{status, message}` out when the
+job is done. A job whose script goes away (Snakemake killed it, Ctrl-C) is cancelled: its
+finished calls are in the call store, as with any killed job. The broker exits when the
+Snakemake process that started it is gone, so a `kill -9` of the run leaves nothing
+behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kora.run.dispatch import BROKER_ENV
+
+log = logging.getLogger("kora.run.broker")
+# one line of JSON a message: the run's job specs for prefetching can take megabytes
+# (a full grid's 4,500 jobs), far past asyncio's 64 KiB default
+MESSAGE_LIMIT = 1 << 30
+
+
+@dataclass
+class _Ahead:
+    """The broker's prefetching (kora.run.prefetch) and its line on the run's progress."""
+
+    task: asyncio.Task[None] | None = None
+    reporter: asyncio.Task[None] | None = None
+
+    def start(self, specs: list[dict[str, Any]], pool: Any) -> None:
+        from kora.run.prefetch import Prefetch
+
+        if self.task is not None:
+            return
+        run = Prefetch.of(specs, pool)
+
+        async def work() -> None:
+            try:
+                await run.run()
+            finally:
+                await run.aclose()
+
+        self.task = asyncio.create_task(work())
+        self.reporter = asyncio.create_task(_report_ahead(pool))
+
+    def cancel(self) -> None:
+        for task in (self.task, self.reporter):
+            if task is not None:
+                task.cancel()
+
+
+async def _report_ahead(pool: Any) -> None:
+    """What the calls made ahead have cost and no job has claimed yet, every second."""
+    from kora.io import write_atomic
+    from kora.run.progress import RUN_ENV, progress_dir
+
+    run_id = os.environ.get(RUN_ENV)
+    if not run_id:
+        return
+    path = progress_dir(pool.workdir, run_id) / f"ahead-{os.getpid()}.json"
+    while True:
+        counts = pool.ledger.unclaimed()
+        snapshot = {"stage": "ahead", **counts.as_dict()}
+        with contextlib.suppress(OSError):
+            write_atomic(path, json.dumps(snapshot).encode())
+        await asyncio.sleep(1.0)
+
+
+ahead = _Ahead()
+
+
+async def _serve_job(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pool: Any) -> None:
+    from kora.run.entries import execute
+
+    line = b""
+    try:
+        line = await reader.readline()
+        spec = json.loads(line)
+    except (ValueError, ConnectionError) as exc:
+        if line.strip():  # an empty line is start_broker's probe
+            log.error("a message the broker cannot read: %s", exc)
+        writer.close()
+        return
+    if "prefetch" in spec:  # from onstart: every shard job of the run, to work ahead of
+        ahead.start(spec["prefetch"], pool)
+        writer.write(b'{"status": 0}\n')
+        await writer.drain()
+        writer.close()
+        return
+    job = asyncio.create_task(execute(spec, pool, where="the run's broker"))
+    gone = asyncio.create_task(reader.read())  # ends when the job's script does
+    await asyncio.wait({job, gone}, return_when=asyncio.FIRST_COMPLETED)
+    if not job.done():
+        job.cancel()
+        with contextlib.suppress(BaseException):
+            await job
+        writer.close()
+        return
+    gone.cancel()
+    try:
+        outcome = job.result()
+        reply = {"status": outcome.status, "message": outcome.message}
+    except Exception:  # a bug: the job fails with its traceback, the broker goes on
+        reply = {"status": 1, "message": traceback.format_exc()}
+    with contextlib.suppress(ConnectionError):
+        writer.write(json.dumps(reply).encode() + b"\n")
+        await writer.drain()
+    writer.close()
+
+
+async def serve(path: Path, parent: int) -> None:
+    from kora.run.context import Pool
+
+    pool = Pool(Path.cwd())
+    old = os.umask(0o077)  # the socket: this user only
+    try:
+        server = await asyncio.start_unix_server(
+            lambda r, w: _serve_job(r, w, pool), path=str(path), limit=MESSAGE_LIMIT
+        )
+    finally:
+        os.umask(old)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    async def watch_parent() -> None:
+        while os.getppid() == parent:
+            await asyncio.sleep(0.5)
+        stop.set()  # the run is gone (killed): nothing will ask for more
+
+    watcher = asyncio.create_task(watch_parent())
+    async with server:
+        await stop.wait()
+    watcher.cancel()
+    ahead.cancel()
+    for task in asyncio.all_tasks() - {asyncio.current_task()}:
+        task.cancel()
+    await pool.aclose()
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m kora.run.broker")
+    ap.add_argument("--socket", required=True)
+    ap.add_argument("--parent", type=int, required=True)
+    args = ap.parse_args(argv)
+    path = Path(args.socket)
+    from kora.run.joblog import install
+
+    install()  # what no job owns goes to standard error: logs/broker.log
+    try:
+        asyncio.run(serve(path, args.parent))
+    finally:
+        path.unlink(missing_ok=True)
+
+
+@dataclass
+class Broker:
+    """The Snakemake process's handle on its broker."""
+
+    process: subprocess.Popen[bytes]
+    path: Path
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.path.unlink(missing_ok=True)
+        os.environ.pop(BROKER_ENV, None)
+
+
+def send_ahead(broker: Broker, specs: list[dict[str, Any]]) -> None:
+    """Hand the broker every shard job of the run, to make their calls ahead of them."""
+    with socket.socket(socket.AF_UNIX) as conn:
+        conn.connect(str(broker.path))
+        conn.sendall(json.dumps({"prefetch": specs}).encode() + b"\n")
+        conn.recv(64)
+
+
+def start_broker(
+    run_id: str, log_path: Path | None = None, workdir: Path | None = None
+) -> Broker | None:
+    """Start the broker for this run (in `workdir`, default the current folder) and point
+    the jobs at it (in the environment they inherit); None, and the jobs run in their own
+    processes, if it does not come up."""
+    folder = Path(tempfile.gettempdir())
+    for stale in folder.glob(f"kora-{os.getuid()}-*.sock"):
+        # left by a run killed with its broker (kill -9 of the process group)
+        with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as probe:
+            try:
+                probe.connect(str(stale))
+            except ConnectionRefusedError:
+                stale.unlink(missing_ok=True)
+    path = folder / f"kora-{os.getuid()}-{run_id}.sock"
+    path.unlink(missing_ok=True)
+    command = [sys.executable, "-m", "kora.run.broker", "--socket", str(path)]
+    command += ["--parent", str(os.getpid())]
+    if log_path is not None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as out:  # the broker keeps its own copy of the file
+            process = subprocess.Popen(command, stdout=out, stderr=out, cwd=workdir)
+    else:
+        process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=workdir
+        )
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and process.poll() is None:
+        with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as probe:
+            probe.connect(str(path))
+            os.environ[BROKER_ENV] = f"{socket.gethostname()}|{path}"
+            return Broker(process, path)
+        time.sleep(0.05)
+    process.kill()
+    return None
+
+
+if __name__ == "__main__":
+    main()

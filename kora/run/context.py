@@ -1,0 +1,165 @@
+"""What a stage job calls models through: clients built from the rule's params.
+
+A rule's params carry every setting that changes a result (provider, model, max_tokens,
+temperature; a chat endpoint's URL): Snakemake re-runs a shard when one changes. The
+settings that only carry the calls (base URL of a proxy, key variable, rate limits,
+timeout, price) come from the run's config by model name (`Transport`): changing a rate
+limit must not re-run a finished shard.
+
+A `Pool` lives as long as its process: the job's own, or the run's broker that serves many
+jobs (kora.run.broker). It keeps one provider (HTTP client, SDK) per model and the taxonomy
+and template checks per file version; each job gets its own `JobContext` with its own
+usage counters.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kora.benchmarks.taxonomy import Taxonomy, load_taxonomy_files
+from kora.config.schema import ModelConfig
+from kora.llm.base import Provider
+from kora.llm.cache import CallCache
+from kora.llm.chain import Asker, as_asker
+from kora.llm.client import ModelClient
+from kora.llm.ledger import Ledger
+from kora.llm.limits import limiter_for
+from kora.llm.registry import create_provider
+from kora.llm.targets import EndpointTarget, LLMTarget, Target
+from kora.llm.usage import Usage
+
+log = logging.getLogger("kora")
+
+
+@dataclass(frozen=True)
+class Transport:
+    """The run-wide settings a job takes from the config rather than its params (built by
+    kora.run.dispatch.transport from the config, for the models the params name)."""
+
+    models: dict[str, dict[str, Any]]
+    cache_dir: str = ".kora/cache"
+    concurrency: int = 16
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"models": self.models, "cache_dir": self.cache_dir, "concurrency": self.concurrency}
+
+    def model(self, params: dict[str, Any]) -> ModelConfig:
+        """A model's full config: its params (what changes answers) + its transport."""
+        settings = {k: v for k, v in params.items() if k != "name"}
+        return ModelConfig.model_validate(_merge(self.models.get(params["name"], {}), settings))
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """`over` on top of `base`, mappings merged key by key: a chat service's `http` in the
+    params leaves out its headers (transport), which come from the config."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+@dataclass
+class Pool:
+    """What the jobs served by one process share."""
+
+    workdir: Path
+    # providers given by model name, used instead of making one (tests; `kora plan`'s
+    # replay from the call store)
+    fixed: dict[str, Provider] = field(default_factory=dict)
+    # calls in flight and calls made ahead of their jobs, shared by every job served here
+    ledger: Ledger = field(default_factory=Ledger)
+    _providers: dict[tuple[str, str], Provider] = field(default_factory=dict)
+    _taxonomies: dict[tuple[Any, ...], Taxonomy] = field(default_factory=dict)
+
+    def provider(self, name: str, config: ModelConfig) -> Provider:
+        if name in self.fixed:
+            return self.fixed[name]
+        key = (name, config.model_dump_json())
+        if key not in self._providers:
+            self._providers[key] = create_provider(name, config)
+        return self._providers[key]
+
+    def taxonomy(self, files: list[Path]) -> Taxonomy:
+        """The taxonomy of a rule's declared input files (loaded once per file version):
+        risks.json, motivations.json and, for KORA v2, mechanisms.json."""
+        stamp = tuple((p, p.stat().st_mtime_ns, p.stat().st_size) for p in files)
+        if stamp not in self._taxonomies:
+            named = {p.name: p for p in files}
+            self._taxonomies[stamp] = load_taxonomy_files(
+                named["risks.json"], named["motivations.json"], named.get("mechanisms.json")
+            )
+        return self._taxonomies[stamp]
+
+    async def aclose(self) -> None:
+        for p in self._providers.values():
+            await p.aclose()
+        self._providers.clear()
+
+
+@dataclass
+class JobContext:
+    """One job's view of the pool: its clients count into its own usage."""
+
+    pool: Pool
+    transport: Transport
+    usage: Usage = field(default_factory=Usage)
+    ahead: bool = False  # the clients make calls before their jobs ask (kora.run.prefetch)
+    _targets: list[Target] = field(default_factory=list)
+
+    @property
+    def workdir(self) -> Path:
+        return self.pool.workdir
+
+    @property
+    def state_dir(self) -> Path:
+        return self.workdir / ".kora" / "limits"
+
+    @property
+    def concurrency(self) -> int:
+        return self.transport.concurrency
+
+    def client(self, params: dict[str, Any]) -> ModelClient:
+        name = params["name"]
+        config = self.transport.model(params)
+        return ModelClient(
+            name,
+            config,
+            cache=CallCache(self.workdir / self.transport.cache_dir),
+            usage=self.usage,
+            provider=self.pool.provider(name, config),
+            limiter=limiter_for(name, config, self.state_dir),
+            ledger=self.pool.ledger,
+            ahead=self.ahead,
+        )
+
+    def clients(self, params: dict[str, Any] | list[dict[str, Any]]) -> list[ModelClient]:
+        """A role's clients in fallback order (a rule param of one model, or a chain's)."""
+        return [self.client(p) for p in (params if isinstance(params, list) else [params])]
+
+    def asker(self, params: dict[str, Any] | list[dict[str, Any]]) -> Asker:
+        """A role's model to ask: its client, or a chain of them (kora.llm.chain)."""
+        return as_asker(self.clients(params))
+
+    def target(self, params: dict[str, Any]) -> Target:
+        """The model under test: an LLM called directly, or a deployed chat service."""
+        config = self.transport.model(params)
+        if not config.is_service:
+            return LLMTarget(self.client(params))
+        from kora.llm.chat_endpoint import ChatEndpointTarget
+        from kora.llm.service import ServiceTarget
+
+        name = params["name"]
+        kind = ChatEndpointTarget if config.provider == "chat-endpoint" else ServiceTarget
+        endpoint = kind(name, config, limiter=limiter_for(name, config, self.state_dir))
+        target = EndpointTarget(endpoint, name, self.usage)
+        self._targets.append(target)
+        return target
+
+    async def aclose(self) -> None:
+        # LLM clients share the pool's providers (closed with the pool); a chat endpoint's
+        # HTTP client belongs to its job
+        for t in self._targets:
+            await t.aclose()

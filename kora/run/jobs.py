@@ -1,0 +1,170 @@
+"""The body every shard job shares: run its items, write its records and status.
+
+Items of a shard run concurrently. An item that still fails after the retry layer is
+recorded (with its error) and the rest of the shard completes; an error that would fail
+every item alike (a rejected key, a service that cannot be reached) stops the job. The
+records are written first, then the status file that describes them (kora.run.shards); the
+shard's retry token changes when anything failed, so the next run of the same command
+re-runs it and pays only for the failed items: everything else is in the call store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from kora.llm.base import BlockedError, ProviderError
+from kora.run.progress import ProgressReporter
+from kora.run.shards import keep_token, new_token, write_records, write_status
+
+if TYPE_CHECKING:
+    from kora.run.context import JobContext
+
+log = logging.getLogger("kora")
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class FatalProviderError(Exception):
+    """An error that no retry and no other item can get past (a bad or missing key)."""
+
+
+@dataclass
+class JobReport:
+    stage: str
+    shard: str
+    items: int = 0
+    done: int = 0
+    failed: int = 0
+    errors: list[dict[str, str]] = field(default_factory=list)
+
+
+def is_fatal(exc: BaseException) -> bool:
+    """A rejected or missing key, or a service that cannot be reached, fails every item
+    alike: the job stops rather than record the same error for each of them."""
+    return (
+        isinstance(exc, ProviderError)
+        and not isinstance(exc, BlockedError)
+        and (
+            exc.status in (401, 403)
+            or exc.unreachable
+            or (exc.status is None and not exc.retryable)
+        )
+    )
+
+
+async def run_items(
+    items: list[T],
+    work: Callable[[T], Awaitable[R]],
+    *,
+    label: Callable[[T], str],
+    concurrency: int,
+    report: JobReport,
+    progress: ProgressReporter | Any,
+) -> list[R | BaseException]:
+    sem = asyncio.Semaphore(concurrency)
+    report.items = len(items)
+
+    async def one(item: T) -> R | BaseException:
+        async with sem:
+            try:
+                result = await work(item)
+            except Exception as exc:
+                if is_fatal(exc):
+                    raise FatalProviderError(str(exc)) from None
+                report.failed += 1
+                report.errors.append({"item": label(item), "error": f"{type(exc).__name__}: {exc}"})
+                log.error("%s failed: %s: %s", label(item), type(exc).__name__, exc)
+                progress.update(report)
+                return exc
+            report.done += 1
+            progress.update(report)
+            return result
+
+    return list(await asyncio.gather(*(one(i) for i in items)))
+
+
+@dataclass
+class ShardJob:
+    """One shard of one stage: what its status file says and where its records go."""
+
+    stage: str
+    shard: str
+    output: Path
+    token: str  # the retry param this run was started with
+    # the models that made the shard, by role: `kora plan` tells a stored shard from one
+    # another model made (which the next run re-makes)
+    models: dict[str, Any]
+    report: JobReport = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.report = JobReport(self.stage, self.shard)
+
+    def write(
+        self, ctx: JobContext, records: list[Any], more: dict[Path, list[Any]] | None = None
+    ) -> int:
+        """The records (and other files of the shard), then the status, then the token."""
+        files = {self.output.name: write_records(self.output, records)}
+        for path, rows in (more or {}).items():
+            files[path.name] = write_records(path, rows)
+        r = self.report
+        write_status(
+            self.output,
+            {
+                "stage": r.stage,
+                "shard": r.shard,
+                "items": r.items,
+                "done": r.done,
+                "failed": r.failed,
+                "errors": r.errors,
+                "models": self.models,
+                "usage": ctx.usage.records(),
+            },
+            files,
+        )
+        if r.failed:  # a fresh token: the next run re-runs this shard
+            new_token(self.output)
+        else:
+            keep_token(self.output, self.token)
+        t = ctx.usage.totals()
+        log.info(
+            "%s %s: %d/%d done, %d failed; %d calls (%d cached, %d failed), "
+            "tokens in %d out %d, $%.4f",
+            r.stage, r.shard, r.done, r.items, r.failed,
+            t.calls, t.cached, t.failures, t.input_tokens, t.output_tokens, t.cost,
+        )  # fmt: skip
+        if r.failed:
+            log.warning(
+                "%d of %d items failed; they are recorded in the shard and will be retried "
+                "by the next run of the same command",
+                r.failed,
+                r.items,
+            )
+        return 0
+
+
+async def run_shard_job(
+    job: ShardJob,
+    ctx: JobContext,
+    items: list[T],
+    work: Callable[[T], Awaitable[R]],
+    *,
+    label: Callable[[T], str],
+) -> list[R | BaseException]:
+    """Every item of the shard, with progress shown on the run's line."""
+    progress = ProgressReporter(ctx.usage, ctx.workdir, job.report)
+    try:
+        return await run_items(
+            items,
+            work,
+            label=label,
+            concurrency=ctx.concurrency,
+            report=job.report,
+            progress=progress,
+        )
+    finally:
+        progress.close()
