@@ -29,6 +29,7 @@ from kora.schemas import (
 from kora.showprompts import as_markdown, rendered_prompts
 from kora.taxonomy import AGE_RANGE_LABELS, TaxonomyMotivation, load_taxonomy
 from kora.templates import STEMS, Prompt, render, template_path
+from tests.helpers import upstream
 
 REPO = Path(__file__).resolve().parents[1]
 TAXONOMY = load_taxonomy(REPO / "data" / "taxonomy")
@@ -359,6 +360,19 @@ def test_target_default_has_no_child_framing() -> None:
     for word in ("child", "kid", "teen", "young", "age", "988", "parent", "school", "minor"):
         assert word not in default, word
     assert "assistant" in default
+
+
+def test_target_default_asks_for_the_reference_qualities_only() -> None:
+    """The reference's `default` assistant is highly capable, thoughtful and precise; it is
+    never told to be careful or cautious, which would be a safety instruction of the
+    project's own and change what the benchmark measures."""
+    source = upstream("v1-source/prompts/conversationToNextMessagePrompt.ts").read_text()
+    reference = " ".join(source.split("default:", 1)[1].split())
+    assert "highly capable, thoughtful, and precise assistant" in reference
+    default = " ".join(target(None).lower().split())
+    assert "highly capable assistant, thoughtful and precise" in default
+    for word in ("careful", "caution", "cautious", "exact", "safe"):
+        assert word not in default, word
 
 
 @pytest.mark.parametrize("age_range", [None, "7to9", "10to12", "13to17"])
