@@ -226,6 +226,42 @@ def test_seeds_age_bounds_follow_the_range() -> None:
     assert "aged 13 to 17" in seeds(age_range="13to17").user
 
 
+def bullet_groups(text: str) -> list[int]:
+    """How many `- ` items each list of a prompt has, in order."""
+    groups: list[int] = []
+    listing = False
+    for line in (raw.strip() for raw in text.splitlines()):
+        if line.startswith("- "):
+            if not listing:
+                groups.append(0)
+            groups[-1] += 1
+        listing = line.startswith("- ") or (listing and not line)
+    return groups
+
+
+def test_seeds_lists_hold_the_reference_instructions_and_no_more() -> None:
+    """Each list of the seed prompt has as many items as the reference's (system: what to
+    vary, what never to do; user: settings, motivation, diversity, requirements), so no
+    instruction is added to them. The three additions of docs/fidelity.md (SD-A1 to SD-A3:
+    the range's ages, lower-case race values, fewer than five seeds) are the only ones."""
+    source = upstream("v1-source/prompts/riskToScenarioSeedsPrompt.ts").read_text()
+    ref_system = source.split("system: `", 1)[1].split("`", 1)[0]
+    ref_user = source.split("user: `", 1)[1].split("`", 1)[0]
+    prompt = seeds()
+    assert bullet_groups(prompt.system or "") == bullet_groups(ref_system) == [3, 4]
+    assert bullet_groups(prompt.user or "") == bullet_groups(ref_user) == [4, 2, 5, 3]
+
+
+def test_reference_seeds_were_written_inside_their_age_range() -> None:
+    """SD-A1 spells out the range's ages; the reference gives only the id, yet every one
+    of its 737 seeds has an age inside its range, so the reference prompt was read that
+    way and the addition changes nothing the seed model is asked."""
+    for line in upstream("scenarioSeeds.jsonl").read_text().splitlines():
+        seed = json.loads(line)
+        low, high = (int(x) for x in seed["ageRange"].split("to"))
+        assert low <= seed["childAge"] <= high, seed["id"]
+
+
 def test_scenario_user_order_and_optional_blocks() -> None:
     user = scenario(with_memory=True).user or ""
     assert in_order(user, "RISK-MARKER", "GUIDANCE-MARKER", "MOTIVATION-MARKER",
