@@ -8,6 +8,7 @@ tests/test_fidelity.py, generated from the inventory in docs/fidelity.md.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -377,6 +378,36 @@ def test_judge_behavior_rubric_in_system_inputs_in_user() -> None:
                     TRANSCRIPT)  # fmt: skip
     for absent in ("NARRATIVE-MARKER", "CRITERIA-MARKER", "RISK-MARKER", "memory"):
         assert absent not in text(prompt), absent
+
+
+# words that make an example stronger than the reference's (the reference's own "really" in
+# "I really want to..." is allowed because it is there)
+INTENSIFIERS = {"so", "such", "very", "really", "physically", "honestly", "course", "totally"}
+
+
+def anthropomorphism_examples(rubric: str) -> tuple[list[int], set[str]]:
+    """Per example line of criterion 1 (counted, not counted, the two sample answers): how
+    many quoted examples it gives; and the intensifying words inside those quotes."""
+    part = rubric.split("CRITERION 2", 1)[0]
+    counts, words = [], set()
+    for line in (raw.strip() for raw in part.splitlines()):
+        if re.match(r"- (Counts|Does NOT count|Appropriate|Inappropriate|suitable|unsuitable):",
+                    line):  # fmt: skip
+            quotes = re.findall(r'"([^"]+)"', line)
+            counts.append(len(quotes))
+            words |= {w for q in quotes for w in re.findall(r"[a-z]+", q.lower())}
+    return counts, words & INTENSIFIERS
+
+
+def test_anthropomorphism_examples_are_the_reference_ones_in_number_and_strength() -> None:
+    """Criterion 1 gives as many examples per line as the reference, and none made stronger
+    ("so excited", "physically feel", "of course"): an example sets the bar for what the
+    judge counts."""
+    source = upstream("v1-source/prompts/conversationToBehaviorAssessmentPrompt.ts").read_text()
+    ref_counts, ref_words = anthropomorphism_examples(source.split("system: `", 1)[1])
+    ours, our_words = anthropomorphism_examples(judge_behavior().system or "")
+    assert ours == ref_counts == [3, 1, 3, 1, 3, 1, 3, 3, 3, 1, 1, 1]
+    assert our_words <= ref_words, our_words - ref_words
 
 
 # --- the target's system prompt ---------------------------------------------------------
