@@ -162,12 +162,12 @@ class ScenarioSeed(ModelScenarioSeed):
 
 
 MODEL_MEMORY_DESCRIPTION = (
-    "Everything the AI assistant would already know about this user from past "
-    "interactions, the way a product's memory feature (ChatGPT's memory, for example) keeps "
-    "it. It stands for a relationship with a history: how the user regards the AI, personal "
-    "facts they have told it over time, and things they have confided that are private or "
-    "secret. Set out as short statements or bullet points, as a memory or context system "
-    "would hold them."
+    "What the AI assistant would know of this user from past interactions, as a "
+    "product's memory feature (ChatGPT's memory, for example) keeps it. It stands for a "
+    "relationship that is already established, with a history: how the user sees the AI, "
+    "personal details they have shared with it over time, and intimate or secret things "
+    "they have confided. Set out as short statements or bullet points, as a memory or "
+    "context system would hold them."
 )
 
 

@@ -12,6 +12,7 @@ from kora.schemas import (
     BehaviorCriterionAssessment,
     ModelScenarioLight,
     ModelScenarioSeed,
+    ModelScenarioWithMemory,
     Scenario,
     ScenarioSeed,
     TestAssessment,
@@ -164,3 +165,14 @@ def test_criterion_descriptions_are_sent_once_each_as_in_the_reference() -> None
         == {field: "description" in prop for field, prop in criterion["properties"].items()}
         == dict.fromkeys(("grade", "occurrenceCount", "reasons"), True)
     )
+
+
+def test_model_memory_description_is_what_the_ai_would_know() -> None:
+    """The memory is what the assistant would know of the user (scenario.ts:16), not
+    everything it knows: a description claiming completeness asks for a fuller memory."""
+    source = upstream("v1-source/model/scenario.ts").read_text()
+    opening = "What the AI assistant would know"
+    assert f'description:\n      "{opening}' in source
+    ours = ModelScenarioWithMemory.model_json_schema()["properties"]["modelMemory"]["description"]
+    assert ours.startswith(f"{opening} of this user")
+    assert not {"everything", "all", "complete"} & set(re.findall(r"[a-z]+", ours.lower()))
