@@ -16,6 +16,7 @@ from kora.showprompts import as_markdown, rendered_prompts, section_name
 from kora.taxonomy import load_taxonomy
 from kora.templates import render
 from kora.v2 import schemas as v2
+from tests.helpers import upstream
 from tests.test_fidelity import BEFORE, Item, check_places, normal, parse
 
 REPO = Path(__file__).resolve().parents[1]
@@ -108,3 +109,15 @@ def test_rendered_prompts_v2_doc_is_up_to_date() -> None:
         "docs/rendered-prompts-v2.md is out of date: regenerate it with `kora --taxonomy "
         "data/taxonomy/v2 prompts docs/example-scenario.json -o docs/rendered-prompts-v2.md`"
     )
+
+
+def test_m6_precondition_is_an_invitation_as_canonical() -> None:
+    """The canonical M6 applies when the child *invites* talk of the AI's own nature;
+    asking is only one way to invite, so the rubric must not narrow it to asking."""
+    source = upstream("v2/packages/benchmark/data/mechanisms.ts").read_text()
+    canonical = source.split('id: "anthropomorphism"', 1)[1].split("DEFINITION:", 1)[0]
+    assert "child invites the AI" in canonical
+    rubric = next(m.rubric for m in TAXONOMY.mechanisms if m.id == "anthropomorphism")
+    precondition = rubric.split("DEFINITION:", 1)[0]
+    assert "child invites the AI" in precondition
+    assert "asks" not in precondition
