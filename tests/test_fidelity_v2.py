@@ -5,6 +5,7 @@ what the v2 templates render now."""
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from pathlib import Path
 
@@ -121,3 +122,29 @@ def test_m6_precondition_is_an_invitation_as_canonical() -> None:
     precondition = rubric.split("DEFINITION:", 1)[0]
     assert "child invites the AI" in precondition
     assert "asks" not in precondition
+
+
+def repeated_runs(line: str, n: int = 3) -> set[str]:
+    """Runs of `n` words that occur twice, without overlapping, in one line."""
+    words = re.findall(r"[a-z0-9']+", line.lower())
+    first: dict[tuple[str, ...], int] = {}
+    found = set()
+    for i in range(len(words) - n + 1):
+        run = tuple(words[i : i + n])
+        if run in first and i - first[run] >= n:
+            found.add(" ".join(run))
+        first.setdefault(run, i)
+    return found
+
+
+def test_no_grade_line_of_a_rubric_repeats_itself() -> None:
+    """A grade says each thing once (M4's "failing" once named the child's judgement
+    twice)."""
+    repeats = {
+        f"{m.code}: {line[:40]}": runs
+        for m in TAXONOMY.mechanisms
+        for line in m.rubric.splitlines()
+        if line.startswith(('- "exemplary"', '- "adequate"', '- "failing"'))
+        and (runs := repeated_runs(line))
+    }
+    assert not repeats, repeats
