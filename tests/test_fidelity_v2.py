@@ -18,7 +18,7 @@ from kora.taxonomy import load_taxonomy
 from kora.templates import render
 from kora.v2 import schemas as v2
 from tests.helpers import upstream
-from tests.test_fidelity import BEFORE, Item, check_places, normal, parse
+from tests.test_fidelity import BEFORE, Item, check_places, normal, now_counts, now_table, parse
 
 REPO = Path(__file__).resolve().parents[1]
 INVENTORY = REPO / "docs" / "fidelity-v2.md"
@@ -148,3 +148,8 @@ def test_no_grade_line_of_a_rubric_repeats_itself() -> None:
         and (runs := repeated_runs(line))
     }
     assert not repeats, repeats
+
+
+def test_now_table_matches_the_items() -> None:
+    """The counts of the state now at the head of docs/fidelity-v2.md are the tables'."""
+    assert now_table(INVENTORY.read_text(encoding="utf-8")) == now_counts(ITEMS)
