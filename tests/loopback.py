@@ -516,6 +516,10 @@ class AnthropicServer(_LLMServer):
                 return self.error_reply(
                     400, f"messages.{i}: all messages must have non-empty content"
                 )
+            if isinstance(m["content"], str) and not m["content"].strip():
+                return self.error_reply(
+                    400, f"messages.{i}: text content blocks must contain non-whitespace text"
+                )
         tools = body.get("tools") or []
         choice = body.get("tool_choice") or {}
         forced = tools and choice.get("type") == "tool"

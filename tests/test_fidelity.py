@@ -237,3 +237,32 @@ def test_summary_table_matches_the_items() -> None:
     }
     total = [sum(v[k] for v in expected.values()) for k in range(5)]
     assert table == {**expected, "total": total}
+
+
+def now_table(text: str) -> dict[str, int]:
+    """The `<!-- now -->` table of an inventory: state -> count."""
+    head = text.split("<!-- now -->")[1]
+    table = {}
+    for line in head.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[1].isdigit():
+            table[cells[0]] = int(cells[1])
+    return table
+
+
+def now_counts(items: list[Item]) -> dict[str, int]:
+    """The state of the inventory now: every row with a place is checked as carried above;
+    a row without one is not sent to a model; `added` rows are the project's additions."""
+    facts = [i for i in items if i.before != "added"]
+    return {
+        "reference facts": len(facts),
+        "carried": sum(1 for i in facts if i.places),
+        "changed": 0,
+        "n/a (never sent to a model)": sum(1 for i in facts if not i.places),
+        "project additions (`added` rows)": len(items) - len(facts),
+    }
+
+
+def test_now_table_matches_the_items() -> None:
+    """The counts of the state now at the head of docs/fidelity.md are the tables'."""
+    assert now_table(INVENTORY.read_text(encoding="utf-8")) == now_counts(ITEMS)

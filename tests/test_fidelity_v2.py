@@ -5,6 +5,7 @@ what the v2 templates render now."""
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from pathlib import Path
 
@@ -16,7 +17,8 @@ from kora.benchmarks.taxonomy import load_taxonomy
 from kora.benchmarks.templates import render
 from kora.benchmarks.v2 import schemas as v2
 from kora.commands.prompts import as_markdown, rendered_prompts, section_name
-from tests.test_fidelity import BEFORE, Item, check_places, normal, parse
+from tests.helpers import upstream
+from tests.test_fidelity import BEFORE, Item, check_places, normal, now_counts, now_table, parse
 
 REPO = Path(__file__).resolve().parents[1]
 INVENTORY = REPO / "docs" / "fidelity-v2.md"
@@ -108,3 +110,46 @@ def test_rendered_prompts_v2_doc_is_up_to_date() -> None:
         "docs/rendered-prompts-v2.md is out of date: regenerate it with `kora --taxonomy "
         "data/taxonomy/v2 prompts docs/example-scenario.json -o docs/rendered-prompts-v2.md`"
     )
+
+
+def test_m6_precondition_is_an_invitation_as_canonical() -> None:
+    """The canonical M6 applies when the child *invites* talk of the AI's own nature;
+    asking is only one way to invite, so the rubric must not narrow it to asking."""
+    source = upstream("v2/packages/benchmark/data/mechanisms.ts").read_text()
+    canonical = source.split('id: "anthropomorphism"', 1)[1].split("DEFINITION:", 1)[0]
+    assert "child invites the AI" in canonical
+    rubric = next(m.rubric for m in TAXONOMY.mechanisms if m.id == "anthropomorphism")
+    precondition = rubric.split("DEFINITION:", 1)[0]
+    assert "child invites the AI" in precondition
+    assert "asks" not in precondition
+
+
+def repeated_runs(line: str, n: int = 3) -> set[str]:
+    """Runs of `n` words that occur twice, without overlapping, in one line."""
+    words = re.findall(r"[a-z0-9']+", line.lower())
+    first: dict[tuple[str, ...], int] = {}
+    found = set()
+    for i in range(len(words) - n + 1):
+        run = tuple(words[i : i + n])
+        if run in first and i - first[run] >= n:
+            found.add(" ".join(run))
+        first.setdefault(run, i)
+    return found
+
+
+def test_no_grade_line_of_a_rubric_repeats_itself() -> None:
+    """A grade says each thing once (M4's "failing" once named the child's judgement
+    twice)."""
+    repeats = {
+        f"{m.code}: {line[:40]}": runs
+        for m in TAXONOMY.mechanisms
+        for line in m.rubric.splitlines()
+        if line.startswith(('- "exemplary"', '- "adequate"', '- "failing"'))
+        and (runs := repeated_runs(line))
+    }
+    assert not repeats, repeats
+
+
+def test_now_table_matches_the_items() -> None:
+    """The counts of the state now at the head of docs/fidelity-v2.md are the tables'."""
+    assert now_table(INVENTORY.read_text(encoding="utf-8")) == now_counts(ITEMS)

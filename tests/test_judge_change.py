@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from kora.benchmarks.schemas import GRADES
 from sklearn.metrics import cohen_kappa_score
 
-from kora.schemas import GRADES
 from kora.analysis.stats.judge_change import judge_change
 
 pytestmark = pytest.mark.timeout(60)

@@ -8,6 +8,7 @@ tests/test_fidelity.py, generated from the inventory in docs/fidelity.md.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from kora.benchmarks.schemas import (
 from kora.benchmarks.taxonomy import AGE_RANGE_LABELS, TaxonomyMotivation, load_taxonomy
 from kora.benchmarks.templates import STEMS, Prompt, render, template_path
 from kora.commands.prompts import as_markdown, rendered_prompts
+from tests.helpers import upstream
 
 REPO = Path(__file__).resolve().parents[1]
 TAXONOMY = load_taxonomy(REPO / "data" / "taxonomy")
@@ -225,6 +227,42 @@ def test_seeds_age_bounds_follow_the_range() -> None:
     assert "aged 13 to 17" in seeds(age_range="13to17").user
 
 
+def bullet_groups(text: str) -> list[int]:
+    """How many `- ` items each list of a prompt has, in order."""
+    groups: list[int] = []
+    listing = False
+    for line in (raw.strip() for raw in text.splitlines()):
+        if line.startswith("- "):
+            if not listing:
+                groups.append(0)
+            groups[-1] += 1
+        listing = line.startswith("- ") or (listing and not line)
+    return groups
+
+
+def test_seeds_lists_hold_the_reference_instructions_and_no_more() -> None:
+    """Each list of the seed prompt has as many items as the reference's (system: what to
+    vary, what never to do; user: settings, motivation, diversity, requirements), so no
+    instruction is added to them. The three additions of docs/fidelity.md (SD-A1 to SD-A3:
+    the range's ages, lower-case race values, fewer than five seeds) are the only ones."""
+    source = upstream("v1-source/prompts/riskToScenarioSeedsPrompt.ts").read_text()
+    ref_system = source.split("system: `", 1)[1].split("`", 1)[0]
+    ref_user = source.split("user: `", 1)[1].split("`", 1)[0]
+    prompt = seeds()
+    assert bullet_groups(prompt.system or "") == bullet_groups(ref_system) == [3, 4]
+    assert bullet_groups(prompt.user or "") == bullet_groups(ref_user) == [4, 2, 5, 3]
+
+
+def test_reference_seeds_were_written_inside_their_age_range() -> None:
+    """SD-A1 spells out the range's ages; the reference gives only the id, yet every one
+    of its 737 seeds has an age inside its range, so the reference prompt was read that
+    way and the addition changes nothing the seed model is asked."""
+    for line in upstream("scenarioSeeds.jsonl").read_text().splitlines():
+        seed = json.loads(line)
+        low, high = (int(x) for x in seed["ageRange"].split("to"))
+        assert low <= seed["childAge"] <= high, seed["id"]
+
+
 def test_scenario_user_order_and_optional_blocks() -> None:
     user = scenario(with_memory=True).user or ""
     assert in_order(user, "RISK-MARKER", "GUIDANCE-MARKER", "MOTIVATION-MARKER",
@@ -342,6 +380,36 @@ def test_judge_behavior_rubric_in_system_inputs_in_user() -> None:
         assert absent not in text(prompt), absent
 
 
+# words that make an example stronger than the reference's (the reference's own "really" in
+# "I really want to..." is allowed because it is there)
+INTENSIFIERS = {"so", "such", "very", "really", "physically", "honestly", "course", "totally"}
+
+
+def anthropomorphism_examples(rubric: str) -> tuple[list[int], set[str]]:
+    """Per example line of criterion 1 (counted, not counted, the two sample answers): how
+    many quoted examples it gives; and the intensifying words inside those quotes."""
+    part = rubric.split("CRITERION 2", 1)[0]
+    counts, words = [], set()
+    for line in (raw.strip() for raw in part.splitlines()):
+        if re.match(r"- (Counts|Does NOT count|Appropriate|Inappropriate|suitable|unsuitable):",
+                    line):  # fmt: skip
+            quotes = re.findall(r'"([^"]+)"', line)
+            counts.append(len(quotes))
+            words |= {w for q in quotes for w in re.findall(r"[a-z]+", q.lower())}
+    return counts, words & INTENSIFIERS
+
+
+def test_anthropomorphism_examples_are_the_reference_ones_in_number_and_strength() -> None:
+    """Criterion 1 gives as many examples per line as the reference, and none made stronger
+    ("so excited", "physically feel", "of course"): an example sets the bar for what the
+    judge counts."""
+    source = upstream("v1-source/prompts/conversationToBehaviorAssessmentPrompt.ts").read_text()
+    ref_counts, ref_words = anthropomorphism_examples(source.split("system: `", 1)[1])
+    ours, our_words = anthropomorphism_examples(judge_behavior().system or "")
+    assert ours == ref_counts == [3, 1, 3, 1, 3, 1, 3, 3, 3, 1, 1, 1]
+    assert our_words <= ref_words, our_words - ref_words
+
+
 # --- the target's system prompt ---------------------------------------------------------
 
 
@@ -359,6 +427,19 @@ def test_target_default_has_no_child_framing() -> None:
     for word in ("child", "kid", "teen", "young", "age", "988", "parent", "school", "minor"):
         assert word not in default, word
     assert "assistant" in default
+
+
+def test_target_default_asks_for_the_reference_qualities_only() -> None:
+    """The reference's `default` assistant is highly capable, thoughtful and precise; it is
+    never told to be careful or cautious, which would be a safety instruction of the
+    project's own and change what the benchmark measures."""
+    source = upstream("v1-source/prompts/conversationToNextMessagePrompt.ts").read_text()
+    reference = " ".join(source.split("default:", 1)[1].split())
+    assert "highly capable, thoughtful, and precise assistant" in reference
+    default = " ".join(target(None).lower().split())
+    assert "highly capable assistant, thoughtful and precise" in default
+    for word in ("careful", "caution", "cautious", "exact", "safe"):
+        assert word not in default, word
 
 
 @pytest.mark.parametrize("age_range", [None, "7to9", "10to12", "13to17"])

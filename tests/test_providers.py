@@ -394,12 +394,18 @@ def test_finish_reason_in_one_vocabulary(
         assert resp.text == answer.refusal
 
 
+@pytest.mark.parametrize("nothing", ["", " \n"])
 def test_anthropic_target_that_answered_nothing_can_be_asked_again(
-    server: Server, provider: ProviderName
+    server: Server, provider: ProviderName, nothing: str
 ) -> None:
-    """The next turn after an empty reply is still a valid request."""
+    """The next turn after an empty reply, or one of only whitespace (kept as the target
+    gave it), is still a valid request."""
     client = make_client(provider, server)
-    history = [ChatMessage("user", "hi"), ChatMessage("assistant", ""), ChatMessage("user", "?")]
+    history = [
+        ChatMessage("user", "hi"),
+        ChatMessage("assistant", nothing),
+        ChatMessage("user", "?"),
+    ]
 
     async def one() -> Any:
         try:

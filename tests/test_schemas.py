@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import orjson
@@ -7,9 +8,11 @@ import pytest
 from pydantic import ValidationError
 
 from kora.benchmarks.schemas import (
+    BehaviorAssessment,
     BehaviorCriterionAssessment,
     ModelScenarioLight,
     ModelScenarioSeed,
+    ModelScenarioWithMemory,
     Scenario,
     ScenarioSeed,
     TestAssessment,
@@ -130,3 +133,46 @@ def test_reference_data_is_required_under_ci(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("CI", "1")
     with pytest.raises(_pytest.outcomes.Failed, match="CI is set"):
         helpers.upstream("scenarios.jsonl")
+
+
+def reference_described(source: str, name: str) -> dict[str, bool]:
+    """The fields of the reference's `V<name>` object, each with whether its pipe carries
+    a `v.description` (the text its JSON-schema converter sends to the model)."""
+    block = source.split(f"const V{name} = v.strictObject({{", 1)[1].split("\n});", 1)[0]
+    parts = re.split(r"\n {2}(\w+): ", block)[1:]
+    fields, bodies = parts[::2], parts[1::2]
+    return {field: "v.description(" in body for field, body in zip(fields, bodies, strict=True)}
+
+
+def test_criterion_descriptions_are_sent_once_each_as_in_the_reference() -> None:
+    """The reference describes each of the three criteria (behaviorAssessment.ts:30-47) and
+    each field of a criterion; its converter writes a criterion's description on the
+    criterion object it inlines. Pydantic shares the criterion's definition and writes the
+    same text beside each `$ref` to it: once per criterion, none on the shared definition."""
+    source = upstream("v1-source/model/behaviorAssessment.ts").read_text()
+    schema = BehaviorAssessment.model_json_schema()
+    properties = schema["properties"]
+    assert (
+        reference_described(source, "BehaviorAssessment")
+        == {field: "description" in prop for field, prop in properties.items()}
+        == dict.fromkeys(("anthropomorphism", "epistemicHumility", "humanRedirection"), True)
+    )
+    assert all(set(prop) == {"$ref", "description"} for prop in properties.values())
+    criterion = schema["$defs"]["BehaviorCriterionAssessment"]
+    assert "description" not in criterion
+    assert (
+        reference_described(source, "BehaviorCriterionAssessment")
+        == {field: "description" in prop for field, prop in criterion["properties"].items()}
+        == dict.fromkeys(("grade", "occurrenceCount", "reasons"), True)
+    )
+
+
+def test_model_memory_description_is_what_the_ai_would_know() -> None:
+    """The memory is what the assistant would know of the user (scenario.ts:16), not
+    everything it knows: a description claiming completeness asks for a fuller memory."""
+    source = upstream("v1-source/model/scenario.ts").read_text()
+    opening = "What the AI assistant would know"
+    assert f'description:\n      "{opening}' in source
+    ours = ModelScenarioWithMemory.model_json_schema()["properties"]["modelMemory"]["description"]
+    assert ours.startswith(f"{opening} of this user")
+    assert not {"everything", "all", "complete"} & set(re.findall(r"[a-z]+", ours.lower()))

@@ -214,6 +214,12 @@ def test_empty_three_times_fails_the_item() -> None:
         run(child_message(user, _opener(), stage="first_message"))  # type: ignore[arg-type]
 
 
+def test_the_child_message_is_sent_without_surrounding_whitespace() -> None:
+    """The user model's text, trimmed, is what the child sends (docs/fidelity.md CV-A3)."""
+    user, _ = client(lambda r: "\n  can u help me  \n")
+    assert run(child_message(user, _opener(), stage="first_message")) == "can u help me"  # type: ignore[arg-type]
+
+
 def test_a_placeholder_answer_is_not_kept_in_the_store(tmp_path: Path) -> None:
     answers = iter(["say [name] to them", "say hi to them"])
     user, _ = client(lambda r: next(answers), cache_dir=tmp_path)
@@ -268,6 +274,22 @@ def test_empty_and_cut_target_replies_are_kept_and_recorded_per_turn() -> None:
         ("max_tokens", False),
         ("stop", False),
     ]
+
+
+def test_a_target_reply_is_kept_as_the_target_returned_it() -> None:
+    """As in the reference (kora.ts runTest keeps the target's output untouched): the
+    reply's surrounding whitespace stays in the transcript, in what the target is sent
+    back and in what the child reads; a reply of only whitespace is recorded as empty."""
+    scenario = reference_scenario("violence_and_physical_harm")
+    replies = {1: "\n\nI can't help with that. ", 3: " \n", 5: "Please stop."}
+    target, tp = client(lambda r: replies[len(r.messages)])
+    user, up = client(lambda r: "ok but why")
+    conv = run(converse(scenario, "child", "t", LLMTarget(target), user, TAXONOMY))  # type: ignore[arg-type]
+    assert [m.content for m in conv.messages if m.role == "assistant"] == list(replies.values())
+    assert [t.empty for t in conv.turns] == [False, True, False]
+    sent_back = [m.content for m in tp.requests[2].messages if m.role == "assistant"]
+    assert sent_back == [replies[1], replies[3]]
+    assert f"AI: {replies[1]}\n\n" in up.requests[0].messages[0].content
 
 
 # --- judging ----------------------------------------------------------------------------

@@ -200,6 +200,31 @@ def test_texts_keep_the_reference_scope(taxonomy: Taxonomy, upstream: Any) -> No
     assert not off, off
 
 
+# what narrows a definition to the AI's answer alone
+REPLY_WORDS = re.compile(r"\b(repl(y|ies)|responses?)\b", re.IGNORECASE)
+
+
+def opening(text: str) -> str:
+    return text.split(". ", 1)[0]
+
+
+def test_a_definition_about_content_is_not_narrowed_to_replies(
+    taxonomy: Taxonomy, upstream: Any
+) -> None:
+    """Where the reference opens a risk's definition on content, outputs or behaviour, ours
+    does not open on "a reply" (a narrower scope); only where the reference itself speaks
+    of responses (cognitive mismatch) may ours."""
+    ref_risks, _ = upstream
+    ref = {r["id"]: r["description"] for c in ref_risks for r in c["risks"]}
+    narrowed = [
+        risk_id
+        for risk_id, (_, ours) in taxonomy.risks.items()
+        if REPLY_WORDS.search(opening(ours.description))
+        and not REPLY_WORDS.search(opening(ref[risk_id]))
+    ]
+    assert not narrowed, narrowed
+
+
 def test_motivation_names_match_reference(taxonomy: Taxonomy, upstream: Any) -> None:
     _, ref_motivations = upstream
     assert [m.name for m in taxonomy.motivations] == [m["name"] for m in ref_motivations]

@@ -9,9 +9,15 @@ from typing import Any
 import orjson
 import pytest
 
-from kora.benchmarks.schemas import Conversation, MechanismCriterionAssessment, Scenario
+from kora.benchmarks.schemas import (
+    BehaviorCriterionAssessment,
+    Conversation,
+    MechanismCriterionAssessment,
+    Scenario,
+)
 from kora.benchmarks.taxonomy import load_taxonomy
 from kora.benchmarks.v2.results import MECHANISMS
+from kora.benchmarks.v2.schemas import mechanism_assessment
 from kora.llm.base import Request
 from kora.llm.targets import LLMTarget
 from kora.run.stages.converse import converse
@@ -126,5 +132,20 @@ def test_a_conversation_has_the_turns_of_its_risk_and_flavor(
 
 
 def test_a_negative_occurrence_count_is_refused() -> None:
-    with pytest.raises(ValueError, match="cannot be negative"):
+    with pytest.raises(ValueError, match="greater than or equal to 0"):
         crit("failing", -1, False, "x")
+
+
+def test_the_occurrence_count_minimum_is_sent_as_canonical() -> None:
+    """The canonical criterion pipes occurrenceCount through minValue(0), which its
+    converter sends as the schema's minimum (model/mechanismAssessment.ts)."""
+    source = upstream("v2/packages/benchmark/src/model/mechanismAssessment.ts").read_text()
+    count = source.split("occurrenceCount: v.pipe(", 1)[1].split("v.description(", 1)[0]
+    assert "v.minValue(0)" in count
+    schema = mechanism_assessment(TAXONOMY.mechanisms).model_json_schema()
+    prop = schema["$defs"]["MechanismCriterionAssessment"]["properties"]["occurrenceCount"]
+    assert prop["minimum"] == 0 and prop["type"] == "number"
+    assert (
+        "minimum"
+        not in BehaviorCriterionAssessment.model_json_schema()["properties"]["occurrenceCount"]
+    )  # v1 follows 5333199, which has no minimum

@@ -7,6 +7,7 @@ import orjson
 
 from kora.benchmarks.taxonomy import load_taxonomy
 from tests.helpers import REPO, upstream
+from tests.test_taxonomy import REPLY_WORDS, opening
 
 V1 = load_taxonomy(REPO / "data" / "taxonomy")
 V2 = load_taxonomy(REPO / "data" / "taxonomy" / "v2")
@@ -57,3 +58,16 @@ def test_the_mechanisms_are_the_canonical_seven() -> None:
         ("anthropomorphism", "M6"), ("humanRedirection", "M7"),
     ]  # fmt: skip
     assert [m.code for m in V2.mechanisms if m.precondition] == ["M3", "M5", "M6", "M7"]
+
+
+def test_no_definition_is_narrowed_to_replies() -> None:
+    """As in v1 (tests/test_taxonomy.py): where the canonical definition opens on content,
+    ours does not open on "a reply"; the two new risks included."""
+    theirs = {r["id"]: r["description"] for c in canonical() for r in c["risks"]}  # type: ignore[attr-defined]
+    narrowed = [
+        risk_id
+        for risk_id, (_, ours) in V2.risks.items()
+        if REPLY_WORDS.search(opening(ours.description))
+        and not REPLY_WORDS.search(opening(theirs[risk_id]))
+    ]
+    assert not narrowed, narrowed

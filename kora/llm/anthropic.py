@@ -36,8 +36,8 @@ _FINISH = finish_reasons(
         "refusal": ("refusal",),
     }
 )
-# The Messages API rejects an empty turn before the last one; a target that answered
-# nothing is shown this instead in the later turns (its transcript keeps the empty reply).
+# The Messages API rejects a turn that is empty or only whitespace; a target that answered
+# nothing is shown this instead in the later turns (its transcript keeps the reply as given).
 EMPTY_TURN = "(no reply)"
 
 
@@ -67,7 +67,8 @@ class AnthropicProvider(RemoteModel[anthropic.AsyncAnthropic]):
             "model": self.model,
             "max_tokens": request.max_tokens,
             "messages": [
-                {"role": m.role, "content": m.content or EMPTY_TURN} for m in request.messages
+                {"role": m.role, "content": m.content if m.content.strip() else EMPTY_TURN}
+                for m in request.messages
             ],
         }
         if request.system:

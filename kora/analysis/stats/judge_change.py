@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from kora.schemas import GRADES
+from kora.benchmarks.schemas import GRADES
 
 Ints = npt.NDArray[np.intp]
 Floats = npt.NDArray[np.float64]

@@ -87,13 +87,16 @@ async def _turns(
             child = await child_message(user, follow, stage="child")
         messages.append(ChatMessage("user", child))
         reply = await session.reply(messages)
-        text = reply.text.strip()
+        # kept as the target returned it, surrounding whitespace included, as the reference
+        # keeps it (kora.ts runTest): the transcript is the target's own record, sent back
+        # to it and judged unchanged (docs/fidelity.md, "Conversation")
+        text = reply.text
         messages.append(ChatMessage("assistant", text))
         latency = reply.meta.get("latency")
         turns.append(
             TargetTurn(
                 finishReason=reply.finish_reason,
-                empty=not text,
+                empty=not text.strip(),
                 latency=None if latency is None else round(float(latency), 3),
                 inputTokens=reply.input_tokens or None,
                 outputTokens=reply.output_tokens or None,
