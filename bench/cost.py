@@ -6,7 +6,7 @@ Anthropic server (tests/loopback.py) that keeps a prompt cache as the API does (
 up to a `cache_control` marker of 1,024 tokens or more; a later prompt starting with one
 reads it) and answers deterministically from the request without its markers, so both
 runs get the same answers. The model's price is $3 / $15 per million input / output
-tokens; cache writes cost 1.25x the input price and reads 0.1x (kora.config.schema.CACHE_PRICE).
+tokens; cache writes cost 1.25x the input price and reads 0.1x (kora.llm.registry).
 Printed: tests, cost per test from usage.json, the ratio to the plain run, the cache's
 tokens, and whether the two results.json files are identical.
 

@@ -44,10 +44,10 @@ def client_process(
     import os
     from pathlib import Path
 
-    from kora.config.schema import ModelConfig
     from kora.llm import retry
     from kora.llm.base import ChatMessage, Provider
     from kora.llm.client import ModelClient, Usage
+    from kora.llm.config import ModelConfig
     from kora.llm.limits import limiter_for
 
     retry.set_testing(testing)

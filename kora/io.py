@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -12,6 +10,7 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from kora.errors import InputError
+from kora.llm.files import write_atomic
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -20,33 +19,6 @@ def dumps(obj: Any) -> bytes:
     if isinstance(obj, BaseModel):
         obj = obj.model_dump(mode="json", by_alias=True, exclude_none=True)
     return orjson.dumps(obj)
-
-
-def _default_mode() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
-# mkstemp makes 0600 files; results are meant to be shared like any other file
-_FILE_MODE = _default_mode()
-
-
-def write_atomic(path: Path | str, data: bytes) -> None:
-    """Write to a temp file beside `path`, then rename: readers see old or new, never half."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, _FILE_MODE)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_jsonl(path: Path | str, records: Iterable[Any]) -> None:
@@ -94,16 +66,20 @@ def read_jsonl(path: Path | str, model: type[T]) -> list[T]:
     return validate_all(model, ((f"{path}:{n}", obj) for n, obj in iter_jsonl(path)))
 
 
-def list_errors(exc: ValidationError, limit: int = 10) -> str:
-    """Every problem of a validation, one "- field: message" line each (up to `limit`)."""
-    return "\n".join(
-        f"- {'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}"
-        for err in exc.errors()[:limit]
-    )
-
-
 def describe(exc: ValidationError) -> str:
     err = exc.errors()[0]
     loc = ".".join(str(p) for p in err["loc"]) or "(record)"
     more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
     return f"field {loc}: {err['msg']}{more}"
+
+
+__all__ = [
+    "describe",
+    "dumps",
+    "iter_jsonl",
+    "read_jsonl",
+    "validate_all",
+    "write_atomic",
+    "write_json",
+    "write_jsonl",
+]

@@ -91,7 +91,7 @@ onstart:
         raise WorkflowError("\n".join(_errors))
     for _note in _warnings:
         print(f"kora: warning: {_note}", file=sys.stderr)
-    for _note in lifecycle_notes(PIPELINE.config, _models):
+    for _note in lifecycle_notes(PIPELINE.config.models, _models):
         print(f"kora: warning: {_note}", file=sys.stderr)
     # One process makes the model calls of every job on this machine (kora.run.broker) and
     # works through the run's shard jobs ahead of them (kora.run.prefetch). Only when the jobs

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from kora.config.schema import ModelConfig
 from kora.llm.base import Request, Response
 from kora.llm.client import ModelClient, Usage
+from kora.llm.config import ModelConfig
 
 
 class Scripted:

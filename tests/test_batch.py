@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from kora.config.schema import ModelConfig, Price
 from kora.llm import batch as batch_mod
 from kora.llm.base import ChatMessage, ProviderError
 from kora.llm.cache import CallCache
 from kora.llm.client import ModelClient
+from kora.llm.config import ModelConfig, Price
 from kora.llm.retry import RetryPolicy
 from kora.llm.usage import Usage
 from tests.loopback import AnthropicServer, OpenAIServer

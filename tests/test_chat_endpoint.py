@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from kora.config.schema import ModelConfig
 from kora.llm.base import ChatMessage, ProviderError
 from kora.llm.chat_endpoint import MEMORY_ACK, ChatEndpointTarget
+from kora.llm.config import ModelConfig
 from tests.loopback import DROP, INVALID, MALFORMED, ChatEndpointServer, Fault
 
 SESSION_ID = re.compile(

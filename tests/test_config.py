@@ -118,7 +118,7 @@ def test_every_setting_reaches_the_jobs_as_a_param_or_as_transport() -> None:
     """A job's model config is its params (what changes answers) plus the transport
     settings kora.run.dispatch passes by model name: a setting in neither is lost on the way
     to the job (the token limits were, until this test)."""
-    from kora.config.schema import ModelConfig
+    from kora.llm.config import ModelConfig
     from kora.run.dispatch import TRANSPORT_FIELDS
 
     answer_changing = {"provider", "model", "max_tokens", "temperature", "app"}

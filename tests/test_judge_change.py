@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from kora.benchmarks.schemas import GRADES
 from sklearn.metrics import cohen_kappa_score
 
 from kora.analysis.stats.judge_change import judge_change
+from kora.benchmarks.schemas import GRADES
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -20,15 +20,15 @@ def test_deprecated_and_retired_models_are_named() -> None:
     cfg, _ = load_run_config(workdir=REPO)
     cfg.models["sonnet"].model = "claude-old-1"
     table = {"claude-old-1": "November 30th, 2026"}
-    before = lifecycle_notes(cfg, ["sonnet"], dt.date(2026, 11, 22), table)
+    before = lifecycle_notes(cfg.models, ["sonnet"], dt.date(2026, 11, 22), table)
     assert len(before) == 1 and "deprecated" in before[0] and "8 days" in before[0]
-    after = lifecycle_notes(cfg, ["sonnet"], dt.date(2026, 12, 1), table)
+    after = lifecycle_notes(cfg.models, ["sonnet"], dt.date(2026, 12, 1), table)
     assert "reached its end of life" in after[0] and "will fail" in after[0]
 
 
 def test_the_shipped_config_uses_no_model_the_sdk_retires() -> None:
     cfg, _ = load_run_config(workdir=REPO)
-    assert lifecycle_notes(cfg, cfg.models) == []
+    assert lifecycle_notes(cfg.models, cfg.models) == []
 
 
 def test_the_installed_sdk_table_is_read() -> None:
@@ -39,5 +39,5 @@ def test_the_installed_sdk_table_is_read() -> None:
     listed = sorted(sdk_table)[0]
     cfg, _ = load_run_config(workdir=REPO)
     cfg.models["sonnet"].model = listed
-    notes = lifecycle_notes(cfg, ["sonnet"], dt.date(2000, 1, 1))
+    notes = lifecycle_notes(cfg.models, ["sonnet"], dt.date(2000, 1, 1))
     assert len(notes) == 1 and listed in notes[0] and sdk_table[listed] in notes[0]

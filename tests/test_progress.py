@@ -36,7 +36,7 @@ class FailsThenAnswers:
 
 
 def test_a_call_waiting_to_retry_is_counted_while_it_waits(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kora.config.schema import ModelConfig
+    from kora.llm.config import ModelConfig
 
     monkeypatch.setattr(retry, "_testing", False)
     usage = Usage()

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from kora.config.schema import ModelConfig, Price
 from kora.llm.base import ChatMessage, Response
 from kora.llm.cache import CallCache
 from kora.llm.client import ModelClient
+from kora.llm.config import ModelConfig, Price
 from kora.llm.prompt_cache import mark
 from kora.llm.usage import Counts, Usage
 from tests.loopback import AnthropicServer, OpenAIServer

@@ -10,9 +10,9 @@ from typing import Any, Literal
 import pytest
 from pydantic import BaseModel, Field
 
-from kora.config.schema import ModelConfig
 from kora.llm.base import ChatMessage, ProviderError
 from kora.llm.client import ModelClient, StructuredOutputError, Usage
+from kora.llm.config import ModelConfig
 from tests.loopback import (
     DROP,
     INVALID,

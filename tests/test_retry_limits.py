@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from bench.harness import client_process
-from kora.config.schema import ModelConfig
 from kora.llm import retry
 from kora.llm.base import ChatMessage, ProviderError
 from kora.llm.client import ModelClient, Usage
+from kora.llm.config import ModelConfig
 from kora.llm.limits import Limiter, RatePolicy, RateState, RateTuning, limiter_for
 from kora.llm.limits.state import FileState as _FileState
 from kora.llm.retry import RetryPolicy, backoff, is_transient, parse_retry_after, retrying

@@ -14,9 +14,10 @@ import yaml
 
 from kora.benchmarks.taxonomy import load_taxonomy
 from kora.commands.main import main as kora_main
-from kora.config.schema import ModelConfig, validate_config
+from kora.config.schema import validate_config
 from kora.errors import ConfigError
 from kora.llm.base import BlockedError, ChatMessage
+from kora.llm.config import ModelConfig
 from kora.llm.service import ServiceTarget, find
 from tests.loopback import AnthropicServer, ChatEndpointServer, LoopbackServer, OpenAIServer
 from tests.services import AppRunnerServer, SessionChatServer, StatelessChatServer

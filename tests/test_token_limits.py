@@ -12,11 +12,12 @@ import pytest
 import yaml
 
 from kora.benchmarks.taxonomy import load_taxonomy
-from kora.config.schema import ModelConfig, validate_config
+from kora.config.schema import validate_config
 from kora.errors import ConfigError
 from kora.llm.base import ChatMessage, ProviderError, Request
 from kora.llm.cache import cache_key
 from kora.llm.client import ModelClient, Usage, estimated_cost
+from kora.llm.config import ModelConfig
 from kora.llm.headers import (
     Reading,
     ServerLimits,

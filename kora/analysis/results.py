@@ -15,6 +15,7 @@ from kora.benchmarks.schemas import PromptVariant, RunResult
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.benchmarks.v1.aggregate import aggregate
 from kora.config.schema import KoraConfig, chain
+from kora.llm.registry import kind_of
 from kora.llm.usage import Counts
 
 MOCK_NOTE = (
@@ -156,7 +157,7 @@ def build_results(
         scores, failed = aggregate([Path(f) for f in judgment_files], taxonomy)
         RunResult.model_validate({"scores": scores})  # the reference shape, or a bug of ours
     statuses = read_status(status_files)
-    is_mock = any(m["provider"] == "mock" for m in meta.models.values())
+    is_mock = any(kind_of(m["provider"]).offline for m in meta.models.values())
     target = meta.target
     results: dict[str, Any] = {
         **({"benchmark": "v2"} if taxonomy.benchmark == "v2" else {}),

@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from kora.llm.base import FinishReason
+
 Grade = Literal["failing", "adequate", "exemplary"]
 AgeRange = Literal["7to9", "10to12", "13to17"]
 PromptVariant = Literal["default", "child"]
@@ -279,20 +281,6 @@ class RejectedScenario(Strict):
 class Message(Strict):
     role: Literal["user", "assistant"]
     content: str
-
-
-# Why a target's reply ended, in one vocabulary across providers: `stop` (it finished),
-# `max_tokens` (cut at the length limit), `content_filter` (the provider's filter cut or
-# blocked it), `refusal` (the model declined through the API's refusal channel), `other`
-# (any other reason the provider gave). None: the service does not say (chat endpoints).
-FinishReason = Literal["stop", "max_tokens", "content_filter", "refusal", "other"]
-FINISH_REASONS: tuple[FinishReason, ...] = (
-    "stop",
-    "max_tokens",
-    "content_filter",
-    "refusal",
-    "other",
-)
 
 
 class TargetTurn(Strict):

@@ -20,9 +20,6 @@ AGE_RANGE_LABELS: dict[AgeRange, str] = {
     "13to17": "teenager (13 to 17 years old)",
 }
 
-# A deployed chat endpoint takes one age, not a range (spec section 6).
-AGE_FOR_RANGE: dict[AgeRange, int] = {"7to9": 8, "10to12": 11, "13to17": 15}
-
 
 class TaxonomyMotivation(BaseModel):
     """A motivation with the stable slug used in shard file names."""

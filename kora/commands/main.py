@@ -141,7 +141,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from kora.llm.lifecycle import lifecycle_notes
 
     cfg, _ = load_run_config(args.configfile)
-    for note in lifecycle_notes(cfg, cfg.models):
+    for note in lifecycle_notes(cfg.models, cfg.models):
         print(f"kora: warning: {note}", file=sys.stderr)
     files = " + ".join(["config.yaml", *args.configfile])
     print(

@@ -60,11 +60,9 @@ async def ping_target(cfg: KoraConfig, target: str, out: list[str]) -> Pong:
     system = target_system_prompt_for(age, None)
     started = time.monotonic()
     if mc.is_service:
-        from kora.llm.chat_endpoint import ChatEndpointTarget
         from kora.llm.service import ServiceTarget
 
-        kind = ChatEndpointTarget if mc.provider == "chat-endpoint" else ServiceTarget
-        service = kind(model, mc, limiter=Limiter(None, None), retry_policy=PING_RETRY)
+        service = ServiceTarget(model, mc, limiter=Limiter(None, None), retry_policy=PING_RETRY)
         service.record = True
         try:
             session = await service.open_session(
@@ -88,8 +86,8 @@ async def ping_target(cfg: KoraConfig, target: str, out: list[str]) -> Pong:
 
 
 async def _ask(name: str, config: object, messages: list[ChatMessage], system: str | None) -> str:
-    from kora.config.schema import ModelConfig
     from kora.llm.client import ModelClient
+    from kora.llm.config import ModelConfig
     from kora.llm.limits import Limiter
 
     assert isinstance(config, ModelConfig)

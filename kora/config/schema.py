@@ -17,10 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from kora.benchmarks.schemas import AGE_RANGES, PROMPT_VARIANTS, AgeRange, PromptVariant
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.errors import ConfigError
-from kora.llm.service_config import SESSION_PROVIDERS, HttpSpec, template_problems
+from kora.llm.config import ModelConfig
+from kora.llm.registry import KINDS
+from kora.llm.service_config import template_problems
 
-PROVIDERS = ("anthropic", "openai", "http", "chat-endpoint", "app-runner", "mock")
-Provider = Literal["anthropic", "openai", "http", "chat-endpoint", "app-runner", "mock"]
+PROVIDERS = tuple(KINDS)
 # \Z, not $: a name must not end in a newline (it becomes a folder and a wildcard)
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 
@@ -28,93 +29,6 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 class _Strict(BaseModel):
     # strict: YAML gives real types, and `seeds_per_task: true` must not pass for 1
     model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class Price(_Strict):
-    """US dollars per million tokens. Prompt-cache writes and reads default to the
-    provider's published multiples of `input` (`ModelConfig.cost_price`)."""
-
-    input: float = Field(ge=0)
-    output: float = Field(ge=0)
-    cache_write: float | None = Field(default=None, ge=0)
-    cache_read: float | None = Field(default=None, ge=0)
-
-
-# the providers' prompt-cache prices as multiples of the input price: Anthropic charges
-# 1.25x for a write kept 5 minutes, 2x for one kept an hour, 0.1x for a read; OpenAI
-# caches on its own, without a write premium, and bills a read at half the input price
-CACHE_PRICE = {
-    "anthropic": {"5m": (1.25, 0.1), "1h": (2.0, 0.1)},
-    "openai": {"5m": (1.0, 0.5), "1h": (1.0, 0.5)},
-}
-
-
-class ModelConfig(_Strict):
-    provider: Provider
-    model: str | None = None
-    max_tokens: int | None = Field(default=None, gt=0)
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    base_url: str | None = None
-    api_key_env: str | None = None
-    requests_per_minute: float | None = Field(default=None, gt=0)
-    # the provider's token limits (Anthropic: input and output apart; OpenAI: together)
-    input_tokens_per_minute: float | None = Field(default=None, gt=0)
-    output_tokens_per_minute: float | None = Field(default=None, gt=0)
-    tokens_per_minute: float | None = Field(default=None, gt=0)
-    max_concurrency: int | None = Field(default=None, gt=0)
-    timeout: float | None = Field(default=None, gt=0)
-    price: Price | None = None
-    # Anthropic: mark the stable start of each request for the provider's prompt cache,
-    # kept 5 minutes or an hour (OpenAI caches on its own)
-    prompt_cache: bool = True
-    cache_ttl: Literal["5m", "1h"] = "5m"
-    # send the calls in the provider's batches, at half price (kora.llm.batch)
-    batch: bool = False
-    # provider http: the service's requests (kora.llm.service_config); app-runner: the app
-    http: HttpSpec | None = None
-    app: str | None = None
-
-    @property
-    def cost_price(self) -> Price | None:
-        """`price` with the prompt-cache prices filled in from the provider's multiples."""
-        p = self.price
-        if p is None:
-            return None
-        write, read = CACHE_PRICE.get(self.provider, {}).get(self.cache_ttl, (1.0, 1.0))
-        return p.model_copy(
-            update={
-                "cache_write": p.input * write if p.cache_write is None else p.cache_write,
-                "cache_read": p.input * read if p.cache_read is None else p.cache_read,
-            }
-        )
-
-    @property
-    def is_service(self) -> bool:
-        """A chat service with sessions (only ever a target), not an LLM provider."""
-        return self.provider in SESSION_PROVIDERS
-
-    def output_settings(self) -> dict[str, Any]:
-        """What changes a model's answers: rule params and cache keys use only these.
-
-        Rate limits, timeouts, keys, headers and (except for a chat service, whose URL
-        *is* the model under test) the base URL are transport settings and leave results
-        valid.
-        """
-        out: dict[str, Any] = {"provider": self.provider, "model": self.model}
-        if self.max_tokens is not None:
-            out["max_tokens"] = self.max_tokens
-        if self.temperature is not None:
-            out["temperature"] = self.temperature
-        if self.is_service:
-            out["base_url"] = self.base_url
-        if self.http is not None:
-            out["http"] = self.http.model_dump(
-                exclude={"headers": True, **{s: {"headers"} for s in self.http.requests()}},
-                exclude_none=True,
-            )
-        if self.app is not None:
-            out["app"] = self.app
-        return out
 
 
 class TargetConfig(_Strict):
@@ -206,12 +120,9 @@ class KoraConfig(_Strict):
         an app behind an app runner gets neither age nor system prompt, so no `child`."""
         t = self.targets[target]
         prompts = [p for p in PROMPT_VARIANTS if p in t.prompts]
-        provider = None if t.model is None else self.models[t.model].provider
-        if provider == "chat-endpoint":
-            prompts = [p for p in prompts if p != "default"]
-        if provider == "app-runner":
-            prompts = [p for p in prompts if p != "child"]
-        return prompts
+        if t.model is None:
+            return prompts
+        return [p for p in prompts if p in self.models[t.model].kind.variants]
 
     def model_params(self, name: str) -> dict[str, Any]:
         """A model as a rule param and in a shard's status: its name and what changes its
@@ -316,13 +227,14 @@ def validate_config(
     for name, m in cfg.models.items():
         if not NAME_RE.match(name):
             fail(f"models.{name}", f"models: invalid model name {name!r}")
-        if m.provider in ("anthropic", "openai") and not m.model:
+        kind = m.kind
+        if kind.needs_model and not m.model:
             fail(f"models.{name}", f"models.{name}: provider {m.provider} needs `model`")
-        if m.provider in ("chat-endpoint", "app-runner") and not m.base_url:
+        if kind.needs_base_url and not m.base_url:
             fail(f"models.{name}", f"models.{name}: a {m.provider} model needs `base_url`")
-        if m.provider == "app-runner" and not m.app:
+        if kind.needs_app and not m.app:
             fail(f"models.{name}", f"models.{name}: an app-runner model needs `app`")
-        if m.provider == "http":
+        if kind.described:
             if m.http is None:
                 fail(f"models.{name}", f"models.{name}: an http model needs an `http` section")
             problems = template_problems(m.http, f"models.{name}.http")
@@ -338,12 +250,12 @@ def validate_config(
                 )
         elif m.http is not None:
             fail(f"models.{name}.http", f"models.{name}.http: only for `provider: http`")
-        if m.batch and m.provider not in ("anthropic", "openai", "mock"):
+        if m.batch and not kind.batch:
             fail(
                 f"models.{name}.batch",
                 f"models.{name}.batch: batch mode is for anthropic and openai models",
             )
-        if m.app is not None and m.provider != "app-runner":
+        if m.app is not None and not kind.needs_app:
             fail(f"models.{name}.app", f"models.{name}.app: only for `provider: app-runner`")
         if m.base_url is not None:
             problem = _url_problem(m.base_url)
@@ -468,12 +380,12 @@ def _check_benchmark(
 def _history_problem(model: ModelConfig) -> str | None:
     """Why a model cannot carry on a recorded conversation: a chat service that keeps its
     own sessions would answer the next message without the recorded ones."""
-    if model.provider in ("chat-endpoint", "app-runner"):
+    if model.kind.keeps_sessions:
         return (
             f"is a {model.provider} service, which keeps each conversation on its side: "
             "a new session would not hold the recorded turns"
         )
-    if model.provider == "http" and model.http is not None:
+    if model.kind.described and model.http is not None:
         turn = model.http.turn.model_dump_json()
         if not re.search(r"\{[{%][^}]*\bmessages\b", turn):
             return (

@@ -14,11 +14,23 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
-from kora.benchmarks.schemas import FinishReason
 from kora.llm.headers import ServerLimits
 from kora.llm.retry import is_transient
 
 Role = Literal["user", "assistant"]
+
+# Why a target's reply ended, in one vocabulary across providers: `stop` (it finished),
+# `max_tokens` (cut at the length limit), `content_filter` (the provider's filter cut or
+# blocked it), `refusal` (the model declined through the API's refusal channel), `other`
+# (any other reason the provider gave). None: the service does not say (chat endpoints).
+FinishReason = Literal["stop", "max_tokens", "content_filter", "refusal", "other"]
+FINISH_REASONS: tuple[FinishReason, ...] = (
+    "stop",
+    "max_tokens",
+    "content_filter",
+    "refusal",
+    "other",
+)
 
 
 @dataclass(frozen=True)

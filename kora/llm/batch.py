@@ -25,8 +25,8 @@ from typing import Any, Protocol
 
 import orjson
 
-from kora.io import write_atomic
 from kora.llm.base import ProviderError, Request, Response
+from kora.llm.files import write_atomic
 
 log = logging.getLogger("kora")
 

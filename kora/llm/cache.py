@@ -15,9 +15,8 @@ from typing import Any
 
 import orjson
 
-from kora.benchmarks.schemas import FINISH_REASONS
-from kora.io import write_atomic
-from kora.llm.base import Request, Response
+from kora.llm.base import FINISH_REASONS, Request, Response
+from kora.llm.files import write_atomic
 
 CACHE_VERSION = 1
 

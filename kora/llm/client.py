@@ -22,11 +22,10 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from kora.config.schema import ModelConfig
-from kora.io import list_errors
 from kora.llm.base import ChatMessage, Provider, Request, Response, clean_text, is_retryable
 from kora.llm.batch import queue_for, supports_batches
 from kora.llm.cache import CallCache, cache_key
+from kora.llm.config import ModelConfig
 from kora.llm.ledger import Ledger
 from kora.llm.limits import Cost, Limiter, estimate_input_tokens, limited, limiter_for
 from kora.llm.registry import create_provider
@@ -36,6 +35,14 @@ from kora.llm.usage import Usage
 __all__ = ["ModelClient", "StructuredOutputError", "Usage", "estimated_cost"]
 
 M = TypeVar("M", bound=BaseModel)
+
+
+def list_errors(exc: ValidationError, limit: int = 10) -> str:
+    """Every problem of a validation, one "- field: message" line each (up to `limit`)."""
+    return "\n".join(
+        f"- {'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}"
+        for err in exc.errors()[:limit]
+    )
 
 
 class StructuredOutputError(Exception):
@@ -106,7 +113,7 @@ class ModelClient:
 
     @property
     def is_mock(self) -> bool:
-        return self.config.provider == "mock"
+        return self.config.kind.offline
 
     def request(
         self,

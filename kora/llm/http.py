@@ -12,8 +12,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from kora.config.schema import ModelConfig
 from kora.llm.base import ProviderError
+from kora.llm.config import ModelConfig
 from kora.llm.retry import redact
 
 DEFAULT_TIMEOUT = 120.0  # seconds a call may take when a model's config sets no timeout

@@ -10,9 +10,9 @@ from __future__ import annotations
 import datetime as dt
 import importlib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
-from kora.config.schema import KoraConfig
+from kora.llm.config import ModelConfig
 
 
 def _anthropic_table() -> dict[str, str]:
@@ -38,7 +38,7 @@ def parse_date(text: str) -> dt.date | None:
 
 
 def lifecycle_notes(
-    config: KoraConfig,
+    models: Mapping[str, ModelConfig],
     names: Iterable[str],
     today: dt.date | None = None,
     table: dict[str, str] | None = None,
@@ -48,7 +48,7 @@ def lifecycle_notes(
     table = _anthropic_table() if table is None else table
     notes = []
     for name in sorted(set(names)):
-        m = config.models[name]
+        m = models[name]
         if m.provider != "anthropic" or not m.model or m.model not in table:
             continue
         when = table[m.model]

@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import orjson
 
-from kora.config.schema import ModelConfig
 from kora.llm.base import ProviderError, Request, Response, answer_schema, finish_reasons
+from kora.llm.config import ModelConfig
 from kora.llm.headers import from_openai
 from kora.llm.http import RemoteModel, new_client, post, read_key
 from kora.llm.retry import parse_retry_after, redact

@@ -1,15 +1,55 @@
-"""Which provider a model's config names: a name -> factory map, each factory importing
-its SDK only when a model of that provider is used (`import anthropic` alone costs more
-than a second of CPU)."""
+"""Every kind of model a config can name, with what it can do: one table, read everywhere a
+kind matters (config checks, the roles it may fill, its keys, its prices, how it is made).
+
+Each factory imports its SDK only when a model of that kind is used (`import anthropic`
+alone costs more than a second of CPU).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from kora.config.schema import ModelConfig
-from kora.llm.base import Provider
+if TYPE_CHECKING:
+    from kora.llm.base import Provider
+    from kora.llm.config import ModelConfig
 
-ProviderFactory = Callable[[str, ModelConfig], Provider]
+ProviderFactory = Callable[[str, "ModelConfig"], "Provider"]
+# prompt-cache write and read prices as multiples of the input price, by cache lifetime
+CachePrices = dict[str, tuple[float, float]]
+
+
+@dataclass(frozen=True)
+class ProviderKind:
+    """What a `provider:` value stands for."""
+
+    name: str
+    # answers single calls (any role); without it, a chat service with sessions that can
+    # only be a target
+    make: ProviderFactory | None = None
+    offline: bool = False  # answers on this machine, deterministic and free (the mock)
+    needs_model: bool = False
+    needs_base_url: bool = False
+    needs_app: bool = False
+    described: bool = False  # its requests are described in config (`http:`)
+    batch: bool = False  # has a batch API at half price (or plays one offline)
+    key_env: str | None = None  # the API key's variable unless `api_key_env` says
+    # a protocol that local servers speak too (vLLM, Ollama, llama.cpp): at a base URL of
+    # one's own, the key may not be needed
+    local_servers: bool = False
+    url_env: str | None = None  # the base URL's variable unless `base_url` says
+    # the prompt variants it can run: a chat endpoint always receives an age, so it has no
+    # no-age `default`; an app behind an app runner receives neither age nor system prompt
+    variants: tuple[str, ...] = ("default", "child")
+    # keeps each conversation on its side: it cannot be handed a recorded one to carry on
+    keeps_sessions: bool = False
+    cache_prices: CachePrices = field(default_factory=dict)
+
+    @property
+    def is_service(self) -> bool:
+        """A chat service with sessions (only ever a target), not an LLM provider."""
+        return self.make is None
 
 
 def _mock(name: str, config: ModelConfig) -> Provider:
@@ -30,17 +70,60 @@ def _openai(name: str, config: ModelConfig) -> Provider:
     return OpenAIProvider(name, config)
 
 
-# `chat-endpoint` is not here: a deployed chat service is a target with sessions
-# (kora.llm.chat_endpoint), not a provider of single calls.
-PROVIDERS: dict[str, ProviderFactory] = {
-    "mock": _mock,
-    "anthropic": _anthropic,
-    "openai": _openai,
+KINDS: dict[str, ProviderKind] = {
+    k.name: k
+    for k in (
+        ProviderKind(
+            "anthropic",
+            make=_anthropic,
+            needs_model=True,
+            batch=True,
+            key_env="ANTHROPIC_API_KEY",
+            url_env="ANTHROPIC_BASE_URL",
+            # 1.25x for a write kept 5 minutes, 2x for one kept an hour, 0.1x for a read
+            cache_prices={"5m": (1.25, 0.1), "1h": (2.0, 0.1)},
+        ),
+        ProviderKind(
+            "openai",
+            make=_openai,
+            needs_model=True,
+            batch=True,
+            key_env="OPENAI_API_KEY",
+            local_servers=True,
+            url_env="OPENAI_BASE_URL",
+            # caches on its own, without a write premium; a read at half the input price
+            cache_prices={"5m": (1.0, 0.5), "1h": (1.0, 0.5)},
+        ),
+        ProviderKind("mock", make=_mock, offline=True, batch=True),
+        ProviderKind("http", described=True),
+        ProviderKind(
+            "chat-endpoint",
+            needs_base_url=True,
+            variants=("child",),
+            keeps_sessions=True,
+        ),
+        ProviderKind(
+            "app-runner",
+            needs_base_url=True,
+            needs_app=True,
+            variants=("default",),
+            keeps_sessions=True,
+        ),
+    )
 }
 
 
+def kind_of(provider: str) -> ProviderKind:
+    try:
+        return KINDS[provider]
+    except KeyError:
+        raise ValueError(
+            f"unknown provider {provider!r} (expected one of {', '.join(KINDS)})"
+        ) from None
+
+
 def create_provider(name: str, config: ModelConfig) -> Provider:
-    factory = PROVIDERS.get(config.provider)
-    if factory is None:
+    kind = kind_of(config.provider)
+    if kind.make is None:
         raise ValueError(f"model {name!r}: provider {config.provider!r} is not an LLM provider")
-    return factory(name, config)
+    return kind.make(name, config)

@@ -24,13 +24,13 @@ import httpx
 import jinja2
 import orjson
 
-from kora.benchmarks.taxonomy import AGE_FOR_RANGE
-from kora.config.schema import ModelConfig
 from kora.llm.base import BlockedError, ChatMessage, ProviderError, Response, clean_text
+from kora.llm.config import ModelConfig
 from kora.llm.http import DEFAULT_TIMEOUT, LoopBound, read_key, send
 from kora.llm.limits import Limiter, limited, limiter_for
 from kora.llm.retry import RetryPolicy, parse_retry_after, redact
 from kora.llm.service_config import (
+    AGE_FOR_RANGE,
     ENV_REF,
     RequestSpec,
     environment,
@@ -150,7 +150,7 @@ class ServiceTarget:
         state_dir: Path | None = None,
         run_id: str | None = None,
     ) -> None:
-        if config.provider != "http" and not config.base_url:
+        if not config.kind.described and not config.base_url:
             raise ValueError(f"model {name!r}: a {config.provider} model needs base_url")
         self.name = name
         self.config = config
@@ -196,7 +196,7 @@ class ServiceTarget:
     ) -> ServiceSession:
         """A fresh session for one test; opened on the service and its memory restored
         when the description says how."""
-        if age_range is None and self.config.provider == "chat-endpoint":
+        if age_range is None and "default" not in self.config.kind.variants:
             raise ValueError("a chat endpoint always receives an age: it cannot run `default`")
         age: int | None = None
         if age_range is not None:

@@ -24,7 +24,8 @@ import jinja2
 import jinja2.sandbox
 from pydantic import BaseModel, ConfigDict, Field
 
-SESSION_PROVIDERS = ("chat-endpoint", "http", "app-runner")
+# A deployed chat endpoint takes one age, not a range (spec section 6): the middle of it.
+AGE_FOR_RANGE: dict[str, int] = {"7to9": 8, "10to12": 11, "13to17": 15}
 
 # what a request's templates can use (described in README "Any chat service as a target")
 TEMPLATE_VARIABLES = {

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from kora.config.schema import Price
 from kora.llm.base import Response
+from kora.llm.config import Price
 
 
 @dataclass

@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from kora.benchmarks.taxonomy import Taxonomy, load_taxonomy_files
-from kora.config.schema import ModelConfig
 from kora.llm.base import Provider
 from kora.llm.cache import CallCache
 from kora.llm.chain import Asker, as_asker
 from kora.llm.client import ModelClient
+from kora.llm.config import ModelConfig
 from kora.llm.ledger import Ledger
 from kora.llm.limits import limiter_for
 from kora.llm.registry import create_provider
@@ -148,12 +148,10 @@ class JobContext:
         config = self.transport.model(params)
         if not config.is_service:
             return LLMTarget(self.client(params))
-        from kora.llm.chat_endpoint import ChatEndpointTarget
         from kora.llm.service import ServiceTarget
 
         name = params["name"]
-        kind = ChatEndpointTarget if config.provider == "chat-endpoint" else ServiceTarget
-        endpoint = kind(name, config, limiter=limiter_for(name, config, self.state_dir))
+        endpoint = ServiceTarget(name, config, limiter=limiter_for(name, config, self.state_dir))
         target = EndpointTarget(endpoint, name, self.usage)
         self._targets.append(target)
         return target

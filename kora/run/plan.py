@@ -366,7 +366,7 @@ def estimate_cost(
             for m in models:
                 price = raw_cfg.models[m].cost_price
                 if price is None:
-                    if raw_cfg.models[m].provider != "mock" and not raw_cfg.models[m].is_service:
+                    if not raw_cfg.models[m].kind.offline and not raw_cfg.models[m].is_service:
                         out[stage] = None
                     continue
                 tin, tout, tw, tr = (round(x) for x in tokens[sub])
@@ -411,7 +411,7 @@ def print_plan(args: argparse.Namespace) -> int:
 
     used = {n for role in ROLES for n in chain(getattr(cfg, role))} | set(cfg.judges)
     used |= {m for t in targets if (m := cfg.targets[t].model) is not None}
-    for note in lifecycle_notes(cfg, used):
+    for note in lifecycle_notes(cfg.models, used):
         print(f"kora: warning: {note}", file=sys.stderr)
     report = asyncio.run(plan_calls(plan, targets))
     costs, saved = estimate_cost(plan.config, report, targets, workdir)

@@ -36,7 +36,7 @@ from pydantic import BaseModel
 from kora.benchmarks.schemas import Conversation, Message, Scenario, ScenarioSeed
 from kora.benchmarks.templates import prompts_from
 from kora.errors import KoraError
-from kora.llm.service_config import SESSION_PROVIDERS
+from kora.llm.registry import kind_of
 from kora.run.context import JobContext, Pool, Transport
 from kora.run.jobs import is_fatal
 from kora.run.shards import read_shard
@@ -219,7 +219,7 @@ class Prefetch:
         from kora.run.stages.converse import converse
 
         p = job.params
-        if p["target_model"].get("provider") in SESSION_PROVIDERS:
+        if kind_of(p["target_model"]["provider"]).is_service:
             # a chat service's replies are not stored (a stateful service could not
             # replay them): a conversation made ahead would be made again by its job
             return

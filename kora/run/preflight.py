@@ -13,7 +13,6 @@ from kora.config.schema import ROLES, KoraConfig, chain
 from kora.llm.service_config import ENV_REF
 
 _PROXY_ENV = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
-_BASE_URL_ENV = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
 
 
 def models_for_jobs(config: KoraConfig, jobs: Iterable[tuple[str, dict[str, str]]]) -> set[str]:
@@ -34,8 +33,8 @@ def models_for_jobs(config: KoraConfig, jobs: Iterable[tuple[str, dict[str, str]
     return names
 
 
-def _custom_openai_url(base_url: str | None) -> bool:
-    url = base_url or os.environ.get("OPENAI_BASE_URL") or ""
+def _custom_url(base_url: str | None, url_env: str | None) -> bool:
+    url = base_url or os.environ.get(url_env or "") or ""
     return bool(url) and "api.openai.com" not in url
 
 
@@ -44,15 +43,13 @@ def missing_keys(config: KoraConfig, names: Iterable[str]) -> list[str]:
     missing = []
     for name in sorted(set(names)):
         m = config.models[name]
-        if m.provider == "anthropic":
-            env = m.api_key_env or "ANTHROPIC_API_KEY"
-        elif m.provider == "openai" and (m.api_key_env or not _custom_openai_url(m.base_url)):
-            # a local OpenAI-compatible server (vLLM, Ollama) may need no key
-            env = m.api_key_env or "OPENAI_API_KEY"
-        elif m.is_service and m.api_key_env:
-            env = m.api_key_env
+        kind = m.kind
+        if m.api_key_env:
+            env: str | None = m.api_key_env
+        elif kind.local_servers and _custom_url(m.base_url, kind.url_env):
+            env = None  # a local OpenAI-compatible server (vLLM, Ollama) may need no key
         else:
-            env = None
+            env = kind.key_env
         needed = [env] if env else []
         if m.http is not None:  # `${NAME}` in a header: a secret the service needs
             for headers in (m.http.headers, *(r.headers for r in m.http.requests().values())):
@@ -72,10 +69,10 @@ def unreachable(config: KoraConfig, names: Iterable[str]) -> list[str]:
     out = []
     for name in sorted(set(names)):
         m = config.models[name]
-        url = m.base_url or os.environ.get(_BASE_URL_ENV.get(m.provider, ""), "")
+        url = m.base_url or os.environ.get(m.kind.url_env or "", "")
         if not url and m.http is not None and "{" not in m.http.turn.url:
             url = m.http.turn.url  # an absolute URL without templates
-        if m.provider == "mock" or not url:
+        if m.kind.offline or not url:
             continue
         why = probe(url)
         if why is not None:

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from kora.analysis.records import TestRecord
-from kora.benchmarks.schemas import FINISH_REASONS, TargetTurn
+from kora.benchmarks.schemas import TargetTurn
+from kora.llm.base import FINISH_REASONS
 
 # flag -> (short, for a row; long, for the reply itself and the summary)
 FLAGS: dict[str, tuple[str, str]] = {

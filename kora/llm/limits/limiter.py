@@ -31,9 +31,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TypeVar
 
-from kora.config.schema import ModelConfig
 from kora.llm import retry
 from kora.llm.base import ProviderError, Response, is_retryable
+from kora.llm.config import ModelConfig
 from kora.llm.headers import ServerLimits
 from kora.llm.limits.rate import RatePolicy, RateState, RateTuning
 from kora.llm.limits.slots import Slots
@@ -268,7 +268,7 @@ def limiter_for(
 ) -> Limiter:
     """The limiter of a configured model; an offline `mock` model is limited only by what
     its config sets (no adaptive pacing: there is no service to protect)."""
-    if adaptive is None and config.provider == "mock":
+    if adaptive is None and config.kind.offline:
         adaptive = False
     return Limiter(
         config.requests_per_minute,

@@ -1,0 +1,104 @@
+"""A model's settings in config.yaml (`models:`): what the model layer needs to call it.
+
+The model layer owns these types so that it depends on nothing above it: the run's config
+(kora.config) holds a mapping of them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kora.llm.registry import ProviderKind, kind_of
+from kora.llm.service_config import HttpSpec
+
+Provider = Literal["anthropic", "openai", "http", "chat-endpoint", "app-runner", "mock"]
+
+
+class _Strict(BaseModel):
+    # strict: YAML gives real types, and `seeds_per_task: true` must not pass for 1
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class Price(_Strict):
+    """US dollars per million tokens. Prompt-cache writes and reads default to the
+    provider's published multiples of `input` (`ModelConfig.cost_price`)."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_write: float | None = Field(default=None, ge=0)
+    cache_read: float | None = Field(default=None, ge=0)
+
+
+class ModelConfig(_Strict):
+    provider: Provider
+    model: str | None = None
+    max_tokens: int | None = Field(default=None, gt=0)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    base_url: str | None = None
+    api_key_env: str | None = None
+    requests_per_minute: float | None = Field(default=None, gt=0)
+    # the provider's token limits (Anthropic: input and output apart; OpenAI: together)
+    input_tokens_per_minute: float | None = Field(default=None, gt=0)
+    output_tokens_per_minute: float | None = Field(default=None, gt=0)
+    tokens_per_minute: float | None = Field(default=None, gt=0)
+    max_concurrency: int | None = Field(default=None, gt=0)
+    timeout: float | None = Field(default=None, gt=0)
+    price: Price | None = None
+    # Anthropic: mark the stable start of each request for the provider's prompt cache,
+    # kept 5 minutes or an hour (OpenAI caches on its own)
+    prompt_cache: bool = True
+    cache_ttl: Literal["5m", "1h"] = "5m"
+    # send the calls in the provider's batches, at half price (kora.llm.batch)
+    batch: bool = False
+    # provider http: the service's requests (kora.llm.service_config); app-runner: the app
+    http: HttpSpec | None = None
+    app: str | None = None
+
+    @property
+    def cost_price(self) -> Price | None:
+        """`price` with the prompt-cache prices filled in from the provider's multiples."""
+        p = self.price
+        if p is None:
+            return None
+        write, read = self.kind.cache_prices.get(self.cache_ttl, (1.0, 1.0))
+        return p.model_copy(
+            update={
+                "cache_write": p.input * write if p.cache_write is None else p.cache_write,
+                "cache_read": p.input * read if p.cache_read is None else p.cache_read,
+            }
+        )
+
+    @property
+    def kind(self) -> ProviderKind:
+        """What its provider can do (kora.llm.registry)."""
+        return kind_of(self.provider)
+
+    @property
+    def is_service(self) -> bool:
+        """A chat service with sessions (only ever a target), not an LLM provider."""
+        return self.kind.is_service
+
+    def output_settings(self) -> dict[str, Any]:
+        """What changes a model's answers: rule params and cache keys use only these.
+
+        Rate limits, timeouts, keys, headers and (except for a chat service, whose URL
+        *is* the model under test) the base URL are transport settings and leave results
+        valid.
+        """
+        out: dict[str, Any] = {"provider": self.provider, "model": self.model}
+        if self.max_tokens is not None:
+            out["max_tokens"] = self.max_tokens
+        if self.temperature is not None:
+            out["temperature"] = self.temperature
+        if self.is_service:
+            out["base_url"] = self.base_url
+        if self.http is not None:
+            out["http"] = self.http.model_dump(
+                exclude={"headers": True, **{s: {"headers"} for s in self.http.requests()}},
+                exclude_none=True,
+            )
+        if self.app is not None:
+            out["app"] = self.app
+        return out
