@@ -14,7 +14,8 @@ from kora.errors import KoraError
 from kora.llm.lifecycle import lifecycle_notes
 from kora.run.preflight import check_models, models_for_jobs
 from kora.run.progress import RUN_ENV, Monitor
-from kora.run.shards import missing_token, retry_token
+from kora.run.layout import CELL, TARGET
+from kora.run.shards import missing_token, rejected_of, retry_token, status_of
 from kora.run.pipeline import Pipeline
 
 # Read config.yaml and every --configfile overlay with the project's loader first: it

@@ -7,15 +7,16 @@ rule conversations:
         prompts=PIPELINE.templates("conversations"),
         taxonomy=PIPELINE.taxonomy_files(),
     output:
-        data="results/{target}/conversations/{risk}/{age}/{motivation}.jsonl",
-        status="results/{target}/conversations/{risk}/{age}/{motivation}.status.json",
+        data=PIPELINE.layout.conversations(),
+        status=status_of(PIPELINE.layout.conversations()),
     log:
-        "logs/conversations/{target}/{risk}/{age}/{motivation}.log",
+        PIPELINE.layout.log("conversations", TARGET, CELL),
     wildcard_constraints:
         target=PIPELINE.called_targets(),
     conda:
         "../envs/kora.yaml"
     params:
+        benchmark=PIPELINE.benchmark.name,
         cell=cell,
         target=lambda wc: wc.target,
         target_model=lambda wc: PIPELINE.target_model_params(wc.target),
@@ -23,8 +24,6 @@ rule conversations:
         user_model=PIPELINE.role_params("user_model"),
         # generated, or which imported file: switching re-runs the conversations
         scenarios=lambda wc: PIPELINE.conversation_source(wc.target),
-        retry=retry_param(
-            "results/{target}/conversations/{risk}/{age}/{motivation}.jsonl"
-        ),
+        retry=retry_param(PIPELINE.layout.conversations()),
     script:
         "../scripts/conversations.py"

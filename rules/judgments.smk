@@ -1,19 +1,20 @@
 rule judgments:
     input:
-        conversations="results/{target}/conversations/{risk}/{age}/{motivation}.jsonl",
+        conversations=PIPELINE.layout.conversations(),
         prompts=PIPELINE.templates("judgments"),
         taxonomy=PIPELINE.taxonomy_files(),
     output:
-        data="results/{target}/judgments/{risk}/{age}/{motivation}.jsonl",
-        status="results/{target}/judgments/{risk}/{age}/{motivation}.status.json",
+        data=PIPELINE.layout.judgments(),
+        status=status_of(PIPELINE.layout.judgments()),
     log:
-        "logs/judgments/{target}/{risk}/{age}/{motivation}.log",
+        PIPELINE.layout.log("judgments", TARGET, CELL),
     conda:
         "../envs/kora.yaml"
     params:
+        benchmark=PIPELINE.benchmark.name,
         cell=cell,
         target=lambda wc: wc.target,
         judges=PIPELINE.judges_params(),
-        retry=retry_param("results/{target}/judgments/{risk}/{age}/{motivation}.jsonl"),
+        retry=retry_param(PIPELINE.layout.judgments()),
     script:
         "../scripts/judgments.py"

@@ -6,15 +6,15 @@
 rule report:
     input:
         judgments=lambda wc: PIPELINE.judgment_files(wc.target),
-        results="results/{target}/results.json",
+        results=PIPELINE.layout.results_json(),
         taxonomy=PIPELINE.taxonomy_files(),
         # `kora agreement`'s figures, once people have graded (kora annotate)
         agreement=lambda wc: PIPELINE.agreement_files(wc.target),
     output:
-        html="results/{target}/report.html",
-        summary="results/{target}/summary.json",
+        html=PIPELINE.layout.report_html(),
+        summary=PIPELINE.layout.summary_json(),
     log:
-        "logs/report/{target}.log",
+        PIPELINE.layout.log("report", TARGET),
     conda:
         "../envs/kora.yaml"
     params:
@@ -32,10 +32,10 @@ rule leaderboard:
         ],
         taxonomy=PIPELINE.taxonomy_files(),
     output:
-        html="results/leaderboard.html",
-        data="results/leaderboard.json",
+        html=PIPELINE.layout.leaderboard_html(),
+        data=PIPELINE.layout.leaderboard_json(),
     log:
-        "logs/report/leaderboard.log",
+        PIPELINE.layout.log("report", "leaderboard"),
     conda:
         "../envs/kora.yaml"
     params:

@@ -2,10 +2,10 @@ rule results:
     input:
         unpack(lambda wc: PIPELINE.results_inputs(wc.target)),
     output:
-        results="results/{target}/results.json",
-        usage="results/{target}/usage.json",
+        results=PIPELINE.layout.results_json(),
+        usage=PIPELINE.layout.usage_json(),
     log:
-        "logs/results/{target}.log",
+        PIPELINE.layout.log("results", TARGET),
     conda:
         "../envs/kora.yaml"
     params:
@@ -14,7 +14,7 @@ rule results:
         meta=lambda wc: PIPELINE.results_meta(wc.target),
         # renewed when a shard is missing: Snakemake then rebuilds it (see kora.run.shards)
         retry=lambda wc: missing_token(
-            f"results/{wc.target}/results.json",
+            PIPELINE.layout.results_json(wc.target),
             PIPELINE.results_input_files(wc.target),
         ),
     script:

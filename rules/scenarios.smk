@@ -4,21 +4,22 @@ if not PIPELINE.imported:
 
     rule scenarios:
         input:
-            seeds="data/seeds/{risk}/{age}/{motivation}.jsonl",
+            seeds=PIPELINE.layout.seeds(),
             prompts=PIPELINE.templates("scenarios"),
             taxonomy=PIPELINE.taxonomy_files(),
         output:
-            data="data/scenarios/{risk}/{age}/{motivation}.jsonl",
-            rejected="data/scenarios/{risk}/{age}/{motivation}.rejected.jsonl",
-            status="data/scenarios/{risk}/{age}/{motivation}.status.json",
+            data=PIPELINE.layout.scenarios(),
+            rejected=rejected_of(PIPELINE.layout.scenarios()),
+            status=status_of(PIPELINE.layout.scenarios()),
         log:
-            "logs/scenarios/{risk}/{age}/{motivation}.log",
+            PIPELINE.layout.log("scenarios", CELL),
         conda:
             "../envs/kora.yaml"
         params:
+            benchmark=PIPELINE.benchmark.name,
             cell=cell,
             expand_model=PIPELINE.role_params("expand_model"),
             user_model=PIPELINE.role_params("user_model"),
-            retry=retry_param("data/scenarios/{risk}/{age}/{motivation}.jsonl"),
+            retry=retry_param(PIPELINE.layout.scenarios()),
         script:
             "../scripts/scenarios.py"

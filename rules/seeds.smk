@@ -3,18 +3,20 @@ rule seeds:
         prompts=PIPELINE.templates("seeds"),
         taxonomy=PIPELINE.taxonomy_files(),
     output:
-        data="data/seeds/{risk}/{age}/{motivation}.jsonl",
-        status="data/seeds/{risk}/{age}/{motivation}.status.json",
+        data=PIPELINE.layout.seeds(),
+        status=status_of(PIPELINE.layout.seeds()),
     log:
-        "logs/seeds/{risk}/{age}/{motivation}.log",
+        PIPELINE.layout.log("seeds", CELL),
     conda:
         "../envs/kora.yaml"
-    # KORA v2 with total_seeds adds `orders`: the cell's planned seed calls
+    # a version that plans its seeds (KORA v2 with total_seeds) adds `orders`: the
+    # cell's planned seed calls
     params:
         **PIPELINE.seeds_plan_params(),
+        benchmark=PIPELINE.benchmark.name,
         cell=cell,
         model=PIPELINE.role_params("seed_model"),
         seeds_per_task=PIPELINE.config.grid.seeds_per_task,
-        retry=retry_param("data/seeds/{risk}/{age}/{motivation}.jsonl"),
+        retry=retry_param(PIPELINE.layout.seeds()),
     script:
         "../scripts/seeds.py"

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from kora import benchmarks
+
 REPO = Path(__file__).resolve().parents[1]
 UPSTREAM = REPO.parent / "shared" / "upstream"
 
@@ -36,3 +38,7 @@ def copy_workflow(dest: Path) -> Path:
         shutil.copytree(REPO / d, dest / d)
     shutil.copytree(REPO / "data" / "taxonomy", dest / "data" / "taxonomy")
     return dest
+
+
+# KORA v2's mechanisms in their canonical order, as its benchmark reads them
+MECHANISMS = benchmarks.get("v2").criteria

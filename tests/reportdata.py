@@ -13,20 +13,18 @@ import orjson
 
 from kora.analysis.records import TestRecord
 from kora.analysis.report.pages import write_report
-from kora.benchmarks.schemas import (
+from kora.benchmarks.outcomes import (
     BehaviorAssessment,
     BehaviorCriterionAssessment,
-    Grade,
     JudgeVerdict,
     Judgment,
     Message,
-    Scenario,
-    ScenarioSeed,
     TargetTurn,
     TestAssessment,
 )
+from kora.benchmarks.schemas import Grade, Scenario, ScenarioSeed
 from kora.benchmarks.taxonomy import load_taxonomy
-from kora.run.stages.judge import combine
+from kora.benchmarks.v1.judge import combine
 from tests.helpers import REPO
 
 TAXONOMY = load_taxonomy(REPO / "data" / "taxonomy")

@@ -10,9 +10,9 @@ from typing import Any
 import orjson
 import pytest
 
+from kora.analysis.aggregate import aggregate_path
 from kora.benchmarks.taxonomy import load_taxonomy
 from kora.benchmarks.testkeys import short_hash
-from kora.benchmarks.v1.aggregate import aggregate_path
 from kora.commands.main import main
 from tests.helpers import REPO, upstream
 

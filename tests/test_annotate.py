@@ -20,9 +20,8 @@ from kora.analysis.annotate.server import build_app
 from kora.analysis.records import TestRecord, judged, load_records
 from kora.analysis.stats.human import agreement, kappa
 from kora.benchmarks.taxonomy import load_taxonomy
-from kora.benchmarks.v2.results import MECHANISMS
 from kora.errors import InputError
-from tests.helpers import REPO
+from tests.helpers import MECHANISMS, REPO
 from tests.reportdata import TAXONOMY, make_judgments, write_jsonl
 from tests.test_report_browser import chromium, find_chromium  # noqa: F401
 

@@ -109,7 +109,13 @@ def test_the_whole_run_can_be_handed_to_the_broker(
     for age in ("7to9", "10to12", "13to17"):
         for motivation in ("curiosity_exploration", "emotional_distress_anxiety"):
             cell = {"risk": "cybersecurity", "age": age, "motivation": motivation}
-            params = {"cell": cell, "model": model, "seeds_per_task": 2, "retry": ""}
+            params = {
+                "benchmark": "v1",
+                "cell": cell,
+                "model": model,
+                "seeds_per_task": 2,
+                "retry": "",
+            }
             specs.append({
                 "rule": "seeds",
                 "input": {"prompts": prompts, "taxonomy": taxonomy},

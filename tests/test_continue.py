@@ -14,19 +14,23 @@ import orjson
 import pytest
 import yaml
 
-from kora.benchmarks.schemas import Conversation, Message, Scenario
+from kora import benchmarks
+from kora.benchmarks.outcomes import Conversation, Message
+from kora.benchmarks.schemas import Scenario
 from kora.benchmarks.taxonomy import load_taxonomy
 from kora.config.schema import validate_config
 from kora.errors import ConfigError, InputError
 from kora.llm.base import Request
 from kora.llm.targets import LLMTarget
 from kora.run.continuation import stage_recordings
+from kora.run.layout import Layout
 from kora.run.stages.converse import converse
 from tests.fakes import client
 from tests.helpers import REPO, copy_workflow, upstream
 from tests.workflows import SNAKEMAKE, Server, structured_answer
 
 V2 = load_taxonomy(REPO / "data" / "taxonomy" / "v2")
+V2_LAYOUT = Layout.of(benchmarks.get("v2"))
 GROOMING = "sexual_grooming_and_boundary_violations"  # 8 turns in v2
 
 
@@ -104,19 +108,19 @@ def test_recordings_are_filed_per_cell_with_the_filters(tmp_path: Path) -> None:
         [*(record(s, 3) for s in groom), record(other[0], 3), record(groom[0], 3, model="t2")],
     )
     counts = stage_recordings(
-        src, V2, tmp_path, risk_ids=[GROOMING], target_models=["t1"], limit_per_risk=2
+        src, V2, V2_LAYOUT, tmp_path, risk_ids=[GROOMING], target_models=["t1"], limit_per_risk=2
     )
     assert counts == {"t1": 2}
     filed = [
         Conversation.model_validate(orjson.loads(line))
-        for f in (tmp_path / "results/t1/recorded").rglob("*.jsonl")
+        for f in (tmp_path / "results-v2/t1/recorded").rglob("*.jsonl")
         for line in f.read_bytes().splitlines()
     ]
     assert {c.scenario.riskId for c in filed} == {GROOMING} and len(filed) == 2
-    manifest = orjson.loads((tmp_path / "results/t1/recorded/RECORDED.json").read_bytes())
+    manifest = orjson.loads((tmp_path / "results-v2/t1/recorded/RECORDED.json").read_bytes())
     assert manifest["conversations"] == 2 and len(manifest["sha256"]) == 64
     with pytest.raises(InputError, match="has only 3 recorded"):
-        stage_recordings(src, V2, tmp_path, risk_ids=[GROOMING], limit_per_risk=4)
+        stage_recordings(src, V2, V2_LAYOUT, tmp_path, risk_ids=[GROOMING], limit_per_risk=4)
 
 
 @pytest.mark.parametrize(
@@ -139,7 +143,7 @@ def test_a_recording_that_is_not_whole_turns_is_refused_naming_its_line(
         tmp_path / "rec.jsonl", [record(canonical("violence_and_physical_harm")[0], 3), bad]
     )
     with pytest.raises(InputError, match=rf"rec\.jsonl:2: field messages: {message}"):
-        stage_recordings(src, V2, tmp_path)
+        stage_recordings(src, V2, V2_LAYOUT, tmp_path)
     assert not (tmp_path / "results").exists()  # nothing filed
 
 
@@ -252,7 +256,7 @@ def test_recorded_conversations_are_carried_on_and_judged_paying_only_new_turns(
         def snakemake() -> tuple[Counter[str], str]:
             before = len(server.requests)
             proc = subprocess.run(
-                [*SNAKEMAKE, "--cores", "2", "results/t1/results.json", "--configfile",
+                [*SNAKEMAKE, "--cores", "2", "results-v2/t1/results.json", "--configfile",
                  "run.yaml"], cwd=work, env=env, capture_output=True, text=True, timeout=600,
             )  # fmt: skip
             assert proc.returncode == 0, proc.stderr[-4000:]
@@ -260,13 +264,13 @@ def test_recorded_conversations_are_carried_on_and_judged_paying_only_new_turns(
 
         # before the recordings are filed, the run says what to do
         proc = subprocess.run(
-            [*SNAKEMAKE, "--cores", "2", "results/t1/results.json", "--configfile", "run.yaml"],
+            [*SNAKEMAKE, "--cores", "2", "results-v2/t1/results.json", "--configfile", "run.yaml"],
             cwd=work, env=env, capture_output=True, text=True, timeout=600,
         )  # fmt: skip
         assert proc.returncode != 0 and "kora continue FILE --target t1" in proc.stderr
         done = kora(work, "continue", "rec.jsonl", "--configfile", "run.yaml")
         assert done.returncode == 0, done.stderr
-        assert "filed 3 recorded conversations under results/t1/recorded/" in done.stderr
+        assert "filed 3 recorded conversations under results-v2/t1/recorded/" in done.stderr
 
         plan = kora(work, "plan", "t1", "--configfile", "run.yaml")
         assert plan.returncode == 0, plan.stderr
@@ -277,12 +281,12 @@ def test_recorded_conversations_are_carried_on_and_judged_paying_only_new_turns(
         # two grooming recordings lack 5 turns each; the 3-turn risk's lacks none
         assert calls["claude-t1"] == 10 and calls["claude-user"] == 10
         assert calls["claude-judge"] == 3 * 2  # each transcript, safety and mechanisms
-        results = orjson.loads((work / "results/t1/results.json").read_bytes())
+        results = orjson.loads((work / "results-v2/t1/results.json").read_bytes())
         assert results["benchmark"] == "v2" and results["conversations"] == "continued"
         assert results["tests"] == 3 and results["failedTests"] == 0
         judged = {
             j["scenario"]["id"]: j
-            for f in (work / "results/t1/judgments").rglob("*.jsonl")
+            for f in (work / "results-v2/t1/judgments").rglob("*.jsonl")
             for line in f.read_bytes().splitlines()
             for j in [orjson.loads(line)]
         }

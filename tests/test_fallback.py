@@ -14,6 +14,8 @@ from typing import Any
 import orjson
 import pytest
 
+from kora import benchmarks
+from kora.benchmarks.messages import ChildMessageError, child_message
 from kora.benchmarks.schemas import ScenarioValidation
 from kora.benchmarks.taxonomy import load_taxonomy
 from kora.benchmarks.templates import render
@@ -23,12 +25,12 @@ from kora.llm.base import ChatMessage, Request
 from kora.llm.chain import ModelChain, as_asker
 from kora.llm.client import StructuredOutputError, Usage
 from kora.run.stages.expand import ScenarioValidationError, expand_with_fallback
-from kora.run.stages.messages import ChildMessageError, child_message
 from tests.fakes import client
 from tests.helpers import REPO
 from tests.test_stages import expansion_script, reference_scenario
 from tests.workflows import Run, config
 
+V1 = benchmarks.get("v1")
 TAXONOMY = load_taxonomy(REPO / "data" / "taxonomy")
 
 
@@ -112,7 +114,7 @@ def test_a_seed_the_first_expander_cannot_get_validated_goes_to_the_next() -> No
     strict, p1 = client(expansion_script(["fail", "fail"]), "strict")
     lenient, p2 = client(expansion_script(["pass"]), "lenient")
     user, up = client(lambda r: "how do i make it go boom")
-    scenario = run(expand_with_fallback(seed, TAXONOMY, [strict, lenient], user))
+    scenario = run(expand_with_fallback(seed, TAXONOMY, V1, [strict, lenient], user))
     assert scenario.firstUserMessage == "how do i make it go boom"
     assert len(p1.requests) == 4  # two attempts, each written and validated
     assert len(p2.requests) == 2
@@ -125,7 +127,7 @@ def test_a_seed_no_expander_gets_validated_is_rejected_with_the_last_reasons() -
     b, _ = client(expansion_script(["fail", "fail"]), "b")
     user, _ = client(lambda r: "never asked")
     with pytest.raises(ScenarioValidationError, match="REASON-2"):
-        run(expand_with_fallback(seed, TAXONOMY, [a, b], user))
+        run(expand_with_fallback(seed, TAXONOMY, V1, [a, b], user))
 
 
 def test_an_expander_that_is_down_hands_the_seed_to_the_next() -> None:
@@ -133,7 +135,7 @@ def test_an_expander_that_is_down_hands_the_seed_to_the_next() -> None:
     broken, _ = client(down, "broken")
     working, _ = client(expansion_script(["pass"]), "working")
     user, _ = client(lambda r: "ok so what if")
-    scenario = run(expand_with_fallback(seed, TAXONOMY, [broken, working], user))
+    scenario = run(expand_with_fallback(seed, TAXONOMY, V1, [broken, working], user))
     assert scenario.id == seed.id
 
 

@@ -19,15 +19,18 @@ from typing import Any
 import orjson
 import pytest
 
+import kora.benchmarks.outcomes
 import kora.benchmarks.schemas
+from kora import benchmarks
 from kora.benchmarks.schemas import Scenario
+from kora.benchmarks.showcase import SAMPLE_MEMORY, rendered_prompts, section_name
 from kora.benchmarks.taxonomy import AGE_RANGE_LABELS, load_taxonomy
 from kora.benchmarks.templates import Prompt
-from kora.commands.prompts import SAMPLE_MEMORY, rendered_prompts, section_name
 
 REPO = Path(__file__).resolve().parents[1]
 INVENTORY = REPO / "docs" / "fidelity.md"
 EXAMPLE = REPO / "docs" / "example-scenario.json"
+V1 = benchmarks.get("v1")
 TAXONOMY = load_taxonomy(REPO / "data" / "taxonomy")
 
 ROW = re.compile(r"^\|\s*([A-Z][A-Z0-9]*(?:-[A-Z0-9]+)+)\s*\|(.*)\|\s*$")
@@ -86,13 +89,13 @@ def sections(overrides: tuple[tuple[str, str], ...] = ()) -> dict[str, Any]:
     if overrides:
         seed = scenario.seed.model_copy(update=dict(overrides))
         scenario = scenario.model_copy(update={"seed": seed})
-    out = {section_name(r.name): r for r in rendered_prompts(scenario, TAXONOMY)}
+    out = {section_name(r.name): r for r in rendered_prompts(V1, scenario, TAXONOMY)}
     if not overrides:
         # two variants the documentation does not show: a batch of 3, and a retry whose
         # rejected attempt had a memory
-        out["seeds [3 seeds]"] = rendered_prompts(scenario, TAXONOMY, count=3)[0]
+        out["seeds [3 seeds]"] = rendered_prompts(V1, scenario, TAXONOMY, count=3)[0]
         with_memory = scenario.model_copy(update={"modelMemory": SAMPLE_MEMORY})
-        retry = {section_name(r.name): r for r in rendered_prompts(with_memory, TAXONOMY)}
+        retry = {section_name(r.name): r for r in rendered_prompts(V1, with_memory, TAXONOMY)}
         out["scenario [retry with memory]"] = retry["scenario [retry]"]
     return out
 
@@ -101,8 +104,8 @@ def place_text(place: str) -> str:
     """The text a place names; an AssertionError names a place that does not exist."""
     if place.startswith("schema:"):
         model_name, _, field = place[len("schema:") :].partition(".")
-        model = getattr(kora.benchmarks.schemas, model_name, None)
-        assert model is not None, f"no model {model_name} in kora/benchmarks/schemas.py"
+        model = _model(model_name)
+        assert model is not None, f"no model {model_name} in kora/benchmarks/"
         prop = model.model_json_schema()["properties"].get(field)
         assert prop is not None, f"{model_name} has no field {field}"
         assert "description" in prop, f"{model_name}.{field} has no description"
@@ -198,15 +201,15 @@ def test_every_field_description_sent_is_in_the_inventory() -> None:
     """No description reaches a model without an inventory item (nothing added unexplained)."""
     places = {p for i in ITEMS for p in i.places}
     for name in SENT_MODELS:
-        model = getattr(kora.benchmarks.schemas, name)
+        model = _model(name)
         for field, prop in model.model_json_schema()["properties"].items():
             if "description" not in prop:
                 continue
             inherited = any(
                 f"schema:{other}.{field}" in places
                 for other in SENT_MODELS
-                if field in getattr(kora.benchmarks.schemas, other).model_fields
-                and getattr(kora.benchmarks.schemas, other).model_fields[field].description
+                if field in _model(other).model_fields
+                and _model(other).model_fields[field].description
                 == model.model_fields[field].description
             )
             assert inherited, f"{name}.{field}: description without an inventory item"
@@ -266,3 +269,12 @@ def now_counts(items: list[Item]) -> dict[str, int]:
 def test_now_table_matches_the_items() -> None:
     """The counts of the state now at the head of docs/fidelity.md are the tables'."""
     assert now_table(INVENTORY.read_text(encoding="utf-8")) == now_counts(ITEMS)
+
+
+def _model(name: str) -> Any:
+    """A model of the benchmark's records, wherever kora.benchmarks keeps it."""
+    for module in (kora.benchmarks.schemas, kora.benchmarks.outcomes):
+        found = getattr(module, name, None)
+        if found is not None:
+            return found
+    return None

@@ -12,11 +12,12 @@ from pathlib import Path
 import orjson
 import pytest
 
+from kora import benchmarks
 from kora.benchmarks.schemas import Scenario
+from kora.benchmarks.showcase import as_markdown, rendered_prompts, section_name
 from kora.benchmarks.taxonomy import load_taxonomy
 from kora.benchmarks.templates import render
 from kora.benchmarks.v2 import schemas as v2
-from kora.commands.prompts import as_markdown, rendered_prompts, section_name
 from tests.helpers import upstream
 from tests.test_fidelity import BEFORE, Item, check_places, normal, now_counts, now_table, parse
 
@@ -24,6 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 INVENTORY = REPO / "docs" / "fidelity-v2.md"
 GOLDEN = REPO / "docs" / "rendered-prompts-v2.md"
 EXAMPLE = REPO / "docs" / "example-scenario.json"
+V2B = benchmarks.get("v2")
 TAXONOMY = load_taxonomy(REPO / "data" / "taxonomy" / "v2")
 ITEMS = parse(INVENTORY.read_text(encoding="utf-8"))
 
@@ -31,7 +33,7 @@ ITEMS = parse(INVENTORY.read_text(encoding="utf-8"))
 @cache
 def sections() -> dict[str, object]:
     scenario = Scenario.model_validate(orjson.loads(EXAMPLE.read_bytes()))
-    return {section_name(r.name): r for r in rendered_prompts(scenario, TAXONOMY)}
+    return {section_name(r.name): r for r in rendered_prompts(V2B, scenario, TAXONOMY)}
 
 
 def place_text(place: str) -> str:
@@ -90,7 +92,7 @@ def test_the_gradual_opening_drops_the_direct_rules() -> None:
     scenario = Scenario.model_validate(orjson.loads(EXAMPLE.read_bytes()))
     for flavor, direct in ((None, True), ("b_gradual", False), ("a_direct", True)):
         seed = scenario.seed.model_copy(update={"scenarioFlavorId": flavor})
-        prompt = render("first_user_message", risk=TAXONOMY.risks["cybersecurity"][1],
+        prompt = render("first_user_message", V2B.prompts_dir, risk=TAXONOMY.risks["cybersecurity"][1],
                         seed=seed, scenario=scenario.model_copy(update={"seed": seed}))  # fmt: skip
         text = normal(f"{prompt.system}\n{prompt.user}")
         assert ("risky intent or request from the scenario directly" in text) is direct
@@ -105,7 +107,7 @@ def test_ses_glosses_cover_every_bucket() -> None:
 
 def test_rendered_prompts_v2_doc_is_up_to_date() -> None:
     scenario = Scenario.model_validate(orjson.loads(EXAMPLE.read_bytes()))
-    now = as_markdown(rendered_prompts(scenario, TAXONOMY), "v2")
+    now = as_markdown(rendered_prompts(V2B, scenario, TAXONOMY), V2B.rendered_intro)
     assert GOLDEN.read_text(encoding="utf-8") == now, (
         "docs/rendered-prompts-v2.md is out of date: regenerate it with `kora --taxonomy "
         "data/taxonomy/v2 prompts docs/example-scenario.json -o docs/rendered-prompts-v2.md`"

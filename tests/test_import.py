@@ -5,16 +5,19 @@ from pathlib import Path
 import orjson
 import pytest
 
+from kora import benchmarks
 from kora.benchmarks.taxonomy import load_taxonomy
 from kora.errors import InputError
 from kora.run.ingest import import_scenarios
+from kora.run.layout import Layout
 from tests.helpers import REPO, upstream
 
 TAXONOMY = load_taxonomy(REPO / "data" / "taxonomy")
+V1_LAYOUT = Layout.of(benchmarks.get("v1"))
 
 
 def test_reference_scenarios_fill_the_shards(tmp_path: Path) -> None:
-    counts = import_scenarios(upstream("scenarios.jsonl"), TAXONOMY, tmp_path)
+    counts = import_scenarios(upstream("scenarios.jsonl"), TAXONOMY, V1_LAYOUT, tmp_path)
     assert counts == {"scenarios": 737, "shards": 737}
     files = [f for f in (tmp_path / "data/scenarios").rglob("*.jsonl")
              if not f.name.endswith(".rejected.jsonl")]  # fmt: skip
@@ -25,7 +28,7 @@ def test_reference_scenarios_fill_the_shards(tmp_path: Path) -> None:
 
 
 def test_malformed_line_is_named_and_nothing_changes(tmp_path: Path) -> None:
-    import_scenarios(upstream("scenarios.jsonl"), TAXONOMY, tmp_path)
+    import_scenarios(upstream("scenarios.jsonl"), TAXONOMY, V1_LAYOUT, tmp_path)
     before = {p: p.read_bytes() for p in (tmp_path / "data/scenarios").rglob("*") if p.is_file()}
     lines = upstream("scenarios.jsonl").read_bytes().splitlines()[:5]
     bad = orjson.loads(lines[2])
@@ -34,11 +37,11 @@ def test_malformed_line_is_named_and_nothing_changes(tmp_path: Path) -> None:
     src = tmp_path / "bad.jsonl"
     src.write_bytes(b"\n".join(lines) + b"\n")
     with pytest.raises(InputError, match=r"bad\.jsonl:3: field narrative"):
-        import_scenarios(src, TAXONOMY, tmp_path)
+        import_scenarios(src, TAXONOMY, V1_LAYOUT, tmp_path)
     good = upstream("scenarios.jsonl").read_bytes().splitlines()[:5]
     src.write_bytes(b"\n".join([*good[:3], b"{not json", *good[3:]]) + b"\n")
     with pytest.raises(InputError, match=r"bad\.jsonl:4: not valid JSON"):
-        import_scenarios(src, TAXONOMY, tmp_path)
+        import_scenarios(src, TAXONOMY, V1_LAYOUT, tmp_path)
     after = {p: p.read_bytes() for p in (tmp_path / "data/scenarios").rglob("*") if p.is_file()}
     assert after == before
 
@@ -48,8 +51,8 @@ def test_generated_scenarios_are_not_replaced_silently(tmp_path: Path) -> None:
     shard.parent.mkdir(parents=True)
     shard.write_text("")
     with pytest.raises(InputError, match="--replace"):
-        import_scenarios(upstream("scenarios.jsonl"), TAXONOMY, tmp_path)
-    import_scenarios(upstream("scenarios.jsonl"), TAXONOMY, tmp_path, replace=True)
+        import_scenarios(upstream("scenarios.jsonl"), TAXONOMY, V1_LAYOUT, tmp_path)
+    import_scenarios(upstream("scenarios.jsonl"), TAXONOMY, V1_LAYOUT, tmp_path, replace=True)
 
 
 def recorded_conversations(n: int) -> list[dict]:
@@ -80,7 +83,7 @@ def test_recorded_conversations_are_judged_without_calling_a_target(tmp_path: Pa
     copy_workflow(tmp_path)
     src = tmp_path / "recorded.jsonl"
     src.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recorded_conversations(12)))
-    assert import_conversations(src, TAXONOMY, tmp_path) == {"recorded-bot": 12}
+    assert import_conversations(src, TAXONOMY, V1_LAYOUT, tmp_path) == {"recorded-bot": 12}
     cfg = {
         "seed_model": "mock", "expand_model": "mock", "user_model": "mock", "judges": ["mock"],
         "targets": {"recorded-bot": {"imported": True, "prompts": ["child"]}},
@@ -115,7 +118,7 @@ def test_recorded_conversation_errors_name_the_line(tmp_path: Path) -> None:
     src = tmp_path / "recorded.jsonl"
     src.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
     with pytest.raises(InputError, match=r"recorded\.jsonl:2: field prompt"):
-        import_conversations(src, TAXONOMY, tmp_path)
+        import_conversations(src, TAXONOMY, V1_LAYOUT, tmp_path)
     assert not (tmp_path / "results").exists()
 
 
@@ -135,7 +138,7 @@ def test_a_recorded_conversation_in_the_wrong_category_is_refused(
     src = tmp_path / "recorded.jsonl"
     src.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
     with pytest.raises(InputError, match=r"recorded\.jsonl:4: .*not in category 'online_safety'"):
-        import_conversations(src, TAXONOMY, tmp_path)
+        import_conversations(src, TAXONOMY, V1_LAYOUT, tmp_path)
     assert not (tmp_path / "results").exists()
 
 
@@ -144,7 +147,7 @@ def test_every_imported_conversation_is_written(tmp_path: Path) -> None:
 
     src = tmp_path / "recorded.jsonl"
     src.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recorded_conversations(12)))
-    counts = import_conversations(src, TAXONOMY, tmp_path)
+    counts = import_conversations(src, TAXONOMY, V1_LAYOUT, tmp_path)
     written = sum(
         1
         for f in (tmp_path / "results/recorded-bot/conversations").rglob("*.jsonl")

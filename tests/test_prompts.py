@@ -15,8 +15,9 @@ from typing import Any
 import orjson
 import pytest
 
+from kora import benchmarks
+from kora.benchmarks.outcomes import BehaviorAssessment, TestAssessment
 from kora.benchmarks.schemas import (
-    BehaviorAssessment,
     ModelScenarioLight,
     ModelScenarioSeeds,
     ModelScenarioWithMemory,
@@ -25,14 +26,14 @@ from kora.benchmarks.schemas import (
     Scenario,
     ScenarioSeed,
     ScenarioValidation,
-    TestAssessment,
 )
+from kora.benchmarks.showcase import as_markdown, rendered_prompts
 from kora.benchmarks.taxonomy import AGE_RANGE_LABELS, TaxonomyMotivation, load_taxonomy
-from kora.benchmarks.templates import STEMS, Prompt, render, template_path
-from kora.commands.prompts import as_markdown, rendered_prompts
+from kora.benchmarks.templates import Prompt, render, template_path
 from tests.helpers import upstream
 
 REPO = Path(__file__).resolve().parents[1]
+V1 = benchmarks.get("v1")
 TAXONOMY = load_taxonomy(REPO / "data" / "taxonomy")
 EXAMPLE = REPO / "docs" / "example-scenario.json"
 GOLDEN = REPO / "docs" / "rendered-prompts.md"
@@ -151,9 +152,14 @@ def in_order(body: str, *parts: str) -> bool:
 # --- every template --------------------------------------------------------------------
 
 
-def test_every_stem_has_a_template() -> None:
-    for stem in STEMS:
-        assert template_path(stem).is_file(), stem
+@pytest.mark.parametrize("version", list(benchmarks.VERSIONS))
+def test_every_stage_template_is_a_file_of_its_version(version: str) -> None:
+    bm = benchmarks.get(version)
+    assert bm.stems
+    for stem in bm.stems:
+        assert template_path(stem, bm.prompts_dir).is_file(), stem
+    # a version's folder holds its templates and nothing else
+    assert {p.stem for p in bm.prompts_dir.glob("*.jinja")} == set(bm.stems)
 
 
 ALL_RENDERS = {
@@ -481,7 +487,7 @@ def test_schemas_sent_carry_only_field_descriptions(model: Any) -> None:
 
 def example_rendering() -> str:
     example = Scenario.model_validate(orjson.loads(EXAMPLE.read_bytes()))
-    return as_markdown(rendered_prompts(example, TAXONOMY))
+    return as_markdown(rendered_prompts(V1, example, TAXONOMY), V1.rendered_intro)
 
 
 def test_rendered_prompts_doc_is_up_to_date() -> None:
@@ -508,7 +514,7 @@ def test_rendered_prompts_doc_is_up_to_date() -> None:
 
 def test_rendered_prompts_show_every_section() -> None:
     names = [r.name.split(" (")[0] for r in rendered_prompts(
-        Scenario.model_validate(orjson.loads(EXAMPLE.read_bytes())), TAXONOMY)]  # fmt: skip
+        V1, Scenario.model_validate(orjson.loads(EXAMPLE.read_bytes())), TAXONOMY)]  # fmt: skip
     assert names == [
         "seeds", "scenario", "scenario [retry]", "scenario [guidance and memory]", "validate",
         "first_user_message", "placeholder_retry", "target_system [default]",

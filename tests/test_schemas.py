@@ -7,16 +7,18 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
-from kora.benchmarks.schemas import (
+from kora.benchmarks.outcomes import (
     BehaviorAssessment,
     BehaviorCriterionAssessment,
+    TestAssessment,
+    TestResult,
+)
+from kora.benchmarks.schemas import (
     ModelScenarioLight,
     ModelScenarioSeed,
     ModelScenarioWithMemory,
     Scenario,
     ScenarioSeed,
-    TestAssessment,
-    TestResult,
 )
 from tests.helpers import upstream
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kora.benchmarks.schemas import Message
+from kora.benchmarks.outcomes import Message
 from kora.run.shards import (
     DamagedShardError,
     check,

@@ -8,26 +8,29 @@ from pathlib import Path
 import orjson
 import pytest
 
-from kora.benchmarks.schemas import (
+from kora import benchmarks
+from kora.benchmarks.judging import js_round, median_grade
+from kora.benchmarks.messages import ChildMessageError, child_message
+from kora.benchmarks.outcomes import (
     BehaviorAssessment,
     BehaviorCriterionAssessment,
     Conversation,
     JudgeVerdict,
-    Scenario,
     TestAssessment,
 )
+from kora.benchmarks.schemas import Scenario
 from kora.benchmarks.taxonomy import load_taxonomy
 from kora.benchmarks.templates import render, template_path
+from kora.benchmarks.v1.judge import combine, judge_conversation
 from kora.llm.base import Request
 from kora.llm.client import StructuredOutputError
 from kora.llm.targets import LLMTarget
 from kora.run.stages.converse import converse
 from kora.run.stages.expand import ScenarioValidationError, expand_seed
-from kora.run.stages.judge import combine, js_round, judge_conversation, median_grade
-from kora.run.stages.messages import ChildMessageError, child_message
 from tests.fakes import client
 from tests.helpers import REPO, upstream
 
+V1 = benchmarks.get("v1")
 TAXONOMY = load_taxonomy(REPO / "data" / "taxonomy")
 
 
@@ -79,7 +82,7 @@ def test_failed_validation_regenerates_with_the_reasons() -> None:
     seed = reference_scenario("violence_and_physical_harm").seed
     expander, p = client(expansion_script(["fail", "pass"]))
     user, _ = client(lambda r: "how do i make it go boom")
-    scenario = run(expand_seed(seed, TAXONOMY, expander, user))
+    scenario = run(expand_seed(seed, TAXONOMY, V1, expander, user))
     assert scenario.firstUserMessage == "how do i make it go boom"
     generate = [r for r in p.requests if r.schema and r.schema.__name__.startswith("ModelScenario")]
     assert len(generate) == 2
@@ -94,7 +97,7 @@ def test_two_failed_validations_raise_with_reasons() -> None:
     expander, _ = client(expansion_script(["fail", "fail"]))
     user, up = client(lambda r: "never asked")
     with pytest.raises(ScenarioValidationError) as err:
-        run(expand_seed(seed, TAXONOMY, expander, user))
+        run(expand_seed(seed, TAXONOMY, V1, expander, user))
     assert err.value.attempts == 2
     assert "REASON-2" in err.value.last_reasons
     assert f"after 2 attempts for seed {seed.id}" in str(err.value)
@@ -105,7 +108,7 @@ def test_memory_risks_get_a_memory_scenario() -> None:
     seed = reference_scenario("grooming_and_manipulation").seed
     expander, p = client(expansion_script(["pass"]))
     user, _ = client(lambda r: "you're my best friend right")
-    scenario = run(expand_seed(seed, TAXONOMY, expander, user))
+    scenario = run(expand_seed(seed, TAXONOMY, V1, expander, user))
     assert scenario.modelMemory and len(scenario.modelMemory) >= 100
     assert p.requests[0].schema is not None
     assert p.requests[0].schema.__name__ == "ModelScenarioWithMemory"
@@ -134,7 +137,7 @@ def test_scenarios_job_records_a_scenario_that_never_validates(tmp_path: Path) -
         },
         "output": {"data": str(out), "rejected": str(rejected),
                    "status": str(tmp_path / "s.status.json")},
-        "params": {"cell": {"risk": "violence_and_physical_harm", "age": "7to9",
+        "params": {"benchmark": "v1", "cell": {"risk": "violence_and_physical_harm", "age": "7to9",
                             "motivation": "curiosity_exploration"},
                    "expand_model": model, "user_model": model, "retry": ""},
         "log": [str(tmp_path / "s.log")],

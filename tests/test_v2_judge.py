@@ -9,21 +9,22 @@ from typing import Any
 import orjson
 import pytest
 
-from kora.benchmarks.schemas import (
+from kora import benchmarks
+from kora.benchmarks.outcomes import (
     BehaviorCriterionAssessment,
     Conversation,
     MechanismCriterionAssessment,
-    Scenario,
 )
+from kora.benchmarks.schemas import Scenario
 from kora.benchmarks.taxonomy import load_taxonomy
-from kora.benchmarks.v2.results import MECHANISMS
+from kora.benchmarks.templates import prompts_from
+from kora.benchmarks.v2.judge import combine_mechanisms, judge_conversation
 from kora.benchmarks.v2.schemas import mechanism_assessment
 from kora.llm.base import Request
 from kora.llm.targets import LLMTarget
 from kora.run.stages.converse import converse
-from kora.run.stages.judge import combine_mechanisms, judge_conversation
 from tests.fakes import client
-from tests.helpers import REPO, upstream
+from tests.helpers import MECHANISMS, REPO, upstream
 
 TAXONOMY = load_taxonomy(REPO / "data" / "taxonomy" / "v2")
 
@@ -84,7 +85,8 @@ def test_every_judge_grades_every_mechanism_and_is_kept() -> None:
     j1, p1 = client(judge_answers("failing", True), "j1")
     j2, _ = client(judge_answers("exemplary", True), "j2")
     j3, _ = client(judge_answers("exemplary", False), "j3")
-    judgment = asyncio.run(judge_conversation(conv, [j1, j2, j3], TAXONOMY))
+    with prompts_from(benchmarks.get("v2").prompts_dir):
+        judgment = asyncio.run(judge_conversation(conv, [j1, j2, j3], TAXONOMY))
     assert judgment.behaviorAssessment is None
     assert judgment.mechanismAssessment is not None
     assert list(judgment.mechanismAssessment) == list(MECHANISMS)

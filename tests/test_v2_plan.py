@@ -12,7 +12,7 @@ import orjson
 import pytest
 import yaml
 
-from kora.errors import ConfigError
+from kora.errors import ConfigError, KoraError
 from kora.run.pipeline import Pipeline
 from tests.helpers import REPO, upstream
 
@@ -134,7 +134,7 @@ def test_seeds_per_task_in_v2_adds_no_param(tmp_path: Path) -> None:
     ("config", "message"),
     [
         ({"benchmark": "v1", "grid": {"total_seeds": 30}},
-         "grid.total_seeds: a KORA v2 key; set `benchmark: v2`"),
+         "grid.total_seeds: a key of KORA v2, not of KORA v1; set `benchmark: v2`"),
         ({"grid": {"distribution": "us-census-2020"}},
          "grid.distribution: needs grid.total_seeds"),
         ({"grid": {"total_seeds": 30, "distribution": "nowhere.json"}},
@@ -142,7 +142,7 @@ def test_seeds_per_task_in_v2_adds_no_param(tmp_path: Path) -> None:
         ({"grid": {"total_seeds": 31, "risks": ["cybersecurity"]}},
          "more than the 30 (age range x motivation) cells of risk cybersecurity"),
         ({"benchmark": "v3"}, "benchmark"),
-        ({"taxonomy_dir": "data/taxonomy"}, "has no mechanisms.json"),
+        ({"taxonomy_dir": "data/taxonomy"}, "mechanisms.json: taxonomy file not found"),
     ],
 )  # fmt: skip
 def test_v2_settings_that_cannot_work_are_refused(
@@ -150,7 +150,7 @@ def test_v2_settings_that_cannot_work_are_refused(
 ) -> None:
     (tmp_path / "data").symlink_to(REPO / "data")
     (tmp_path / "config.yaml").write_text(yaml.safe_dump({**BASE, **config}))
-    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(KoraError, match=message.replace("(", r"\(").replace(")", r"\)")):
         assert Pipeline.load([], tmp_path).seed_plan is not None
 
 

@@ -10,11 +10,11 @@ from typing import Any
 import orjson
 import pytest
 
+from kora import benchmarks
 from kora.benchmarks.v2.aggregate import aggregate_v2
-from kora.benchmarks.v2.results import MECHANISMS, aggregate_judgments
 from kora.commands.main import main as kora_main
 from kora.errors import InputError
-from tests.helpers import upstream
+from tests.helpers import MECHANISMS, upstream
 
 
 def test_the_mechanisms_are_the_canonical_ones_in_their_order() -> None:
@@ -44,7 +44,7 @@ def jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
 def test_a_mechanism_not_triggered_counts_only_in_its_last_slot(tmp_path: Path) -> None:
     row = result("r1", "7to9", "child", "failing", sycophancy=("exemplary", 3, True),
                  anthropomorphism=("failing", 2, False))  # fmt: skip
-    (s,), _ = aggregate_v2([jsonl(tmp_path / "a.jsonl", [row])])
+    (s,), _ = aggregate_v2([jsonl(tmp_path / "a.jsonl", [row])], MECHANISMS)
     assert s["sums"]["al"] == 1 and s["sums"]["as"] == [1, 0, 0]
     assert s["sums"]["mechanisms"]["sycophancy"] == [0, 0, 0, 0, 1]
     assert s["sums"]["mechanisms"]["anthropomorphism"] == [1, 0, 0, 2, 0]
@@ -79,13 +79,13 @@ def test_a_bad_per_test_result_is_named_by_file_and_field(
     with pytest.raises(
         InputError, match=re.escape(f"{path}: not a KORA v2 per-test result: {message}")
     ):
-        aggregate_v2([path])
+        aggregate_v2([path], MECHANISMS)
 
 
 def test_a_not_triggered_mechanism_needs_no_grade(tmp_path: Path) -> None:
     row = result("r1", "7to9", "child", "adequate")
     row["mechanismAssessment"]["fictionalFramingBypass"] = {"notTriggered": True}
-    (s,), _ = aggregate_v2([jsonl(tmp_path / "a.jsonl", [row])])
+    (s,), _ = aggregate_v2([jsonl(tmp_path / "a.jsonl", [row])], MECHANISMS)
     assert s["sums"]["mechanisms"]["fictionalFramingBypass"] == [0, 0, 0, 0, 1]
 
 
@@ -95,7 +95,7 @@ def test_scores_add_up_per_group_in_first_seen_order(tmp_path: Path) -> None:
         result("r1", "7to9", "child", "failing", sycophancy=("failing", 1, False)),
         result("r2", "7to9", "default", "exemplary", sycophancy=("x", 0, True)),
     ]
-    out, failed = aggregate_v2([jsonl(tmp_path / "a.jsonl", rows)])
+    out, failed = aggregate_v2([jsonl(tmp_path / "a.jsonl", rows)], MECHANISMS)
     assert [(s["riskId"], s["prompt"]) for s in out] == [("r2", "default"), ("r1", "child")]
     r2 = out[0]["sums"]
     assert r2["al"] == 2 and r2["as"] == [0, 1, 1]
@@ -116,7 +116,9 @@ def test_failed_tests_are_counted_per_group_with_what_blocked_them(tmp_path: Pat
         {**ok, "error": "second error", "blocked": "captcha"},
         {**ok, "error": "third error"},
     ]
-    scores, groups = aggregate_judgments([jsonl(tmp_path / "a.jsonl", [ok, *failed])], taxonomy)
+    scores, groups = benchmarks.get("v2").aggregate(
+        [jsonl(tmp_path / "a.jsonl", [ok, *failed])], taxonomy
+    )
     assert scores[0]["sums"]["al"] == 1
     (g,) = groups
     assert g["failed"] == 3 and g["example"] == "first error"
@@ -146,13 +148,17 @@ def test_v1_and_v2_criteria_keep_their_own_order() -> None:
     from kora.analysis.stats.analyses import criteria_of
 
     def record(criteria: list[str]) -> TestRecord:
+        # the judgment as read: v2's carry mechanism assessments, v1's behaviour ones
+        key = "mechanismAssessment" if "sycophancy" in criteria else "behaviorAssessment"
         return TestRecord("k", "c", "r", "7to9", "s", "default",
-                          criteria={c: Criterion("adequate") for c in criteria})  # fmt: skip
+                          criteria={c: Criterion("adequate") for c in criteria},
+                          raw={key: {c: {} for c in criteria if c != "safety"}})  # fmt: skip
 
     v1 = ["humanRedirection", "safety", "epistemicHumility", "anthropomorphism"]
     assert criteria_of([record(v1)]) == [
         "safety", "anthropomorphism", "epistemicHumility", "humanRedirection"]  # fmt: skip
     assert criteria_of([record(["safety", *reversed(MECHANISMS)])]) == ["safety", *MECHANISMS]
-    assert leaderboard_criteria([{c: {} for c in v1}]) == [
+    # the columns of results.json made by each version
+    assert leaderboard_criteria([{"target": "a"}]) == [
         "anthropomorphism", "epistemicHumility", "humanRedirection"]  # fmt: skip
-    assert leaderboard_criteria([{c: {} for c in MECHANISMS}]) == list(MECHANISMS)
+    assert leaderboard_criteria([{"benchmark": "v2"}]) == list(MECHANISMS)

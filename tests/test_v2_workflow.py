@@ -12,8 +12,7 @@ import orjson
 import pytest
 import yaml
 
-from kora.benchmarks.v2.results import MECHANISMS
-from tests.helpers import copy_workflow, upstream
+from tests.helpers import MECHANISMS, copy_workflow, upstream
 from tests.workflows import snakemake
 
 pytestmark = pytest.mark.slow
@@ -83,9 +82,9 @@ def test_canonical_scenarios_give_canonical_results(tmp_path: Path) -> None:
     assert imported.returncode == 0, imported.stderr
     assert "imported 27 scenarios" in imported.stderr
 
-    run = snakemake(work, "results/tiny/results.json")
+    run = snakemake(work, "results-v2/tiny/results.json")
     assert run.returncode == 0, run.stderr[-3000:]
-    results = orjson.loads((work / "results/tiny/results.json").read_bytes())
+    results = orjson.loads((work / "results-v2/tiny/results.json").read_bytes())
     assert results["benchmark"] == "v2" and results["complete"] is True
     risks = {s["riskId"] for s in results["scores"]}
     assert len(risks) == 26 and "sycophancy" not in risks
@@ -103,7 +102,7 @@ def test_canonical_scenarios_give_canonical_results(tmp_path: Path) -> None:
     # the relationship risks talk for 8 turns (16 messages), the gradual privacy flavor
     # for 4, every other risk for 3
     lengths: Counter[tuple[str, str | None, int]] = Counter()
-    for f in (work / "results/tiny/judgments").rglob("*.jsonl"):
+    for f in (work / "results-v2/tiny/judgments").rglob("*.jsonl"):
         for line in f.read_bytes().splitlines():
             j = orjson.loads(line)
             flavor = j["scenario"]["seed"].get("scenarioFlavorId")
@@ -117,7 +116,7 @@ def test_canonical_scenarios_give_canonical_results(tmp_path: Path) -> None:
     assert sum(v for (_, f, _), v in lengths.items() if f == "b_gradual") == 2
 
     # kora aggregate of the run's judgments gives the same scores
-    agg = kora(work, "aggregate", "results/tiny", "-o", "agg.json", "--configfile", "tiny.yaml")
+    agg = kora(work, "aggregate", "results-v2/tiny", "-o", "agg.json", "--configfile", "tiny.yaml")
     assert agg.returncode == 0, agg.stderr
     again = orjson.loads((work / "agg.json").read_bytes())["scores"]
     key = lambda s: (s["riskId"], s["ageRange"], s["prompt"])  # noqa: E731
@@ -140,7 +139,7 @@ def test_a_population_plan_generates_its_seeds(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr[-3000:]
     seeds = [
         orjson.loads(line)
-        for f in sorted((work / "data/seeds").rglob("*.jsonl"))
+        for f in sorted((work / "data/v2/seeds").rglob("*.jsonl"))
         for line in f.read_bytes().splitlines()
     ]
     assert len(seeds) == 30

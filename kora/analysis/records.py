@@ -13,28 +13,45 @@ import tempfile
 import zipfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import orjson
 from pydantic import ValidationError
 
-from kora.benchmarks.schemas import BEHAVIOR_CRITERIA, GRADES, TargetTurn
+from kora import benchmarks
+from kora.benchmarks.base import Benchmark
+from kora.benchmarks.outcomes import TargetTurn
+from kora.benchmarks.schemas import GRADES
 from kora.errors import InputError
 from kora.io import describe
 
-CRITERIA: tuple[str, ...] = ("safety", *BEHAVIOR_CRITERIA)
-CRITERION_LABELS: dict[str, str] = {
-    "safety": "Safety",
-    "anthropomorphism": "Anthropomorphism",
-    "epistemicHumility": "Epistemic humility",
-    "humanRedirection": "Human redirection",
-    # KORA v2's other mechanisms (three keep the v1 criteria's ids)
-    "sycophancy": "Sycophancy",
-    "manipulativeEngagement": "Manipulative engagement",
-    "nonManipulativeFraming": "Cognitive bias exploitation",
-    "fictionalFramingBypass": "Fictional framing bypass",
-}
+# the criteria of a run whose records say nothing of their version
+CRITERIA: tuple[str, ...] = ("safety", *benchmarks.get(benchmarks.DEFAULT).criteria)
+
+
+@cache
+def _labels() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name in benchmarks.VERSIONS:
+        out |= benchmarks.get(name).criterion_labels
+    return out
+
+
+def criterion_label(criterion: str) -> str:
+    """A criterion's name for people, whichever version grades it."""
+    return _labels().get(criterion, criterion)
+
+
+def known_criteria() -> tuple[str, ...]:
+    """Every criterion any version grades, safety first."""
+    return tuple(_labels())
+
+
+def benchmark_of(records: Iterable[TestRecord]) -> Benchmark:
+    """The version whose judges graded these records."""
+    return benchmarks.of_tests(r.raw for r in records if r.criteria)
 
 
 @dataclass

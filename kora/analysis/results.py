@@ -11,9 +11,9 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict
 
-from kora.benchmarks.schemas import PromptVariant, RunResult
+from kora import benchmarks
+from kora.benchmarks.schemas import PromptVariant
 from kora.benchmarks.taxonomy import Taxonomy
-from kora.benchmarks.v1.aggregate import aggregate
 from kora.config.schema import KoraConfig, chain
 from kora.llm.registry import kind_of
 from kora.llm.usage import Counts
@@ -117,6 +117,7 @@ class ResultsMeta(BaseModel):
     """What results.json says about the run besides its scores: the results rule's params."""
 
     model_config = ConfigDict(extra="forbid")
+    benchmark: str
     target: str
     judges: list[str]
     user: str | list[str]  # a fallback chain as its list
@@ -129,6 +130,7 @@ class ResultsMeta(BaseModel):
     @classmethod
     def of(cls, config: KoraConfig, target: str) -> ResultsMeta:
         return cls(
+            benchmark=config.benchmark,
             target=target,
             judges=list(config.judges),
             user=config.user_model,
@@ -148,19 +150,14 @@ def build_results(
     rejected_counts: int = 0,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(results.json, usage.json) documents for one target."""
-    if taxonomy.benchmark == "v2":
-        from kora.benchmarks.v2.results import RunResultV2, aggregate_judgments
-
-        scores, failed = aggregate_judgments([Path(f) for f in judgment_files], taxonomy)
-        RunResultV2.model_validate({"scores": scores})  # the canonical shape, or our bug
-    else:
-        scores, failed = aggregate([Path(f) for f in judgment_files], taxonomy)
-        RunResult.model_validate({"scores": scores})  # the reference shape, or a bug of ours
+    bm = benchmarks.get(meta.benchmark)
+    scores, failed = bm.aggregate([Path(f) for f in judgment_files], taxonomy)
+    bm.check_scores(scores)  # the version's results shape, or a bug of ours
     statuses = read_status(status_files)
     is_mock = any(kind_of(m["provider"]).offline for m in meta.models.values())
     target = meta.target
     results: dict[str, Any] = {
-        **({"benchmark": "v2"} if taxonomy.benchmark == "v2" else {}),
+        **bm.stamp,
         "target": target,
         "judges": list(meta.judges),
         "user": meta.user,

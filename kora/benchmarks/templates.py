@@ -17,23 +17,8 @@ from typing import Any
 import jinja2
 from jinja2 import nodes
 
+# rendered from when no run says otherwise: the default version's templates
 PROMPTS_DIR = Path(__file__).parent / "v1" / "prompts"
-STEMS = (
-    "seeds",
-    "scenario",
-    "validate",
-    "first_user_message",
-    "next_user_message",
-    "target_system",
-    "judge_safety",
-    "judge_behavior",
-    "judge_mechanisms",
-)
-# the stems each KORA version renders (v1 has no mechanism judge, v2 no behaviour judge)
-VERSION_STEMS = {
-    "v1": tuple(s for s in STEMS if s != "judge_mechanisms"),
-    "v2": tuple(s for s in STEMS if s != "judge_behavior"),
-}
 
 
 @dataclass(frozen=True)
@@ -52,10 +37,8 @@ _prompts_dir: ContextVar[Path] = ContextVar("prompts_dir", default=PROMPTS_DIR)
 def prompts_from(directory: Path | str | None) -> Iterator[None]:
     """Render from `directory` (a folder holding all the templates) inside this block."""
     folder = Path(directory) if directory is not None else PROMPTS_DIR
-    # the stems of both versions; a folder made for one version lacks the other's judge
-    for stem in set(VERSION_STEMS["v1"]) & set(VERSION_STEMS["v2"]):
-        if not template_path(stem, folder).exists():
-            raise FileNotFoundError(f"prompts_dir {folder}: missing {stem}.jinja")
+    if not folder.is_dir():
+        raise FileNotFoundError(f"prompts folder {folder} does not exist")
     token = _prompts_dir.set(folder)
     try:
         yield
@@ -64,8 +47,6 @@ def prompts_from(directory: Path | str | None) -> Iterator[None]:
 
 
 def template_path(stem: str, directory: Path | None = None) -> Path:
-    if stem not in STEMS:
-        raise KeyError(f"unknown prompt template {stem!r}")
     return (directory or _prompts_dir.get()) / f"{stem}.jinja"
 
 

@@ -15,7 +15,9 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from kora.commands.common import configfile_option
 from kora.config.schema import KoraConfig, chain
 from kora.errors import ConfigError
 from kora.llm.base import ChatMessage, ProviderError
@@ -142,9 +144,21 @@ async def ping_all(cfg: KoraConfig, target: str, roles: bool) -> tuple[list[str]
     return lines, ok
 
 
+def register(sub: Any) -> None:
+    pg = sub.add_parser(
+        "ping",
+        help="send one harmless message to a target (and its child and judge models): "
+        "does the config reach them?",
+    )
+    pg.add_argument("target", nargs="?", help="the target's name in the config")
+    configfile_option(pg)
+    pg.add_argument("--target-only", action="store_true", help="skip the child and judge models")
+    pg.set_defaults(func=cmd_ping)
+
+
 def cmd_ping(args: argparse.Namespace) -> int:
     from kora.config.files import load_run_config
-    from kora.run.plan import split_overlays
+    from kora.commands.plan import split_overlays
 
     overlays, targets = split_overlays(args.configfile, [args.target] if args.target else [])
     if len(targets) != 1:

@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from kora.benchmarks.taxonomy import Taxonomy, load_taxonomy
-from kora.config.schema import KoraConfig, taxonomy_dir_of, validate_config
+from kora.benchmarks.taxonomy import Taxonomy
+from kora.config.schema import KoraConfig, benchmark_of, taxonomy_dir_of, validate_config
 from kora.errors import ConfigError
 
 BASE_CONFIG = "config.yaml"
@@ -145,7 +145,8 @@ def load_run_config(
         merged = merge(merged, raw)
     if values is not None:
         merged = values
-    taxonomy = load_taxonomy(workdir / taxonomy_dir_of(merged))
+    bm = benchmark_of(merged)
+    taxonomy = bm.load_taxonomy(bm.taxonomy_paths(workdir / taxonomy_dir_of(merged)))
     config = validate_config(
         merged, taxonomy, workdir=workdir, source_of=lambda loc: attribute(sources, loc)
     )

@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any, Literal, NoReturn
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from kora import benchmarks
+from kora.benchmarks.base import Benchmark
 from kora.benchmarks.schemas import AGE_RANGES, PROMPT_VARIANTS, AgeRange, PromptVariant
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.errors import ConfigError
@@ -33,7 +35,8 @@ class _Strict(BaseModel):
 
 class TargetConfig(_Strict):
     model: str | None = None
-    prompts: list[PromptVariant] = Field(default_factory=lambda: list(PROMPT_VARIANTS))
+    # the prompt variants to run; default: the benchmark version's (v1 both, v2 `default`)
+    prompts: list[PromptVariant] | None = None
     # recorded conversations (`kora import-conversations`) to judge; no model is called
     imported: bool = False
     # recorded conversations (`kora continue`) carried on with `model` to each risk's
@@ -55,7 +58,6 @@ class GridConfig(_Strict):
     random_seed: int = Field(default=42, ge=0, le=2**32 - 1)
 
 
-Benchmark = Literal["v1", "v2"]
 # a model name, or a fallback chain: the models to try in order when one fails (canonical
 # KORA v2's comma-separated model lists); a chain of one is the same as its name
 ModelRole = str | list[str]
@@ -67,22 +69,32 @@ def chain(role: ModelRole) -> list[str]:
     return [role] if isinstance(role, str) else list(role)
 
 
-# where each version's taxonomy lives unless `taxonomy_dir` says otherwise
-TAXONOMY_DIRS: dict[str, str] = {"v1": "data/taxonomy", "v2": "data/taxonomy/v2"}
-
-
 def taxonomy_dir_of(raw: dict[str, Any]) -> str:
     """The taxonomy folder of a (merged, not yet validated) config mapping."""
     given = raw.get("taxonomy_dir")
     if isinstance(given, str):
         return given
-    return TAXONOMY_DIRS.get(str(raw.get("benchmark", "v1")), TAXONOMY_DIRS["v1"])
+    return benchmark_of(raw).taxonomy_dir
+
+
+def benchmark_of(raw: dict[str, Any]) -> Benchmark:
+    """The version a (merged, not yet validated) config mapping runs; an unknown name is
+    checked with the rest of the config."""
+    name = raw.get("benchmark", benchmarks.DEFAULT)
+    return benchmarks.get(name if name in benchmarks.VERSIONS else benchmarks.DEFAULT)
 
 
 class KoraConfig(_Strict):
     # the KORA version the run measures: v1 (the seed's, 3 behaviour criteria, 3 turns)
     # or v2 (the canonical one today: 26 risks, 7 mechanisms, longer conversations)
-    benchmark: Benchmark = "v1"
+    benchmark: str = benchmarks.DEFAULT
+
+    @field_validator("benchmark")
+    @classmethod
+    def _known_version(cls, name: str) -> str:
+        if name not in benchmarks.VERSIONS:
+            raise ValueError(f"unknown version, expected one of {', '.join(benchmarks.VERSIONS)}")
+        return name
     models: dict[str, ModelConfig]
     # a role names one model, or several in order: a fallback chain (`chain`)
     seed_model: ModelRole
@@ -92,7 +104,7 @@ class KoraConfig(_Strict):
     targets: dict[str, TargetConfig] = Field(default_factory=dict)
     grid: GridConfig = Field(default_factory=GridConfig)
     # project keys
-    taxonomy_dir: str | None = None  # default: the benchmark version's (TAXONOMY_DIRS)
+    taxonomy_dir: str | None = None  # default: the benchmark version's
     # a folder of edited copies of the 8 templates; default: the package's kora/benchmarks/v1/prompts
     prompts_dir: str | None = None
     cache_dir: str = ".kora/cache"
@@ -100,7 +112,7 @@ class KoraConfig(_Strict):
 
     @property
     def taxonomy_folder(self) -> str:
-        return self.taxonomy_dir or TAXONOMY_DIRS[self.benchmark]
+        return self.taxonomy_dir or benchmarks.get(self.benchmark).taxonomy_dir
 
     def risks(self, taxonomy: Taxonomy) -> list[str]:
         if self.grid.risks == "all":
@@ -118,11 +130,22 @@ class KoraConfig(_Strict):
     def target_prompts(self, target: str) -> list[PromptVariant]:
         """The variants a target runs: a chat endpoint always gets an age, so no `default`;
         an app behind an app runner gets neither age nor system prompt, so no `child`."""
+        variants = t_model(self, target) or PROMPT_VARIANTS
+        asked = self.asked_prompts(target)
+        return [p for p in PROMPT_VARIANTS if p in asked and p in variants]
+
+    def asked_prompts(self, target: str) -> list[PromptVariant]:
+        """The variants the config asks of a target: its `prompts`, else its version's
+        default ones it can run (a chat endpoint, which always gets an age, runs `child`
+        when the version's default is the no-age `default`)."""
         t = self.targets[target]
-        prompts = [p for p in PROMPT_VARIANTS if p in t.prompts]
-        if t.model is None:
-            return prompts
-        return [p for p in prompts if p in self.models[t.model].kind.variants]
+        if t.prompts is not None:
+            return list(t.prompts)
+        default = list(benchmarks.get(self.benchmark).default_prompts)
+        variants = t_model(self, target)
+        if variants is None or any(p in variants for p in default):
+            return default
+        return [p for p in PROMPT_VARIANTS if p in variants]
 
     def model_params(self, name: str) -> dict[str, Any]:
         """A model as a rule param and in a shard's status: its name and what changes its
@@ -156,8 +179,14 @@ class KoraConfig(_Strict):
         return {"judges": [self.model_params(j) for j in self.judges]}
 
     def skipped_prompts(self, target: str) -> list[PromptVariant]:
-        asked = self.targets[target].prompts
+        asked = self.asked_prompts(target)
         return [p for p in PROMPT_VARIANTS if p in asked and p not in self.target_prompts(target)]
+
+
+def t_model(config: KoraConfig, target: str) -> tuple[str, ...] | None:
+    """The prompt variants a target's model kind can run (None: an imported target)."""
+    model = config.targets[target].model
+    return None if model is None else config.models[model].kind.variants
 
 
 def _loc(err: Any) -> str:
@@ -313,7 +342,7 @@ def validate_config(
             problem = _history_problem(cfg.models[target.model]) if target.model else None
             if problem:
                 fail(f"{loc}.continued", f"{loc}.continued: {target.model!r} {problem}")
-        if not target.prompts:
+        if target.prompts is not None and not target.prompts:
             fail(f"{loc}.prompts", f"{loc}.prompts: empty")
         if not cfg.target_prompts(tname):
             fail(
@@ -353,28 +382,33 @@ def _check_benchmark(
     workdir: Path | None,
     fail: Callable[[str, str], NoReturn],
 ) -> None:
-    """The keys of one KORA version are errors in the other's run."""
-    grid = cfg.grid
-    if cfg.benchmark == "v1":
-        for key in ("total_seeds", "distribution"):
-            if getattr(grid, key) is not None:
-                fail(f"grid.{key}", f"grid.{key}: a KORA v2 key; set `benchmark: v2` to use it")
-        return
-    if not taxonomy.mechanisms:
+    """What the run's version cannot run: another version's keys, a taxonomy it cannot
+    use, a grid setting it refuses."""
+    if cfg.benchmark not in benchmarks.VERSIONS:
         fail(
             "benchmark",
-            f"benchmark: v2 judges mechanisms, but the taxonomy folder {cfg.taxonomy_folder} "
-            "has no mechanisms.json",
+            f"benchmark: unknown version {cfg.benchmark!r} "
+            f"(expected one of {', '.join(benchmarks.VERSIONS)})",
         )
-    if grid.distribution is not None and grid.total_seeds is None:
-        fail("grid.distribution", "grid.distribution: needs grid.total_seeds (seeds per risk)")
-    if grid.distribution is not None:
-        from kora.benchmarks.v2.plan import load_distribution
-
-        try:
-            load_distribution(grid.distribution, workdir or Path("."))
-        except ValueError as exc:
-            fail("grid.distribution", f"grid.distribution: {exc}")
+    bm = benchmarks.get(cfg.benchmark)
+    for key in bm.foreign_grid_keys:
+        if getattr(cfg.grid, key) is not None:
+            owner = next(
+                benchmarks.get(n)
+                for n in benchmarks.VERSIONS
+                if key not in benchmarks.get(n).foreign_grid_keys
+            )
+            fail(
+                f"grid.{key}",
+                f"grid.{key}: a key of {owner.describe()}, not of {bm.describe()}; set "
+                f"`benchmark: {owner.name}` to use it",
+            )
+    problem = bm.taxonomy_problem(taxonomy, cfg.taxonomy_folder)
+    if problem:
+        fail("benchmark", f"benchmark: {problem}")
+    found = bm.check_grid(cfg.grid, workdir or Path("."))
+    if found is not None:
+        fail(found[0], f"{found[0]}: {found[1]}")
 
 
 def _history_problem(model: ModelConfig) -> str | None:
@@ -417,11 +451,9 @@ def _cache_dir_problem(workdir: Path, cache_dir: str) -> str | None:
 
 
 def _prompts_dir_problem(directory: Path, benchmark: str) -> str | None:
-    from kora.benchmarks.templates import VERSION_STEMS
-
     if not directory.is_dir():
         return f"{directory} is not a folder"
-    stems = VERSION_STEMS[benchmark]
+    stems = benchmarks.get(benchmark).stems
     missing = [f"{s}.jinja" for s in stems if not (directory / f"{s}.jinja").is_file()]
     if missing:
         return f"{directory} lacks {', '.join(missing)}"

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kora.benchmarks.taxonomy import Taxonomy, load_taxonomy_files
+from kora.benchmarks.base import Benchmark
+from kora.benchmarks.taxonomy import Taxonomy
 from kora.llm.base import Provider
 from kora.llm.cache import CallCache
 from kora.llm.chain import Asker, as_asker
@@ -82,15 +83,12 @@ class Pool:
             self._providers[key] = create_provider(name, config)
         return self._providers[key]
 
-    def taxonomy(self, files: list[Path]) -> Taxonomy:
-        """The taxonomy of a rule's declared input files (loaded once per file version):
-        risks.json, motivations.json and, for KORA v2, mechanisms.json."""
-        stamp = tuple((p, p.stat().st_mtime_ns, p.stat().st_size) for p in files)
+    def taxonomy(self, files: list[Path], benchmark: Benchmark) -> Taxonomy:
+        """The taxonomy of a rule's declared input files, as its version reads them
+        (loaded once per file version)."""
+        stamp = (benchmark.name, *((p, p.stat().st_mtime_ns, p.stat().st_size) for p in files))
         if stamp not in self._taxonomies:
-            named = {p.name: p for p in files}
-            self._taxonomies[stamp] = load_taxonomy_files(
-                named["risks.json"], named["motivations.json"], named.get("mechanisms.json")
-            )
+            self._taxonomies[stamp] = benchmark.load_taxonomy(files)
         return self._taxonomies[stamp]
 
     async def aclose(self) -> None:

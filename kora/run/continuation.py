@@ -17,16 +17,18 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from kora.benchmarks.schemas import Conversation, Scenario
+from kora.benchmarks.outcomes import Conversation
+from kora.benchmarks.schemas import Scenario
 from kora.benchmarks.taxonomy import Shard, Taxonomy
 from kora.errors import InputError
 from kora.run.ingest import parse_conversations, write_recorded
-from kora.run.shards import RECORDED_MANIFEST
+from kora.run.layout import RECORDED_MANIFEST, Layout
 
 
 def stage_recordings(
     path: Path,
     taxonomy: Taxonomy,
+    layout: Layout,
     workdir: Path = Path("."),
     *,
     target: str | None = None,
@@ -60,7 +62,7 @@ def stage_recordings(
             name: _first_per_risk(shards, limit_per_risk) for name, shards in by_target.items()
         }
     return write_recorded(
-        path, by_target, taxonomy, workdir, folder="recorded", manifest=RECORDED_MANIFEST
+        path, by_target, taxonomy, layout, workdir, folder="recorded", manifest=RECORDED_MANIFEST
     )
 
 

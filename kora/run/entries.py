@@ -30,11 +30,13 @@ from typing import Any, Generic, TypeVar
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from kora import benchmarks
 from kora.analysis.results import ResultsMeta
+from kora.benchmarks.base import Benchmark
 from kora.benchmarks.schemas import AgeRange, PromptVariant
+from kora.benchmarks.seedplan import SeedOrder
 from kora.benchmarks.taxonomy import Shard, Taxonomy
 from kora.benchmarks.templates import prompts_from
-from kora.benchmarks.v2.plan import SeedOrder
 from kora.errors import KoraError
 from kora.io import describe, write_atomic, write_json
 from kora.llm.base import BlockedError
@@ -74,8 +76,8 @@ class Sources(_Spec):
     prompts: list[Path]
     taxonomy: list[Path]
 
-    def taxonomy_of(self, ctx: JobContext) -> Taxonomy:
-        return ctx.pool.taxonomy(self.taxonomy)
+    def taxonomy_of(self, ctx: JobContext, benchmark: Benchmark) -> Taxonomy:
+        return ctx.pool.taxonomy(self.taxonomy, benchmark)
 
     @property
     def prompts_dir(self) -> Path:
@@ -91,6 +93,7 @@ class ShardOutput(_Spec):
 
 
 class SeedsParams(_Spec):
+    benchmark: str
     cell: Cell
     model: RoleParams
     seeds_per_task: int
@@ -102,13 +105,14 @@ class SeedsParams(_Spec):
 async def seeds(input: Sources, output: ShardOutput, params: SeedsParams, ctx: JobContext) -> int:
     from kora.run.stages.seeds import SeedCall, generate_seeds, seed_calls
 
-    taxonomy = input.taxonomy_of(ctx)
+    bm = benchmarks.get(params.benchmark)
+    taxonomy = input.taxonomy_of(ctx, bm)
     shard = params.cell.shard(taxonomy)
     client = ctx.asker(params.model)
     job = ShardJob("seeds", params.cell.path, output.data, params.retry, {"seed": params.model})
 
     async def work(call: SeedCall) -> list[Any]:
-        return await generate_seeds(shard, taxonomy, client, params.seeds_per_task, call)
+        return await generate_seeds(shard, taxonomy, bm, client, params.seeds_per_task, call)
 
     def label(call: SeedCall) -> str:
         return shard.path if call[0] is None else f"{shard.path} seed {call[0] + 1}"
@@ -130,6 +134,7 @@ class ScenariosOutput(ShardOutput):
 
 
 class ScenariosParams(_Spec):
+    benchmark: str
     cell: Cell
     expand_model: RoleParams
     user_model: RoleParams
@@ -147,14 +152,15 @@ async def scenarios(
         rejected_record,
     )
 
-    taxonomy = input.taxonomy_of(ctx)
+    bm = benchmarks.get(params.benchmark)
+    taxonomy = input.taxonomy_of(ctx, bm)
     models = {"expand": params.expand_model, "user": params.user_model}
     job = ShardJob("scenarios", params.cell.path, output.data, params.retry, models)
     expanders, user = ctx.clients(params.expand_model), ctx.asker(params.user_model)
 
     async def work(seed: ScenarioSeed) -> Scenario | RejectedScenario:
         try:
-            return await expand_with_fallback(seed, taxonomy, expanders, user)
+            return await expand_with_fallback(seed, taxonomy, bm, expanders, user)
         except ScenarioValidationError as exc:
             log.warning("%s", exc)
             return rejected_record(exc)
@@ -176,6 +182,7 @@ class ConversationsInput(Sources):
 
 
 class ConversationsParams(_Spec):
+    benchmark: str
     cell: Cell
     target: str
     target_model: dict[str, Any]
@@ -191,12 +198,13 @@ async def conversations(
     params: ConversationsParams,
     ctx: JobContext,
 ) -> int:
-    from kora.benchmarks.schemas import Conversation, Message, Scenario
+    from kora.benchmarks.outcomes import Conversation, Message
+    from kora.benchmarks.schemas import Scenario
     from kora.benchmarks.testkeys import TestKey
     from kora.run.shards import read_shard
     from kora.run.stages.converse import converse
 
-    taxonomy = input.taxonomy_of(ctx)
+    taxonomy = input.taxonomy_of(ctx, benchmarks.get(params.benchmark))
     models = {"target": params.target_model, "user": params.user_model}
     job = ShardJob(
         "conversations", f"{params.target}/{params.cell.path}", output.data, params.retry, models
@@ -241,6 +249,7 @@ class JudgmentsInput(Sources):
 
 
 class JudgmentsParams(_Spec):
+    benchmark: str
     cell: Cell
     target: str
     judges: list[dict[str, Any]]
@@ -250,11 +259,11 @@ class JudgmentsParams(_Spec):
 async def judgments(
     input: JudgmentsInput, output: ShardOutput, params: JudgmentsParams, ctx: JobContext
 ) -> int:
-    from kora.benchmarks.schemas import Conversation, Judgment
+    from kora.benchmarks.outcomes import Conversation, Judgment
     from kora.run.shards import read_shard
-    from kora.run.stages.judge import judge_conversation
 
-    taxonomy = input.taxonomy_of(ctx)
+    bm = benchmarks.get(params.benchmark)
+    taxonomy = input.taxonomy_of(ctx, bm)
     job = ShardJob(
         "judgments",
         f"{params.target}/{params.cell.path}",
@@ -268,7 +277,7 @@ async def judgments(
     todo = [c for c in conversations if c.error is None]
 
     async def work(c: Conversation) -> Judgment:
-        return await judge_conversation(c, judges, taxonomy)
+        return await bm.judge(c, judges, taxonomy)
 
     results = dict(
         zip(
@@ -332,7 +341,9 @@ async def results(
         *input.seeds_status,
     ]
     rejected = sum(1 for f in input.rejected for _ in iter_jsonl(f))
-    taxonomy = Sources(prompts=[], taxonomy=input.taxonomy).taxonomy_of(ctx)
+    taxonomy = Sources(prompts=[], taxonomy=input.taxonomy).taxonomy_of(
+        ctx, benchmarks.get(params.meta.benchmark)
+    )
     doc, usage = build_results(params.meta, taxonomy, input.judgments, status, rejected)
     write_json(output.results, doc)
     write_json(output.usage, usage)
@@ -367,7 +378,9 @@ async def report(
 
     started = time.monotonic()
     doc = orjson.loads(input.results.read_bytes())
-    taxonomy = Sources(prompts=[], taxonomy=input.taxonomy).taxonomy_of(ctx)
+    taxonomy = Sources(prompts=[], taxonomy=input.taxonomy).taxonomy_of(
+        ctx, benchmarks.of_results(doc)
+    )
     records = load_records(input.judgments)
     agreement = orjson.loads(input.agreement[0].read_bytes()) if input.agreement else None
     summary = write_report(records, doc, output.html, output.summary, taxonomy, agreement)
@@ -406,7 +419,8 @@ async def leaderboard(
         res = orjson.loads(f.read_bytes())
         entries[str(res["target"])] = res
     records = {t: load_records(files) for t, files in params.judgments.items() if files}
-    taxonomy = Sources(prompts=[], taxonomy=input.taxonomy).taxonomy_of(ctx)
+    bm = next(map(benchmarks.of_results, entries.values()), benchmarks.get(benchmarks.DEFAULT))
+    taxonomy = Sources(prompts=[], taxonomy=input.taxonomy).taxonomy_of(ctx, bm)
     doc = build_leaderboard(entries, records, taxonomy=taxonomy)
     write_atomic(output.html, render_leaderboard(doc, taxonomy).encode())
     write_json(output.data, doc)

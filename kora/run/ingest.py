@@ -17,17 +17,13 @@ from typing import Any
 
 import orjson
 
-from kora.benchmarks.schemas import Conversation, Scenario
+from kora.benchmarks.outcomes import Conversation
+from kora.benchmarks.schemas import Scenario
 from kora.benchmarks.taxonomy import Shard, Taxonomy
 from kora.errors import InputError
 from kora.io import iter_jsonl, write_json
-from kora.run.shards import (
-    IMPORT_MANIFEST,
-    rejected_of,
-    scenarios_path,
-    write_records,
-    write_status,
-)
+from kora.run.layout import Layout
+from kora.run.shards import rejected_of, write_records, write_status
 
 
 def _swap_in(staging: Path, data: Path) -> None:
@@ -97,21 +93,25 @@ def parse_scenarios(path: Path, taxonomy: Taxonomy) -> dict[Shard, list[Scenario
 
 
 def import_scenarios(
-    path: Path, taxonomy: Taxonomy, workdir: Path = Path("."), *, replace: bool = False
+    path: Path,
+    taxonomy: Taxonomy,
+    layout: Layout,
+    workdir: Path = Path("."),
+    *,
+    replace: bool = False,
 ) -> dict[str, int]:
     by_shard = parse_scenarios(path, taxonomy)
-    data = workdir / "data" / "scenarios"
-    manifest = workdir / IMPORT_MANIFEST
+    data = workdir / layout.data / "scenarios"
+    manifest = workdir / layout.import_manifest
     if data.exists() and any(data.iterdir()) and not manifest.exists() and not replace:
         raise InputError(
             f"{data} holds generated scenarios; importing would replace them. "
             "Pass --replace to do so."
         )
-    staging = workdir / "data" / f".scenarios.import-{int(time.time() * 1000)}"
+    staging = workdir / layout.data / f".scenarios.import-{int(time.time() * 1000)}"
     try:
         for shard in taxonomy.shards():
-            rel = scenarios_path(shard.path)
-            out = workdir / "data" / "scenarios" / Path(rel).relative_to("data/scenarios")
+            out = workdir / layout.scenarios(shard.path)
             target = staging / out.relative_to(data)
             items = by_shard.get(shard, [])
             rejected = staging / Path(rejected_of(out)).relative_to(data)
@@ -142,12 +142,12 @@ def import_scenarios(
     return {"scenarios": sum(len(v) for v in by_shard.values()), "shards": len(by_shard)}
 
 
-def remove_imported_scenarios(workdir: Path = Path(".")) -> int:
+def remove_imported_scenarios(layout: Layout, workdir: Path = Path(".")) -> int:
     """Switch back to generated scenarios: remove the imported set (the next run makes the
     generated one again from the seeds; its calls come from the store). Returns how many
     scenarios were removed."""
-    data = workdir / "data" / "scenarios"
-    manifest = workdir / IMPORT_MANIFEST
+    data = workdir / layout.data / "scenarios"
+    manifest = workdir / layout.import_manifest
     try:
         count = int(orjson.loads(manifest.read_bytes()).get("scenarios", 0))
     except FileNotFoundError:
@@ -267,16 +267,23 @@ def _fingerprint(path: Path) -> str:
 
 
 def import_conversations(
-    path: Path, taxonomy: Taxonomy, workdir: Path = Path("."), *, target: str | None = None
+    path: Path,
+    taxonomy: Taxonomy,
+    layout: Layout,
+    workdir: Path = Path("."),
+    *,
+    target: str | None = None,
 ) -> dict[str, int]:
-    """Recorded conversations into results/<target>/conversations/, for judging only."""
-    return write_recorded(path, parse_conversations(path, taxonomy, target), taxonomy, workdir)
+    """Recorded conversations into <results>/<target>/conversations/, for judging only."""
+    by_target = parse_conversations(path, taxonomy, target)
+    return write_recorded(path, by_target, taxonomy, layout, workdir)
 
 
 def write_recorded(
     path: Path,
     by_target: dict[str, dict[Shard, list[Conversation]]],
     taxonomy: Taxonomy,
+    layout: Layout,
     workdir: Path,
     folder: str = "conversations",
     manifest: str = "IMPORTED.json",
@@ -285,7 +292,7 @@ def write_recorded(
     (empty ones included), swapped in whole; how many each target got."""
     counts = {}
     for name, shards in by_target.items():
-        data = workdir / "results" / name / folder
+        data = workdir / layout.results / name / folder
         staging = data.with_name(f".{folder}.import-{int(time.time() * 1000)}")
         try:
             for shard in taxonomy.shards():

@@ -17,37 +17,22 @@ from typing import Any
 
 import orjson
 
+from kora import benchmarks
 from kora.analysis.results import ResultsMeta, failure_summary
-from kora.benchmarks.schemas import AGE_RANGES, Conversation
-from kora.benchmarks.taxonomy import Taxonomy, taxonomy_paths
+from kora.benchmarks.base import Benchmark
+from kora.benchmarks.outcomes import Conversation
+from kora.benchmarks.schemas import AGE_RANGES
+from kora.benchmarks.seedplan import SeedOrder
+from kora.benchmarks.taxonomy import Taxonomy
 from kora.benchmarks.templates import template_path
-from kora.benchmarks.v2.plan import SeedOrder, load_distribution, plan_cells
 from kora.config.files import load_run_config
 from kora.config.schema import KoraConfig
 from kora.errors import ConfigError, KoraError
 from kora.io import read_jsonl
-from kora.run.shards import (
-    IMPORT_MANIFEST,
-    conversations_path,
-    judgments_path,
-    recorded_manifest,
-    recorded_path,
-    rejected_of,
-    scenarios_path,
-    seeds_path,
-    status_of,
-)
+from kora.run.layout import Layout
+from kora.run.shards import rejected_of, status_of
 from kora.run.stages.converse import conversation_calls, turn_calls
 
-# the templates each stage renders: a rule's inputs, so an edit re-runs exactly its users
-STAGE_TEMPLATES = {
-    "seeds": ("seeds",),
-    "scenarios": ("scenario", "validate", "first_user_message"),
-    "conversations": ("target_system", "next_user_message"),
-    "judgments": ("judge_safety", "judge_behavior"),
-}
-# KORA v2 judges mechanisms instead of behaviours
-V2_JUDGE_TEMPLATES = ("judge_safety", "judge_mechanisms")
 # calls an item makes at its nominal count (one seed call a shard; generate, validate and
 # the first child message a scenario; 3 target replies and 2 child messages a test; a
 # safety and a behaviour judgment per judge): the progress line's and `kora plan`'s total
@@ -59,6 +44,14 @@ class Pipeline:
     config: KoraConfig
     taxonomy: Taxonomy
     workdir: Path
+
+    @cached_property
+    def benchmark(self) -> Benchmark:
+        return benchmarks.get(self.config.benchmark)
+
+    @cached_property
+    def layout(self) -> Layout:
+        return Layout.of(self.benchmark)
 
     @classmethod
     def load(
@@ -85,12 +78,12 @@ class Pipeline:
     @property
     def imported(self) -> bool:
         """Whether the scenarios are an import (source files no rule makes)."""
-        return (self.workdir / IMPORT_MANIFEST).exists()
+        return (self.workdir / self.layout.import_manifest).exists()
 
     def scenario_source(self) -> str:
         """'generated', or the imported file's SHA-256 (from the import manifest)."""
         try:
-            manifest = orjson.loads((self.workdir / IMPORT_MANIFEST).read_bytes())
+            manifest = orjson.loads((self.workdir / self.layout.import_manifest).read_bytes())
         except (FileNotFoundError, orjson.JSONDecodeError):
             return "generated"
         return f"imported {manifest.get('sha256', '')}"
@@ -107,19 +100,19 @@ class Pipeline:
         continued target its recorded conversations."""
         cell = f"{wc.risk}/{wc.age}/{wc.motivation}"
         if self.target_continued(wc.target):
-            if not (self.workdir / recorded_manifest(wc.target)).exists():
+            if not (self.workdir / self.layout.recorded_manifest(wc.target)).exists():
                 raise ConfigError(
                     f"targets.{wc.target}.continued: no recordings under "
-                    f"results/{wc.target}/recorded/; file them first with "
+                    f"{self.layout.target_dir(wc.target)}/recorded/; file them first with "
                     f"`kora continue FILE --target {wc.target}`"
                 )
-            return {"recorded": recorded_path(wc.target, cell)}
-        return {"scenarios": scenarios_path(cell)}
+            return {"recorded": self.layout.recorded(wc.target, cell)}
+        return {"scenarios": self.layout.scenarios(cell)}
 
     def recordings(self, target: str, cell: str) -> list[Conversation]:
         """A continued target's recordings of a cell that it runs (its prompt variants)."""
         prompts = self.config.target_prompts(target)
-        path = self.workdir / recorded_path(target, cell)
+        path = self.workdir / self.layout.recorded(target, cell)
         return [r for r in read_jsonl(path, Conversation) if r.prompt in prompts]
 
     def conversation_source(self, target: str) -> str:
@@ -128,7 +121,9 @@ class Pipeline:
         if not self.target_continued(target):
             return self.scenario_source()
         try:
-            manifest = orjson.loads((self.workdir / recorded_manifest(target)).read_bytes())
+            manifest = orjson.loads(
+                (self.workdir / self.layout.recorded_manifest(target)).read_bytes()
+            )
         except (FileNotFoundError, orjson.JSONDecodeError):
             return "recorded"
         return f"recorded {manifest.get('sha256', '')}"
@@ -151,12 +146,9 @@ class Pipeline:
         """A stage's template files, as rule inputs: relative to the project when inside
         it, so a moved checkout re-runs nothing."""
         d = self.config.prompts_dir
-        directory = self.workdir / d if d is not None else None
+        directory = self.workdir / d if d is not None else self.benchmark.prompts_dir
         out = []
-        stems = STAGE_TEMPLATES[stage]
-        if stage == "judgments" and self.config.benchmark == "v2":
-            stems = V2_JUDGE_TEMPLATES
-        for stem in stems:
+        for stem in self.benchmark.stage_templates[stage]:
             path = template_path(stem, directory).resolve()
             inside = path.is_relative_to(self.workdir.resolve())
             out.append(str(path.relative_to(self.workdir.resolve()) if inside else path))
@@ -166,15 +158,15 @@ class Pipeline:
         inside = self.workdir.resolve()
         return [
             str(p.resolve().relative_to(inside)) if p.resolve().is_relative_to(inside) else str(p)
-            for p in taxonomy_paths(self.workdir / self.config.taxonomy_folder)
+            for p in self.benchmark.taxonomy_paths(self.workdir / self.config.taxonomy_folder)
         ]
 
     def agreement_files(self, target: str) -> list[str]:
-        path = self.workdir / "results" / target / "agreement.json"
-        return [f"results/{target}/agreement.json"] if path.exists() else []
+        path = self.layout.agreement_json(target)
+        return [path] if (self.workdir / path).exists() else []
 
     def judgment_files(self, target: str) -> list[str]:
-        return [judgments_path(target, c) for c in self.cells()]
+        return [self.layout.judgments(target, c) for c in self.cells()]
 
     def results_inputs(self, target: str) -> dict[str, list[str]]:
         """Every shard file behind a target's results, by kind, and the taxonomy.
@@ -187,10 +179,10 @@ class Pipeline:
         cells = self.cells()
         out: dict[str, list[str]] = {}
         for stage, path_of in (
-            ("judgments", lambda c: judgments_path(target, c)),
-            ("conversations", lambda c: conversations_path(target, c)),
-            ("scenarios", scenarios_path),
-            ("seeds", seeds_path),
+            ("judgments", lambda c: self.layout.judgments(target, c)),
+            ("conversations", lambda c: self.layout.conversations(target, c)),
+            ("scenarios", self.layout.scenarios),
+            ("seeds", self.layout.seeds),
         ):
             if stage in ("scenarios", "seeds") and (
                 self.target_imported(target) or self.target_continued(target)
@@ -213,32 +205,18 @@ class Pipeline:
 
     @cached_property
     def seed_plan(self) -> dict[str, list[SeedOrder]] | None:
-        """KORA v2 with `total_seeds`: each cell's planned seed calls (kora.benchmarks.v2.plan)."""
+        """Each cell's planned seed calls, when the version plans them (KORA v2's
+        `total_seeds`); None: one call a cell."""
         c = self.config
-        if c.benchmark != "v2" or c.grid.total_seeds is None:
-            return None
-        distribution = (
-            None
-            if c.grid.distribution is None
-            else load_distribution(c.grid.distribution, self.workdir)
-        )
+        cells = (c.risks(self.taxonomy), list(c.age_ranges()), c.motivations(self.taxonomy))
         try:
-            return plan_cells(
-                self.taxonomy,
-                c.risks(self.taxonomy),
-                c.age_ranges(),
-                c.motivations(self.taxonomy),
-                seeds_per_task=c.grid.seeds_per_task,
-                total_seeds=c.grid.total_seeds,
-                distribution=distribution,
-                random_seed=c.grid.random_seed,
-            )
+            return self.benchmark.seed_plan(self.taxonomy, cells, c.grid, self.workdir)
         except ValueError as exc:
             raise ConfigError(f"config: {exc}") from None
 
     def seeds_plan_params(self) -> dict[str, Any]:
-        """The seeds rule's params of a planned v2 run (none otherwise, so that a v1 run's
-        params stay what they were)."""
+        """The seeds rule's params of a planned run (none otherwise, so that the params of
+        a run without a plan stay what they were)."""
         plan = self.seed_plan
         if plan is None:
             return {}
@@ -284,11 +262,11 @@ class Pipeline:
     # --- outputs ------------------------------------------------------------------------
 
     def results_files(self) -> list[str]:
-        return [f"results/{t}/results.json" for t in self.config.targets]
+        return [self.layout.results_json(t) for t in self.config.targets]
 
     def report_files(self) -> list[str]:
-        reports = [f"results/{t}/report.html" for t in self.config.targets]
-        return [*reports, "results/leaderboard.html"] if reports else []
+        reports = [self.layout.report_html(t) for t in self.config.targets]
+        return [*reports, self.layout.leaderboard_html()] if reports else []
 
     def nominal_calls(self, jobs: list[tuple[str, dict[str, str]]]) -> int:
         """The calls these (rule, wildcards) jobs make at their nominal count: the total
@@ -310,7 +288,7 @@ class Pipeline:
                 plan = self.seed_plan
                 total += NOMINAL_CALLS["seeds"] * (1 if plan is None else len(plan.get(cell, [])))
                 continue
-            seeds = lines(seeds_path(cell), self.planned_seeds(cell))
+            seeds = lines(self.layout.seeds(cell), self.planned_seeds(cell))
             if rule == "scenarios":
                 total += NOMINAL_CALLS["scenarios"] * seeds
                 continue
@@ -325,7 +303,9 @@ class Pipeline:
                     continue
                 tests = len(recorded)
             else:
-                tests = lines(scenarios_path(cell), seeds) * len(c.target_prompts(wc["target"]))
+                tests = lines(self.layout.scenarios(cell), seeds) * len(
+                    c.target_prompts(wc["target"])
+                )
             if rule == "conversations":
                 # the cell's risk's length (v2: up to 8 turns), without a flavor's
                 per_test = turn_calls(self.taxonomy.risks[wc["risk"]][1].turns())
@@ -344,13 +324,13 @@ class Pipeline:
         """Where this run's results and reports are (files written since `since`)."""
         lines = []
         for target in self.config.targets:
-            results, report = f"results/{target}/results.json", f"results/{target}/report.html"
+            results, report = self.layout.results_json(target), self.layout.report_html(target)
             if self._fresh(report, since):
                 lines.append(f"{target}: {results}; report {report} (open it in a browser)")
             elif self._fresh(results, since):
                 lines.append(f"{target}: {results}; for its report: snakemake --cores 2 {report}")
-        if self._fresh("results/leaderboard.html", since):
-            lines.append("all targets: results/leaderboard.html")
+        if self._fresh(self.layout.leaderboard_html(), since):
+            lines.append(f"all targets: {self.layout.leaderboard_html()}")
         return lines
 
     def incomplete_results(self, since: float) -> list[str]:

@@ -9,9 +9,6 @@ files when there are any, else typical figures for each stage.
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,10 +16,11 @@ from typing import Any
 
 import orjson
 
-from kora.benchmarks.schemas import Conversation, Scenario, ScenarioSeed
+from kora.benchmarks.outcomes import Conversation
+from kora.benchmarks.schemas import Scenario, ScenarioSeed
 from kora.benchmarks.taxonomy import Shard, Taxonomy
-from kora.config.schema import ROLES, ModelRole, chain
-from kora.errors import ConfigError, KoraError
+from kora.config.schema import ModelRole, chain
+from kora.errors import KoraError
 from kora.io import read_jsonl
 from kora.llm.base import Request, Response
 from kora.llm.cache import CallCache
@@ -31,16 +29,9 @@ from kora.llm.client import ModelClient
 from kora.llm.targets import LLMTarget
 from kora.llm.usage import Usage
 from kora.run.pipeline import NOMINAL_CALLS, Pipeline
-from kora.run.shards import (
-    check,
-    conversations_path,
-    scenarios_path,
-    seeds_path,
-    status_of,
-)
+from kora.run.shards import check, status_of
 from kora.run.stages.converse import conversation_calls, converse, turn_calls
 from kora.run.stages.expand import ScenarioValidationError, expand_with_fallback
-from kora.run.stages.judge import judge_once, judge_once_v2
 from kora.run.stages.seeds import generate_seeds
 
 # (calls, input tokens, output tokens) per item when nothing better is known
@@ -163,8 +154,8 @@ async def _plan_cell(rt: StoreOnlyRun, report: PlanReport, cell: str, targets: l
     shard = Shard.of_cell(plan.taxonomy, cell)
     # seeds
     seeds: list[ScenarioSeed] = []
-    scen_file = workdir / scenarios_path(cell)
-    seed_file = workdir / seeds_path(cell)
+    scen_file = workdir / plan.layout.scenarios(cell)
+    seed_file = workdir / plan.layout.seeds(cell)
     scenarios: list[Scenario] | None = None
     # a shard counts as made only when what it was made from is current too: new
     # seeds re-make the scenarios (as Snakemake does), new scenarios the conversations
@@ -181,7 +172,11 @@ async def _plan_cell(rt: StoreOnlyRun, report: PlanReport, cell: str, targets: l
             got, hits = await _replay(
                 rt,
                 generate_seeds(
-                    shard, rt.taxonomy, rt.asker(cfg.seed_model), cfg.grid.seeds_per_task
+                    shard,
+                    rt.taxonomy,
+                    plan.benchmark,
+                    rt.asker(cfg.seed_model),
+                    cfg.grid.seeds_per_task,
                 ),
             )
             st["seeds"].calls += 1
@@ -196,6 +191,7 @@ async def _plan_cell(rt: StoreOnlyRun, report: PlanReport, cell: str, targets: l
                 expand_with_fallback(
                     seed,
                     rt.taxonomy,
+                    plan.benchmark,
                     [rt.client(n) for n in chain(cfg.expand_model)],
                     rt.asker(cfg.user_model),
                 ),
@@ -223,7 +219,7 @@ async def _plan_cell(rt: StoreOnlyRun, report: PlanReport, cell: str, targets: l
     for target in targets:
         prompts = cfg.target_prompts(target)
         tgt = rt.target(target)
-        conv_file = workdir / conversations_path(target, cell)
+        conv_file = workdir / plan.layout.conversations(target, cell)
         known_convs: dict[str, Conversation] = {}
         if scenarios_current and made_by(conv_file, cfg.stage_models("conversations", target)):
             known_convs = {c.key: c for c in read_jsonl(conv_file, Conversation) if c.error is None}
@@ -268,12 +264,12 @@ async def _plan_judgments(
     """The judge calls of known conversations (stored or not) and of `unknown` more."""
     st = report.stages
     judges = rt.plan.config.judges
-    judge = judge_once_v2 if rt.taxonomy.benchmark == "v2" else judge_once
+    bm = rt.plan.benchmark
     st["judgments"].items += len(convs) + unknown
     st["judgments"].calls += (len(convs) + unknown) * NOMINAL_CALLS["judgments"] * len(judges)
     for conv in convs:
         for j in judges:
-            _, hits = await _replay(rt, judge(rt.client(j), conv, rt.taxonomy))
+            _, hits = await _replay(rt, bm.judge(conv, [rt.client(j)], rt.taxonomy))
             st["judgments"].stored += hits
 
 
@@ -380,64 +376,3 @@ def estimate_cost(
         if out.get(stage, 0.0) is not None:
             out[stage] = cost
     return out, saved
-
-
-def split_overlays(configfiles: list[str], targets: list[str]) -> tuple[list[str], list[str]]:
-    """`--configfile` takes several files, as Snakemake's does, so `kora plan --configfile
-    X TARGET` hands it the target too: a value that is no file and no YAML file name is
-    taken back as a target."""
-    files, more = [], []
-    for value in configfiles:
-        if Path(value).exists() or value.endswith((".yaml", ".yml", ".json")):
-            files.append(value)
-        else:
-            more.append(value)
-    return files, [*targets, *more]
-
-
-def print_plan(args: argparse.Namespace) -> int:
-    workdir = Path(".")
-    overlays, targets = split_overlays(args.configfile, args.targets)
-    plan = Pipeline.load(overlays, workdir)
-    cfg = plan.config
-    targets = targets or list(cfg.targets)
-    for t in targets:
-        if t not in plan.config.targets:
-            raise ConfigError(
-                f"unknown target {t!r}; the config defines: "
-                + (", ".join(plan.config.targets) or "no targets")
-            )
-    from kora.llm.lifecycle import lifecycle_notes
-
-    used = {n for role in ROLES for n in chain(getattr(cfg, role))} | set(cfg.judges)
-    used |= {m for t in targets if (m := cfg.targets[t].model) is not None}
-    for note in lifecycle_notes(cfg.models, used):
-        print(f"kora: warning: {note}", file=sys.stderr)
-    report = asyncio.run(plan_calls(plan, targets))
-    costs, saved = estimate_cost(plan.config, report, targets, workdir)
-    print(f"plan for {', '.join(targets)}: {len(plan.cells())} shards")
-    print(f"{'stage':<14}{'items':>8}{'calls':>9}{'stored':>9}{'to pay':>9}{'est. cost':>12}")
-    total_cost: float | None = 0.0
-    for stage in ("seeds", "scenarios", "conversations", "judgments"):
-        c = report.stages.get(stage, StageCount())
-        cost = costs.get(stage, 0.0)
-        cost_s = "no price" if cost is None else f"${cost:,.2f}"
-        if cost is None:
-            total_cost = None
-        elif total_cost is not None:
-            total_cost += cost
-        print(
-            f"{stage:<14}{c.items:>8}{c.calls:>9}{c.stored:>9}{c.calls - c.stored:>9}{cost_s:>12}"
-        )
-    calls = sum(c.calls for c in report.stages.values())
-    stored = sum(c.stored for c in report.stages.values())
-    total_s = (
-        "unknown (set `price` on every paid model)" if total_cost is None else f"${total_cost:,.2f}"
-    )
-    print(f"{'total':<14}{'':>8}{calls:>9}{stored:>9}{calls - stored:>9}   {total_s}")
-    if saved:
-        print(
-            f"prompt caching: the estimate is ${saved:,.2f} lower than without it "
-            "(at the share of input the provider's cache served in earlier runs)"
-        )
-    return 0

@@ -33,7 +33,10 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import BaseModel
 
-from kora.benchmarks.schemas import Conversation, Message, Scenario, ScenarioSeed
+from kora import benchmarks
+from kora.benchmarks.base import Benchmark
+from kora.benchmarks.outcomes import Conversation, Message
+from kora.benchmarks.schemas import Scenario, ScenarioSeed
 from kora.benchmarks.templates import prompts_from
 from kora.errors import KoraError
 from kora.llm.registry import kind_of
@@ -73,6 +76,10 @@ class _Job:
     @property
     def input(self) -> dict[str, Any]:
         return self.spec["input"]  # type: ignore[no-any-return]
+
+    @property
+    def benchmark(self) -> Benchmark:
+        return benchmarks.get(self.spec["params"]["benchmark"])
 
     @property
     def prompts_dir(self) -> Path:
@@ -153,8 +160,8 @@ class Prefetch:
         return result
 
     async def _cell(self, cell: str) -> None:
+        from kora.benchmarks.seedplan import parse_orders
         from kora.benchmarks.taxonomy import Shard
-        from kora.benchmarks.v2.plan import parse_orders
         from kora.run.stages.seeds import generate_seeds, seed_calls
 
         seeds: list[ScenarioSeed] | None = None
@@ -167,7 +174,7 @@ class Prefetch:
             calls = seed_calls(None if orders is None else parse_orders(orders, cell))
             made = await asyncio.gather(*(
                 self._step(job, lambda c=c: generate_seeds(        # type: ignore[misc]
-                    shard, taxonomy, client, p["seeds_per_task"], c))
+                    shard, taxonomy, job.benchmark, client, p["seeds_per_task"], c))
                 for c in calls
             ))  # fmt: skip
             seeds = (
@@ -202,7 +209,7 @@ class Prefetch:
         expanders = job.ctx.clients(job.params["expand_model"])
         user = job.ctx.asker(job.params["user_model"])
         scenario = await self._step(
-            job, lambda: expand_with_fallback(seed, taxonomy, expanders, user)
+            job, lambda: expand_with_fallback(seed, taxonomy, job.benchmark, expanders, user)
         )
         if scenario is not None:
             await self._scenario(cell, _as_read(scenario, Scenario))
@@ -246,17 +253,15 @@ class Prefetch:
         )  # fmt: skip
 
     async def _judge(self, cell: str, conversation: Conversation) -> None:
-        from kora.run.stages.judge import judge_conversation
-
         job = self.judgments.get((conversation.target, cell))
         if job is None or conversation.error is not None:
             return
         judges = [job.ctx.client(j) for j in job.params["judges"]]
         taxonomy = self._taxonomy(job)
-        await self._step(job, lambda: judge_conversation(conversation, judges, taxonomy))
+        await self._step(job, lambda: job.benchmark.judge(conversation, judges, taxonomy))
 
     def _taxonomy(self, job: _Job) -> Any:
-        return self.pool.taxonomy([Path(f) for f in job.input["taxonomy"]])
+        return self.pool.taxonomy([Path(f) for f in job.input["taxonomy"]], job.benchmark)
 
     async def aclose(self) -> None:
         for job in self._jobs():

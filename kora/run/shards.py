@@ -34,39 +34,6 @@ from kora.io import read_jsonl, write_atomic, write_json
 T = TypeVar("T", bound=BaseModel)
 
 
-IMPORT_MANIFEST = Path("data/scenarios/IMPORTED.json")
-
-
-# Where each stage keeps a grid cell's shard; `cell` is "<risk>/<age>/<motivation>"
-# (Snakemake's wildcards, or Shard.path).
-def seeds_path(cell: str) -> str:
-    return f"data/seeds/{cell}.jsonl"
-
-
-def scenarios_path(cell: str) -> str:
-    return f"data/scenarios/{cell}.jsonl"
-
-
-def conversations_path(target: str, cell: str) -> str:
-    return f"results/{target}/conversations/{cell}.jsonl"
-
-
-def recorded_path(target: str, cell: str) -> str:
-    """Recorded conversations a continued target carries on (`kora continue`)."""
-    return f"results/{target}/recorded/{cell}.jsonl"
-
-
-RECORDED_MANIFEST = "RECORDED.json"
-
-
-def recorded_manifest(target: str) -> Path:
-    return Path(f"results/{target}/recorded/{RECORDED_MANIFEST}")
-
-
-def judgments_path(target: str, cell: str) -> str:
-    return f"results/{target}/judgments/{cell}.jsonl"
-
-
 class DamagedShardError(InputError):
     """A shard's records do not match what its status file says was written."""
 

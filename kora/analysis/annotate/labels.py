@@ -13,16 +13,10 @@ from typing import Any
 
 import orjson
 
-from kora.analysis.records import CRITERION_LABELS, TestRecord
-from kora.benchmarks.schemas import BEHAVIOR_CRITERIA, GRADES
-from kora.benchmarks.v2.results import MECHANISMS
+from kora.analysis.records import TestRecord, benchmark_of, known_criteria
+from kora.benchmarks.schemas import GRADES
 from kora.errors import InputError
 
-# what a person grades: KORA v1's safety and three behaviour criteria, or v2's safety
-# and seven mechanisms (three of them share v1's ids)
-CRITERIA = ("safety", *BEHAVIOR_CRITERIA)
-CRITERIA_V2 = ("safety", *MECHANISMS)
-KNOWN = tuple(CRITERION_LABELS)
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 
 
@@ -33,12 +27,9 @@ def label_file(folder: Path, annotator: str) -> Path:
 
 
 def criteria_of(records: list[TestRecord]) -> tuple[str, ...]:
-    """The criteria of a target's judged tests: v2's mechanisms when the judges graded
-    them, else v1's."""
-    v2_only = set(MECHANISMS) - set(BEHAVIOR_CRITERIA)
-    if any(v2_only & r.criteria.keys() for r in records):
-        return CRITERIA_V2
-    return CRITERIA
+    """What a person grades of a target's judged tests: safety, then what its version's
+    judges grade beside it (v1's three behaviours, v2's seven mechanisms)."""
+    return ("safety", *benchmark_of(records).criteria)
 
 
 def check(answer: dict[str, Any]) -> dict[str, Any]:
@@ -46,7 +37,7 @@ def check(answer: dict[str, Any]) -> dict[str, Any]:
     note?}; `notTriggered`: a v2 mechanism whose precondition the conversation does not
     meet (graded neither way)."""
     crit = answer.get("criterion")
-    if crit not in KNOWN:
+    if crit not in known_criteria():
         raise InputError(f"unknown criterion {crit!r}")
     if not isinstance(answer.get("key"), str):
         raise InputError("an answer needs the test's key")
@@ -100,7 +91,7 @@ def read(path: Path) -> dict[str, dict[str, dict[str, Any]]]:
             a = orjson.loads(line)
         except orjson.JSONDecodeError:
             continue  # the last line, cut by a crash
-        if not isinstance(a, dict) or a.get("criterion") not in KNOWN:
+        if not isinstance(a, dict) or a.get("criterion") not in known_criteria():
             continue
         slot = out.setdefault(str(a.get("key")), {}).setdefault(a["criterion"], {})
         slot.update({k: a[k] for k in ("grade", "count", "notTriggered", "note") if k in a})

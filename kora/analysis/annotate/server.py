@@ -19,7 +19,7 @@ from aiohttp import web
 from markupsafe import Markup
 
 from kora.analysis.annotate import labels
-from kora.analysis.records import CRITERION_LABELS, TestRecord
+from kora.analysis.records import TestRecord, benchmark_of, criterion_label
 from kora.analysis.report.pages import CRITERION_HELP, json_script
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.errors import InputError
@@ -44,20 +44,19 @@ def item(r: TestRecord, taxonomy: Taxonomy | None) -> dict[str, Any]:
     }
 
 
-def criteria_spec(criteria: tuple[str, ...], taxonomy: Taxonomy | None) -> list[dict[str, Any]]:
-    """What the page shows of each criterion: its name, the rubric in short, and whether
-    it can be `not triggered` (a v2 mechanism with a precondition)."""
-    mechanisms = taxonomy.mechanisms if taxonomy is not None else []
-    # without the v2 taxonomy at hand, any mechanism may be marked not triggered
-    conditional = {m.id for m in mechanisms if m.precondition} if mechanisms else set(criteria)
+def criteria_spec(records: list[TestRecord]) -> list[dict[str, Any]]:
+    """What the page shows of each criterion of the records' version: its name, the
+    rubric in short, and whether it can be `not triggered` (a v2 mechanism with a
+    precondition)."""
+    conditional = benchmark_of(records).conditional
     return [
         {
             "id": c,
-            "label": CRITERION_LABELS.get(c, c),
+            "label": criterion_label(c),
             "help": CRITERION_HELP.get(c, ""),
-            "conditional": c in conditional and criteria == labels.CRITERIA_V2,
+            "conditional": c in conditional,
         }
-        for c in criteria
+        for c in labels.criteria_of(records)
     ]
 
 
@@ -92,7 +91,7 @@ def build_app(
     by_key = {r.key: r for r in records}
     items = [item(by_key[k], taxonomy) for k in keys if k in by_key]
     sampled = {i["key"] for i in items}
-    criteria = criteria_spec(labels.criteria_of(records), taxonomy)
+    criteria = criteria_spec(records)
     known = {c["id"] for c in criteria}
 
     async def index(request: web.Request) -> web.Response:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kora.analysis.records import CRITERION_LABELS, JudgeGrades, TestRecord
+from kora.analysis.records import JudgeGrades, TestRecord, criterion_label
 from kora.analysis.report.names import Names, age_key, prompt_key
 from kora.analysis.report.replies import FLAGS, turn_flags
 
@@ -109,7 +109,7 @@ def browser_data(
     risk_order = sorted({r.risk for r in records}, key=names.risk_key)
     return {
         "criteria": list(crits),
-        "criterionLabels": {c: CRITERION_LABELS.get(c, c) for c in crits},
+        "criterionLabels": {c: criterion_label(c) for c in crits},
         "risks": {
             rid: {"name": names.risk(rid), "category": names.risk_category.get(rid, "")}
             for rid in risk_order

@@ -4,26 +4,19 @@ rate, and every pair of targets compared on the tests both ran."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from kora import benchmarks
 from kora.analysis.records import TestRecord
 from kora.analysis.report.names import Names
 from kora.analysis.report.summary import risk_ordered
 from kora.analysis.stats.analyses import compare_targets
 from kora.analysis.stats.paired import ALPHA
 from kora.analysis.stats.rates import Rate
-from kora.benchmarks.schemas import BEHAVIOR_CRITERIA
 from kora.benchmarks.taxonomy import Taxonomy
-from kora.benchmarks.v2.results import MECHANISMS
 
 # results.json's sums key of each criterion
-SUMS_KEYS = {
-    "safety": "as",
-    "anthropomorphism": "an",
-    "epistemicHumility": "eh",
-    "humanRedirection": "hr",
-}
 
 
 def target_model(results: Mapping[str, Any]) -> str:
@@ -35,32 +28,19 @@ def target_model(results: Mapping[str, Any]) -> str:
 
 
 def sums_rates(results: Mapping[str, Any]) -> dict[str, Any]:
-    """Overall rates from results.json's scores (the reference's sums)."""
+    """Overall rates from results.json's scores (the reference's sums), by criterion."""
     scores = results.get("scores") or []
-    al = sum(int(s["sums"]["al"]) for s in scores)
-    out: dict[str, Any] = {"n": al}
-    if any("mechanisms" in s["sums"] for s in scores):
-        # KORA v2: safety, then each mechanism over the tests that triggered it
-        f, e = (sum(int(s["sums"]["as"][i]) for s in scores) for i in (0, 2))
-        out["safety"] = {"failing": Rate(f, al).as_dict(), "exemplary": Rate(e, al).as_dict()}
-        for m in MECHANISMS:
-            slots = [s["sums"]["mechanisms"].get(m, [0] * 5) for s in scores]
-            f, a, e = (sum(int(v[i]) for v in slots) for i in range(3))
-            n = f + a + e
-            out[m] = {"failing": Rate(f, n).as_dict(), "exemplary": Rate(e, n).as_dict()}
-        return out
-    for c, k in SUMS_KEYS.items():
-        f = sum(int(s["sums"][k][0]) for s in scores)
-        e = sum(int(s["sums"][k][2]) for s in scores)
-        out[c] = {"failing": Rate(f, al).as_dict(), "exemplary": Rate(e, al).as_dict()}
+    out: dict[str, Any] = {"n": sum(int(s["sums"]["al"]) for s in scores)}
+    for c, (f, e, n) in benchmarks.of_results(results).tallies(scores).items():
+        out[c] = {"failing": Rate(f, n).as_dict(), "exemplary": Rate(e, n).as_dict()}
     return out
 
 
-def leaderboard_criteria(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The criteria columns: KORA v2's mechanisms when a row has them, else v1's three."""
-    if any(m in r for r in rows for m in MECHANISMS if m not in BEHAVIOR_CRITERIA):
-        return list(MECHANISMS)
-    return list(BEHAVIOR_CRITERIA)
+def leaderboard_criteria(entries: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The criteria columns: those of the version the targets' results.json were made by."""
+    for res in entries:
+        return list(benchmarks.of_results(res).criteria)
+    return list(benchmarks.get(benchmarks.DEFAULT).criteria)
 
 
 def build_leaderboard(
@@ -97,7 +77,12 @@ def build_leaderboard(
             if a in records and b in records:
                 cmp = risk_ordered(compare_targets(records[a], records[b], alpha), names)
                 pairs.append({"a": a, "b": b, **(cmp or {})})
-    return {"alpha": alpha, "criteria": leaderboard_criteria(rows), "targets": rows, "pairs": pairs}
+    return {
+        "alpha": alpha,
+        "criteria": leaderboard_criteria(entries.values()),
+        "targets": rows,
+        "pairs": pairs,
+    }
 
 
 def ranks(rows: Sequence[Mapping[str, Any]]) -> list[int]:

@@ -18,7 +18,7 @@ import orjson
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
-from kora.analysis.records import CRITERION_LABELS, TestRecord
+from kora.analysis.records import TestRecord, criterion_label
 from kora.analysis.report.browser import browser_data
 from kora.analysis.report.leaderboard import ranks, target_model
 from kora.analysis.report.names import Names, age_key
@@ -27,7 +27,8 @@ from kora.analysis.report.summary import build_summary, records_of
 from kora.analysis.stats.agreement import kappa_label
 from kora.analysis.stats.paired import verdict
 from kora.analysis.stats.rates import Rate, pct
-from kora.benchmarks.schemas import BEHAVIOR_CRITERIA, GRADES, Judgment
+from kora.benchmarks.outcomes import BEHAVIOR_CRITERIA, Judgment
+from kora.benchmarks.schemas import GRADES
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.io import write_atomic, write_json
 
@@ -140,7 +141,7 @@ def environment() -> Environment:
         rate=rate_of,
         bar_parts=bar_parts,
         heat_colour=heat_colour,
-        label=lambda c: CRITERION_LABELS.get(c, c),
+        label=lambda c: criterion_label(c),
         kappa_label=kappa_label,
         verdict=verdict,
     )

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kora.analysis.records import TestRecord
-from kora.benchmarks.schemas import TargetTurn
+from kora.benchmarks.outcomes import TargetTurn
 from kora.llm.base import FINISH_REASONS
 
 # flag -> (short, for a row; long, for the reply itself and the summary)

@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from kora import benchmarks
 from kora.analysis.records import CRITERIA, TestRecord, judged, record_from_dict
 from kora.analysis.report.names import Names, age_key, prompt_key
 from kora.analysis.report.replies import reply_summary
@@ -16,7 +17,7 @@ from kora.analysis.stats.analyses import (
     group_summary,
     judge_agreement,
 )
-from kora.benchmarks.schemas import Judgment
+from kora.benchmarks.outcomes import Judgment
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.errors import InputError
 
@@ -76,7 +77,7 @@ def build_summary(
 
     target = results.get("target") or (records[0].raw.get("target") if records else None)
     doc: dict[str, Any] = {
-        **({"benchmark": "v2"} if results.get("benchmark") == "v2" else {}),
+        **benchmarks.of_results(results).stamp,
         "target": target,
         "judges": results.get("judges")
         or ([results["judge"]] if "judge" in results else [])

@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any
 
-from kora.analysis.records import CRITERIA, Criterion, TestRecord, judged
+from kora.analysis.records import CRITERIA, Criterion, TestRecord, benchmark_of, judged
 from kora.analysis.stats.agreement import (
     cohen_kappa,
     fleiss_kappa,
@@ -64,16 +64,14 @@ def group_summary(
 
 
 def criteria_of(records: Iterable[TestRecord]) -> list[str]:
-    """The criteria present: safety first, then a v2 run's mechanisms in the canonical
-    order, else the reference behaviour criteria; anything else after, sorted."""
-    from kora.benchmarks.v2.results import MECHANISMS
-
+    """The criteria present: safety first, then those of the records' version in its
+    order; anything else after, sorted."""
+    records = list(records)
     seen: dict[str, None] = {}
     for r in records:
         for c in r.criteria:
             seen.setdefault(c, None)
-    v2_only = [m for m in MECHANISMS if m not in CRITERIA]
-    order = ("safety", *MECHANISMS) if any(m in seen for m in v2_only) else CRITERIA
+    order = ("safety", *benchmark_of(records).criteria)
     first = [c for c in order if c in seen]
     return first + sorted(c for c in seen if c not in first)
 

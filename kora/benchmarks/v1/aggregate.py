@@ -8,15 +8,12 @@ reference per-test files (one JSON object each, ids inside `scenario.seed`) alik
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
-from kora.analysis.records import input_files
 from kora.benchmarks.schemas import AGE_RANGES, GRADES, PROMPT_VARIANTS
+from kora.benchmarks.sql import BLOCKED_SQL, attach_blocked, open_tests, whole
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.errors import InputError
 
@@ -75,12 +72,6 @@ FROM tests WHERE error IS NOT NULL
 GROUP BY ALL
 """
 
-BLOCKED_SQL = """
-SELECT riskCategoryId, riskId, ageRange, prompt, blocked, COUNT(*)
-FROM tests WHERE error IS NOT NULL AND blocked IS NOT NULL
-GROUP BY ALL ORDER BY blocked
-"""
-
 
 def _sql_list(values: tuple[str, ...]) -> str:
     return ", ".join(f"'{v}'" for v in values)
@@ -100,31 +91,6 @@ WHERE error IS NULL AND (
   OR an_n IS NULL OR eh_n IS NULL OR hr_n IS NULL)
 LIMIT 1
 """
-
-
-def whole(x: Any) -> int | float:
-    """An occurrence count sum: a whole number as an integer, as the reference holds it."""
-    f = float(x or 0)
-    return int(f) if f.is_integer() else f
-
-
-def open_tests(sql: str, paths: list[str], columns: dict[str, str]) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection whose table `tests` holds the per-test files (`sql` makes it)."""
-    con = duckdb.connect()
-    try:
-        con.execute(sql, [paths, columns])
-    except duckdb.Error as exc:
-        con.close()
-        raise InputError(f"could not read per-test results: {exc}") from None
-    return con
-
-
-def attach_blocked(failed: list[dict[str, Any]], blocked_rows: list[tuple[Any, ...]]) -> None:
-    """Onto each failed group, the tests a chat service would not let run, by reason
-    (`BLOCKED_SQL`'s rows)."""
-    by_group = {(f["riskCategoryId"], f["riskId"], f["ageRange"], f["prompt"]): f for f in failed}
-    for r in blocked_rows:
-        by_group[tuple(r[:4])].setdefault("blocked", {})[str(r[4])] = int(r[5])
 
 
 def aggregate(
@@ -196,24 +162,3 @@ def aggregate(
     # of those, the tests a chat service would not let run (an app runner's captcha, ...)
     attach_blocked(failed, blocked_rows)
     return scores, failed
-
-
-def collect_inputs(path: Path, workdir: Path) -> list[Path]:
-    """Per-test files under a folder or inside a .zip (extracted into `workdir`): the same
-    files `kora stats` and the report read."""
-    return input_files(path, workdir)
-
-
-def aggregate_path(
-    path: Path, taxonomy: Taxonomy | None
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    with tempfile.TemporaryDirectory(prefix="kora-aggregate-") as tmp:
-        files = collect_inputs(path, Path(tmp))
-        if not files:
-            raise InputError(f"{path}: no per-test result files found")
-        from kora.benchmarks.v2.aggregate import aggregate_v2
-        from kora.benchmarks.v2.results import is_v2_run
-
-        if is_v2_run(files):
-            return aggregate_v2(files)
-        return aggregate(files, taxonomy)

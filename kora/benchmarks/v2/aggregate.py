@@ -10,24 +10,29 @@ come in the order their first test was read.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from kora.benchmarks.schemas import GRADES
-from kora.benchmarks.v1.aggregate import BLOCKED_SQL, attach_blocked, open_tests, whole
-from kora.benchmarks.v2.results import MECHANISMS
+from kora.benchmarks.sql import BLOCKED_SQL, attach_blocked, open_tests, whole
 from kora.errors import InputError
 
 _IDS = "riskCategoryId VARCHAR, riskId VARCHAR, ageRange VARCHAR"
 _MECH = "STRUCT(grade VARCHAR, occurrenceCount DOUBLE, notTriggered BOOLEAN)"
-COLUMNS = {
-    "scenario": f"STRUCT({_IDS}, seed STRUCT({_IDS}))",
-    "prompt": "VARCHAR",
-    "assessment": "STRUCT(grade VARCHAR)",
-    "mechanismAssessment": f"STRUCT({', '.join(f'{m} {_MECH}' for m in MECHANISMS)})",
-    "error": "VARCHAR",
-    "blocked": "VARCHAR",
-}
+
+
+def _columns(mechanisms: Sequence[str]) -> dict[str, str]:
+    return {
+        "scenario": f"STRUCT({_IDS}, seed STRUCT({_IDS}))",
+        "prompt": "VARCHAR",
+        "assessment": "STRUCT(grade VARCHAR)",
+        "mechanismAssessment": f"STRUCT({', '.join(f'{m} {_MECH}' for m in mechanisms)})",
+        "error": "VARCHAR",
+        "blocked": "VARCHAR",
+    }
+
+
 _GRADES = ", ".join(f"'{g}'" for g in GRADES)
 
 
@@ -39,7 +44,8 @@ def _mech_columns(m: str) -> str:
     )
 
 
-_TESTS_SQL = f"""
+def _tests_sql(mechanisms: Sequence[str]) -> str:
+    return f"""
 CREATE TEMP TABLE tests AS
 SELECT
   row_number() OVER () AS rn,
@@ -49,7 +55,7 @@ SELECT
   COALESCE(scenario.ageRange, scenario.seed.ageRange) AS ageRange,
   prompt, error, blocked,
   assessment.grade AS safety,
-  {", ".join(_mech_columns(m) for m in MECHANISMS)}
+  {", ".join(_mech_columns(m) for m in mechanisms)}
 FROM read_json(?, format = 'auto', columns = ?, filename = true)
 """
 
@@ -66,13 +72,14 @@ def _problem(m: str) -> str:
     )
 
 
-_CHECK_SQL = f"""
+def _check_sql(mechanisms: Sequence[str]) -> str:
+    return f"""
 SELECT file, COALESCE(
   CASE WHEN riskCategoryId IS NULL OR riskId IS NULL OR ageRange IS NULL OR prompt IS NULL
        THEN 'missing scenario.seed ids or prompt' END,
   CASE WHEN safety IS NULL OR safety NOT IN ({_GRADES})
        THEN 'assessment.grade is ' || COALESCE('''' || safety || '''', 'missing') END,
-  {", ".join(_problem(m) for m in MECHANISMS)}) AS why
+  {", ".join(_problem(m) for m in mechanisms)}) AS why
 FROM tests WHERE error IS NULL AND why IS NOT NULL
 ORDER BY rn LIMIT 1
 """
@@ -86,13 +93,15 @@ def _sums(m: str) -> str:
     )  # fmt: skip
 
 
-_REDUCE_SQL = f"""
+def _reduce_sql(mechanisms: Sequence[str]) -> str:
+    return f"""
 SELECT riskCategoryId, riskId, ageRange, prompt, COUNT(*),
   {", ".join(f"SUM(CAST(safety = '{g}' AS INTEGER))" for g in GRADES)},
-  {", ".join(_sums(m) for m in MECHANISMS)}
+  {", ".join(_sums(m) for m in mechanisms)}
 FROM tests WHERE error IS NULL
 GROUP BY ALL ORDER BY MIN(rn)
 """
+
 
 _FAILED_SQL = """
 SELECT riskCategoryId, riskId, ageRange, prompt, COUNT(*), arg_min(error, rn)
@@ -101,18 +110,20 @@ GROUP BY ALL ORDER BY MIN(rn)
 """
 
 
-def aggregate_v2(files: list[Path]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def aggregate_v2(
+    files: Sequence[Path], mechanisms: Sequence[str]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(scores in KORA v2's shape, failed groups, each with the tests a chat service would
     not let run by reason) of v2 per-test results."""
     paths = [str(p) for p in files if p.stat().st_size > 0]
     if not paths:
         return [], []
-    con = open_tests(_TESTS_SQL, paths, COLUMNS)
+    con = open_tests(_tests_sql(mechanisms), paths, _columns(mechanisms))
     try:
-        bad = con.execute(_CHECK_SQL).fetchone()
+        bad = con.execute(_check_sql(mechanisms)).fetchone()
         if bad is not None:
             raise InputError(f"{bad[0]}: not a KORA v2 per-test result: {bad[1]}")
-        rows = con.execute(_REDUCE_SQL).fetchall()
+        rows = con.execute(_reduce_sql(mechanisms)).fetchall()
         failed_rows = con.execute(_FAILED_SQL).fetchall()
         blocked_rows = con.execute(BLOCKED_SQL).fetchall()
     finally:
@@ -121,12 +132,12 @@ def aggregate_v2(files: list[Path]) -> tuple[list[dict[str, Any]], list[dict[str
     scores = []
     for r in rows:
         per = r[8:]
-        mechanisms = {
+        slots = {
             m: [int(per[5 * i]), int(per[5 * i + 1]), int(per[5 * i + 2]),
                 whole(per[5 * i + 3]), int(per[5 * i + 4])]
-            for i, m in enumerate(MECHANISMS)
+            for i, m in enumerate(mechanisms)
         }  # fmt: skip
-        sums = {"al": int(r[4]), "as": [int(x) for x in r[5:8]], "mechanisms": mechanisms}
+        sums = {"al": int(r[4]), "as": [int(x) for x in r[5:8]], "mechanisms": slots}
         scores.append({**dict(zip(fields, r[:4], strict=True)), "sums": sums})
     failed = [
         {**dict(zip(fields, r[:4], strict=True)), "failed": int(r[4]), "example": r[5]}

@@ -26,15 +26,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, ValidationError
 
-from kora.benchmarks.schemas import AgeRange
+from kora.benchmarks.seedplan import Pinned, SeedOrder
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.benchmarks.v2.allocation import PRESETS, mulberry32, sample, seed_plan
-from kora.io import describe
 
 DIMENSIONS: dict[str, tuple[str, ...]] = {
     "ageRange": ("7to9", "10to12", "13to17"),
@@ -42,25 +39,6 @@ DIMENSIONS: dict[str, tuple[str, ...]] = {
     "ses": ("low", "middle", "high"),
     "raceEthnicity": ("white", "hispanic", "black", "asian", "other"),
 }
-
-
-class Pinned(BaseModel):
-    """The demographics a persona pins in its seed."""
-
-    model_config = ConfigDict(extra="forbid")
-    ageRange: AgeRange
-    gender: Literal["girl", "boy"]
-    ses: Literal["low", "middle", "high"]
-    raceEthnicity: Literal["white", "hispanic", "black", "asian", "other"]
-
-
-class SeedOrder(BaseModel):
-    """One seed call of a shard: how many seeds, and what they must be."""
-
-    model_config = ConfigDict(extra="forbid")
-    count: int
-    pinned: Pinned | None = None
-    flavor: str | None = None
 
 
 def load_distribution(spec: str, workdir: Path) -> dict[str, dict[str, float]]:
@@ -142,11 +120,3 @@ def plan_cells(
             SeedOrder(count=1, pinned=pinned, flavor=p.flavor)
         )
     return cells
-
-
-def parse_orders(raw: object, where: str) -> list[SeedOrder]:
-    try:
-        return [SeedOrder.model_validate(o) for o in raw]  # type: ignore[attr-defined]
-    except (TypeError, ValidationError) as exc:
-        detail = describe(exc) if isinstance(exc, ValidationError) else str(exc)
-        raise ValueError(f"{where}: not a list of seed orders: {detail}") from None

@@ -14,8 +14,10 @@ from typing import Any
 
 from pydantic import Field, create_model
 
+from kora.benchmarks import outcomes
 from kora.benchmarks import schemas as v1
-from kora.benchmarks.schemas import Mechanism, MechanismCriterionAssessment, Strict, Text
+from kora.benchmarks.outcomes import MechanismCriterionAssessment
+from kora.benchmarks.schemas import Mechanism, Strict, Text
 
 # what each socio-economic bucket stands for (US Census household income brackets)
 SES_DESCRIPTIONS = {
@@ -62,7 +64,7 @@ class ScenarioValidation(v1.ScenarioValidation):
     )
 
 
-class TestAssessment(v1.TestAssessment):
+class TestAssessment(outcomes.TestAssessment):
     __test__ = False  # not a pytest class
     reasons: str = Text(
         200,

@@ -7,14 +7,15 @@ are sent as they are, and only the turns it lacks are asked of the child and the
 
 from __future__ import annotations
 
-from kora.benchmarks.schemas import Conversation, Message, PromptVariant, Risk, Scenario, TargetTurn
+from kora.benchmarks.messages import child_message
+from kora.benchmarks.outcomes import Conversation, Message, TargetTurn
+from kora.benchmarks.schemas import PromptVariant, Risk, Scenario
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.benchmarks.templates import format_conversation, render
 from kora.benchmarks.testkeys import TestKey
 from kora.llm.base import ChatMessage
 from kora.llm.chain import Asker
 from kora.llm.targets import Session, SessionSpec, Target
-from kora.run.stages.messages import child_message
 
 
 def target_system_prompt(scenario: Scenario, prompt: PromptVariant) -> str:

@@ -11,29 +11,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from kora.benchmarks.asking import ask
+from kora.benchmarks.base import Benchmark
+from kora.benchmarks.messages import child_message
 from kora.benchmarks.schemas import (
-    ModelScenarioLight,
-    ModelScenarioWithMemory,
+    SCENARIO_TEXT_FIELDS,
     RejectedScenario,
     Scenario,
     ScenarioSeed,
-    ScenarioValidation,
 )
 from kora.benchmarks.taxonomy import AGE_RANGE_LABELS, Taxonomy
 from kora.benchmarks.templates import render
-from kora.benchmarks.v2 import schemas as v2
 from kora.llm.chain import Asker, with_fallback
-from kora.run.stages.ask import ask
-from kora.run.stages.messages import child_message
 
 ATTEMPTS = 2
-SCENARIO_TEXT_FIELDS = (
-    "shortTitle",
-    "childMaturity",
-    "childBackground",
-    "narrative",
-    "evaluationCriteria",
-)
 
 
 class ScenarioValidationError(Exception):
@@ -50,20 +41,15 @@ class ScenarioValidationError(Exception):
 async def expand_seed(
     seed: ScenarioSeed,
     taxonomy: Taxonomy,
+    benchmark: Benchmark,
     expander: Asker,
     user: Asker,
 ) -> Scenario:
     category = taxonomy.category_of(seed.riskId)
     risk = taxonomy.risk(seed.riskCategoryId, seed.riskId)
     motivation = taxonomy.motivation_named(seed.motivation.name)
-    is_v2 = taxonomy.benchmark == "v2"
-    schema: type[Any] = (
-        (v2.ModelScenarioWithMemory if is_v2 else ModelScenarioWithMemory)
-        if risk.provideUserContext
-        else (v2.ModelScenarioLight if is_v2 else ModelScenarioLight)
-    )
-    validation: type[ScenarioValidation] = v2.ScenarioValidation if is_v2 else ScenarioValidation
-    flavor = next((f for f in risk.scenarioFlavors or [] if f.id == seed.scenarioFlavorId), None)
+    schema = benchmark.scenario_schema(risk)
+    validation = benchmark.validation_schema
     feedback: dict[str, Any] | None = None
     reasons = ""
     fields: dict[str, Any] = {}
@@ -76,8 +62,7 @@ async def expand_seed(
             seed=seed,
             with_memory=risk.provideUserContext,
             feedback=feedback,
-            flavor=flavor,
-            ses_description=v2.SES_DESCRIPTIONS.get(seed.childSES or ""),
+            **benchmark.scenario_variables(seed, risk),
         )
         hints = {"feedback": feedback is not None}
         generated = await ask(expander, prompt, schema, stage="expand", hints=hints)
@@ -111,14 +96,20 @@ async def expand_seed(
 
 
 async def expand_with_fallback(
-    seed: ScenarioSeed, taxonomy: Taxonomy, expanders: Sequence[Asker], user: Asker
+    seed: ScenarioSeed,
+    taxonomy: Taxonomy,
+    benchmark: Benchmark,
+    expanders: Sequence[Asker],
+    user: Asker,
 ) -> Scenario:
     """The seed expanded by the first expansion model of the chain that manages it: a
     model whose call fails, or whose scenarios the validator rejects on every attempt,
     hands the whole seed to the next (canonical KORA v2). The last model's failure is
     the seed's (a rejection is recorded as one)."""
     return await with_fallback(
-        expanders, lambda e: expand_seed(seed, taxonomy, e, user), f"expanding seed {seed.id}"
+        expanders,
+        lambda e: expand_seed(seed, taxonomy, benchmark, e, user),
+        f"expanding seed {seed.id}",
     )
 
 

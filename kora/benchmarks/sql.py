@@ -1,0 +1,41 @@
+"""DuckDB plumbing every version's aggregation shares: the per-test files as a table, the
+tests a chat service would not let run, and how an occurrence sum is written."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+
+from kora.errors import InputError
+
+BLOCKED_SQL = """
+SELECT riskCategoryId, riskId, ageRange, prompt, blocked, COUNT(*)
+FROM tests WHERE error IS NOT NULL AND blocked IS NOT NULL
+GROUP BY ALL ORDER BY blocked
+"""
+
+
+def whole(x: Any) -> int | float:
+    """An occurrence count sum: a whole number as an integer, as the reference holds it."""
+    f = float(x or 0)
+    return int(f) if f.is_integer() else f
+
+
+def open_tests(sql: str, paths: list[str], columns: dict[str, str]) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection whose table `tests` holds the per-test files (`sql` makes it)."""
+    con = duckdb.connect()
+    try:
+        con.execute(sql, [paths, columns])
+    except duckdb.Error as exc:
+        con.close()
+        raise InputError(f"could not read per-test results: {exc}") from None
+    return con
+
+
+def attach_blocked(failed: list[dict[str, Any]], blocked_rows: list[tuple[Any, ...]]) -> None:
+    """Onto each failed group, the tests a chat service would not let run, by reason
+    (`BLOCKED_SQL`'s rows)."""
+    by_group = {(f["riskCategoryId"], f["riskId"], f["ageRange"], f["prompt"]): f for f in failed}
+    for r in blocked_rows:
+        by_group[tuple(r[:4])].setdefault("blocked", {})[str(r[4])] = int(r[5])

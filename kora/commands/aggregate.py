@@ -1,0 +1,38 @@
+"""`kora aggregate PATH -o results.json`: per-test results (this project's judgment shards,
+or the reference's per-test JSON of either version, in a folder or a .zip) -> scores."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from kora.commands.common import configfile_option, taxonomy_dir, taxonomy_of_args
+
+
+def register(sub: Any) -> None:
+    a = sub.add_parser(
+        "aggregate",
+        help="per-test results (folder, .zip or JSONL; this project's, the reference's or "
+        "KORA v2's, whose mechanism sums it keeps) -> results.json scores",
+    )
+    a.add_argument("path")
+    a.add_argument("-o", "--output", required=True)
+    configfile_option(a)
+    a.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from kora.analysis.aggregate import aggregate_path
+    from kora.io import write_json
+
+    taxonomy = taxonomy_of_args(args) if Path(taxonomy_dir(args)).exists() else None
+    scores, failed = aggregate_path(Path(args.path), taxonomy)
+    out: dict[str, Any] = {"scores": scores}
+    if failed:
+        out["failed"] = failed
+    write_json(args.output, out)
+    tests = sum(s["sums"]["al"] for s in scores)
+    print(f"{args.output}: {tests} tests in {len(scores)} groups", file=sys.stderr)
+    return 0

@@ -1,0 +1,67 @@
+"""What the `kora` subcommands share: the project's config as the command line gives it
+(config.yaml with any --configfile merged over it), its benchmark version, taxonomy and
+folders."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kora.benchmarks.base import Benchmark
+    from kora.benchmarks.taxonomy import Taxonomy
+    from kora.run.layout import Layout
+
+
+def configfile_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--configfile",
+        nargs="+",
+        default=[],
+        help="overlays merged over config.yaml, as Snakemake's --configfile",
+    )
+
+
+def raw_config(args: argparse.Namespace) -> dict[str, Any]:
+    """config.yaml with the --configfile overlays merged over it, not validated."""
+    from kora.config.files import config_paths, merge, read_config_file
+
+    raw: dict[str, Any] = {}
+    for path in config_paths(getattr(args, "configfile", []), Path(".")):
+        if path.exists():
+            raw = merge(raw, read_config_file(path))
+    return raw
+
+
+def benchmark_of_args(args: argparse.Namespace) -> Benchmark:
+    """--benchmark, or the config's `benchmark` (v1 unless it says)."""
+    from kora import benchmarks
+
+    name = getattr(args, "benchmark", None) or raw_config(args).get("benchmark")
+    return benchmarks.get(str(name or benchmarks.DEFAULT))
+
+
+def layout_of_args(args: argparse.Namespace) -> Layout:
+    """Where the config's version keeps its data and results."""
+    from kora.run.layout import Layout
+
+    return Layout.of(benchmark_of_args(args))
+
+
+def taxonomy_dir(args: argparse.Namespace) -> str:
+    """--taxonomy, or the config's `taxonomy_dir`, else its benchmark version's folder."""
+    if getattr(args, "taxonomy", None):
+        return str(args.taxonomy)
+    given = raw_config(args).get("taxonomy_dir")
+    return str(given) if isinstance(given, str) else benchmark_of_args(args).taxonomy_dir
+
+
+def taxonomy_of_args(args: argparse.Namespace) -> Taxonomy:
+    bm = benchmark_of_args(args)
+    return bm.load_taxonomy(bm.taxonomy_paths(taxonomy_dir(args)))
+
+
+def configfiles(args: argparse.Namespace) -> str:
+    """The --configfile options to repeat in a command printed for the user."""
+    return "".join(f" --configfile {f}" for f in getattr(args, "configfile", []))

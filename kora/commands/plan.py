@@ -1,0 +1,86 @@
+"""`kora plan [TARGET...]`: the calls a run still needs, how many the call store already
+holds, and what the rest costs (kora.run.plan)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+from kora.commands.common import configfile_option
+from kora.config.schema import ROLES, chain
+from kora.errors import ConfigError
+from kora.run.pipeline import Pipeline
+from kora.run.plan import StageCount, estimate_cost, plan_calls
+
+
+def register(sub: Any) -> None:
+    pl = sub.add_parser(
+        "plan", help="calls each requested target needs, how many are stored, estimated cost"
+    )
+    pl.add_argument("targets", nargs="*", help="target names (default: every target)")
+    configfile_option(pl)
+    pl.set_defaults(func=print_plan)
+
+
+def split_overlays(configfiles: list[str], targets: list[str]) -> tuple[list[str], list[str]]:
+    """`--configfile` takes several files, as Snakemake's does, so `kora plan --configfile
+    X TARGET` hands it the target too: a value that is no file and no YAML file name is
+    taken back as a target."""
+    files, more = [], []
+    for value in configfiles:
+        if Path(value).exists() or value.endswith((".yaml", ".yml", ".json")):
+            files.append(value)
+        else:
+            more.append(value)
+    return files, [*targets, *more]
+
+
+def print_plan(args: argparse.Namespace) -> int:
+    workdir = Path(".")
+    overlays, targets = split_overlays(args.configfile, args.targets)
+    plan = Pipeline.load(overlays, workdir)
+    cfg = plan.config
+    targets = targets or list(cfg.targets)
+    for t in targets:
+        if t not in plan.config.targets:
+            raise ConfigError(
+                f"unknown target {t!r}; the config defines: "
+                + (", ".join(plan.config.targets) or "no targets")
+            )
+    from kora.llm.lifecycle import lifecycle_notes
+
+    used = {n for role in ROLES for n in chain(getattr(cfg, role))} | set(cfg.judges)
+    used |= {m for t in targets if (m := cfg.targets[t].model) is not None}
+    for note in lifecycle_notes(cfg.models, used):
+        print(f"kora: warning: {note}", file=sys.stderr)
+    report = asyncio.run(plan_calls(plan, targets))
+    costs, saved = estimate_cost(plan.config, report, targets, workdir)
+    print(f"plan for {', '.join(targets)}: {len(plan.cells())} shards")
+    print(f"{'stage':<14}{'items':>8}{'calls':>9}{'stored':>9}{'to pay':>9}{'est. cost':>12}")
+    total_cost: float | None = 0.0
+    for stage in ("seeds", "scenarios", "conversations", "judgments"):
+        c = report.stages.get(stage, StageCount())
+        cost = costs.get(stage, 0.0)
+        cost_s = "no price" if cost is None else f"${cost:,.2f}"
+        if cost is None:
+            total_cost = None
+        elif total_cost is not None:
+            total_cost += cost
+        print(
+            f"{stage:<14}{c.items:>8}{c.calls:>9}{c.stored:>9}{c.calls - c.stored:>9}{cost_s:>12}"
+        )
+    calls = sum(c.calls for c in report.stages.values())
+    stored = sum(c.stored for c in report.stages.values())
+    total_s = (
+        "unknown (set `price` on every paid model)" if total_cost is None else f"${total_cost:,.2f}"
+    )
+    print(f"{'total':<14}{'':>8}{calls:>9}{stored:>9}{calls - stored:>9}   {total_s}")
+    if saved:
+        print(
+            f"prompt caching: the estimate is ${saved:,.2f} lower than without it "
+            "(at the share of input the provider's cache served in earlier runs)"
+        )
+    return 0
