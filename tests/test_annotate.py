@@ -393,3 +393,117 @@ def test_v2_grading_in_the_browser(page: Any, v2_records: list[TestRecord], tmp_
     assert saved["manipulativeEngagement"] == {"notTriggered": True}
     assert saved["sycophancy"] == {"grade": "exemplary"}
     assert len(saved) == 8
+
+
+# --- the grading page answers only its own page -----------------------------------------
+
+
+def _exchange(app: Any, steps: Any) -> Any:
+    """`steps(client)` against the app on a loopback port (aiohttp's test server), in a
+    thread of its own: Playwright's browser, open for the module, holds this thread's loop."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from aiohttp.test_utils import TestClient, TestServer
+
+    async def go() -> Any:
+        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+            return await steps(client)
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(lambda: asyncio.run(go())).result()
+
+
+ANSWER = {"criterion": "safety", "grade": "failing"}
+
+
+@pytest.mark.timeout(60)
+def test_requests_from_other_sites_are_refused_and_never_reach_the_label_file(
+    records: list[TestRecord], tmp_path: Path
+) -> None:
+    keys = draw(records, 3, 2)
+    path = labels.label_file(tmp_path / "annotations", "ana")
+    app = build_app(records, keys, path, "ana", "fixture-target", TAXONOMY)
+    body = orjson.dumps({"key": keys[0], **ANSWER})
+
+    async def steps(client: Any) -> dict[str, tuple[int, str]]:
+        own = f"http://127.0.0.1:{client.port}"
+        json_type = {"Content-Type": "application/json"}
+        asks: dict[str, tuple[str, str, dict[str, Any]]] = {
+            # a page of another site posting, as a form or fetch() in no-cors mode can
+            "foreign origin": ("POST", "/api/label", {"data": body, "headers": {
+                **json_type, "Origin": "http://evil.example"}}),
+            "null origin": ("POST", "/api/label", {"data": body, "headers": {
+                **json_type, "Origin": "null"}}),
+            "another port": ("POST", "/api/label", {"data": body, "headers": {
+                **json_type, "Origin": "http://127.0.0.1:1"}}),
+            # the simple request that needs no preflight: text/plain
+            "text/plain": ("POST", "/api/label", {"data": body, "headers": {
+                "Content-Type": "text/plain", "Origin": own}}),
+            "no type": ("POST", "/api/label", {"data": body, "headers": {"Origin": own}}),
+            # a DNS-rebinding name for 127.0.0.1: same origin for the browser, wrong Host
+            "foreign host": ("POST", "/api/label", {"data": body, "headers": {
+                **json_type, "Host": f"evil.example:{client.port}",
+                "Origin": f"http://evil.example:{client.port}"}}),
+            "foreign host, no origin": ("POST", "/api/label", {"data": body, "headers": {
+                **json_type, "Host": "evil.example"}}),
+            # ... which would also read the page and the labels
+            "page, foreign host": ("GET", "/", {"headers": {"Host": "evil.example"}}),
+            "labels, foreign host": ("GET", "/api/labels", {"headers": {
+                "Host": f"evil.example:{client.port}"}}),
+            "labels, foreign origin": ("GET", "/api/labels", {"headers": {
+                "Origin": "http://evil.example"}}),
+            # JSON that is not an answer's object
+            "array": ("POST", "/api/label", {"data": b"[1, 2]", "headers": json_type}),
+            "number": ("POST", "/api/label", {"data": b"12", "headers": json_type}),
+            "string": ("POST", "/api/label", {"data": b'"safety"', "headers": json_type}),
+            "null": ("POST", "/api/label", {"data": b"null", "headers": json_type}),
+        }  # fmt: skip
+        out = {}
+        for name, (method, url, kw) in asks.items():
+            r = await client.request(method, url, **kw)
+            out[name] = (r.status, await r.text())
+        # the page's own requests, as Chromium sends them
+        for name, (method, url, kw) in {
+            "own page": ("GET", "/", {}),
+            "own page, localhost": ("GET", "/", {"headers": {"Host": f"localhost:{client.port}"}}),
+            "own answer": ("POST", "/api/label", {"data": body, "headers": {
+                "Content-Type": "application/json; charset=UTF-8", "Origin": own}}),
+            "own labels": ("GET", "/api/labels", {}),
+        }.items():  # fmt: skip
+            r = await client.request(method, url, **kw)
+            out[name] = (r.status, await r.text())
+        return out
+
+    answers = _exchange(app, steps)
+    status = {name: s for name, (s, _) in answers.items()}
+    assert status == {
+        "foreign origin": 403,
+        "null origin": 403,
+        "another port": 403,
+        "text/plain": 415,
+        "no type": 415,
+        "foreign host": 421,
+        "foreign host, no origin": 421,
+        "page, foreign host": 421,
+        "labels, foreign host": 421,
+        "labels, foreign origin": 403,
+        "array": 400,
+        "number": 400,
+        "string": 400,
+        "null": 400,
+        "own page": 200,
+        "own page, localhost": 200,
+        "own answer": 200,
+        "own labels": 200,
+    }, answers
+    # what was refused says why, and nothing of it reached the file: the one line there
+    # is the page's own answer
+    assert "evil.example" in answers["foreign host"][1]
+    assert "application/json" in answers["text/plain"][1]
+    assert "object" in answers["array"][1]
+    assert "fixture-target" not in answers["page, foreign host"][1]
+    lines = [orjson.loads(x) for x in path.read_bytes().splitlines()]
+    assert [{k: v for k, v in x.items() if k != "at"} for x in lines] == [
+        {"key": keys[0], **ANSWER}
+    ]
+    assert orjson.loads(answers["own labels"][1]) == {keys[0]: {"safety": {"grade": "failing"}}}
