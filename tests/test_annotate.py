@@ -507,3 +507,148 @@ def test_requests_from_other_sites_are_refused_and_never_reach_the_label_file(
         {"key": keys[0], **ANSWER}
     ]
     assert orjson.loads(answers["own labels"][1]) == {keys[0]: {"safety": {"grade": "failing"}}}
+
+
+# --- fuzzing the answers: whatever is posted, 200 or 4xx, and only valid lines ----------
+
+
+FIELDS = ("key", "criterion", "grade", "count", "notTriggered", "note")
+RAW = [  # bodies no JSON encoder writes
+    b"",
+    b"\xff\xfe{}",
+    b'"\\ud800"',
+    b'{"key": "\\udfff", "criterion": "safety"}',
+    b"1e400",
+    b'{"key": "k", "criterion": "safety", "count": 1e400}',
+    b"[" * 3000 + b"]" * 3000,
+    b'{"key": 1',
+    b'{"criterion": "safety", "criterion": "grade"}',
+]
+
+
+# what a client may say it sends: JSON most often, the simple requests' types, nothing
+CONTENT_TYPES = [
+    "application/json",
+    "application/json",
+    "application/json; charset=utf-8",
+    "Application/JSON",
+    "text/plain",
+    "application/x-www-form-urlencoded",
+    None,
+]
+
+
+def _bodies(keys: list[str], criteria: tuple[str, ...]) -> Any:
+    """Posted bodies: JSON documents of any shape, answers with the right fields holding
+    right or wrong values, and bytes that are no JSON at all."""
+    import json
+
+    from hypothesis import strategies as st
+
+    from kora.benchmarks.schemas import GRADES
+
+    scalars = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.integers(min_value=-(2**80), max_value=2**80),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(),
+        st.sampled_from([*keys, *criteria, *GRADES, "", 0, 99, 100, -1, 1.0, 2**64]),
+    )
+    values = st.recursive(
+        scalars,
+        lambda inner: (
+            st.lists(inner, max_size=4)
+            | st.dictionaries(st.sampled_from(FIELDS) | st.text(max_size=8), inner, max_size=4)
+        ),
+        max_leaves=12,
+    )
+    any_object = st.dictionaries(st.sampled_from(FIELDS) | st.text(max_size=10), values)
+    answer = st.fixed_dictionaries(
+        {"key": st.sampled_from(keys) | values, "criterion": st.sampled_from(criteria) | values},
+        optional={
+            "grade": st.sampled_from(GRADES) | values,
+            "count": st.integers(0, 99) | values,
+            "notTriggered": st.booleans() | values,
+            "note": st.text() | values,
+        },
+    )
+    valid = st.fixed_dictionaries(
+        {"key": st.sampled_from(keys), "criterion": st.sampled_from(criteria)},
+        optional={"grade": st.sampled_from(GRADES), "note": st.text()},
+    )
+    docs = st.one_of(valid, answer, answer, any_object, values)
+    encoded = st.builds(
+        lambda doc, ascii: json.dumps(doc, ensure_ascii=ascii).encode(), docs, st.booleans()
+    )
+    return st.one_of(encoded, encoded, encoded, st.sampled_from(RAW), st.binary(max_size=40))
+
+
+def _fuzz(records: list[TestRecord], tmp_path: Path, examples: int) -> None:
+    import httpx
+    from hypothesis import HealthCheck, example, given, settings
+    from hypothesis import strategies as st
+
+    keys = draw(records, 4, 3)
+    criteria = labels.criteria_of(records)
+    path = labels.label_file(tmp_path / "annotations", "ana")
+    server = Served(records, keys, path)
+    own = server.url.rstrip("/")
+    seen = {"bytes": 0, "ok": 0}
+
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(
+        body=_bodies(keys, criteria),
+        content_type=st.sampled_from(CONTENT_TYPES),
+        origin=st.sampled_from([None, own, own, "http://evil.example", "null"]),
+    )
+    @example(  # always tried first: the page's own answer, accepted
+        body=orjson.dumps({"key": keys[0], **ANSWER}), content_type="application/json", origin=own
+    )
+    def post(body: bytes, content_type: str | None, origin: str | None) -> None:
+        headers = {k: v for k, v in (("Content-Type", content_type), ("Origin", origin)) if v}
+        r = client.post("/api/label", content=body, headers=headers)
+        assert r.status_code == 200 or 400 <= r.status_code < 500, (r.status_code, r.text)
+        data = path.read_bytes() if path.exists() else b""
+        new, seen["bytes"] = data[seen["bytes"] :], len(data)
+        lines = new.splitlines()
+        if r.status_code != 200:
+            assert lines == [], (body, r.status_code)
+            return
+        # accepted: from the page's own origin, as JSON; exactly one line, a valid answer
+        assert origin in (None, own) and "json" in str(content_type).lower()
+        assert new.endswith(b"\n") and len(lines) == 1
+        line = orjson.loads(lines[0])
+        answer = {k: v for k, v in line.items() if k != "at"}
+        assert labels.check(answer) == answer == labels.check(orjson.loads(body))
+        assert answer["key"] in keys and answer["criterion"] in criteria
+        seen["ok"] += 1
+
+    try:
+        with httpx.Client(base_url=server.url, timeout=10) as client:
+            post()
+            # the server still serves the page, and what was saved reads back
+            assert client.get("/").status_code == 200
+            assert client.get("/api/labels").json() == labels.read(path)
+    finally:
+        server.kill()
+    print(f"fuzzed: {seen['ok']} of {examples} answers accepted")
+    assert seen["ok"] > 0  # the answers reach the file, not only the refusals
+
+
+@pytest.mark.timeout(120)
+def test_fuzzed_answers_get_200_or_4xx_and_only_valid_lines(
+    records: list[TestRecord], tmp_path: Path
+) -> None:
+    _fuzz(records, tmp_path, 200)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # 10,000 examples: about 50 s on one core
+def test_fuzzed_answers_many(records: list[TestRecord], tmp_path: Path) -> None:
+    _fuzz(records, tmp_path, 10_000)
