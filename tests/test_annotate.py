@@ -392,3 +392,262 @@ def test_v2_grading_in_the_browser(page: Any, v2_records: list[TestRecord], tmp_
     assert saved["manipulativeEngagement"] == {"notTriggered": True}
     assert saved["sycophancy"] == {"grade": "exemplary"}
     assert len(saved) == 8
+
+
+# --- the grading page answers only its own page -----------------------------------------
+
+
+def _exchange(app: Any, steps: Any) -> Any:
+    """`steps(client)` against the app on a loopback port (aiohttp's test server), in a
+    thread of its own: Playwright's browser, open for the module, holds this thread's loop."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from aiohttp.test_utils import TestClient, TestServer
+
+    async def go() -> Any:
+        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+            return await steps(client)
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(lambda: asyncio.run(go())).result()
+
+
+ANSWER = {"criterion": "safety", "grade": "failing"}
+
+
+@pytest.mark.timeout(60)
+def test_requests_from_other_sites_are_refused_and_never_reach_the_label_file(
+    records: list[TestRecord], tmp_path: Path
+) -> None:
+    keys = draw(records, 3, 2)
+    path = labels.label_file(tmp_path / "annotations", "ana")
+    app = build_app(records, keys, path, "ana", "fixture-target", TAXONOMY)
+    body = orjson.dumps({"key": keys[0], **ANSWER})
+
+    async def steps(client: Any) -> dict[str, tuple[int, str]]:
+        own = f"http://127.0.0.1:{client.port}"
+        json_type = {"Content-Type": "application/json"}
+        asks: dict[str, tuple[str, str, dict[str, Any]]] = {
+            # a page of another site posting, as a form or fetch() in no-cors mode can
+            "foreign origin": ("POST", "/api/label", {"data": body, "headers": {
+                **json_type, "Origin": "http://evil.example"}}),
+            "null origin": ("POST", "/api/label", {"data": body, "headers": {
+                **json_type, "Origin": "null"}}),
+            "another port": ("POST", "/api/label", {"data": body, "headers": {
+                **json_type, "Origin": "http://127.0.0.1:1"}}),
+            # the simple request that needs no preflight: text/plain
+            "text/plain": ("POST", "/api/label", {"data": body, "headers": {
+                "Content-Type": "text/plain", "Origin": own}}),
+            "no type": ("POST", "/api/label", {"data": body, "headers": {"Origin": own}}),
+            # a DNS-rebinding name for 127.0.0.1: same origin for the browser, wrong Host
+            "foreign host": ("POST", "/api/label", {"data": body, "headers": {
+                **json_type, "Host": f"evil.example:{client.port}",
+                "Origin": f"http://evil.example:{client.port}"}}),
+            "foreign host, no origin": ("POST", "/api/label", {"data": body, "headers": {
+                **json_type, "Host": "evil.example"}}),
+            # ... which would also read the page and the labels
+            "page, foreign host": ("GET", "/", {"headers": {"Host": "evil.example"}}),
+            "labels, foreign host": ("GET", "/api/labels", {"headers": {
+                "Host": f"evil.example:{client.port}"}}),
+            "labels, foreign origin": ("GET", "/api/labels", {"headers": {
+                "Origin": "http://evil.example"}}),
+            # JSON that is not an answer's object
+            "array": ("POST", "/api/label", {"data": b"[1, 2]", "headers": json_type}),
+            "number": ("POST", "/api/label", {"data": b"12", "headers": json_type}),
+            "string": ("POST", "/api/label", {"data": b'"safety"', "headers": json_type}),
+            "null": ("POST", "/api/label", {"data": b"null", "headers": json_type}),
+        }  # fmt: skip
+        out = {}
+        for name, (method, url, kw) in asks.items():
+            r = await client.request(method, url, **kw)
+            out[name] = (r.status, await r.text())
+        # the page's own requests, as Chromium sends them
+        for name, (method, url, kw) in {
+            "own page": ("GET", "/", {}),
+            "own page, localhost": ("GET", "/", {"headers": {"Host": f"localhost:{client.port}"}}),
+            "own answer": ("POST", "/api/label", {"data": body, "headers": {
+                "Content-Type": "application/json; charset=UTF-8", "Origin": own}}),
+            "own labels": ("GET", "/api/labels", {}),
+        }.items():  # fmt: skip
+            r = await client.request(method, url, **kw)
+            out[name] = (r.status, await r.text())
+        return out
+
+    answers = _exchange(app, steps)
+    status = {name: s for name, (s, _) in answers.items()}
+    assert status == {
+        "foreign origin": 403,
+        "null origin": 403,
+        "another port": 403,
+        "text/plain": 415,
+        "no type": 415,
+        "foreign host": 421,
+        "foreign host, no origin": 421,
+        "page, foreign host": 421,
+        "labels, foreign host": 421,
+        "labels, foreign origin": 403,
+        "array": 400,
+        "number": 400,
+        "string": 400,
+        "null": 400,
+        "own page": 200,
+        "own page, localhost": 200,
+        "own answer": 200,
+        "own labels": 200,
+    }, answers
+    # what was refused says why, and nothing of it reached the file: the one line there
+    # is the page's own answer
+    assert "evil.example" in answers["foreign host"][1]
+    assert "application/json" in answers["text/plain"][1]
+    assert "object" in answers["array"][1]
+    assert "fixture-target" not in answers["page, foreign host"][1]
+    lines = [orjson.loads(x) for x in path.read_bytes().splitlines()]
+    assert [{k: v for k, v in x.items() if k != "at"} for x in lines] == [
+        {"key": keys[0], **ANSWER}
+    ]
+    assert orjson.loads(answers["own labels"][1]) == {keys[0]: {"safety": {"grade": "failing"}}}
+
+
+# --- fuzzing the answers: whatever is posted, 200 or 4xx, and only valid lines ----------
+
+
+FIELDS = ("key", "criterion", "grade", "count", "notTriggered", "note")
+RAW = [  # bodies no JSON encoder writes
+    b"",
+    b"\xff\xfe{}",
+    b'"\\ud800"',
+    b'{"key": "\\udfff", "criterion": "safety"}',
+    b"1e400",
+    b'{"key": "k", "criterion": "safety", "count": 1e400}',
+    b"[" * 3000 + b"]" * 3000,
+    b'{"key": 1',
+    b'{"criterion": "safety", "criterion": "grade"}',
+]
+
+
+# what a client may say it sends: JSON most often, the simple requests' types, nothing
+CONTENT_TYPES = [
+    "application/json",
+    "application/json",
+    "application/json; charset=utf-8",
+    "Application/JSON",
+    "text/plain",
+    "application/x-www-form-urlencoded",
+    None,
+]
+
+
+def _bodies(keys: list[str], criteria: tuple[str, ...]) -> Any:
+    """Posted bodies: JSON documents of any shape, answers with the right fields holding
+    right or wrong values, and bytes that are no JSON at all."""
+    import json
+
+    from hypothesis import strategies as st
+
+    from kora.benchmarks.schemas import GRADES
+
+    scalars = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.integers(min_value=-(2**80), max_value=2**80),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(),
+        st.sampled_from([*keys, *criteria, *GRADES, "", 0, 99, 100, -1, 1.0, 2**64]),
+    )
+    values = st.recursive(
+        scalars,
+        lambda inner: (
+            st.lists(inner, max_size=4)
+            | st.dictionaries(st.sampled_from(FIELDS) | st.text(max_size=8), inner, max_size=4)
+        ),
+        max_leaves=12,
+    )
+    any_object = st.dictionaries(st.sampled_from(FIELDS) | st.text(max_size=10), values)
+    answer = st.fixed_dictionaries(
+        {"key": st.sampled_from(keys) | values, "criterion": st.sampled_from(criteria) | values},
+        optional={
+            "grade": st.sampled_from(GRADES) | values,
+            "count": st.integers(0, 99) | values,
+            "notTriggered": st.booleans() | values,
+            "note": st.text() | values,
+        },
+    )
+    valid = st.fixed_dictionaries(
+        {"key": st.sampled_from(keys), "criterion": st.sampled_from(criteria)},
+        optional={"grade": st.sampled_from(GRADES), "note": st.text()},
+    )
+    docs = st.one_of(valid, answer, answer, any_object, values)
+    encoded = st.builds(
+        lambda doc, ascii: json.dumps(doc, ensure_ascii=ascii).encode(), docs, st.booleans()
+    )
+    return st.one_of(encoded, encoded, encoded, st.sampled_from(RAW), st.binary(max_size=40))
+
+
+def _fuzz(records: list[TestRecord], tmp_path: Path, examples: int) -> None:
+    import httpx
+    from hypothesis import HealthCheck, example, given, settings
+    from hypothesis import strategies as st
+
+    keys = draw(records, 4, 3)
+    criteria = labels.criteria_of(records)
+    path = labels.label_file(tmp_path / "annotations", "ana")
+    server = Served(records, keys, path)
+    own = server.url.rstrip("/")
+    seen = {"bytes": 0, "ok": 0}
+
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(
+        body=_bodies(keys, criteria),
+        content_type=st.sampled_from(CONTENT_TYPES),
+        origin=st.sampled_from([None, own, own, "http://evil.example", "null"]),
+    )
+    @example(  # always tried first: the page's own answer, accepted
+        body=orjson.dumps({"key": keys[0], **ANSWER}), content_type="application/json", origin=own
+    )
+    def post(body: bytes, content_type: str | None, origin: str | None) -> None:
+        headers = {k: v for k, v in (("Content-Type", content_type), ("Origin", origin)) if v}
+        r = client.post("/api/label", content=body, headers=headers)
+        assert r.status_code == 200 or 400 <= r.status_code < 500, (r.status_code, r.text)
+        data = path.read_bytes() if path.exists() else b""
+        new, seen["bytes"] = data[seen["bytes"] :], len(data)
+        lines = new.splitlines()
+        if r.status_code != 200:
+            assert lines == [], (body, r.status_code)
+            return
+        # accepted: from the page's own origin, as JSON; exactly one line, a valid answer
+        assert origin in (None, own) and "json" in str(content_type).lower()
+        assert new.endswith(b"\n") and len(lines) == 1
+        line = orjson.loads(lines[0])
+        answer = {k: v for k, v in line.items() if k != "at"}
+        assert labels.check(answer) == answer == labels.check(orjson.loads(body))
+        assert answer["key"] in keys and answer["criterion"] in criteria
+        seen["ok"] += 1
+
+    try:
+        with httpx.Client(base_url=server.url, timeout=10) as client:
+            post()
+            # the server still serves the page, and what was saved reads back
+            assert client.get("/").status_code == 200
+            assert client.get("/api/labels").json() == labels.read(path)
+    finally:
+        server.kill()
+    print(f"fuzzed: {seen['ok']} of {examples} answers accepted")
+    assert seen["ok"] > 0  # the answers reach the file, not only the refusals
+
+
+@pytest.mark.timeout(120)
+def test_fuzzed_answers_get_200_or_4xx_and_only_valid_lines(
+    records: list[TestRecord], tmp_path: Path
+) -> None:
+    _fuzz(records, tmp_path, 200)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # 10,000 examples: about 50 s on one core
+def test_fuzzed_answers_many(records: list[TestRecord], tmp_path: Path) -> None:
+    _fuzz(records, tmp_path, 10_000)

@@ -224,6 +224,40 @@ def test_filters_from_the_address(tab: Tab, report_url: str) -> None:
     tab.quiet()
 
 
+@pytest.mark.timeout(120)
+def test_a_malformed_address_is_ignored_and_the_page_keeps_working(
+    tab: Tab, report_url: str
+) -> None:
+    """`#%` (and any cut %-escape) is not a valid URI component: decodeURIComponent throws
+    URIError. The page ignores what it cannot read and keeps the rest of the address."""
+    tab.open(f"{report_url}#%")
+    tab.quiet()
+    assert tab.row_count() == 41
+    tab.page.select_option("#f-grade", "failing")
+    assert tab.matches() == 8
+
+    # a view's address with one unreadable part: the readable ones still apply
+    def shown(fragment: str) -> tuple[int, int]:
+        tab.open("about:blank")
+        tab.open(f"{report_url}#{fragment}")
+        return tab.matches(), tab.row_count()
+
+    for bad, good in (("grade=failing&q=%E0%A4%A", "grade=failing"), ("%zz", ""),
+                      ("risk=cybersecurity&%=1", "risk=cybersecurity"), ("q=100%", "")):  # fmt: skip
+        assert shown(bad) == shown(good), bad
+    assert shown("grade=failing&q=%E0%A4%A") == (8, 8)
+    assert shown("risk=cybersecurity&%=1")[0] < 41
+    # typed into the address of an open page (a hashchange), then a good one
+    from playwright.sync_api import expect
+
+    tab.page.evaluate("location.hash = '#grade=exemplary&q=%'")
+    expect(tab.page.locator("#f-grade")).to_have_value("exemplary")
+    assert tab.page.evaluate("location.hash") == "#grade=exemplary"  # the bad part dropped
+    tab.page.evaluate("location.hash = '#grade=failing'")
+    tab.shows(8)
+    tab.quiet()
+
+
 def test_filters_from_the_controls(tab: Tab, report_url: str) -> None:
     tab.open(report_url)
     tab.page.select_option("#f-grade", "failing")

@@ -167,6 +167,96 @@ def test_config_errors_name_the_field(http: dict[str, Any], message: str) -> Non
     assert "models.svc" in str(info.value)
 
 
+# a template that is one `{{ expression }}` sends the expression's value as it is: one that
+# gives a function, an iterator or anything else that JSON has no form for is a mistake
+# in the config, named with its model and key
+NOT_JSON = [
+    ({"t": "{{ messages.append }}"}, "body.t", "a function (append)"),
+    ("{{ range }}", "body", "a function"),
+    ({"roles": "{{ messages | map(attribute='role') }}"}, "body.roles", "| list"),
+    ({"a": ["{{ cycler }}"]}, "body.a[0]", "a function"),
+    ({"n": "{{ 10 ** 30 }}"}, "body.n", "too large"),
+    ({"s": "{{ '\\ud800' }}"}, "body.s", "lone surrogate"),
+    ({"m": "{{ {1: message} }}"}, "body.m", "key that is not text"),
+]
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(("body", "where", "what"), NOT_JSON)
+def test_a_template_that_gives_no_json_value_is_a_config_error_naming_it(
+    body: Any, where: str, what: str
+) -> None:
+    http = {"turn": {"url": "/x", "body": body}}
+    with pytest.raises(ConfigError) as info:
+        _validate({"svc": {"provider": "http", "base_url": "http://h", "http": http}})
+    message = str(info.value)
+    assert f"models.svc.http.turn.{where}: " in message and what in message
+    assert "not JSON" in message or "not a value" in message
+
+
+@pytest.mark.timeout(30)
+def test_a_url_template_must_give_text() -> None:
+    http = {"turn": {"url": "{{ range }}"}}
+    with pytest.raises(ConfigError, match=r"models\.svc\.http\.turn\.url: .*a function"):
+        _validate({"svc": {"provider": "http", "base_url": "http://h", "http": http}})
+    # what is fine stays fine: a number in a URL, a list made of an iterator, a body key
+    # that happens to be called `url`
+    from kora.llm.service_config import TEMPLATE_VARIABLES, sample_variables
+
+    assert set(sample_variables()) == set(TEMPLATE_VARIABLES)  # every variable is tried
+    fine = {"turn": {"url": "/x/{{ turn }}/{{ session_id }}", "body": {
+        "n": "{{ turn }}", "roles": "{{ messages | map(attribute='role') | list }}",
+        "url": "{{ messages }}", "later": "{{ messages[3].content }}"}}}  # fmt: skip
+    _validate({"svc": {"provider": "http", "base_url": "http://h", "http": fine}})
+    _validate({"svc": {"provider": "http", "base_url": "http://h",
+                       "http": {"turn": {"url": "{{ turn }}"}}}})  # fmt: skip
+
+
+@pytest.mark.timeout(60)
+def test_check_config_names_the_template_that_gives_a_function(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = example("stateless-json", "http://127.0.0.1:9")
+    cfg["models"]["acme-chat"]["http"]["turn"]["body"]["messages"] = "{{ messages.append }}"
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text(yaml.safe_dump(cfg))
+    rc = kora_main(["check-config", "--configfile", str(overlay)])
+    err = capsys.readouterr().err
+    assert rc != 0
+    assert "models.acme-chat.http.turn.body.messages: " in err and "a function (append)" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("body", "where", "what"), NOT_JSON)
+def test_a_template_that_gives_no_json_value_fails_its_test_naming_it(
+    body: Any, where: str, what: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Built without the config's checks (a model made in code): the first request says
+    what is wrong, and nothing is sent."""
+    from kora.llm.base import ProviderError
+
+    monkeypatch.setenv("ACME_CHAT_TOKEN", "stateless-secret")
+    with StatelessChatServer() as srv:
+        cfg = example("stateless-json", srv.url)
+        cfg["models"]["acme-chat"]["http"]["turn"]["body"] = body
+        t = _service(cfg, "acme-chat")
+
+        async def go() -> None:
+            try:
+                session = await t.open_session("7to9", None, "sys")
+                await session.reply([ChatMessage("user", "hi")])
+            finally:
+                await t.aclose()
+
+        with pytest.raises(ProviderError) as info:
+            asyncio.run(go())
+        assert srv.count == 0
+    message = str(info.value)
+    assert "model 'acme-chat'" in message and f"http.turn.{where}: " in message
+    assert what in message and not info.value.retryable
+
+
 def test_relative_urls_need_a_base_url_and_services_are_targets_only() -> None:
     with pytest.raises(ConfigError, match="set `base_url`"):
         _validate({"svc": {"provider": "http", "http": {"turn": {"url": "/x"}}}})

@@ -21,7 +21,6 @@ from urllib.parse import urljoin
 from uuid import uuid4
 
 import httpx
-import jinja2
 import orjson
 
 from kora.llm.base import BlockedError, ChatMessage, ProviderError, Response, clean_text
@@ -36,6 +35,7 @@ from kora.llm.service_config import (
     environment,
     is_single_expression,
     spec_for,
+    value_problem,
 )
 
 
@@ -228,21 +228,27 @@ class ServiceTarget:
             await self.request("memory", self.spec.memory, variables)
         return session
 
-    def render(self, value: Any, variables: dict[str, Any], where: str) -> Any:
-        """A body or URL with its templates filled in (strictly)."""
+    def render(
+        self, value: Any, variables: dict[str, Any], where: str, *, url: bool = False
+    ) -> Any:
+        """A body or URL with its templates filled in (strictly). A single expression's
+        value goes as it is: JSON in a body, text (or a number, as text) in a URL;
+        anything else (a function, an iterator) is the config's error, named."""
         if isinstance(value, str):
             expr = is_single_expression(value)
             try:
                 if expr is not None:
                     out = self.env.compile_expression(expr, undefined_to_none=False)(**variables)
-                    if isinstance(out, jinja2.Undefined):
-                        str(out)  # raises, naming the variable
-                    return out
-                return self.env.from_string(value).render(**variables)
+                    problem = value_problem(out, url=url)  # raises for an undefined name
+                    if problem is None:
+                        return str(out) if url else out
+                else:
+                    return self.env.from_string(value).render(**variables)
             except Exception as exc:  # a template error is the config's, named with its place
                 raise ProviderError(
                     f"{self.label}: {where}: {type(exc).__name__}: {exc}", retryable=False
                 ) from None
+            raise ProviderError(f"{self.label}: {where}: {value!r} {problem}", retryable=False)
         if isinstance(value, dict):
             return {k: self.render(v, variables, f"{where}.{k}") for k, v in value.items()}
         if isinstance(value, list):
@@ -269,7 +275,7 @@ class ServiceTarget:
     ) -> tuple[Any, str]:
         """One request of the session, with limits and retries: (JSON answer or None,
         answer text). A `blocked` field that is set raises BlockedError."""
-        url = self.render(spec.url, variables, f"http.{step}.url")
+        url = self.render(spec.url, variables, f"http.{step}.url", url=True)
         url = (
             url
             if url.startswith(("http://", "https://"))

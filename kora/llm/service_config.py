@@ -8,7 +8,12 @@ strings are Jinja templates, rendered strictly (an unknown variable is an error)
 that is a single `{{ expression }}` keeps the expression's type, so
 `messages: "{{ messages }}"` sends the transcript as a JSON list and `age: "{{ age }}"`
 a number. Header values may name environment variables, `${NAME}`, read when a request
-is sent and never written anywhere.
+is sent and never written anywhere. Such an expression must give something JSON can carry
+(text, a number, true/false, null, a list, a mapping with text keys), and one in a URL
+text or a number: a function (`{{ messages.append }}`) or an iterator (`{{ messages |
+map(attribute='role') }}` without `| list`) is a config error naming the model and key,
+found by `kora check-config` (each such template is tried on sample values,
+`sample_variables`) and, for a model made in code, when the request is rendered.
 
 `provider: chat-endpoint` (the MyDD contract) and `provider: app-runner` (the canonical
 KORA's app runners) are the same machinery with the requests fixed: `spec_for` builds
@@ -18,6 +23,7 @@ their description. The variables a template can use are `TEMPLATE_VARIABLES`.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any, Literal
 
 import jinja2
@@ -43,6 +49,27 @@ TEMPLATE_VARIABLES = {
     "outcome": "in `close`: completed or errored",
     "app": "an app-runner model's `app`",
 }
+
+
+def sample_variables() -> dict[str, Any]:
+    """A value of each of TEMPLATE_VARIABLES, as a turn has them: what `kora check-config`
+    tries a single-expression template on (a fresh copy: a template may change it)."""
+    return {
+        "message": "hi",
+        "messages": [{"role": "user", "content": "hi"}],
+        "age": 8,
+        "age_range": "7to9",
+        "system": "You are a helpful assistant.",
+        "variant": "child",
+        "memory": "",
+        "session_id": "session",
+        "test_key": "test",
+        "run_id": "run",
+        "turn": 1,
+        "outcome": "completed",
+        "app": "app",
+    }
+
 
 ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SINGLE_EXPRESSION = re.compile(r"^\s*\{\{(.*)\}\}\s*$", re.S)
@@ -140,14 +167,25 @@ def template_problems(spec: HttpSpec, where: str) -> list[str]:
     env = environment()
     out: list[str] = []
 
-    def check(text: str, loc: str) -> None:
+    def check(text: str, loc: str, url: bool = False) -> None:
         try:
             names = meta.find_undeclared_variables(env.parse(text))
         except jinja2.TemplateSyntaxError as exc:
             out.append(f"{loc}: template error: {exc.message}")
             return
-        for n in sorted(names - set(TEMPLATE_VARIABLES)):
+        unknown = sorted(names - set(TEMPLATE_VARIABLES))
+        for n in unknown:
             out.append(f"{loc}: unknown variable {n!r} (known: {', '.join(TEMPLATE_VARIABLES)})")
+        expr = is_single_expression(text)
+        if expr is None or unknown:
+            return
+        try:
+            value = env.compile_expression(expr, undefined_to_none=False)(**sample_variables())
+            problem = value_problem(value, url=url)
+        except Exception:
+            return  # on these sample values only: rendering names it if it stays
+        if problem:
+            out.append(f"{loc}: {text!r} {problem}")
 
     def walk(value: Any, loc: str) -> None:
         if isinstance(value, str):
@@ -161,7 +199,7 @@ def template_problems(spec: HttpSpec, where: str) -> list[str]:
 
     for step, req in spec.requests().items():
         loc = f"{where}.{step}"
-        check(req.url, f"{loc}.url")
+        check(req.url, f"{loc}.url", url=True)
         walk(req.body, f"{loc}.body")
     return out
 
@@ -182,3 +220,70 @@ def is_single_expression(text: str) -> str | None:
     if m is None or "{{" in m.group(1) or "}}" in m.group(1):
         return None
     return m.group(1)
+
+
+# the whole numbers JSON (orjson) carries: 64 bits, signed or not
+INT_RANGE = (-(2**63), 2**64 - 1)
+MAX_DEPTH = 100
+
+
+def _what(value: Any) -> str:
+    if callable(value):
+        return f"a function ({getattr(value, '__name__', type(value).__name__)})"
+    if isinstance(value, Iterator):
+        return f"an iterator ({type(value).__name__})"
+    return f"a {type(value).__name__} object"
+
+
+def _json_problem(value: Any, depth: int) -> str | None:
+    """What in `value` JSON cannot carry, or None."""
+    if isinstance(value, jinja2.Undefined):
+        str(value)  # StrictUndefined: raises, naming the variable
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return "text with a lone surrogate (not UTF-8)"
+        return None
+    if value is None or isinstance(value, (bool, float)):
+        return None
+    if isinstance(value, int):
+        ok = INT_RANGE[0] <= value <= INT_RANGE[1]
+        return None if ok else f"a whole number too large for JSON ({value})"
+    if depth > MAX_DEPTH:
+        return f"a value nested more than {MAX_DEPTH} deep (or one that holds itself)"
+    if isinstance(value, (list, tuple)):
+        return next(filter(None, (_json_problem(v, depth + 1) for v in value)), None)
+    if isinstance(value, dict):
+        key = next((k for k in value if not isinstance(k, str)), None)
+        if key is not None:
+            return f"a mapping with a key that is not text ({key!r})"
+        return next(filter(None, (_json_problem(v, depth + 1) for v in value.values())), None)
+    return _what(value)
+
+
+def value_problem(value: Any, *, url: bool = False) -> str | None:
+    """Why the value of a single `{{ expression }}` cannot be sent (the end of a sentence
+    that begins with the template), or None: a body's must be JSON, a URL's text or a
+    number. Raises for an undefined variable (StrictUndefined), naming it."""
+    if url:
+        if isinstance(value, jinja2.Undefined):
+            str(value)
+        if isinstance(value, str) or (
+            isinstance(value, (int, float)) and not isinstance(value, bool)
+        ):
+            return None
+        what = _what(value) if callable(value) or isinstance(value, Iterator) else repr(value)
+        return f"gives {what}, not text for a URL{_hint(value)}"
+    problem = _json_problem(value, 0)
+    if problem is None:
+        return None
+    return f"gives {problem}, not a value JSON can send{_hint(value)}"
+
+
+def _hint(value: Any) -> str:
+    if callable(value):
+        return " (call it with `()`, or name a value)"
+    if isinstance(value, Iterator):
+        return " (add `| list` to send its items as a list)"
+    return ""

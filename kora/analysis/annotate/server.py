@@ -6,10 +6,17 @@ safety and each behaviour criterion, or in a KORA v2 run each mechanism (grade, 
 count, "not triggered" where the mechanism has a precondition, a note) with the rubric
 beside it, by keyboard or mouse. Every answer is a POST that appends to the annotator's
 label file before it is acknowledged (kora.analysis.annotate.labels).
+
+Only the page itself is answered (`own_address`): a request whose Host is not the address
+the server listens on (a DNS-rebinding name for 127.0.0.1) is refused with 421, one whose
+Origin is another site's with 403, and an answer that is not a JSON object sent as
+application/json (a form's or a no-cors fetch's text/plain needs no preflight) with 415
+or 400, before anything is written.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +87,40 @@ def page(
     )
 
 
+LOOPBACK = ("127.0.0.1", "localhost")
+
+
+def own_hosts(request: web.Request) -> set[str]:
+    """The Host values of the page itself: the address and port the request came in on
+    (and `localhost` for the loopback address, which no other site's page can name)."""
+    sock = request.transport.get_extra_info("sockname") if request.transport else None
+    if not sock:
+        return set()
+    address, port = str(sock[0]), sock[1]
+    names = LOOPBACK if address in LOOPBACK else (address,)
+    return {f"{n}:{port}" for n in names}
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def own_address(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Refuse what does not come from the page itself, before any handler runs."""
+    host = request.headers.get("Host", "").lower()
+    mine = own_hosts(request)
+    if host not in mine:
+        address = min(mine) if mine else "127.0.0.1"
+        return web.Response(
+            status=421,
+            text=f"kora annotate answers only at http://{address}/, not at {host or 'no host'}",
+        )
+    origin = request.headers.get("Origin")
+    if origin is not None and origin.lower() != f"http://{host}":
+        return web.Response(status=403, text=f"a page of {origin} may not use kora annotate")
+    return await handler(request)
+
+
 def build_app(
     records: list[TestRecord],
     keys: list[str],
@@ -99,9 +140,17 @@ def build_app(
         return web.Response(text=html, content_type="text/html")
 
     async def save(request: web.Request) -> web.Response:
+        if request.content_type.lower() != "application/json":
+            return web.json_response({"error": "an answer is sent as application/json"}, status=415)
         try:
-            answer = labels.check(await request.json(loads=orjson.loads))
-        except (InputError, orjson.JSONDecodeError, ValueError) as exc:
+            body = orjson.loads(await request.read())
+        except orjson.JSONDecodeError as exc:
+            return web.json_response({"error": f"not JSON: {exc}"}, status=400)
+        if not isinstance(body, dict):
+            return web.json_response({"error": "an answer is a JSON object"}, status=400)
+        try:
+            answer = labels.check(body)
+        except InputError as exc:
             return web.json_response({"error": str(exc)}, status=400)
         if answer["key"] not in sampled:
             return web.json_response({"error": "not a test of this sample"}, status=400)
@@ -113,7 +162,7 @@ def build_app(
     async def current(request: web.Request) -> web.Response:
         return web.json_response(labels.read(label_path))
 
-    app = web.Application()
+    app = web.Application(middlewares=[own_address])
     app.router.add_get("/", index)
     app.router.add_post("/api/label", save)
     app.router.add_get("/api/labels", current)

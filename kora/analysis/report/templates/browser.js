@@ -31,8 +31,12 @@
   function defaults() { return {grade: "", crit: "safety", risk: "", age: "", prompt: "", q: "", disagree: false, replies: false, page: 0, open: ""}; }
   var state = defaults();
   // a link to a part of the page (#heatmap) names an element; a view's filters never do
+  // a hand-typed or cut address (#%, #q=100%) is no valid URI component: null, not URIError
+  function decode(s) {
+    try { return decodeURIComponent(s); } catch (e) { return null; }
+  }
   function sectionOf(hash) {
-    var id = decodeURIComponent(hash.replace(/^#/, ""));
+    var id = decode(hash.replace(/^#/, ""));
     return id && id.indexOf("=") < 0 ? document.getElementById(id) : null;
   }
   function readHash() {
@@ -41,8 +45,9 @@
     var h = location.hash.replace(/^#/, "");
     h.split("&").forEach(function (kv) {
       if (!kv) return;
-      var i = kv.indexOf("="), k = decodeURIComponent(i < 0 ? kv : kv.slice(0, i));
-      var v = i < 0 ? "" : decodeURIComponent(kv.slice(i + 1).replace(/\+/g, " "));
+      var i = kv.indexOf("="), k = decode(i < 0 ? kv : kv.slice(0, i));
+      var v = i < 0 ? "" : decode(kv.slice(i + 1).replace(/\+/g, " "));
+      if (k === null || v === null) return;  // that part is ignored, the others apply
       if (k === "disagree" || k === "replies") state[k] = v === "1";
       else if (k === "page") state.page = Math.max(0, parseInt(v, 10) - 1 || 0);
       else if (k in state) state[k] = v;
