@@ -95,6 +95,7 @@ class KoraConfig(_Strict):
         if name not in benchmarks.VERSIONS:
             raise ValueError(f"unknown version, expected one of {', '.join(benchmarks.VERSIONS)}")
         return name
+
     models: dict[str, ModelConfig]
     # a role names one model, or several in order: a fallback chain (`chain`)
     seed_model: ModelRole
