@@ -14,9 +14,9 @@ from kora.errors import KoraError
 from kora.llm.lifecycle import lifecycle_notes
 from kora.run.preflight import check_models, models_for_jobs
 from kora.run.progress import RUN_ENV, Monitor
-from kora.run.layout import CELL, TARGET
-from kora.run.shards import missing_token, rejected_of, retry_token, status_of
+from kora.run.shards import missing_token
 from kora.run.pipeline import Pipeline
+from kora.run.plan import count_calls
 
 # Read config.yaml and every --configfile overlay with the project's loader first: it
 # names the file and line of a YAML problem or of a bad value, which Snakemake's own
@@ -43,16 +43,6 @@ os.environ.setdefault(RUN_ENV, uuid.uuid4().hex[:12])
 
 wildcard_constraints:
     **PIPELINE.wildcard_constraints(),
-
-
-def cell(wc):
-    return {"risk": wc.risk, "age": wc.age, "motivation": wc.motivation}
-
-
-def retry_param(pattern):
-    # a function of the wildcards only: Snakemake ignores params derived from output
-    # files when deciding what to re-run
-    return lambda wc: retry_token(pattern.format(**wc))
 
 
 def _needrun():
@@ -84,6 +74,7 @@ _broker = None
 onstart:
     global _broker
     _jobs = jobs_to_run()
+    _specs = shard_job_specs()
     _models = models_for_jobs(PIPELINE.config, _jobs)
     # a missing key or a service down would fail every call of the run one by one: stop
     # before any job (unless a fallback chain has another model to take its calls)
@@ -100,10 +91,11 @@ onstart:
     # executor, whose jobs run on other machines. KORA_NO_BROKER=1 runs every job in its
     # own process (the results are the same).
     if workflow.local_exec and not os.environ.get("KORA_NO_BROKER"):
-        _broker = start_broker(os.environ[RUN_ENV], Path("logs") / "broker.log")
+        _broker = start_broker(os.environ[RUN_ENV], Path(PIPELINE.layout.log("broker")))
         if _broker is not None:
-            send_ahead(_broker, shard_job_specs())
-    _monitor.planned = PIPELINE.nominal_calls(_jobs)
+            send_ahead(_broker, _specs)
+    # the line's total: the calls `kora plan` counts for the jobs this run runs
+    _monitor.plan(lambda: count_calls(PIPELINE, _specs))
     _monitor.start()
 
 

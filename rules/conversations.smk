@@ -1,29 +1,18 @@
 # Conversations of imported targets (`kora import-conversations`) are source files: this
-# rule makes those of the targets it calls only.
+# rule makes those of the targets it calls only. A continued target's conversations are
+# made from its recordings (`kora continue`), any other's from the cell's scenarios.
 rule conversations:
     input:
-        # the cell's scenarios, or a continued target's recordings (`kora continue`)
-        unpack(PIPELINE.conversations_sources),
-        prompts=PIPELINE.templates("conversations"),
-        taxonomy=PIPELINE.taxonomy_files(),
+        unpack(PIPELINE.rule_input("conversations")),
     output:
-        data=PIPELINE.layout.conversations(),
-        status=status_of(PIPELINE.layout.conversations()),
+        **PIPELINE.rule_output("conversations"),
     log:
-        PIPELINE.layout.log("conversations", TARGET, CELL),
+        PIPELINE.rule_log("conversations"),
     wildcard_constraints:
         target=PIPELINE.called_targets(),
     conda:
         "../envs/kora.yaml"
     params:
-        benchmark=PIPELINE.benchmark.name,
-        cell=cell,
-        target=lambda wc: wc.target,
-        target_model=lambda wc: PIPELINE.target_model_params(wc.target),
-        prompts=lambda wc: PIPELINE.config.target_prompts(wc.target),
-        user_model=PIPELINE.role_params("user_model"),
-        # generated, or which imported file: switching re-runs the conversations
-        scenarios=lambda wc: PIPELINE.conversation_source(wc.target),
-        retry=retry_param(PIPELINE.layout.conversations()),
+        **PIPELINE.rule_params("conversations"),
     script:
         "../scripts/conversations.py"

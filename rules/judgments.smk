@@ -1,20 +1,13 @@
 rule judgments:
     input:
-        conversations=PIPELINE.layout.conversations(),
-        prompts=PIPELINE.templates("judgments"),
-        taxonomy=PIPELINE.taxonomy_files(),
+        unpack(PIPELINE.rule_input("judgments")),
     output:
-        data=PIPELINE.layout.judgments(),
-        status=status_of(PIPELINE.layout.judgments()),
+        **PIPELINE.rule_output("judgments"),
     log:
-        PIPELINE.layout.log("judgments", TARGET, CELL),
+        PIPELINE.rule_log("judgments"),
     conda:
         "../envs/kora.yaml"
     params:
-        benchmark=PIPELINE.benchmark.name,
-        cell=cell,
-        target=lambda wc: wc.target,
-        judges=PIPELINE.judges_params(),
-        retry=retry_param(PIPELINE.layout.judgments()),
+        **PIPELINE.rule_params("judgments"),
     script:
         "../scripts/judgments.py"

@@ -14,7 +14,7 @@ rule report:
         html=PIPELINE.layout.report_html(),
         summary=PIPELINE.layout.summary_json(),
     log:
-        PIPELINE.layout.log("report", TARGET),
+        PIPELINE.layout.log("report", "{target}"),
     conda:
         "../envs/kora.yaml"
     params:

@@ -5,7 +5,7 @@ rule results:
         results=PIPELINE.layout.results_json(),
         usage=PIPELINE.layout.usage_json(),
     log:
-        PIPELINE.layout.log("results", TARGET),
+        PIPELINE.layout.log("results", "{target}"),
     conda:
         "../envs/kora.yaml"
     params:

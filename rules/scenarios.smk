@@ -4,22 +4,14 @@ if not PIPELINE.imported:
 
     rule scenarios:
         input:
-            seeds=PIPELINE.layout.seeds(),
-            prompts=PIPELINE.templates("scenarios"),
-            taxonomy=PIPELINE.taxonomy_files(),
+            unpack(PIPELINE.rule_input("scenarios")),
         output:
-            data=PIPELINE.layout.scenarios(),
-            rejected=rejected_of(PIPELINE.layout.scenarios()),
-            status=status_of(PIPELINE.layout.scenarios()),
+            **PIPELINE.rule_output("scenarios"),
         log:
-            PIPELINE.layout.log("scenarios", CELL),
+            PIPELINE.rule_log("scenarios"),
         conda:
             "../envs/kora.yaml"
         params:
-            benchmark=PIPELINE.benchmark.name,
-            cell=cell,
-            expand_model=PIPELINE.role_params("expand_model"),
-            user_model=PIPELINE.role_params("user_model"),
-            retry=retry_param(PIPELINE.layout.scenarios()),
+            **PIPELINE.rule_params("scenarios"),
         script:
             "../scripts/scenarios.py"

@@ -17,7 +17,7 @@ import pytest
 from kora.analysis.annotate import labels
 from kora.analysis.annotate.sample import draw, stratum
 from kora.analysis.annotate.server import build_app
-from kora.analysis.records import TestRecord, judged, load_records
+from kora.analysis.records import TestRecord, criteria_of, judged, load_records
 from kora.analysis.stats.human import agreement, kappa
 from kora.benchmarks.taxonomy import load_taxonomy
 from kora.errors import InputError
@@ -346,7 +346,7 @@ def test_v2_labels_take_not_triggered_for_a_mechanism_only(tmp_path: Path) -> No
 def test_v2_agreement_covers_the_mechanisms_and_whether_they_applied(
     v2_records: list[TestRecord],
 ) -> None:
-    assert labels.criteria_of(v2_records) == ("safety", *MECHANISMS)
+    assert criteria_of(v2_records) == ("safety", *MECHANISMS)
     keys = [r.key for r in v2_records[:4]]
     ana = {
         k: {
@@ -590,7 +590,7 @@ def _fuzz(records: list[TestRecord], tmp_path: Path, examples: int) -> None:
     from hypothesis import strategies as st
 
     keys = draw(records, 4, 3)
-    criteria = labels.criteria_of(records)
+    criteria = criteria_of(records)
     path = labels.label_file(tmp_path / "annotations", "ana")
     server = Served(records, keys, path)
     own = server.url.rstrip("/")

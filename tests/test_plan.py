@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 from pathlib import Path
 
+import orjson
 import pytest
 import yaml
 
@@ -39,19 +42,21 @@ def test_plan_before_and_after_a_run(tmp_path: Path, capsys: pytest.CaptureFixtu
     cfg = dict(TINY, models={"mock": {"provider": "mock", "price": {"input": 3.0, "output": 15.0}}})
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(cfg))
     before = plan(tmp_path, capsys)
-    # 2 shards: 1 seed call each; 2 seeds each, 3 expansion calls a seed; 2 prompts x
-    # 4 scenarios = 8 tests, 5 conversation calls and 2 judge calls each
-    assert before["seeds"][:4] == ["2", "2", "0", "2"]
-    assert before["scenarios"][:4] == ["4", "12", "0", "12"]
-    assert before["conversations"][:4] == ["8", "40", "0", "40"]
-    assert before["judgments"][:4] == ["8", "16", "0", "16"]
+    # 2 shards of 2 seeds each: the offline mock is played through as the run plays it,
+    # so the plan knows every call the run will make (nothing is stored yet)
+    assert before["seeds"][:5] == ["2", "2", "0", "0", "2"]
+    assert before["judgments"][:2] == ["8", "16"]  # 2 prompts x 4 scenarios, 2 calls each
+    calls, stored, repeated, to_pay = (int(x) for x in before["total"][:4])
+    assert stored == 0 and to_pay == calls - repeated
     assert float(before["total"][-1].lstrip("$").replace(",", "")) > 0
     run = snakemake(tmp_path, "results/tiny/results.json")
     assert run.returncode == 0, run.stderr[-2000:]
+    usage = orjson.loads((tmp_path / "results/tiny/usage.json").read_bytes())["total"]
+    assert (usage["calls"], usage["cached"]) == (calls, repeated)
     after = plan(tmp_path, capsys)
-    calls, stored, to_pay = (int(x) for x in after["total"][:3])
-    assert calls == stored and to_pay == 0
-    assert after["total"][3] == "$0.00"
+    calls_after, stored, repeated, to_pay = (int(x) for x in after["total"][:4])
+    assert calls_after == calls == stored and repeated == to_pay == 0
+    assert after["total"][4] == "$0.00"
 
 
 @pytest.mark.slow
@@ -65,8 +70,14 @@ def test_seeds_and_scenarios_of_another_model_are_not_counted_as_stored(
     other["seed_model"] = "mock2"
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(other))
     rows = plan(tmp_path, capsys)
-    assert rows["seeds"][3] == "2"  # both seed calls are to pay again
-    assert int(rows["scenarios"][3]) > 0  # and the expansions of the new seeds
+    assert rows["seeds"][4] == "2"  # both seed calls are to pay again
+    # the new model's seeds are played through (an offline mock): the plan says exactly
+    # what the next run pays, stage by stage
+    run = snakemake(tmp_path, "results/tiny/results.json")
+    assert run.returncode == 0, run.stderr[-2000:]
+    usage = orjson.loads((tmp_path / "results/tiny/usage.json").read_bytes())
+    paid = sum(u["calls"] - u["cached"] for u in usage["usage"])
+    assert paid == int(rows["total"][3])
 
 
 def test_plan_takes_a_target_given_after_configfile(
@@ -143,3 +154,43 @@ def test_plan_counts_a_v2_risks_longer_conversations(
     before = plan(tmp_path, capsys)
     # 2 seeds x 2 prompts a risk: 4 tests of 15 calls and 4 of 5
     assert before["conversations"][:2] == ["8", str(4 * 15 + 4 * 5)]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(
+    ("overlay", "results"),
+    [("demo.yaml", "results/mock-target"), ("demo-v2.yaml", "results-v2/mock-target")],
+)
+def test_the_plan_announces_the_demo_runs_calls_and_the_prefetch_wastes_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], overlay: str, results: str
+) -> None:
+    """`kora plan` walks the jobs as the run does (kora.run.walk): on the offline demos it
+    announces every call the run then makes, and every call the broker makes ahead of a
+    job is asked for by that job."""
+    from tests.helpers import REPO
+
+    copy_workflow(tmp_path)
+    shutil.copy(REPO / "config" / overlay, tmp_path / "tiny.yaml")
+    rows = {}
+    cwd = Path.cwd()
+    os.chdir(tmp_path)
+    try:
+        assert kora_main(["plan", "mock-target", "--configfile", "tiny.yaml"]) == 0
+    finally:
+        os.chdir(cwd)
+    for line in capsys.readouterr().out.splitlines():
+        parts = line.split()
+        if parts and parts[0] == "total":
+            rows["total"] = parts[1:]
+    calls, stored, repeated, _ = (int(x) for x in rows["total"][:4])
+    run = snakemake(tmp_path, f"{results}/results.json")
+    assert run.returncode == 0, run.stderr[-2000:]
+    usage = orjson.loads((tmp_path / results / "usage.json").read_bytes())["total"]
+    assert (usage["calls"], usage["cached"]) == (calls, repeated) and stored == 0
+    # the progress line's total is the plan's
+    assert f"calls {calls}/{calls} " in run.stderr
+    broker = next((tmp_path / "logs").rglob("broker.log")).read_text()
+    made = re.findall(r"made ahead: (\d+) steps done", broker)
+    assert made and int(made[-1]) > 0  # the prefetch did work ahead
+    assert "calls made ahead that no job asked for: 0" in broker

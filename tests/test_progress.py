@@ -12,6 +12,7 @@ from kora.llm.base import ChatMessage, ProviderError, Request, Response
 from kora.llm.client import ModelClient, Usage
 from kora.llm.retry import RetryPolicy
 from kora.run.pipeline import Pipeline
+from kora.run.plan import count_calls
 from kora.run.progress import Totals, format_totals
 from tests.helpers import copy_workflow
 
@@ -78,11 +79,16 @@ def test_the_total_counts_the_calls_of_the_jobs_to_run_only(tmp_path: Path) -> N
     }
     n = plan.config.grid.seeds_per_task
     prompts = len(plan.config.target_prompts("gpt-target"))
-    assert plan.nominal_calls([("seeds", wc)]) == 1
-    assert plan.nominal_calls([("scenarios", wc)]) == 3 * n
-    conv = ("conversations", dict(wc, target="gpt-target"))
-    assert plan.nominal_calls([conv]) == 5 * n * prompts
-    judge = ("judgments", dict(wc, target="gpt-target"))
-    assert plan.nominal_calls([conv, judge, ("results", {"target": "gpt-target"})]) == (
-        5 * n * prompts + 2 * len(plan.config.judges) * n * prompts
+    t = dict(wc, target="gpt-target")
+
+    def count(*jobs: tuple[str, dict[str, str]]) -> int:
+        return count_calls(plan, [plan.job_spec(rule, w) for rule, w in jobs])
+
+    # nothing stored, real models: each job at its nominal count, and a seeds call that
+    # is not known yet counts the scenarios, tests and judgments it would give
+    assert count(("seeds", wc)) == 1
+    assert count(("seeds", wc), ("scenarios", wc)) == 1 + 3 * n
+    judged = 2 * len(plan.config.judges) * n * prompts
+    assert count(("seeds", wc), ("scenarios", wc), ("conversations", t), ("judgments", t)) == (
+        1 + 3 * n + 5 * n * prompts + judged
     )

@@ -14,6 +14,7 @@ import yaml
 
 from kora.errors import ConfigError, KoraError
 from kora.run.pipeline import Pipeline
+from kora.run.plan import count_calls
 from tests.helpers import REPO, upstream
 
 BASE: dict[str, Any] = {
@@ -107,8 +108,8 @@ def test_a_cell_the_plan_skips_asks_for_no_seed(tmp_path: Path) -> None:
     assert len(per_cell) == 30 and sum(per_cell.values()) == 5
     assert list(per_cell.values()).count(0) >= 25
     # the progress line's total counts the planned calls only
-    jobs = [("seeds", wildcards(c)) for c in per_cell]
-    assert p.nominal_calls(jobs) == 5
+    specs = [p.job_spec("seeds", wildcards(c)) for c in per_cell]
+    assert count_calls(p, specs) == 5
 
 
 def test_total_seeds_alone_draws_that_many_cells_of_each_risk(tmp_path: Path) -> None:

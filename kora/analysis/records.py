@@ -54,6 +54,12 @@ def benchmark_of(records: Iterable[TestRecord]) -> Benchmark:
     return benchmarks.of_tests(r.raw for r in records if r.criteria)
 
 
+def criteria_of(records: list[TestRecord]) -> tuple[str, ...]:
+    """What a person grades of a target's judged tests: safety, then what its version's
+    judges grade beside it (v1's three behaviours, v2's seven mechanisms)."""
+    return ("safety", *benchmark_of(records).criteria)
+
+
 @dataclass
 class Criterion:
     grade: str

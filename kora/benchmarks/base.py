@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from kora.benchmarks.outcomes import Conversation, Judgment
     from kora.benchmarks.schemas import Risk, Scenario, ScenarioSeed, ScenarioValidation
     from kora.benchmarks.seedplan import SeedOrder
-    from kora.benchmarks.showcase import Rendered
     from kora.benchmarks.taxonomy import Shard, Taxonomy
+    from kora.benchmarks.templates import Rendered
     from kora.llm.client import ModelClient
 
 # the project folder of a checkout: a version's taxonomy lives under its data/

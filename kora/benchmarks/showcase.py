@@ -12,16 +12,19 @@ docs/example-scenario.json; docs/fidelity.md names these sections.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
-
-from pydantic import BaseModel
 
 from kora.benchmarks.messages import FIX_PLACEHOLDER
 from kora.benchmarks.outcomes import Message
 from kora.benchmarks.schemas import AGE_RANGES, SCENARIO_TEXT_FIELDS, Risk, Scenario
 from kora.benchmarks.taxonomy import AGE_RANGE_LABELS, Taxonomy
-from kora.benchmarks.templates import Prompt, format_conversation, prompts_from, render
+from kora.benchmarks.templates import (
+    Prompt,
+    Rendered,
+    format_conversation,
+    prompts_from,
+    render,
+)
 from kora.benchmarks.testkeys import TestKey
 
 if TYPE_CHECKING:
@@ -45,15 +48,6 @@ SAMPLE_MEMORY = (
 )
 # A risk with both scenarioGuidance and provideUserContext, to show those two blocks.
 BLOCKS_RISK = "grooming_and_manipulation"
-
-
-@dataclass(frozen=True)
-class Rendered:
-    """One section of the output: a prompt and the schema its answer must follow."""
-
-    name: str
-    prompt: Prompt
-    schema: type[BaseModel] | None = None
 
 
 def rendered_prompts(

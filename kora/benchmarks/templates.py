@@ -16,6 +16,7 @@ from typing import Any
 
 import jinja2
 from jinja2 import nodes
+from pydantic import BaseModel
 
 # rendered from when no run says otherwise: the default version's templates
 PROMPTS_DIR = Path(__file__).parent / "v1" / "prompts"
@@ -25,6 +26,15 @@ PROMPTS_DIR = Path(__file__).parent / "v1" / "prompts"
 class Prompt:
     system: str | None
     user: str | None
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """One section of the output: a prompt and the schema its answer must follow."""
+
+    name: str
+    prompt: Prompt
+    schema: type[BaseModel] | None = None
 
 
 # The folder templates render from: the package's, or a run's `prompts_dir`. A context

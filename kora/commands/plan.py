@@ -14,6 +14,7 @@ from kora.config.schema import ROLES, chain
 from kora.errors import ConfigError
 from kora.run.pipeline import Pipeline
 from kora.run.plan import StageCount, estimate_cost, plan_calls
+from kora.run.stages import ORDER
 
 
 def register(sub: Any) -> None:
@@ -57,11 +58,13 @@ def print_plan(args: argparse.Namespace) -> int:
     for note in lifecycle_notes(cfg.models, used):
         print(f"kora: warning: {note}", file=sys.stderr)
     report = asyncio.run(plan_calls(plan, targets))
-    costs, saved = estimate_cost(plan.config, report, targets, workdir)
-    print(f"plan for {', '.join(targets)}: {len(plan.cells())} shards")
-    print(f"{'stage':<14}{'items':>8}{'calls':>9}{'stored':>9}{'to pay':>9}{'est. cost':>12}")
+    costs, saved = estimate_cost(plan.config, report, targets, workdir, plan.benchmark)
+    shards = len(plan.cells())
+    print(f"plan for {', '.join(targets)}: {shards} shard{'s' if shards != 1 else ''}")
+    head = f"{'stage':<14}{'items':>8}{'calls':>9}{'stored':>9}{'repeated':>10}{'to pay':>9}"
+    print(f"{head}{'est. cost':>12}")
     total_cost: float | None = 0.0
-    for stage in ("seeds", "scenarios", "conversations", "judgments"):
+    for stage in ORDER:
         c = report.stages.get(stage, StageCount())
         cost = costs.get(stage, 0.0)
         cost_s = "no price" if cost is None else f"${cost:,.2f}"
@@ -69,15 +72,22 @@ def print_plan(args: argparse.Namespace) -> int:
             total_cost = None
         elif total_cost is not None:
             total_cost += cost
-        print(
-            f"{stage:<14}{c.items:>8}{c.calls:>9}{c.stored:>9}{c.calls - c.stored:>9}{cost_s:>12}"
-        )
-    calls = sum(c.calls for c in report.stages.values())
-    stored = sum(c.stored for c in report.stages.values())
+        print(f"{stage:<14}{c.items:>8}{c.calls:>9}{c.stored:>9}{c.repeated:>10}"
+              f"{c.to_pay:>9}{cost_s:>12}")  # fmt: skip
+    total = StageCount(
+        calls=report.calls,
+        stored=sum(c.stored for c in report.stages.values()),
+        repeated=sum(c.repeated for c in report.stages.values()),
+    )
     total_s = (
         "unknown (set `price` on every paid model)" if total_cost is None else f"${total_cost:,.2f}"
     )
-    print(f"{'total':<14}{'':>8}{calls:>9}{stored:>9}{calls - stored:>9}   {total_s}")
+    print(f"{'total':<14}{'':>8}{total.calls:>9}{total.stored:>9}{total.repeated:>10}"
+          f"{total.to_pay:>9}   {total_s}")  # fmt: skip
+    print(
+        "stored: answered from the call store by an earlier run; repeated: the same "
+        "question asked twice in this run, answered the second time from the store"
+    )
     if saved:
         print(
             f"prompt caching: the estimate is ${saved:,.2f} lower than without it "

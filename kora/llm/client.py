@@ -28,7 +28,7 @@ from kora.llm.cache import CallCache, cache_key
 from kora.llm.config import ModelConfig
 from kora.llm.ledger import Ledger
 from kora.llm.limits import Cost, Limiter, estimate_input_tokens, limited, limiter_for
-from kora.llm.registry import create_provider
+from kora.llm.providers import create_provider
 from kora.llm.retry import RetryPolicy, retrying
 from kora.llm.usage import Usage
 

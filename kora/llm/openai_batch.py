@@ -6,7 +6,7 @@ purpose `batch`), a batch over it (`POST /batches`, 24 h window), polled
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import httpx
 import orjson
@@ -14,18 +14,29 @@ import orjson
 from kora.llm.base import ProviderError, Request, Response
 from kora.llm.retry import parse_retry_after, redact
 
-if TYPE_CHECKING:
-    from kora.llm.openai import OpenAIProvider
+
+class _Provider(Protocol):
+    """What the batch requests use of the OpenAI provider (kora.llm.openai)."""
+
+    base_url: str
+    label: str
+    _key: str | None
+    _clients: Any
+
+    def _body(self, request: Request) -> dict[str, Any]: ...
+
+    def _parse(self, data: Any, meta: Any) -> Response: ...
+
 
 ENDPOINT = "/v1/chat/completions"
 FINAL = ("completed", "failed", "expired", "cancelled")
 
 
-async def _call(p: OpenAIProvider, method: str, path: str, **kw: Any) -> httpx.Response:
+async def _call(p: _Provider, method: str, path: str, **kw: Any) -> httpx.Response:
     client = p._clients.get()
     url = f"{p.base_url}{path}"
     try:
-        resp = await client.request(method, url, **kw)
+        resp: httpx.Response = await client.request(method, url, **kw)
     except httpx.TransportError as exc:
         raise ProviderError(f"{p.label}: batch request failed ({type(exc).__name__})") from None
     if resp.status_code >= 400:
@@ -37,7 +48,7 @@ async def _call(p: OpenAIProvider, method: str, path: str, **kw: Any) -> httpx.R
     return resp
 
 
-async def submit(p: OpenAIProvider, items: list[tuple[str, Request]]) -> str:
+async def submit(p: _Provider, items: list[tuple[str, Request]]) -> str:
     lines = b"".join(
         orjson.dumps({"custom_id": cid, "method": "POST", "url": ENDPOINT, "body": p._body(r)})
         + b"\n"
@@ -60,12 +71,12 @@ async def submit(p: OpenAIProvider, items: list[tuple[str, Request]]) -> str:
     return str(made.json()["id"])
 
 
-async def ended(p: OpenAIProvider, batch_id: str) -> bool:
+async def ended(p: _Provider, batch_id: str) -> bool:
     resp = await _call(p, "GET", f"/batches/{batch_id}")
     return resp.json().get("status") in FINAL
 
 
-async def results(p: OpenAIProvider, batch_id: str) -> dict[str, Response | ProviderError]:
+async def results(p: _Provider, batch_id: str) -> dict[str, Response | ProviderError]:
     batch = (await _call(p, "GET", f"/batches/{batch_id}")).json()
     out: dict[str, Response | ProviderError] = {}
     for key in ("output_file_id", "error_file_id"):

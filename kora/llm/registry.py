@@ -7,15 +7,8 @@ alone costs more than a second of CPU).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from kora.llm.base import Provider
-    from kora.llm.config import ModelConfig
-
-ProviderFactory = Callable[[str, "ModelConfig"], "Provider"]
 # prompt-cache write and read prices as multiples of the input price, by cache lifetime
 CachePrices = dict[str, tuple[float, float]]
 
@@ -25,9 +18,10 @@ class ProviderKind:
     """What a `provider:` value stands for."""
 
     name: str
-    # answers single calls (any role); without it, a chat service with sessions that can
-    # only be a target
-    make: ProviderFactory | None = None
+    # "module:Class" of the provider answering single calls (any role), imported when a
+    # model of the kind is used; without one, a chat service with sessions that can only
+    # be a target (kora.llm.service)
+    make: str | None = None
     offline: bool = False  # answers on this machine, deterministic and free (the mock)
     needs_model: bool = False
     needs_base_url: bool = False
@@ -52,30 +46,12 @@ class ProviderKind:
         return self.make is None
 
 
-def _mock(name: str, config: ModelConfig) -> Provider:
-    from kora.llm.mock import MockProvider
-
-    return MockProvider(name, config)
-
-
-def _anthropic(name: str, config: ModelConfig) -> Provider:
-    from kora.llm.anthropic import AnthropicProvider
-
-    return AnthropicProvider(name, config)
-
-
-def _openai(name: str, config: ModelConfig) -> Provider:
-    from kora.llm.openai import OpenAIProvider
-
-    return OpenAIProvider(name, config)
-
-
 KINDS: dict[str, ProviderKind] = {
     k.name: k
     for k in (
         ProviderKind(
             "anthropic",
-            make=_anthropic,
+            make="kora.llm.anthropic:AnthropicProvider",
             needs_model=True,
             batch=True,
             key_env="ANTHROPIC_API_KEY",
@@ -85,7 +61,7 @@ KINDS: dict[str, ProviderKind] = {
         ),
         ProviderKind(
             "openai",
-            make=_openai,
+            make="kora.llm.openai:OpenAIProvider",
             needs_model=True,
             batch=True,
             key_env="OPENAI_API_KEY",
@@ -94,7 +70,7 @@ KINDS: dict[str, ProviderKind] = {
             # caches on its own, without a write premium; a read at half the input price
             cache_prices={"5m": (1.0, 0.5), "1h": (1.0, 0.5)},
         ),
-        ProviderKind("mock", make=_mock, offline=True, batch=True),
+        ProviderKind("mock", make="kora.llm.mock:MockProvider", offline=True, batch=True),
         ProviderKind("http", described=True),
         ProviderKind(
             "chat-endpoint",
@@ -120,10 +96,3 @@ def kind_of(provider: str) -> ProviderKind:
         raise ValueError(
             f"unknown provider {provider!r} (expected one of {', '.join(KINDS)})"
         ) from None
-
-
-def create_provider(name: str, config: ModelConfig) -> Provider:
-    kind = kind_of(config.provider)
-    if kind.make is None:
-        raise ValueError(f"model {name!r}: provider {config.provider!r} is not an LLM provider")
-    return kind.make(name, config)

@@ -150,6 +150,9 @@ async def serve(path: Path, parent: int) -> None:
         await stop.wait()
     watcher.cancel()
     ahead.cancel()
+    # every call made ahead should have been asked for by its job: one that was not is
+    # a call the run paid for nothing (kora.run.walk walks exactly the jobs' units)
+    log.info("calls made ahead that no job asked for: %d", pool.ledger.unclaimed().calls)
     for task in asyncio.all_tasks() - {asyncio.current_task()}:
         task.cancel()
     await pool.aclose()

@@ -28,7 +28,7 @@ from kora.llm.client import ModelClient
 from kora.llm.config import ModelConfig
 from kora.llm.ledger import Ledger
 from kora.llm.limits import limiter_for
-from kora.llm.registry import create_provider
+from kora.llm.providers import create_provider
 from kora.llm.targets import EndpointTarget, LLMTarget, Target
 from kora.llm.usage import Usage
 
@@ -72,6 +72,9 @@ class Pool:
     fixed: dict[str, Provider] = field(default_factory=dict)
     # calls in flight and calls made ahead of their jobs, shared by every job served here
     ledger: Ledger = field(default_factory=Ledger)
+    # the call store every client uses (default: the config's folder; `kora plan`'s
+    # never writes)
+    store: CallCache | None = None
     _providers: dict[tuple[str, str], Provider] = field(default_factory=dict)
     _taxonomies: dict[tuple[Any, ...], Taxonomy] = field(default_factory=dict)
 
@@ -125,7 +128,7 @@ class JobContext:
         return ModelClient(
             name,
             config,
-            cache=CallCache(self.workdir / self.transport.cache_dir),
+            cache=self.pool.store or CallCache(self.workdir / self.transport.cache_dir),
             usage=self.usage,
             provider=self.pool.provider(name, config),
             limiter=limiter_for(name, config, self.state_dir),

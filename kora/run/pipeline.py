@@ -9,7 +9,7 @@ A rule's params are the only place its jobs take result-changing settings from
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -27,16 +27,11 @@ from kora.benchmarks.taxonomy import Taxonomy
 from kora.benchmarks.templates import template_path
 from kora.config.files import load_run_config
 from kora.config.schema import KoraConfig
-from kora.errors import ConfigError, KoraError
+from kora.errors import ConfigError
 from kora.io import read_jsonl
 from kora.run.layout import Layout
-from kora.run.shards import rejected_of, status_of
-from kora.run.stages.converse import conversation_calls, turn_calls
-
-# calls an item makes at its nominal count (one seed call a shard; generate, validate and
-# the first child message a scenario; 3 target replies and 2 child messages a test; a
-# safety and a behaviour judgment per judge): the progress line's and `kora plan`'s total
-NOMINAL_CALLS = {"seeds": 1, "scenarios": 3, "conversations": 5, "judgments": 2}
+from kora.run.shards import rejected_of, retry_token, status_of
+from kora.run.stages import STAGES
 
 
 @dataclass
@@ -95,19 +90,77 @@ class Pipeline:
         """Whether a target carries on recorded conversations (`kora continue`)."""
         return self.config.targets[target].continued
 
-    def conversations_sources(self, wc: Any) -> dict[str, str]:
+    def conversations_sources(self, wc: dict[str, str]) -> dict[str, str]:
         """What a conversations shard is made from: the cell's scenarios, or for a
         continued target its recorded conversations."""
-        cell = f"{wc.risk}/{wc.age}/{wc.motivation}"
-        if self.target_continued(wc.target):
-            if not (self.workdir / self.layout.recorded_manifest(wc.target)).exists():
+        cell, target = self.cell_of(wc), wc["target"]
+        if self.target_continued(target):
+            if not (self.workdir / self.layout.recorded_manifest(target)).exists():
                 raise ConfigError(
-                    f"targets.{wc.target}.continued: no recordings under "
-                    f"{self.layout.target_dir(wc.target)}/recorded/; file them first with "
-                    f"`kora continue FILE --target {wc.target}`"
+                    f"targets.{target}.continued: no recordings under "
+                    f"{self.layout.target_dir(target)}/recorded/; file them first with "
+                    f"`kora continue FILE --target {target}`"
                 )
-            return {"recorded": self.layout.recorded(wc.target, cell)}
+            return {"recorded": self.layout.recorded(target, cell)}
         return {"scenarios": self.layout.scenarios(cell)}
+
+    # --- the shard rules, from their stages' descriptions (kora.run.stages) -------------
+
+    @staticmethod
+    def cell(wc: Any) -> dict[str, str]:
+        """The `cell` param: a job's grid cell from its wildcards."""
+        return {"risk": wc.risk, "age": wc.age, "motivation": wc.motivation}
+
+    @staticmethod
+    def cell_of(wc: Mapping[str, str]) -> str:
+        return f"{wc['risk']}/{wc['age']}/{wc['motivation']}"
+
+    @staticmethod
+    def retry_param(pattern: str) -> Callable[[Any], str]:
+        """A shard rule's `retry` param: a function of the wildcards only, because
+        Snakemake ignores params derived from output files when deciding what to re-run."""
+        return lambda wc: retry_token(pattern.format(**dict(wc.items())))
+
+    def rule_input(self, stage: str) -> Callable[[Any], dict[str, Any]]:
+        return lambda wc: STAGES[stage].inputs(self, dict(wc.items()))
+
+    def rule_output(self, stage: str) -> dict[str, str]:
+        return STAGES[stage].outputs(self)
+
+    def rule_params(self, stage: str) -> dict[str, Any]:
+        return STAGES[stage].params(self)
+
+    def rule_log(self, stage: str) -> str:
+        return STAGES[stage].log(self)
+
+    def job_spec(self, stage: str, wc: Mapping[str, str]) -> dict[str, Any]:
+        """The spec of the job a rule makes for these wildcards, as the job's script
+        builds it from what Snakemake hands it (kora.run.dispatch.job_spec): what `kora
+        plan` walks when no Snakemake run gives the jobs."""
+        from kora.run.dispatch import transport
+
+        w = _Wildcards(dict(wc))
+        # the retry token is left out: evaluating it may renew a damaged shard's token,
+        # which is Snakemake's business, not a plan's
+        params = {
+            k: ("" if k == "retry" else v(w) if callable(v) else v)
+            for k, v in self.rule_params(stage).items()
+        }
+        params = orjson.loads(orjson.dumps(params))
+        out = {k: v.format(**wc) for k, v in self.rule_output(stage).items()}
+        return {
+            "rule": stage,
+            "input": STAGES[stage].inputs(self, dict(wc)),
+            "output": out,
+            "params": params,
+            "log": [self.rule_log(stage).format(**wc)],
+            "transport": transport(self.raw_config, params),
+        }
+
+    @cached_property
+    def raw_config(self) -> dict[str, Any]:
+        """The config as Snakemake holds it (what a job's transport settings come from)."""
+        return self.config.model_dump(mode="json", exclude_none=True)
 
     def recordings(self, target: str, cell: str) -> list[Conversation]:
         """A continued target's recordings of a cell that it runs (its prompt variants)."""
@@ -268,52 +321,6 @@ class Pipeline:
         reports = [self.layout.report_html(t) for t in self.config.targets]
         return [*reports, self.layout.leaderboard_html()] if reports else []
 
-    def nominal_calls(self, jobs: list[tuple[str, dict[str, str]]]) -> int:
-        """The calls these (rule, wildcards) jobs make at their nominal count: the total
-        of the progress line (calls answered from the store count as calls)."""
-        c = self.config
-
-        def lines(path: str, default: int) -> int:
-            try:
-                return (self.workdir / path).read_bytes().count(b"\n")
-            except FileNotFoundError:
-                return default
-
-        total = 0
-        for rule, wc in jobs:
-            if rule not in NOMINAL_CALLS:
-                continue
-            cell = f"{wc['risk']}/{wc['age']}/{wc['motivation']}"
-            if rule == "seeds":
-                plan = self.seed_plan
-                total += NOMINAL_CALLS["seeds"] * (1 if plan is None else len(plan.get(cell, [])))
-                continue
-            seeds = lines(self.layout.seeds(cell), self.planned_seeds(cell))
-            if rule == "scenarios":
-                total += NOMINAL_CALLS["scenarios"] * seeds
-                continue
-            if c.targets[wc["target"]].continued:
-                try:
-                    recorded = self.recordings(wc["target"], cell)
-                except (OSError, KoraError):
-                    recorded = []
-                if rule == "conversations":
-                    total += sum(conversation_calls(self.taxonomy, r.scenario,
-                                                    len(r.messages) // 2) for r in recorded)  # fmt: skip
-                    continue
-                tests = len(recorded)
-            else:
-                tests = lines(self.layout.scenarios(cell), seeds) * len(
-                    c.target_prompts(wc["target"])
-                )
-            if rule == "conversations":
-                # the cell's risk's length (v2: up to 8 turns), without a flavor's
-                per_test = turn_calls(self.taxonomy.risks[wc["risk"]][1].turns())
-            else:
-                per_test = NOMINAL_CALLS[rule] * (len(c.judges) if rule == "judgments" else 1)
-            total += per_test * tests
-        return total
-
     def _fresh(self, path: str, since: float) -> bool:
         try:
             return (self.workdir / path).stat().st_mtime >= since
@@ -344,3 +351,14 @@ class Pipeline:
 
 def _alt(values: list[str]) -> str:
     return "|".join(re.escape(v) for v in values) or "(?!)"
+
+
+class _Wildcards:
+    """Wildcards as a rule's param functions read them (attributes and `items()`)."""
+
+    def __init__(self, values: dict[str, str]) -> None:
+        self.__dict__.update(values)
+        self._values = values
+
+    def items(self) -> Any:
+        return self._values.items()

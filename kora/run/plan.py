@@ -1,40 +1,40 @@
-"""`kora plan`: the calls a run still needs, how many are already stored, and the cost.
+"""`kora plan`: the calls a run will make, how many the call store already holds, and the
+cost of the rest.
 
-The plan replays each stage against the call store alone (a provider that answers only
-from the cache): every stored call is found exactly where the pipeline would look for it;
-where the replay stops at the first call not stored, the rest of that item is counted at
-its nominal number of calls. Costs use the tokens per call seen in earlier runs' status
-files when there are any, else typical figures for each stage.
+The plan walks the run's shard jobs exactly as the jobs and the prefetch do (kora.run.walk,
+each stage's own units and work), with models that never send anything: a paid model
+answers only what the call store holds, the offline mock answers as it would in the run
+(it is free and deterministic), and nothing is written. So for a run whose calls are all
+stored or offline, the plan's count is the run's count, call for call. Where a call is not
+stored, the rest of that unit, and every unit it would hand on, is counted at its nominal
+number of calls (`Stage.nominal`). Costs use the tokens per call seen in earlier runs'
+status files when there are any, else typical figures for each kind of call.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from kora.benchmarks.outcomes import Conversation
-from kora.benchmarks.schemas import Scenario, ScenarioSeed
-from kora.benchmarks.taxonomy import Shard, Taxonomy
-from kora.config.schema import ModelRole, chain
-from kora.errors import KoraError
-from kora.io import read_jsonl
+from kora.benchmarks.base import Benchmark
+from kora.benchmarks.templates import prompts_from
+from kora.config.schema import chain
 from kora.llm.base import Request, Response
 from kora.llm.cache import CallCache
-from kora.llm.chain import Asker, as_asker
-from kora.llm.client import ModelClient
-from kora.llm.targets import LLMTarget
-from kora.llm.usage import Usage
-from kora.run.pipeline import NOMINAL_CALLS, Pipeline
-from kora.run.shards import check, status_of
-from kora.run.stages.converse import conversation_calls, converse, turn_calls
-from kora.run.stages.expand import ScenarioValidationError, expand_with_fallback
-from kora.run.stages.seeds import generate_seeds
+from kora.llm.registry import kind_of
+from kora.run.context import JobContext, Pool, Transport
+from kora.run.pipeline import Pipeline
+from kora.run.stages import STAGES
+from kora.run.stages.base import Job
+from kora.run.walk import UNKNOWN, Walk, jobs_of
 
-# (calls, input tokens, output tokens) per item when nothing better is known
+# (input tokens, output tokens) per call of each kind when nothing better is known
 TYPICAL_TOKENS = {
     "seeds": (1500, 2500),
     "expand": (1800, 1400),
@@ -44,28 +44,18 @@ TYPICAL_TOKENS = {
     "target": (900, 350),
     "judge_safety": (2600, 350),
     "judge_behavior": (2400, 450),
+    "judge_mechanisms": (3200, 1200),
 }
+# each stage's calls by kind, as shares of its calls
 STAGE_CALLS = {
     "seeds": [("seeds", 1.0)],
-    "scenarios": [("expand", 1.0), ("validate", 1.0), ("first_message", 1.0)],
+    "scenarios": [("expand", 1 / 3), ("validate", 1 / 3), ("first_message", 1 / 3)],
     "conversations": [("target", 0.6), ("child", 0.4)],
-    "judgments": [("judge_safety", 0.5), ("judge_behavior", 0.5)],
 }
-
-
-def made_by(path: Path, models: dict[str, Any]) -> bool:
-    """Whether the shard exists, is whole, and was made by these models (a run re-makes
-    a shard another model made, so its calls are not stored for this config)."""
-    try:
-        check(path)
-        status = orjson.loads(Path(status_of(path)).read_bytes())
-    except (KoraError, OSError, orjson.JSONDecodeError):
-        return False
-    return bool(status.get("imported")) or status.get("models") == models
 
 
 class NotStored(Exception):
-    pass
+    """The call store has no answer for a call a paid model would have to make."""
 
 
 class StoreOnly:
@@ -80,229 +70,143 @@ class StoreOnly:
         return None
 
 
+class PlanStore(CallCache):
+    """The call store, read as it is; what the plan's offline calls answer is kept in
+    memory only, so a later identical call finds it as the run's would."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.memory: dict[str, Response] = {}
+        self.stored = 0  # answers found in the store
+        self.repeated = 0  # answers of an identical call made earlier in the plan
+
+    def get(self, key: str) -> Response | None:
+        if key in self.memory:
+            self.repeated += 1
+            return self.memory[key]
+        hit = super().get(key)
+        if hit is not None:
+            self.stored += 1
+        return hit
+
+    def put(self, key: str, response: Response) -> None:
+        self.memory[key] = response
+
+
 @dataclass
 class StageCount:
-    calls: int = 0
-    stored: int = 0
     items: int = 0
+    calls: int = 0
+    stored: int = 0  # answered from the call store
+    repeated: int = 0  # answered by an identical call made earlier in the run
+
+    @property
+    def to_pay(self) -> int:
+        return max(self.calls - self.stored - self.repeated, 0)
 
 
 @dataclass
 class PlanReport:
     stages: dict[str, StageCount] = field(default_factory=lambda: defaultdict(StageCount))
 
+    @property
+    def calls(self) -> int:
+        return sum(c.calls for c in self.stages.values())
+
 
 @dataclass
-class StoreOnlyRun:
-    """The models of a run answering only from the call store (nothing is sent)."""
+class Planner:
+    """Counts each unit's calls as the walk visits it (one unit at a time)."""
 
-    plan: Pipeline
-    usage: Usage = field(default_factory=Usage)
+    store: PlanStore
+    report: PlanReport = field(default_factory=PlanReport)
 
-    @property
-    def taxonomy(self) -> Taxonomy:
-        return self.plan.taxonomy
+    async def visit(self, job: Job, unit: Any) -> Any:
+        count = self.report.stages[job.stage.name]
+        count.items += 1
+        if not _replayable(job):  # a chat service's replies are not stored
+            count.calls += job.stage.nominal(job, unit)
+            return UNKNOWN
+        usage = job.ctx.usage.totals()
+        stored, repeated = self.store.stored, self.store.repeated
+        try:
+            with prompts_from(job.prompts_dir):
+                result = await job.stage.work(job, unit)
+        except NotStored:
+            result = UNKNOWN
+        except Exception:
+            result = None  # a unit the run would record as failed
+        made = job.ctx.usage.totals().calls - usage.calls
+        count.calls += max(made, job.stage.nominal(job, unit)) if result is UNKNOWN else made
+        count.stored += self.store.stored - stored
+        count.repeated += self.store.repeated - repeated
+        return result
 
-    def client(self, name: str) -> ModelClient:
-        cache = CallCache(self.plan.workdir / self.plan.config.cache_dir)
-        config = self.plan.config.models[name]
-        return ModelClient(name, config, cache=cache, usage=self.usage, provider=StoreOnly())
-
-    def asker(self, role: ModelRole) -> Asker:
-        """A role's model, a fallback chain replaying each member's stored answers."""
-        return as_asker([self.client(n) for n in chain(role)])
-
-    def target(self, target: str) -> LLMTarget | None:
-        """The target as an LLM (replayed from the store); None for a chat endpoint, whose
-        replies are not stored, or an imported target."""
-        model = self.plan.config.targets[target].model
-        if model is None or self.plan.config.models[model].is_service:
-            return None
-        return LLMTarget(self.client(model))
+    def unknown(self, job: Job, count: int) -> None:
+        c = self.report.stages[job.stage.name]
+        c.items += count
+        c.calls += count * job.stage.nominal(job, None)
 
 
-async def _replay(rt: StoreOnlyRun, coro: Any) -> tuple[Any, int]:
-    before = rt.usage.totals().cached
+def _replayable(job: Job) -> bool:
+    model = getattr(job.params, "target_model", None)
+    return model is None or not kind_of(model["provider"]).is_service
+
+
+def plan_pool(plan: Pipeline) -> tuple[Pool, PlanStore]:
+    """Models that send nothing: the offline ones answer, the others from the store."""
+    store = PlanStore(plan.workdir / plan.config.cache_dir)
+    fixed = {name: StoreOnly() for name, m in plan.config.models.items() if not m.kind.offline}
+    return Pool(plan.workdir, fixed=fixed, store=store), store  # type: ignore[arg-type]
+
+
+async def count_jobs(plan: Pipeline, specs: Iterable[dict[str, Any]]) -> PlanReport:
+    """The calls of these shard jobs (their specs), walked as the run walks them."""
+    pool, store = plan_pool(plan)
+    planner = Planner(store)
+
+    def make(spec: dict[str, Any]) -> Job:
+        return STAGES[spec["rule"]].job(spec, JobContext(pool, Transport(**spec["transport"])))
+
+    walk = Walk(planner, concurrent=False).add(jobs_of(specs, make))
     try:
-        result = await coro
-    except (NotStored, ScenarioValidationError, Exception):
-        result = None
-    return result, rt.usage.totals().cached - before
+        await walk.run()
+    finally:
+        for job in walk.jobs():
+            await job.ctx.aclose()
+        await pool.aclose()
+    return planner.report
+
+
+def target_jobs(plan: Pipeline, targets: list[str]) -> list[dict[str, Any]]:
+    """Every shard job behind these targets' results, as their rules declare them."""
+    out = []
+    made = [t for t in targets if not plan.target_imported(t) and not plan.target_continued(t)]
+    for cell in plan.cells():
+        risk, age, motivation = cell.split("/")
+        wc = {"risk": risk, "age": age, "motivation": motivation}
+        if made and not plan.imported:
+            out += [plan.job_spec("seeds", wc), plan.job_spec("scenarios", wc)]
+        for t in targets:
+            if not plan.target_imported(t):
+                out.append(plan.job_spec("conversations", {**wc, "target": t}))
+            out.append(plan.job_spec("judgments", {**wc, "target": t}))
+    return out
+
+
+def count_calls(plan: Pipeline, specs: list[dict[str, Any]]) -> int:
+    """The calls these shard jobs will make (the run's progress line shows it as the
+    total: the Snakemake process counts it beside the run, in a thread of its own)."""
+    return asyncio.run(count_jobs(plan, specs)).calls
 
 
 async def plan_calls(plan: Pipeline, targets: list[str]) -> PlanReport:
-    rt = StoreOnlyRun(plan)
-    cfg = plan.config
-    report = PlanReport()
-    continued = [t for t in targets if cfg.targets[t].continued]
-    made = [t for t in targets if t not in continued]
-    for cell in plan.cells():
-        if made:  # only recordings to carry on need no seeds, no scenarios
-            await _plan_cell(rt, report, cell, made)
-        for target in continued:
-            await _plan_continued(rt, report, target, cell)
-    return report
-
-
-async def _plan_cell(rt: StoreOnlyRun, report: PlanReport, cell: str, targets: list[str]) -> None:
-    """A cell's seeds, scenarios, and the conversations and judgments of `targets` on
-    them (targets whose conversations are made from the scenarios)."""
-    plan = rt.plan
-    workdir = plan.workdir
-    cfg = plan.config
-    st = report.stages
-    shard = Shard.of_cell(plan.taxonomy, cell)
-    # seeds
-    seeds: list[ScenarioSeed] = []
-    scen_file = workdir / plan.layout.scenarios(cell)
-    seed_file = workdir / plan.layout.seeds(cell)
-    scenarios: list[Scenario] | None = None
-    # a shard counts as made only when what it was made from is current too: new
-    # seeds re-make the scenarios (as Snakemake does), new scenarios the conversations
-    seeds_current = made_by(seed_file, cfg.stage_models("seeds"))
-    if plan.imported or (seeds_current and made_by(scen_file, cfg.stage_models("scenarios"))):
-        scenarios = read_jsonl(scen_file, Scenario)
-    scenarios_current = scenarios is not None
-    if not plan.imported and scenarios is None:
-        if seeds_current:
-            seeds = read_jsonl(seed_file, ScenarioSeed)
-            st["seeds"].calls += 1
-            st["seeds"].stored += 1
-        else:
-            got, hits = await _replay(
-                rt,
-                generate_seeds(
-                    shard,
-                    rt.taxonomy,
-                    plan.benchmark,
-                    rt.asker(cfg.seed_model),
-                    cfg.grid.seeds_per_task,
-                ),
-            )
-            st["seeds"].calls += 1
-            st["seeds"].stored += min(hits, 1)
-            seeds = got or []
-        n_seeds = len(seeds) if seeds else cfg.grid.seeds_per_task
-        st["seeds"].items += 1
-        scenarios = []
-        for seed in seeds:
-            got, hits = await _replay(
-                rt,
-                expand_with_fallback(
-                    seed,
-                    rt.taxonomy,
-                    plan.benchmark,
-                    [rt.client(n) for n in chain(cfg.expand_model)],
-                    rt.asker(cfg.user_model),
-                ),
-            )
-            st["scenarios"].calls += max(NOMINAL_CALLS["scenarios"], hits)
-            st["scenarios"].stored += hits
-            if got is not None:
-                scenarios.append(got)
-        missing = n_seeds - len(seeds)
-        st["scenarios"].calls += missing * NOMINAL_CALLS["scenarios"]
-        st["scenarios"].items += n_seeds
-        # scenarios not yet known are counted as one per seed
-        unknown = n_seeds - len(scenarios)
-    else:
-        unknown = 0
-        if not plan.imported and scenarios is not None:
-            # a finished expansion shard: its calls were all made
-            st["seeds"].items += 1
-            st["seeds"].calls += 1
-            st["seeds"].stored += 1
-            st["scenarios"].items += len(scenarios)
-            st["scenarios"].calls += NOMINAL_CALLS["scenarios"] * len(scenarios)
-            st["scenarios"].stored += NOMINAL_CALLS["scenarios"] * len(scenarios)
-    scenarios = scenarios or []
-    for target in targets:
-        prompts = cfg.target_prompts(target)
-        tgt = rt.target(target)
-        conv_file = workdir / plan.layout.conversations(target, cell)
-        known_convs: dict[str, Conversation] = {}
-        if scenarios_current and made_by(conv_file, cfg.stage_models("conversations", target)):
-            known_convs = {c.key: c for c in read_jsonl(conv_file, Conversation) if c.error is None}
-        convs: list[Conversation] = []
-        for scenario in scenarios:
-            for prompt in prompts:
-                from kora.benchmarks.testkeys import TestKey
-
-                key = str(TestKey.of(scenario, prompt))
-                st["conversations"].items += 1
-                st["conversations"].calls += conversation_calls(rt.taxonomy, scenario)
-                if key in known_convs:
-                    st["conversations"].stored += conversation_calls(rt.taxonomy, scenario)
-                    convs.append(known_convs[key])
-                    continue
-                if tgt is not None:
-                    got, hits = await _replay(
-                        rt,
-                        converse(
-                            scenario,
-                            prompt,
-                            target,
-                            tgt,
-                            rt.asker(cfg.user_model),
-                            rt.taxonomy,
-                        ),
-                    )
-                    st["conversations"].stored += hits
-                    if got is not None:
-                        convs.append(got)
-        n_unknown_tests = unknown * len(prompts) + (len(scenarios) * len(prompts) - len(convs))
-        st["conversations"].items += unknown * len(prompts)
-        # a scenario not made yet: its risk's length (v2: up to 8 turns), no flavor's
-        per_test = turn_calls(rt.taxonomy.risks[shard.risk_id][1].turns())
-        st["conversations"].calls += unknown * len(prompts) * per_test
-        await _plan_judgments(rt, report, convs, n_unknown_tests)
-
-
-async def _plan_judgments(
-    rt: StoreOnlyRun, report: PlanReport, convs: list[Conversation], unknown: int
-) -> None:
-    """The judge calls of known conversations (stored or not) and of `unknown` more."""
-    st = report.stages
-    judges = rt.plan.config.judges
-    bm = rt.plan.benchmark
-    st["judgments"].items += len(convs) + unknown
-    st["judgments"].calls += (len(convs) + unknown) * NOMINAL_CALLS["judgments"] * len(judges)
-    for conv in convs:
-        for j in judges:
-            _, hits = await _replay(rt, bm.judge(conv, [rt.client(j)], rt.taxonomy))
-            st["judgments"].stored += hits
-
-
-async def _plan_continued(rt: StoreOnlyRun, report: PlanReport, target: str, cell: str) -> None:
-    """A continued target's cell: its recordings, each carried on (the turns it lacks)."""
-    cfg = rt.plan.config
-    st = report.stages
-    recorded = rt.plan.recordings(target, cell)
-    tgt = rt.target(target)
-    convs: list[Conversation] = []
-    for r in recorded:
-        st["conversations"].items += 1
-        st["conversations"].calls += conversation_calls(
-            rt.taxonomy, r.scenario, len(r.messages) // 2
-        )
-        if tgt is None:
-            continue
-        got, hits = await _replay(
-            rt,
-            converse(r.scenario, r.prompt, target, tgt, rt.asker(cfg.user_model), rt.taxonomy,
-                     r.messages),
-        )  # fmt: skip
-        st["conversations"].stored += hits
-        if got is not None:
-            convs.append(got)
-    await _plan_judgments(rt, report, convs, len(recorded) - len(convs))
+    return await count_jobs(plan, target_jobs(plan, targets))
 
 
 def tokens_per_call(workdir: Path) -> dict[str, tuple[float, float, float, float]]:
     """Mean paid tokens per call by stage, from earlier runs' status files: input,
     output, and the input written to and read from the provider's prompt cache."""
-    import orjson
-
     acc: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0, 0.0])
     for f in list((workdir / "data").rglob("*.status.json")) + list(
         (workdir / "results").rglob("*.status.json")
@@ -327,8 +231,14 @@ def tokens_per_call(workdir: Path) -> dict[str, tuple[float, float, float, float
     return out
 
 
+def stage_calls(benchmark: Benchmark) -> dict[str, list[tuple[str, float]]]:
+    """Each stage's calls by kind: the judges' by the templates its version judges with."""
+    judged = benchmark.stage_templates["judgments"]
+    return {**STAGE_CALLS, "judgments": [(s, 1 / len(judged)) for s in judged]}
+
+
 def estimate_cost(
-    raw_cfg: Any, report: PlanReport, targets: list[str], workdir: Path
+    raw_cfg: Any, report: PlanReport, targets: list[str], workdir: Path, benchmark: Benchmark
 ) -> tuple[dict[str, float | None], float]:
     """Estimated cost by stage (None: a paid model without `price`), and what the
     provider's prompt cache saves of it at the share of cached tokens seen so far."""
@@ -346,9 +256,9 @@ def estimate_cost(
     }
     out: dict[str, float | None] = {}
     for stage, count in report.stages.items():
-        todo = max(count.calls - count.stored, 0)
+        todo = count.to_pay
         cost = 0.0
-        for sub, share in STAGE_CALLS[stage]:
+        for sub, share in stage_calls(benchmark)[stage]:
             if stage == "conversations":
                 models = (
                     [raw_cfg.targets[t].model for t in targets]

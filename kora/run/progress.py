@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -114,6 +115,12 @@ class Totals(Counts):
     ahead: int = 0  # calls made ahead of their jobs, not yet asked for (kora.run.prefetch)
 
 
+GROWING = (
+    "calls", "cached", "failures", "input_tokens", "output_tokens", "cost",
+    "cache_read_tokens", "cache_write_tokens", "cache_saved",
+)  # fmt: skip
+
+
 def read_totals(directory: Path) -> Totals:
     calls = Counts()
     jobs = items = items_done = items_failed = waiting = ahead = 0
@@ -150,9 +157,11 @@ def read_totals(directory: Path) -> Totals:
 
 
 def format_totals(t: Totals, planned_calls: int | None = None) -> str:
-    total = f"/~{planned_calls}" if planned_calls else ""
+    # the plan counts nominal calls where the store cannot tell: retries can add some
+    total = f"/{max(planned_calls, t.calls)}" if planned_calls else ""
     line = (
-        f"[kora] calls {t.calls}{total} ({t.cached} cached, {t.failures} failed) | "
+        f"[kora] calls {t.calls}{total} ({t.cached} answered from the call store, "
+        f"{t.failures} failed) | "
         f"items {t.items_done}/{t.items} ({t.items_failed} failed) in {t.jobs} jobs | "
         f"tokens in {t.input_tokens:,} out {t.output_tokens:,} | ${t.cost:.4f}"
     )
@@ -183,6 +192,7 @@ class Monitor:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="kora-progress")
         self._last = ""
+        self._seen: Totals | None = None
 
     def start(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -192,8 +202,29 @@ class Monitor:
         while not self._stop.wait(self.every):
             self.print()
 
+    def plan(self, count: Callable[[], int]) -> None:
+        """The run's total calls, counted beside the run (`kora plan`'s count of the jobs
+        it runs): the line shows no total until it is known."""
+
+        def work() -> None:
+            try:
+                self.planned = count()
+            except Exception as exc:  # a courtesy: the run goes on without a total
+                print(f"kora: no total for the progress line: {exc}", file=sys.stderr)
+
+        threading.Thread(target=work, daemon=True, name="kora-plan").start()
+
+    def _grown(self, now: Totals) -> Totals:
+        """Counters only grow: a call made ahead moves from the broker's snapshot to its
+        job's between two readings, and must not be counted twice, then once."""
+        seen = self._seen
+        if seen is not None:
+            now = replace(now, **{k: max(getattr(now, k), getattr(seen, k)) for k in GROWING})
+        self._seen = now
+        return now
+
     def print(self) -> None:
-        line = format_totals(read_totals(self.dir), self.planned)
+        line = format_totals(self._grown(read_totals(self.dir)), self.planned)
         if self.batches is not None and self.batches.is_dir():
             from kora.llm.batch import batch_counts
 

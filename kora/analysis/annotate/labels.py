@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from kora.analysis.records import TestRecord, benchmark_of, known_criteria
+from kora.analysis.records import known_criteria
 from kora.benchmarks.schemas import GRADES
 from kora.errors import InputError
 
@@ -24,12 +24,6 @@ def label_file(folder: Path, annotator: str) -> Path:
     if not NAME.match(annotator):
         raise InputError(f"annotator {annotator!r}: use letters, digits, . _ - (up to 64)")
     return folder / f"{annotator}.jsonl"
-
-
-def criteria_of(records: list[TestRecord]) -> tuple[str, ...]:
-    """What a person grades of a target's judged tests: safety, then what its version's
-    judges grade beside it (v1's three behaviours, v2's seven mechanisms)."""
-    return ("safety", *benchmark_of(records).criteria)
 
 
 def check(answer: dict[str, Any]) -> dict[str, Any]:

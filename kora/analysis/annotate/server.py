@@ -26,7 +26,7 @@ from aiohttp import web
 from markupsafe import Markup
 
 from kora.analysis.annotate import labels
-from kora.analysis.records import TestRecord, benchmark_of, criterion_label
+from kora.analysis.records import TestRecord, benchmark_of, criteria_of, criterion_label
 from kora.analysis.report.pages import CRITERION_HELP, json_script
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.errors import InputError
@@ -63,7 +63,7 @@ def criteria_spec(records: list[TestRecord]) -> list[dict[str, Any]]:
             "help": CRITERION_HELP.get(c, ""),
             "conditional": c in conditional,
         }
-        for c in labels.criteria_of(records)
+        for c in criteria_of(records)
     ]
 
 

@@ -18,6 +18,7 @@ import orjson
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
+from kora import benchmarks
 from kora.analysis.records import TestRecord, criterion_label
 from kora.analysis.report.browser import browser_data
 from kora.analysis.report.leaderboard import ranks, target_model
@@ -201,8 +202,11 @@ def render_report(
     nav = [*NAV[:1], ("replies", "Target replies"), *NAV[1:]] if replies else list(NAV)
     if summary.get("humanAgreement"):
         nav.insert(-1, ("people", "Judges vs people"))
+    bm = benchmarks.of_results(summary)
+    nav = [(k, bm.criteria_title if k == "behaviour" else v) for k, v in nav]
     template = environment().get_template("report.html.jinja")
     return template.render(
+        benchmark=bm,
         title=f"KORA report: {target or ''}",
         target=target,
         target_model=target_model(results),

@@ -18,8 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from itertools import combinations
 from typing import Any
 
-from kora.analysis.annotate.labels import criteria_of
-from kora.analysis.records import TestRecord
+from kora.analysis.records import TestRecord, criteria_of
 from kora.benchmarks.schemas import GRADES
 
 RESAMPLES = 1000

@@ -28,9 +28,8 @@ from kora.benchmarks.schemas import (
     Scenario,
     ScenarioValidation,
 )
-from kora.benchmarks.showcase import Rendered
 from kora.benchmarks.taxonomy import Taxonomy
-from kora.benchmarks.templates import render
+from kora.benchmarks.templates import Rendered, render
 from kora.llm.client import ModelClient
 
 # results.json's key of each criterion's sums (the reference's)

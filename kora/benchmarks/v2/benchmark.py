@@ -22,8 +22,8 @@ from kora.benchmarks.schemas import (
     ScenarioValidation,
 )
 from kora.benchmarks.seedplan import SeedOrder
-from kora.benchmarks.showcase import Rendered
 from kora.benchmarks.taxonomy import Taxonomy
+from kora.benchmarks.templates import Rendered
 from kora.benchmarks.v2 import schemas as v2
 from kora.llm.client import ModelClient
 

@@ -7,9 +7,8 @@ from typing import TYPE_CHECKING
 
 from kora.benchmarks.schemas import Scenario
 from kora.benchmarks.seedplan import Pinned
-from kora.benchmarks.showcase import Rendered
 from kora.benchmarks.taxonomy import Taxonomy
-from kora.benchmarks.templates import render
+from kora.benchmarks.templates import Rendered, render
 from kora.benchmarks.v2 import schemas as v2
 
 if TYPE_CHECKING:

@@ -3,12 +3,18 @@ one call per planned seed order of the shard (kora.benchmarks.v2.plan)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from kora.benchmarks.base import Benchmark
 from kora.benchmarks.schemas import ScenarioSeed
 from kora.benchmarks.seedplan import SeedOrder
 from kora.benchmarks.taxonomy import Shard, Taxonomy
 from kora.benchmarks.testkeys import stable_uuid4
 from kora.llm.chain import Asker
+from kora.run.jobs import ShardJob
+from kora.run.shards import status_of
+from kora.run.stages.base import Job, RoleParams, Rules, ShardParams, Sources, Stage
 
 SeedCall = tuple[int | None, SeedOrder | None]
 
@@ -49,3 +55,63 @@ async def generate_seeds(
             )
         )
     return out
+
+
+class SeedsParams(ShardParams):
+    model: RoleParams
+    seeds_per_task: int
+    # a version that plans its seeds (KORA v2 with `total_seeds`): the cell's planned calls
+    orders: list[SeedOrder] | None = None
+
+
+class SeedsStage(Stage):
+    name = "seeds"
+    feeds_on = None
+    input_model = Sources
+    params_model = SeedsParams
+
+    def outputs(self, pipeline: Rules) -> dict[str, str]:
+        data = pipeline.layout.seeds()
+        return {"data": data, "status": status_of(data)}
+
+    def inputs(self, pipeline: Rules, wc: dict[str, str]) -> dict[str, Any]:
+        return {"prompts": pipeline.templates(self.name), "taxonomy": pipeline.taxonomy_files()}
+
+    def params(self, pipeline: Rules) -> dict[str, Any]:
+        return {
+            **pipeline.seeds_plan_params(),
+            "benchmark": pipeline.benchmark.name,
+            "cell": pipeline.cell,
+            "model": pipeline.role_params("seed_model"),
+            "seeds_per_task": pipeline.config.grid.seeds_per_task,
+            "retry": pipeline.retry_param(pipeline.layout.seeds()),
+        }
+
+    def clients(self, job: Job) -> Any:
+        return job.ctx.asker(job.params.model)
+
+    def units(self, job: Job) -> list[SeedCall]:
+        return seed_calls(job.params.orders)
+
+    async def work(self, job: Job, unit: SeedCall) -> list[ScenarioSeed]:
+        shard = job.params.cell.shard(job.taxonomy)
+        return await generate_seeds(
+            shard, job.taxonomy, job.benchmark, job.clients, job.params.seeds_per_task, unit
+        )
+
+    def nominal(self, job: Job, unit: SeedCall | None) -> int:
+        return 1
+
+    def yields(self, job: Job, unit: SeedCall | None) -> int:
+        order = None if unit is None else unit[1]
+        return job.params.seeds_per_task if order is None else order.count
+
+    def label(self, job: Job, unit: SeedCall) -> str:
+        return job.cell if unit[0] is None else f"{job.cell} seed {unit[0] + 1}"
+
+    def write(self, job: Job, shard: ShardJob, units: Sequence[Any], results: Sequence[Any]) -> int:
+        seeds = [s for r in results if not isinstance(r, BaseException) for s in r]
+        return shard.write(job.ctx, seeds)
+
+    def made_by(self, job: Job) -> dict[str, Any]:
+        return {"seed": job.params.model}

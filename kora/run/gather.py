@@ -1,0 +1,175 @@
+"""The jobs that gather a target's shards: results.json and usage.json, the report and
+summary.json, and the leaderboard across targets. Each reads exactly its rule's declared
+input, output and params."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import orjson
+from pydantic import BaseModel, ConfigDict
+
+from kora import benchmarks
+from kora.analysis.results import ResultsMeta
+from kora.benchmarks.base import Benchmark
+from kora.benchmarks.taxonomy import Taxonomy
+from kora.io import write_atomic, write_json
+from kora.run.context import JobContext
+
+log = logging.getLogger("kora")
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _taxonomy(files: list[Path], ctx: JobContext, benchmark: Benchmark) -> Taxonomy:
+    return ctx.pool.taxonomy(files, benchmark)
+
+
+class ResultsInput(_Spec):
+    judgments: list[Path]
+    judgments_status: list[Path]
+    conversations: list[Path]
+    conversations_status: list[Path]
+    scenarios: list[Path] = []
+    scenarios_status: list[Path] = []
+    rejected: list[Path] = []
+    seeds: list[Path] = []
+    seeds_status: list[Path] = []
+    taxonomy: list[Path]
+
+
+class ResultsOutput(_Spec):
+    results: Path
+    usage: Path
+
+
+class ResultsParams(_Spec):
+    meta: ResultsMeta
+    retry: str
+
+
+async def results(
+    input: ResultsInput, output: ResultsOutput, params: ResultsParams, ctx: JobContext
+) -> int:
+    from kora.analysis.results import build_results
+    from kora.io import iter_jsonl
+    from kora.run.shards import check
+
+    data = [*input.judgments, *input.conversations, *input.scenarios, *input.rejected]
+    for f in [*data, *input.seeds]:
+        check(f)  # raises naming a damaged shard
+    status = [
+        *input.judgments_status,
+        *input.conversations_status,
+        *input.scenarios_status,
+        *input.seeds_status,
+    ]
+    rejected = sum(1 for f in input.rejected for _ in iter_jsonl(f))
+    taxonomy = _taxonomy(input.taxonomy, ctx, benchmarks.get(params.meta.benchmark))
+    doc, usage = build_results(params.meta, taxonomy, input.judgments, status, rejected)
+    write_json(output.results, doc)
+    write_json(output.usage, usage)
+    log.info(
+        "%s: %d tests in %d groups, %d failed; %s",
+        params.meta.target, doc["tests"], len(doc["scores"]), doc["failedTests"], usage["total"],
+    )  # fmt: skip
+    return 0
+
+
+class ReportInput(_Spec):
+    judgments: list[Path]
+    results: Path
+    taxonomy: list[Path]
+    agreement: list[Path] = []  # what `kora agreement` wrote, once it has run
+
+
+class ReportOutput(_Spec):
+    html: Path
+    summary: Path
+
+
+class ReportParams(_Spec):
+    target: str
+
+
+async def report(
+    input: ReportInput, output: ReportOutput, params: ReportParams, ctx: JobContext
+) -> int:
+    from kora.analysis.records import load_records
+    from kora.analysis.report.pages import write_report
+
+    started = time.monotonic()
+    doc = orjson.loads(input.results.read_bytes())
+    taxonomy = _taxonomy(input.taxonomy, ctx, benchmarks.of_results(doc))
+    records = load_records(input.judgments)
+    agreement = orjson.loads(input.agreement[0].read_bytes()) if input.agreement else None
+    summary = write_report(records, doc, output.html, output.summary, taxonomy, agreement)
+    log.info(
+        "%s: report of %d tests (%d failed) in %.1f s",
+        params.target, summary["tests"], summary["errors"], time.monotonic() - started,
+    )  # fmt: skip
+    return 0
+
+
+class LeaderboardInput(_Spec):
+    results: list[Path]
+    judgments: list[Path]
+    taxonomy: list[Path]
+
+
+class LeaderboardOutput(_Spec):
+    html: Path
+    data: Path  # leaderboard.json
+
+
+class LeaderboardParams(_Spec):
+    # each target's judgment shards (the input lists them all, flat)
+    judgments: dict[str, list[Path]]
+
+
+async def leaderboard(
+    input: LeaderboardInput, output: LeaderboardOutput, params: LeaderboardParams, ctx: JobContext
+) -> int:
+    from kora.analysis.records import load_records
+    from kora.analysis.report.leaderboard import build_leaderboard
+    from kora.analysis.report.pages import render_leaderboard
+
+    entries = {}
+    for f in input.results:
+        res = orjson.loads(f.read_bytes())
+        entries[str(res["target"])] = res
+    records = {t: load_records(files) for t, files in params.judgments.items() if files}
+    bm = next(map(benchmarks.of_results, entries.values()), benchmarks.get(benchmarks.DEFAULT))
+    taxonomy = _taxonomy(input.taxonomy, ctx, bm)
+    doc = build_leaderboard(entries, records, taxonomy=taxonomy)
+    write_atomic(output.html, render_leaderboard(doc, taxonomy).encode())
+    write_json(output.data, doc)
+    log.info("leaderboard of %d targets, %d pairs", len(doc["targets"]), len(doc["pairs"]))
+    return 0
+
+
+In = TypeVar("In", bound=BaseModel)
+Out = TypeVar("Out", bound=BaseModel)
+Par = TypeVar("Par", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Entry(Generic[In, Out, Par]):
+    input: type[In]
+    output: type[Out]
+    params: type[Par]
+    run: Callable[[In, Out, Par, JobContext], Awaitable[int]]
+
+
+ENTRIES: dict[str, Entry[Any, Any, Any]] = {
+    "results": Entry(ResultsInput, ResultsOutput, ResultsParams, results),
+    "report": Entry(ReportInput, ReportOutput, ReportParams, report),
+    "leaderboard": Entry(LeaderboardInput, LeaderboardOutput, LeaderboardParams, leaderboard),
+}

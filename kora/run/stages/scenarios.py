@@ -1,0 +1,104 @@
+"""The scenarios stage: each seed of a cell expanded, validated and given the child's first
+message (kora.run.stages.expand); a seed that never validates is kept as rejected."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from kora.benchmarks.schemas import RejectedScenario, Scenario, ScenarioSeed
+from kora.run.jobs import ShardJob
+from kora.run.shards import read_shard, rejected_of, status_of
+from kora.run.stages.base import (
+    Job,
+    RoleParams,
+    Rules,
+    ShardOutput,
+    ShardParams,
+    Sources,
+    Stage,
+    as_read,
+)
+from kora.run.stages.expand import (
+    ScenarioValidationError,
+    expand_with_fallback,
+    rejected_record,
+)
+
+log = logging.getLogger("kora")
+# expansion, validation and the child's first message, when the first draft validates
+SCENARIO_CALLS = 3
+
+
+class ScenariosInput(Sources):
+    seeds: Path
+
+
+class ScenariosOutput(ShardOutput):
+    rejected: Path
+
+
+class ScenariosParams(ShardParams):
+    expand_model: RoleParams
+    user_model: RoleParams
+
+
+class ScenariosStage(Stage):
+    name = "scenarios"
+    feeds_on = "seeds"
+    input_model = ScenariosInput
+    output_model = ScenariosOutput
+    params_model = ScenariosParams
+
+    def outputs(self, pipeline: Rules) -> dict[str, str]:
+        data = pipeline.layout.scenarios()
+        return {"data": data, "rejected": rejected_of(data), "status": status_of(data)}
+
+    def inputs(self, pipeline: Rules, wc: dict[str, str]) -> dict[str, Any]:
+        return {
+            "seeds": pipeline.layout.seeds(pipeline.cell_of(wc)),
+            "prompts": pipeline.templates(self.name),
+            "taxonomy": pipeline.taxonomy_files(),
+        }
+
+    def params(self, pipeline: Rules) -> dict[str, Any]:
+        return {
+            "benchmark": pipeline.benchmark.name,
+            "cell": pipeline.cell,
+            "expand_model": pipeline.role_params("expand_model"),
+            "user_model": pipeline.role_params("user_model"),
+            "retry": pipeline.retry_param(pipeline.layout.scenarios()),
+        }
+
+    def clients(self, job: Job) -> Any:
+        return job.ctx.clients(job.params.expand_model), job.ctx.asker(job.params.user_model)
+
+    def units(self, job: Job) -> list[ScenarioSeed]:
+        return read_shard(job.input.seeds, ScenarioSeed)
+
+    def units_from(self, job: Job, result: Any) -> list[ScenarioSeed]:
+        return [as_read(s, ScenarioSeed) for s in result]
+
+    async def work(self, job: Job, unit: ScenarioSeed) -> Scenario | RejectedScenario:
+        expanders, user = job.clients
+        try:
+            return await expand_with_fallback(unit, job.taxonomy, job.benchmark, expanders, user)
+        except ScenarioValidationError as exc:
+            log.warning("%s", exc)
+            return rejected_record(exc)
+
+    def nominal(self, job: Job, unit: ScenarioSeed | None) -> int:
+        return SCENARIO_CALLS
+
+    def label(self, job: Job, unit: ScenarioSeed) -> str:
+        return f"seed {unit.id}"
+
+    def write(self, job: Job, shard: ShardJob, units: Sequence[Any], results: Sequence[Any]) -> int:
+        done = [r.shard_record() for r in results if isinstance(r, Scenario)]
+        rejected = [r for r in results if isinstance(r, RejectedScenario)]
+        return shard.write(job.ctx, done, {job.output.rejected: rejected})
+
+    def made_by(self, job: Job) -> dict[str, Any]:
+        return {"expand": job.params.expand_model, "user": job.params.user_model}

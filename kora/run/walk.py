@@ -1,0 +1,128 @@
+"""The shard jobs of a run, walked unit by unit from stage to stage (kora.run.stages).
+
+Within a grid cell, a stage's units come from the stage it feeds on: a seed call's seeds
+are the scenarios job's units, a scenario is a test of each target, a conversation is its
+judgment's unit. A stage whose upstream job is not part of the run reads its units from
+its input files, as its job does. The walk hands each unit to a `Visitor`:
+
+- the run's prefetch (kora.run.prefetch) makes the unit's calls ahead of its job, so a
+  local run keeps its provider busy;
+- `kora plan` (kora.run.plan) replays them against the call store and counts them, and
+  counts the units it cannot know yet at their nominal number of calls.
+
+Both walk exactly what the jobs will do, because the units, the work and the hand-over
+between stages are the stages' own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kora.run.stages import ORDER, STAGES
+from kora.run.stages.base import Job
+
+
+class Unknown:
+    """A unit whose result cannot be known yet (`kora plan`): what it would hand on is
+    counted, not walked."""
+
+
+UNKNOWN = Unknown()
+
+
+class Visitor(Protocol):
+    async def visit(self, job: Job, unit: Any) -> Any:
+        """The unit's result, None when it failed (nothing to hand on), or UNKNOWN."""
+
+    def unknown(self, job: Job, count: int) -> None:
+        """`count` units of `job` that cannot be known yet."""
+
+
+@dataclass
+class Walk:
+    """The run's shard jobs by cell (and target), walked by one visitor."""
+
+    visitor: Visitor
+    # run the units of a stage side by side (the prefetch) or one after another (the plan,
+    # which counts each unit's calls on its own)
+    concurrent: bool = True
+    cells: dict[str, dict[str, list[Job]]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(list))
+    )
+
+    def add(self, jobs: Iterable[Job]) -> Walk:
+        for job in jobs:
+            self.cells[job.cell][job.stage.name].append(job)
+        return self
+
+    def jobs(self) -> list[Job]:
+        return [j for stages in self.cells.values() for js in stages.values() for j in js]
+
+    async def run(self) -> None:
+        await self._all(self.cell(c) for c in sorted(self.cells))
+
+    async def cell(self, cell: str) -> None:
+        stages = self.cells[cell]
+        roots = [job for name in ORDER for job in stages.get(name, []) if not self._fed(job)]
+        await self._all(self._root(job) for job in roots)
+
+    def _fed(self, job: Job) -> bool:
+        """Whether the job's units come from a job of this run (rather than its files)."""
+        return bool(self._upstream(job))
+
+    def _upstream(self, job: Job) -> list[Job]:
+        up = job.stage.feeds_on
+        if up is None:
+            return []
+        found = self.cells[job.cell].get(up, [])
+        if STAGES[up].by_target:
+            found = [j for j in found if j.target == job.target]
+        return [j for j in found if job.stage.fanout(job)]
+
+    def _downstream(self, job: Job) -> list[Job]:
+        names = [n for n in ORDER if STAGES[n].feeds_on == job.stage.name]
+        found = [j for n in names for j in self.cells[job.cell].get(n, [])]
+        if job.stage.by_target:
+            found = [j for j in found if j.target == job.target]
+        return [j for j in found if j.stage.fanout(j)]
+
+    async def _root(self, job: Job) -> None:
+        await self._all(self._unit(job, u) for u in job.stage.units(job))
+
+    async def _unit(self, job: Job, unit: Any) -> None:
+        result = await self.visitor.visit(job, unit)
+        if result is None:
+            return
+        if isinstance(result, Unknown):
+            self._unknown(job, job.stage.yields(job, unit))
+            return
+        await self._all(
+            self._unit(down, u)
+            for down in self._downstream(job)
+            for u in down.stage.units_from(down, result)
+        )
+
+    def _unknown(self, job: Job, results: int) -> None:
+        """`results` results of `job` not known yet: the units they would give below."""
+        for down in self._downstream(job):
+            units = results * down.stage.fanout(down)
+            self.visitor.unknown(down, units)
+            self._unknown(down, units)
+
+    async def _all(self, work: Iterable[Awaitable[None]]) -> None:
+        if self.concurrent:
+            await asyncio.gather(*work)
+            return
+        for w in work:
+            await w
+
+
+def jobs_of(
+    specs: Iterable[dict[str, Any]], make: Callable[[dict[str, Any]], Job | None]
+) -> list[Job]:
+    """The shard jobs among job specs (`make` gives a job its context, or leaves it out)."""
+    return [j for s in specs if s["rule"] in STAGES and (j := make(s)) is not None]
