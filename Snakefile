@@ -14,6 +14,7 @@ include: "rules/conversations.smk"
 include: "rules/judgments.smk"
 include: "rules/results.smk"
 include: "rules/report.smk"
+include: "rules/requests.smk"
 
 
 rule all:

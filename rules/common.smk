@@ -7,6 +7,7 @@ import uuid
 from pathlib import Path
 from types import SimpleNamespace
 
+from kora.run import requests, seam
 from kora.run.broker import send_ahead, start_broker
 from kora.config.files import load_run_config
 from kora.run.dispatch import BROKERED, job_spec
@@ -20,9 +21,8 @@ from kora.run.plan import count_calls
 
 # Read config.yaml and every --configfile overlay with the project's loader first: it
 # names the file and line of a YAML problem or of a bad value, which Snakemake's own
-# reading does not. `workflow.configfiles` (the overlays given on the command line) has
-# no public accessor; it is read before `configfile:` below adds config.yaml to it.
-_overlays = list(workflow.configfiles)
+# reading does not. Snakemake's internals are read in kora.run.seam only.
+_overlays = seam.overlays(workflow)
 try:
     load_run_config(_overlays, workdir=Path.cwd())
 except KoraError as exc:
@@ -45,24 +45,25 @@ wildcard_constraints:
     **PIPELINE.wildcard_constraints(),
 
 
+def misdirected(path):
+    # the input function of rules/requests.smk: what is wrong with a file asked of the run
+    raise WorkflowError(requests.unknown_request(PIPELINE, [path]))
+
+
 def _needrun():
-    # There is no public Snakemake API for the jobs a run will execute; `onstart` needs
-    # them to check only the keys and services those jobs call, and to hand the broker
-    # the shard jobs to work ahead of.
-    return workflow.dag.needrun_jobs(exclude_finished=False)
+    # the jobs this run executes: `onstart` checks only the keys and services they call,
+    # hands the broker the shard jobs to work ahead of, and counts their calls
+    return [seam.job_parts(job) for job in seam.jobs_to_run(workflow)]
 
 
-def shard_job_specs():
+def shard_job_specs(jobs):
     return [
-        job_spec(job.rule.name, SimpleNamespace(input=job.input, output=job.output,
-                 params=job.params, log=job.log, config=config))
-        for job in _needrun()
-        if job.rule.name in BROKERED
-    ]  # fmt: skip
-
-
-def jobs_to_run():
-    return [(job.rule.name, dict(job.wildcards_dict)) for job in _needrun()]
+        job_spec(
+            name, SimpleNamespace(input=i, output=o, params=p, log=log, config=config)
+        )
+        for name, _, i, o, p, log in jobs
+        if name in BROKERED
+    ]
 
 
 _monitor = Monitor(Path(os.getcwd()), os.environ[RUN_ENV])
@@ -73,8 +74,9 @@ _broker = None
 
 onstart:
     global _broker
-    _jobs = jobs_to_run()
-    _specs = shard_job_specs()
+    _needed = _needrun()
+    _jobs = [(name, wc) for name, wc, *_ in _needed]
+    _specs = shard_job_specs(_needed)
     _models = models_for_jobs(PIPELINE.config, _jobs)
     # a missing key or a service down would fail every call of the run one by one: stop
     # before any job (unless a fallback chain has another model to take its calls)
@@ -86,12 +88,15 @@ onstart:
     for _note in lifecycle_notes(PIPELINE.config.models, _models):
         print(f"kora: warning: {_note}", file=sys.stderr)
     # One process makes the model calls of every job on this machine (kora.run.broker) and
-    # works through the run's shard jobs ahead of them (kora.run.prefetch). Only when the jobs
-    # run here: `workflow.local_exec` (no public accessor) is false under a cluster
-    # executor, whose jobs run on other machines. KORA_NO_BROKER=1 runs every job in its
-    # own process (the results are the same).
-    if workflow.local_exec and not os.environ.get("KORA_NO_BROKER"):
-        _broker = start_broker(os.environ[RUN_ENV], Path(PIPELINE.layout.log("broker")))
+    # works through the run's shard jobs ahead of them (kora.run.prefetch). Only when the
+    # jobs run here (not under a cluster executor) and in this environment (not in
+    # software environments of their own, --use-conda). KORA_NO_BROKER=1 runs every job in
+    # its own process (the results are the same).
+    _shared = seam.runs_locally(workflow) and not seam.isolated_software(workflow)
+    if _shared and not os.environ.get("KORA_NO_BROKER"):
+        _broker = start_broker(
+            os.environ[RUN_ENV], Path(PIPELINE.layout.log("broker"))
+        )
         if _broker is not None:
             send_ahead(_broker, _specs)
     # the line's total: the calls `kora plan` counts for the jobs this run runs
@@ -103,10 +108,10 @@ onsuccess:
     _monitor.stop()
     if _broker is not None:
         _broker.stop()
-    for _line in PIPELINE.written_summary(since=_started):
+    for _line in requests.written_summary(PIPELINE, since=_started):
         print(f"kora: {_line}", file=sys.stderr)
     # tests that failed must not look like a finished run: name them, exit non-zero
-    _incomplete = PIPELINE.incomplete_results(since=_started)
+    _incomplete = requests.incomplete_results(PIPELINE, since=_started)
     if _incomplete:
         print(
             "kora: the run finished with failures:\n"

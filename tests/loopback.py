@@ -128,6 +128,8 @@ class LoopbackServer:
         self.record = record
         self.rng = random.Random(seed)
         self.lock = threading.Lock()
+        # notified whenever a request arrives or ends: tests wait on it, never on time
+        self.changed = threading.Condition(self.lock)
         self.faults: deque[Fault] = deque()
         self.requests: list[Recorded] = []
         self.statuses: Counter[int] = Counter()
@@ -156,6 +158,12 @@ class LoopbackServer:
     def count(self) -> int:
         with self.lock:
             return len(self.requests) if self.record else sum(self.statuses.values())
+
+    def wait_for(self, done: Callable[[LoopbackServer], bool], timeout: float) -> bool:
+        """Wait until `done(self)` holds (checked whenever a request arrives or ends);
+        False if it did not within `timeout` seconds."""
+        with self.changed:
+            return self.changed.wait_for(lambda: done(self), timeout)
 
     def start(self) -> LoopbackServer:
         self._thread = threading.Thread(target=self._run, name=type(self).__name__, daemon=True)
@@ -248,6 +256,7 @@ class LoopbackServer:
             if not refused:
                 self.in_flight += 1
                 self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self.changed.notify_all()
         try:
             if refused is not None:
                 reply = self.error_reply(429, "rate limit exceeded", retry_after=refused)
@@ -257,6 +266,7 @@ class LoopbackServer:
             if refused is None:
                 with self.lock:
                     self.in_flight -= 1
+                    self.changed.notify_all()
         with self.lock:
             self.statuses[reply.status] += 1
             if refused is None and reply.status < 400:

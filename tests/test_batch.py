@@ -140,7 +140,10 @@ def test_a_killed_run_waits_for_its_batch_instead_of_paying_twice(
                 *(client.structured([ChatMessage("user", f"question {i}")], Answer, stage="t")
                   for i in range(5))
             )  # fmt: skip
-            await asyncio.sleep(0.3)  # sent, not ended: the run is killed here
+            # sent, not ended (its answers come 0.6 s after it is made): killed here
+            batches = tmp_path / ".kora" / "batches"
+            while not any("in_progress" in f.read_text() for f in batches.glob("*.json")):
+                await asyncio.sleep(0.01)  # polled: what counts is the file, not the time
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task

@@ -7,8 +7,8 @@ import pytest
 import yaml
 
 from kora.benchmarks.taxonomy import load_taxonomy
+from kora.config.checks import validate_config
 from kora.config.files import merge
-from kora.config.schema import validate_config
 from kora.errors import ConfigError
 from tests.helpers import REPO
 

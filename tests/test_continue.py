@@ -18,7 +18,7 @@ from kora import benchmarks
 from kora.benchmarks.outcomes import Conversation, Message
 from kora.benchmarks.schemas import Scenario
 from kora.benchmarks.taxonomy import load_taxonomy
-from kora.config.schema import validate_config
+from kora.config.checks import validate_config
 from kora.errors import ConfigError, InputError
 from kora.llm.base import Request
 from kora.llm.targets import LLMTarget

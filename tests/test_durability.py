@@ -33,10 +33,12 @@ def _finish(cmd: list[str], workdir: Path, env: dict[str, str]) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_kill_9_loses_nothing_and_repays_at_most_the_calls_in_flight(tmp_path: Path) -> None:
-    # 1 s an answer: the run takes ~14 s on an idle 2-core machine, so the first kill
-    # (3 to 9 s in) always lands mid-run; at 0.15 s the run ended in 5 s, before it
-    server = Server(structured=structured_answer, latency=1.0).start()
+    # each kill comes once the server has had a few more requests (never after a time:
+    # the run lands mid-way on a loaded machine as on an idle one); answers take 0.3 s,
+    # so calls are out when it comes
+    server = Server(structured=structured_answer, latency=0.3).start()
     try:
         copy_workflow(tmp_path)
         shutil.copytree(REPO / "kora" / "benchmarks" / "v1" / "prompts", tmp_path / "prompts")
@@ -55,7 +57,8 @@ def test_kill_9_loses_nothing_and_repays_at_most_the_calls_in_flight(tmp_path: P
                            capture_output=True, timeout=120)  # fmt: skip
             proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, start_new_session=True,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-            time.sleep(rng.uniform(3, 9))
+            target = server.count + rng.randint(5, 25)
+            server.wait_for(lambda s, t=target, p=proc: s.count >= t or p.poll() is not None, 300)
             if proc.poll() is not None:
                 break
             in_flight_at_kills += server.in_flight
@@ -63,7 +66,8 @@ def test_kill_9_loses_nothing_and_repays_at_most_the_calls_in_flight(tmp_path: P
             kill_times.append(time.time())
             proc.wait()
             kills += 1
-            time.sleep(0.5)  # let the server finish answering the dead client
+            # the server finishes answering the dead client before the next run starts
+            assert server.wait_for(lambda s: s.in_flight == 0, 60)
         assert kills >= 1, "the run finished before any kill: make it longer"
         _finish(cmd, tmp_path, env)
         bodies: Counter[str] = Counter()
@@ -110,11 +114,12 @@ def test_kill_9_during_a_batch_run_resumes_its_batches_and_pays_nothing_twice(
                "--configfile", "run.yaml", "--rerun-incomplete"]  # fmt: skip
         proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, start_new_session=True,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        # the batch is sent once the server has its POST: kill then, while it is out
+        assert server.wait_for(
+            lambda s: any(r.path == "/v1/messages/batches" and r.method == "POST"
+                          for r in s.requests), 300), "no batch was sent"  # fmt: skip
         batches = tmp_path / ".kora" / "batches"
-        deadline = time.time() + 120
-        while time.time() < deadline and not list(batches.glob("*.json")):
-            time.sleep(0.1)
-        assert list(batches.glob("*.json")), "no batch was sent"
+        assert server.wait_for(lambda s: bool(list(batches.glob("*.json"))), 60)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         _finish(cmd, tmp_path, env)

@@ -19,7 +19,7 @@ from kora.benchmarks.messages import ChildMessageError, child_message
 from kora.benchmarks.schemas import ScenarioValidation
 from kora.benchmarks.taxonomy import load_taxonomy
 from kora.benchmarks.templates import render
-from kora.config.schema import validate_config
+from kora.config.checks import validate_config
 from kora.errors import ConfigError
 from kora.llm.base import ChatMessage, Request
 from kora.llm.chain import ModelChain, as_asker

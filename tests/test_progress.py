@@ -53,7 +53,8 @@ def test_a_call_waiting_to_retry_is_counted_while_it_waits(monkeypatch: pytest.M
 
     async def main() -> None:
         call = asyncio.create_task(client.text([ChatMessage("user", "hi")], stage="t"))
-        await asyncio.sleep(0.2)
+        while not usage.waiting and not call.done():
+            await asyncio.sleep(0.01)  # polled until the call has failed once and waits
         seen.append((usage.waiting, usage.last_retry))
         assert await call == "ok"
         seen.append((usage.waiting, usage.last_retry))

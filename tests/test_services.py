@@ -14,7 +14,7 @@ import yaml
 
 from kora.benchmarks.taxonomy import load_taxonomy
 from kora.commands.main import main as kora_main
-from kora.config.schema import validate_config
+from kora.config.checks import validate_config
 from kora.errors import ConfigError
 from kora.llm.base import BlockedError, ChatMessage
 from kora.llm.config import ModelConfig

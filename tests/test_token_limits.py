@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from kora.benchmarks.taxonomy import load_taxonomy
-from kora.config.schema import validate_config
+from kora.config.checks import validate_config
 from kora.errors import ConfigError
 from kora.llm.base import ChatMessage, ProviderError, Request
 from kora.llm.cache import cache_key

@@ -14,7 +14,8 @@ from typing import Any
 import yaml
 
 from kora.benchmarks.taxonomy import Taxonomy
-from kora.config.schema import KoraConfig, benchmark_of, taxonomy_dir_of, validate_config
+from kora.config.checks import validate_config
+from kora.config.schema import KoraConfig, benchmark_of, taxonomy_dir_of
 from kora.errors import ConfigError
 
 BASE_CONFIG = "config.yaml"

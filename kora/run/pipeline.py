@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from kora import benchmarks
-from kora.analysis.results import ResultsMeta, failure_summary
+from kora.analysis.results import ResultsMeta
 from kora.benchmarks.base import Benchmark
 from kora.benchmarks.outcomes import Conversation
 from kora.benchmarks.schemas import AGE_RANGES
@@ -320,33 +320,6 @@ class Pipeline:
     def report_files(self) -> list[str]:
         reports = [self.layout.report_html(t) for t in self.config.targets]
         return [*reports, self.layout.leaderboard_html()] if reports else []
-
-    def _fresh(self, path: str, since: float) -> bool:
-        try:
-            return (self.workdir / path).stat().st_mtime >= since
-        except FileNotFoundError:
-            return False
-
-    def written_summary(self, since: float) -> list[str]:
-        """Where this run's results and reports are (files written since `since`)."""
-        lines = []
-        for target in self.config.targets:
-            results, report = self.layout.results_json(target), self.layout.report_html(target)
-            if self._fresh(report, since):
-                lines.append(f"{target}: {results}; report {report} (open it in a browser)")
-            elif self._fresh(results, since):
-                lines.append(f"{target}: {results}; for its report: snakemake --cores 2 {report}")
-        if self._fresh(self.layout.leaderboard_html(), since):
-            lines.append(f"all targets: {self.layout.leaderboard_html()}")
-        return lines
-
-    def incomplete_results(self, since: float) -> list[str]:
-        """Failure summaries of the results files this run wrote."""
-        return [
-            summary
-            for f in self.results_files()
-            if self._fresh(f, since) and (summary := failure_summary(self.workdir / f))
-        ]
 
 
 def _alt(values: list[str]) -> str:

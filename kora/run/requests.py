@@ -1,0 +1,89 @@
+"""What the run says about the files asked of it: a file under a target the config lacks or
+under another benchmark version's folder (before any job), and at the end where its
+results are and which of them are incomplete."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from kora import benchmarks
+from kora.analysis.results import failure_summary
+from kora.run.pipeline import Pipeline
+
+
+def unknown_targets(pipeline: Pipeline) -> str:
+    """Wildcard pattern of a folder name under the results folder that is no target
+    of the config (a file asked there gets a message naming the targets)."""
+    known = "|".join(re.escape(t) for t in pipeline.config.targets)
+    return f"(?!(?:{known})$)[^/]+" if known else "[^/]+"
+
+
+def other_results_dirs(pipeline: Pipeline) -> list[str]:
+    """The results folders of the other benchmark benchmarks."""
+    others = (benchmarks.get(n) for n in benchmarks.VERSIONS)
+    return [b.results_dir for b in others if b is not pipeline.benchmark]
+
+
+def unknown_request(pipeline: Pipeline, paths: Sequence[str]) -> str | None:
+    """What is wrong with target files asked of this run, when one names a target the
+    config lacks or another version's folder (Snakemake alone would only say it has no
+    rule for it), else None."""
+    for path in paths:
+        parts = Path(path).parts
+        if len(parts) < 2:
+            continue
+        root, target = parts[0], parts[1]
+        others = (benchmarks.get(n) for n in benchmarks.VERSIONS)
+        other = next(
+            (b for b in others if b is not pipeline.benchmark and b.results_dir == root), None
+        )
+        if other is not None:
+            return (
+                f"{path}: {root}/ holds {other.describe()} results, but this run's "
+                f"config is {pipeline.benchmark.describe()}; add `--configfile` with "
+                f"`benchmark: {other.name}`, or ask for {pipeline.layout.results}/..."
+            )
+        if (
+            root == pipeline.layout.results
+            and target not in pipeline.config.targets
+            and (Path(path).suffix or len(parts) > 2)
+            and not target.startswith("leaderboard")
+        ):
+            defined = ", ".join(pipeline.config.targets) or "none"
+            return (
+                f"{path}: no target {target!r} in the config (targets: {defined}); "
+                "add it under `targets:`, or give the --configfile that defines it"
+            )
+    return None
+
+
+def _fresh(pipeline: Pipeline, path: str, since: float) -> bool:
+    try:
+        return (pipeline.workdir / path).stat().st_mtime >= since
+    except FileNotFoundError:
+        return False
+
+
+def written_summary(pipeline: Pipeline, since: float) -> list[str]:
+    """Where this run's results and reports are (files written since `since`)."""
+    lines = []
+    for target in pipeline.config.targets:
+        results, report = pipeline.layout.results_json(target), pipeline.layout.report_html(target)
+        if _fresh(pipeline, report, since):
+            lines.append(f"{target}: {results}; report {report} (open it in a browser)")
+        elif _fresh(pipeline, results, since):
+            lines.append(f"{target}: {results}; for its report: snakemake --cores 2 {report}")
+    if _fresh(pipeline, pipeline.layout.leaderboard_html(), since):
+        lines.append(f"all targets: {pipeline.layout.leaderboard_html()}")
+    return lines
+
+
+def incomplete_results(pipeline: Pipeline, since: float) -> list[str]:
+    """Failure summaries of the results files this run wrote."""
+    return [
+        summary
+        for f in pipeline.results_files()
+        if _fresh(pipeline, f, since) and (summary := failure_summary(pipeline.workdir / f))
+    ]

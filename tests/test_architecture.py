@@ -1,0 +1,63 @@
+"""The architecture stays as docs/architecture.md draws it: what a benchmark version is
+lives in kora/benchmarks only, modules stay small, the layers hold (import-linter)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO
+
+# a version's name compared or spelled out as a value; kora/benchmarks is the one place
+# that may say which version is which
+VERSION_NAME = re.compile(r"""["']v[0-9]+["']|benchmark\s*[!=]=|is_v[0-9]""")
+MAX_LINES = 400
+
+
+def _sources() -> list[Path]:
+    out = [p for p in (REPO / "kora").rglob("*") if p.suffix in {".py", ".jinja", ".js"}]
+    out += [*(REPO / "rules").glob("*.smk"), REPO / "Snakefile", *(REPO / "scripts").glob("*.py")]
+    return sorted(out)
+
+
+@pytest.mark.timeout(30)
+def test_no_version_name_is_compared_outside_the_benchmarks() -> None:
+    found = [
+        f"{p.relative_to(REPO)}:{n}: {line.strip()}"
+        for p in _sources()
+        if not p.is_relative_to(REPO / "kora" / "benchmarks")
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if VERSION_NAME.search(line)
+    ]
+    assert not found, "ask the run's Benchmark instead:\n" + "\n".join(found)
+
+
+@pytest.mark.timeout(30)
+def test_the_check_finds_a_comparison() -> None:
+    assert VERSION_NAME.search('if config.benchmark == "v2":')
+    assert VERSION_NAME.search("kind = 'v1'")
+    assert not VERSION_NAME.search("benchmarks.get(name)")
+
+
+@pytest.mark.timeout(30)
+def test_no_module_is_over_400_lines() -> None:
+    long = [
+        f"{p.relative_to(REPO)}: {n} lines"
+        for p in sorted((REPO / "kora").rglob("*.py"))
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    ]
+    assert not long, "\n".join(long)
+
+
+@pytest.mark.timeout(120)
+def test_the_import_contracts_hold() -> None:
+    """Layers, independent versions, no import circle (pyproject.toml, [tool.importlinter])."""
+    exe = shutil.which("lint-imports") or str(Path(sys.executable).parent / "lint-imports")
+    done = subprocess.run([exe], cwd=REPO, capture_output=True, text=True, timeout=110)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "0 broken" in done.stdout
