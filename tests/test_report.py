@@ -347,8 +347,8 @@ def test_cmd_compare_targets(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     finally:
         os.chdir(cwd)
     out = capsys.readouterr().out
-    assert "overall: bad fails significantly more often" in out
-    assert "risks with a significant difference: cybersecurity" in out
+    assert "cells that differ after Holm: safety overall, safety risk cybersecurity" in out
+    assert orjson.loads((tmp_path / "comparison.json").read_bytes())["a"] == "good"
 
 
 def test_cmd_errors_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
