@@ -4,8 +4,8 @@ multiplicity of many cells handled (`kora compare-targets`, the leaderboard). Pu
 A test of A and a test of B pair when they share the scenario id and the prompt variant.
 The cells, for the grade of each criterion the two share:
 
-- safety: every pair (`overall`), then the pairs of each risk category, risk, age range
-  and prompt variant;
+- safety: every pair (`overall`), then the pairs of each category of risks, each risk, each
+  age range and each prompt variant;
 - each behaviour criterion (v1) or mechanism (v2): every pair (`overall`). A mechanism
   pair counts only when both judges found it triggered (a not-triggered mechanism has no
   grade).
