@@ -111,6 +111,7 @@ def format_comparison(doc: Mapping[str, Any]) -> str:
     a, b = doc["a"], doc["b"]
     fam = doc["families"]
     conf = round(100 * doc["confidence"])
+    w = max([20, *(len(cell_label(c)) for c in doc["cells"])])
     lines = [
         f"A = {a}",
         f"B = {b}",
@@ -120,7 +121,7 @@ def format_comparison(doc: Mapping[str, Any]) -> str:
         f"(points); adjusted across the {fam['failing']['tests']} cells of each outcome: "
         f"Holm (family-wise), BH (false discovery rate); alpha {doc['alpha']}",
         "",
-        f"{'cell':<46} {'outcome':<9} {'n':>5} {'A':>6} {'B':>6} {'A - B [' + str(conf) + '% CI]':>22}"
+        f"{'cell':<{w}} {'outcome':<9} {'n':>5} {'A':>6} {'B':>6} {'A - B [' + str(conf) + '% CI]':>24}"
         f" {'p':>8} {'p Holm':>8} {'p BH':>8}  verdict",
     ]
     shown_split = False
@@ -132,9 +133,9 @@ def format_comparison(doc: Mapping[str, Any]) -> str:
             o = cell[g]
             ci = f"{_pts(o['diff'])} [{_pts(o['low'])}, {_pts(o['high'])}]"
             lines.append(
-                f"{cell_label(cell):<46} {g:<9} {cell['n']:>5} {100 * o['a']['rate']:>5.1f}%"
-                f" {100 * o['b']['rate']:>5.1f}% {ci:>22} {_p(o['p']):>8} {_p(o['pHolm']):>8}"
-                f" {_p(o['pBH']):>8}  {verdict(o, a, b)}"
+                f"{cell_label(cell):<{w}} {g:<9} {cell['n']:>5} {100 * o['a']['rate']:>5.1f}%"
+                f" {100 * o['b']['rate']:>5.1f}% {ci:>24} {_p(o['p']):>8} {_p(o['pHolm']):>8}"
+                f" {_p(o['pBH']):>8}  {verdict(o, a, b)}".rstrip()
             )
     holm = [cell_label(c) for c in doc["cells"] if differs(c, "holm")]
     bh = [cell_label(c) for c in doc["cells"] if differs(c, "fdr_bh") and not differs(c, "holm")]
