@@ -226,3 +226,20 @@ def test_people_grades_over_the_judges() -> None:
     assert a[0].criteria["safety"].grade == "failing"  # the input is left as it was
     doc = compare_cells(out, a, human={"a": 1, "b": 0})
     assert doc["grades"] == "human" and doc["humanGrades"] == {"a": 1, "b": 0}
+
+
+@pytest.mark.timeout(60)
+def test_v2_leaderboard_pairs_and_ranks() -> None:
+    from kora.analysis.report.leaderboard import build_leaderboard
+    from kora.analysis.report.pages import render_leaderboard
+
+    new, old = pair_of((2, 10, 1, 27), version="v2", others={"sycophancy": "failing"})
+    recs = {"new": new, "old": old}
+    entries = {t: {"target": t, "benchmark": "v2", "scores": []} for t in recs}
+    doc = build_leaderboard(entries, recs)
+    (pair,) = doc["pairs"]
+    assert pair["benchmark"] == "v2" and "sycophancy/overall" in [c["id"] for c in pair["cells"]]
+    assert doc["ranking"]["targets"]["old"]["rank"] == 1
+    assert doc["ranking"]["targets"]["new"]["tiedWith"] == []
+    page = render_leaderboard(doc, None, recs)
+    assert "Sycophancy: all tests" in page and 'id="kora-pairs"' in page

@@ -205,3 +205,33 @@ def test_plan_detect_from_an_earlier_run_and_from_the_assumption(
         == 2
     )
     assert "--detect takes one TARGET" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(120)
+def test_plan_detect_v2_total_seeds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    copy_workflow(tmp_path)  # the v2 taxonomy too
+    cfg = {
+        "benchmark": "v2",
+        "models": {"mock": {"provider": "mock"}, "mock-b": {"provider": "mock", "model": "mock-b"}},
+        "seed_model": "mock",
+        "expand_model": "mock",
+        "user_model": "mock",
+        "judges": ["mock"],
+        "targets": {"gpt-target": None, "new": {"model": "mock-b"}, "old": {"model": "mock"}},
+        "grid": {
+            "risks": ["cybersecurity", "grooming_and_manipulation"],
+            "total_seeds": 6,
+            "distribution": "us-census-2020",
+        },
+    }
+    (tmp_path / "v2.yaml").write_text(yaml.safe_dump(cfg))
+    # v2 targets run `default` alone: 2 risks x 1 prompt = 2 paired tests per seed; cells:
+    # overall, 2 risks (two categories), 3 age ranges, 7 mechanisms = 13
+    args = ["new", "--detect", "0.2", "--against", "old", "--configfile", "v2.yaml"]
+    assert _plan(tmp_path, *args) == 0
+    out = capsys.readouterr().out
+    d = detect(0.2, 0.2, pairs_per_seed=2, unit="total_seeds", cells=13)
+    assert "alpha 0.05 / 13 cells" in out
+    assert f"total_seeds: {d.seeds} -> {d.pairs:,} paired tests (2 per seed), " in out
+    assert "the config has 6" in out
+    assert f"(new, old, total_seeds {d.seeds}): " in out

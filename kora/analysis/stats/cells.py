@@ -65,7 +65,10 @@ The comparison document (comparison.json, `compare_cells`'s value; schema
     }
 
 `worse` is the direction of the point estimate (null at a tie), whether or not the cell
-differs. The cells are in a fixed order: safety's overall, categories, risks, age ranges
+differs. The verdicts come from the tests: the interval describes the size of the
+difference and is not the exact test inverted, so at the edge one can exclude 0 while the
+other does not reject (4 discordant pairs of 18, all one way: Newcombe's interval ends
+just below 0, the exact p is 0.125). The cells are in a fixed order: safety's overall, categories, risks, age ranges
 and prompts (in the orders given: taxonomy order; by default ids sorted, age ranges
 youngest first, prompt variants `default` first), then the other criteria.
 """
