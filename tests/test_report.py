@@ -261,24 +261,35 @@ def test_leaderboard_ranks_and_compares_targets() -> None:
     assert [t["target"] for t in doc["targets"]] == ["good", "bad"]
     assert doc["targets"][0]["safety"]["failing"]["k"] == 8
     (pair,) = doc["pairs"]
-    assert (pair["a"], pair["b"]) == ("good", "bad")
-    o = pair["overall"]
+    assert (pair["a"], pair["b"], pair["schema"]) == ("good", "bad", "kora-comparison/1")
+    o = pair["cells"][0]["failing"]
     # bad fails every cybersecurity scenario i < 4 under both prompts: 16 more tests
-    assert o["n"] == 40 and o["aOnly"] == 0 and o["bOnly"] == 14
-    assert o["significant"] and o["p"] == pytest.approx(2 * 0.5**14)
-    risks = {r["riskId"]: r for r in pair["risks"]}
-    assert (
-        risks["cybersecurity"]["significant"]
-        and not risks["violence_and_physical_harm"]["significant"]
-    )
-    board = parse(render_leaderboard(doc, TAXONOMY))
+    assert pair["cells"][0]["id"] == "safety/overall" and pair["paired"] == 40
+    assert o["aOnly"] == 0 and o["bOnly"] == 14 and o["worse"] == "b"
+    assert o["holm"] and o["p"] == pytest.approx(2 * 0.5**14)
+    risks = {c["value"]: c["failing"] for c in pair["cells"] if c["dimension"] == "risk"}
+    assert risks["cybersecurity"]["holm"] and not risks["violence_and_physical_harm"]["bh"]
+    # taxonomy order: violence (physical and legal safety) before cybersecurity
+    assert list(risks) == ["violence_and_physical_harm", "cybersecurity"]
+    # the ranks: good first, told apart from bad
+    assert doc["ranking"]["targets"]["good"] == {
+        "rank": 1,
+        "low": 1,
+        "high": 1,
+        "failing": 8,
+        "tiedWith": [],
+    }
+    board = parse(render_leaderboard(doc, TAXONOMY, {"good": good, "bad": bad}))
     ranking = [tr for tr in board.by_id("leaderboard").find_all("tr") if "data-target" in tr.attrs]
     assert [tr.attrs["data-target"] for tr in ranking] == ["good", "bad"]
     assert ranking[0].find_all("a")[0].attrs["href"] == "good/report.html"
     assert ranking[0].find_all("td", cls="failing")[0].text.startswith("20.0% [")
     pair_row = board.by_id("pairs-table").row("good")
     assert pair_row[:3] == ["good", "bad", "40"]
-    assert pair_row[-2:] == ["bad fails significantly more often", "Cybersecurity"]
+    assert pair_row[-2:] == [
+        "bad fails significantly more often",
+        "Safety: all tests; Safety: risk Cybersecurity",
+    ]
 
 
 # --- commands ---------------------------------------------------------------------------
@@ -347,8 +358,8 @@ def test_cmd_compare_targets(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     finally:
         os.chdir(cwd)
     out = capsys.readouterr().out
-    assert "overall: bad fails significantly more often" in out
-    assert "risks with a significant difference: cybersecurity" in out
+    assert "cells that differ after Holm: safety overall, safety risk cybersecurity" in out
+    assert orjson.loads((tmp_path / "comparison.json").read_bytes())["a"] == "good"
 
 
 def test_cmd_errors_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -404,7 +415,7 @@ def test_report_and_leaderboard_rules(tmp_path: Path) -> None:
     doc = orjson.loads((tmp_path / "results/leaderboard.json").read_bytes())
     (pair,) = doc["pairs"]
     # beta ran the child prompt only: the pairs are alpha's child tests
-    assert pair["overall"]["n"] == results["tests"] // 2
+    assert pair["paired"] == pair["cells"][0]["n"] == results["tests"] // 2
     assert (tmp_path / "logs/report/alpha.log").exists()
 
 

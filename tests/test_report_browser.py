@@ -330,7 +330,7 @@ def leaderboard_page(tmp_path: Path) -> Path:
         taxonomy=TAXONOMY,
     )
     page = tmp_path / "leaderboard.html"
-    page.write_text(render_leaderboard(doc, TAXONOMY), encoding="utf-8")
+    page.write_text(render_leaderboard(doc, TAXONOMY, {"good": good, "bad": bad}), encoding="utf-8")
     return page
 
 
@@ -346,9 +346,59 @@ def test_leaderboard_page(tab: Tab, tmp_path: Path) -> None:
     pair = tab.page.locator("#pairs-table tr").nth(1)
     cells = [" ".join(c.split()) for c in pair.locator("td").all_text_contents()]
     assert cells[:3] == ["good", "bad", "40"]
-    assert cells[-2:] == ["bad fails significantly more often", "Cybersecurity"]
+    assert cells[-2:] == [
+        "bad fails significantly more often",
+        "Safety: all tests; Safety: risk Cybersecurity",
+    ]
+    # each rank with its bootstrap interval; the two are told apart
+    assert tab.text('#leaderboard tr[data-target="good"] td.rank') == "1 [1–1]"
+    assert "tied" not in tab.text("#leaderboard")
     png = tab.page.screenshot()
     assert len(png) > 20_000
+
+
+@pytest.mark.timeout(60)
+def test_leaderboard_cell_opens_the_disagreements_side_by_side(tab: Tab, tmp_path: Path) -> None:
+    tab.open(leaderboard_page(tmp_path).as_uri())
+    assert tab.page.locator("#kora-compare").is_hidden()
+    grid = tab.page.locator("#grid-0")
+    row = grid.locator('tr[data-cell="safety/risk/cybersecurity"]')
+    # coloured by adjusted verdict: bad (B) fails more after Holm; the ages after BH only
+    assert "v-holm-b" in str(row.locator("td").nth(4).get_attribute("class"))
+    ages = grid.locator('tr[data-cell="safety/ageRange/7to9"] td').nth(4)
+    assert "v-bh-b" in str(ages.get_attribute("class"))
+    violence = grid.locator('tr[data-cell="safety/risk/violence_and_physical_harm"] td').nth(4)
+    assert "v-ns" in str(violence.get_attribute("class"))
+    row.locator("td").nth(4).locator("a").click()
+    from playwright.sync_api import expect
+
+    expect(tab.page.locator("#kora-compare-count")).to_have_attribute("data-count", "14")
+    assert tab.page.url.endswith("#cmp=0/safety/risk/cybersecurity")
+    pairs = tab.page.locator("#kora-compare .sbs")
+    assert pairs.count() == 10  # a page of ten, then more on demand
+    first = pairs.nth(0)
+    sides = first.locator(".side")
+    assert sides.nth(0).locator(".side-head").text_content().split()[:2] == ["good", "exemplary"]
+    assert sides.nth(1).locator(".side-head").text_content().split()[:2] == ["bad", "failing"]
+    assert "how do i do the thing" in str(sides.nth(1).text_content())
+    tab.page.locator("#kora-compare button.more").click()
+    assert pairs.count() == 14
+    assert tab.page.locator("#kora-compare button.more").is_hidden()
+    # the replies with markup in them (i == 3) are text, not markup
+    assert tab.page.evaluate("window.__pwned") is None
+    assert "</script><script>" in str(tab.page.locator("#kora-compare").text_content())
+    # a link to the view opens it; a malformed or unknown one is ignored
+    for hash_, shown in (
+        ("#cmp=9/x", False),
+        ("#cmp=0/%E0", False),
+        ("#cmp=0/safety/overall", True),
+    ):
+        tab.open(leaderboard_page(tmp_path).as_uri() + hash_)
+        assert tab.page.locator("#kora-compare").is_visible() == shown
+    tab.page.locator("#kora-compare button.close").click()
+    assert tab.page.locator("#kora-compare").is_hidden() and "#" not in tab.page.url
+    tab.quiet()
+    tab.unique_ids()
 
 
 def _no_nul(s: str) -> str:

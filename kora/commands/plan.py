@@ -23,6 +23,9 @@ def register(sub: Any) -> None:
     )
     pl.add_argument("targets", nargs="*", help="target names (default: every target)")
     configfile_option(pl)
+    from kora.commands.plan_detect import add_detect_arguments
+
+    add_detect_arguments(pl)
     pl.set_defaults(func=print_plan)
 
 
@@ -40,6 +43,10 @@ def split_overlays(configfiles: list[str], targets: list[str]) -> tuple[list[str
 
 
 def print_plan(args: argparse.Namespace) -> int:
+    if getattr(args, "detect", None) is not None:
+        from kora.commands.plan_detect import print_detection
+
+        return print_detection(args)
     workdir = Path(".")
     overlays, targets = split_overlays(args.configfile, args.targets)
     plan = Pipeline.load(overlays, workdir)

@@ -2,7 +2,10 @@
 
 It exists so the whole pipeline runs on a fresh machine with no key (demo, workflow tests).
 Answers depend only on the request, so reruns are stable; grades are spread so reports
-have something to show. Results made with it are marked as such in results.json.
+have something to show. Results made with it are marked as such in results.json. A
+`model` name (`{provider: mock, model: mock-b}`) is mixed into every answer: two mock
+targets of different names reply differently, so a comparison of them has something to
+find (without one, the answers are those of before).
 """
 
 from __future__ import annotations
@@ -189,7 +192,7 @@ class MockProvider:
         self.config = config
 
     async def generate(self, request: Request) -> Response:
-        rng = _rng(request)
+        rng = _rng(request, self.config.model or "")
         if request.schema is not None:
             faker = _SchemaFaker(request.schema.model_json_schema(), rng, dict(request.hints))
             data = faker.value(request.schema.model_json_schema())

@@ -149,7 +149,7 @@ async def leaderboard(
     bm = next(map(benchmarks.of_results, entries.values()), benchmarks.get(benchmarks.DEFAULT))
     taxonomy = _taxonomy(input.taxonomy, ctx, bm)
     doc = build_leaderboard(entries, records, taxonomy=taxonomy)
-    write_atomic(output.html, render_leaderboard(doc, taxonomy).encode())
+    write_atomic(output.html, render_leaderboard(doc, taxonomy, records).encode())
     write_json(output.data, doc)
     log.info("leaderboard of %d targets, %d pairs", len(doc["targets"]), len(doc["pairs"]))
     return 0

@@ -7,6 +7,8 @@ network). Modules:
 - `browser`: the conversation browser's data, embedded in the page as JSON;
 - `replies`: empty and cut-short target replies, counted and flagged;
 - `leaderboard`: leaderboard.json, targets ranked and compared pair by pair;
+- `pairs`: each pair's cells (kora.analysis.stats.cells), its grid, the conversations
+  where the two disagree (shown side by side) and each target's rank interval;
 - `pages`: the HTML pages, rendered from `templates/` with autoescaping;
 - `names`: display names and order (taxonomy order, age range, prompt).
 

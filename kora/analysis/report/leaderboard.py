@@ -1,5 +1,7 @@
 """The leaderboard's figures (leaderboard.json): targets ranked by their safety failing
-rate, and every pair of targets compared on the tests both ran."""
+rate, each rank with its bootstrap interval (`ranking`), and every pair of targets
+compared on the tests both ran, cell by cell (`pairs`: comparison documents,
+kora.analysis.stats.cells)."""
 
 from __future__ import annotations
 
@@ -10,8 +12,7 @@ from typing import Any
 from kora import benchmarks
 from kora.analysis.records import TestRecord
 from kora.analysis.report.names import Names
-from kora.analysis.report.summary import risk_ordered
-from kora.analysis.stats.analyses import compare_targets
+from kora.analysis.report.pairs import compare_pair, rank_intervals
 from kora.analysis.stats.paired import ALPHA
 from kora.analysis.stats.rates import Rate
 from kora.benchmarks.taxonomy import Taxonomy
@@ -49,7 +50,8 @@ def build_leaderboard(
     alpha: float = ALPHA,
     taxonomy: Taxonomy | None = None,
 ) -> dict[str, Any]:
-    """Targets ranked by safety failing rate, and every pair compared on shared tests."""
+    """Targets ranked by safety failing rate, and every pair compared on shared tests (A
+    the better ranked)."""
     names = Names(taxonomy, [])
     rows = []
     for name, res in entries.items():
@@ -75,12 +77,12 @@ def build_leaderboard(
     if records:
         for a, b in itertools.combinations([r["target"] for r in rows], 2):
             if a in records and b in records:
-                cmp = risk_ordered(compare_targets(records[a], records[b], alpha), names)
-                pairs.append({"a": a, "b": b, **(cmp or {})})
+                pairs.append(compare_pair(a, b, records[a], records[b], names, alpha))
     return {
         "alpha": alpha,
         "criteria": leaderboard_criteria(entries.values()),
         "targets": rows,
+        "ranking": rank_intervals(records) if records else None,
         "pairs": pairs,
     }
 

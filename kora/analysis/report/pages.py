@@ -23,6 +23,7 @@ from kora.analysis.records import TestRecord, criterion_label
 from kora.analysis.report.browser import browser_data
 from kora.analysis.report.leaderboard import ranks, target_model
 from kora.analysis.report.names import Names, age_key
+from kora.analysis.report.pairs import grid, overall_verdict, side_by_side
 from kora.analysis.report.replies import FLAGS
 from kora.analysis.report.summary import build_summary, records_of
 from kora.analysis.stats.agreement import kappa_label
@@ -251,8 +252,18 @@ def write_report(
     return summary
 
 
-def render_leaderboard(doc: Mapping[str, Any], taxonomy: Taxonomy | None = None) -> str:
+def render_leaderboard(
+    doc: Mapping[str, Any],
+    taxonomy: Taxonomy | None = None,
+    records: Mapping[str, Sequence[TestRecord]] | None = None,
+) -> str:
+    """The leaderboard page; `records`: each target's tests, for the conversations the
+    pairs' cells open side by side (none without them)."""
     rows = doc["targets"]
+    names = Names(taxonomy, [])
+    pairs = [
+        {**p, "grid": grid(p, names), "verdict": overall_verdict(p)} for p in doc.get("pairs") or []
+    ]
     template = environment().get_template("leaderboard.html.jinja")
     return template.render(
         title="KORA leaderboard",
@@ -260,7 +271,9 @@ def render_leaderboard(doc: Mapping[str, Any], taxonomy: Taxonomy | None = None)
         ranked=list(zip(ranks(rows), rows, strict=True)),
         behaviour=doc.get("criteria") or BEHAVIOR_CRITERIA,
         short_labels=SHORT_LABELS,
-        pairs=doc.get("pairs") or [],
+        pairs=pairs,
+        ranking=doc.get("ranking"),
+        side=side_by_side(pairs, records or {}, names),
         alpha=doc["alpha"],
-        names=Names(taxonomy, []),
+        names=names,
     )
