@@ -103,7 +103,7 @@ def run_cost(
             overlays = []
         plan = Pipeline.load(overlays, workdir, values=raw)
         report = asyncio.run(plan_calls(plan, targets))
-    costs, _ = estimate_cost(plan.config, report, targets, Path("."))
+    costs, _ = estimate_cost(plan.config, report, targets, Path("."), plan.benchmark)
     calls = sum(c.calls for c in report.stages.values())
     stored = sum(c.stored for c in report.stages.values())
     total = (
