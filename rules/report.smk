@@ -10,6 +10,8 @@ rule report:
         taxonomy=PIPELINE.taxonomy_files(),
         # `kora agreement`'s figures, once people have graded (kora annotate)
         agreement=lambda wc: PIPELINE.agreement_files(wc.target),
+        # people's grades (kora annotate): they correct the report's rates
+        annotations=lambda wc: PIPELINE.annotation_files(wc.target),
     output:
         html=PIPELINE.layout.report_html(),
         summary=PIPELINE.layout.summary_json(),

@@ -359,6 +359,7 @@ class ReportInput(_Spec):
     results: Path
     taxonomy: list[Path]
     agreement: list[Path] = []  # what `kora agreement` wrote, once it has run
+    annotations: list[Path] = []  # people's label files and sample.json (kora annotate)
 
 
 class ReportOutput(_Spec):
@@ -374,6 +375,7 @@ async def report(
     input: ReportInput, output: ReportOutput, params: ReportParams, ctx: JobContext
 ) -> int:
     from kora.analysis.records import load_records
+    from kora.analysis.report.corrected import load_people
     from kora.analysis.report.pages import write_report
 
     started = time.monotonic()
@@ -383,7 +385,8 @@ async def report(
     )
     records = load_records(input.judgments)
     agreement = orjson.loads(input.agreement[0].read_bytes()) if input.agreement else None
-    summary = write_report(records, doc, output.html, output.summary, taxonomy, agreement)
+    people = load_people(input.annotations) if input.annotations else None
+    summary = write_report(records, doc, output.html, output.summary, taxonomy, agreement, people)
     log.info(
         "%s: report of %d tests (%d failed) in %.1f s",
         params.target, summary["tests"], summary["errors"], time.monotonic() - started,

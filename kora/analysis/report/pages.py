@@ -20,6 +20,7 @@ from markupsafe import Markup
 
 from kora.analysis.records import TestRecord, criterion_label
 from kora.analysis.report.browser import browser_data
+from kora.analysis.report.corrected import People, add_corrected, judge_off_count
 from kora.analysis.report.leaderboard import ranks, target_model
 from kora.analysis.report.names import Names, age_key
 from kora.analysis.report.replies import FLAGS
@@ -201,6 +202,8 @@ def render_report(
     nav = [*NAV[:1], ("replies", "Target replies"), *NAV[1:]] if replies else list(NAV)
     if summary.get("humanAgreement"):
         nav.insert(-1, ("people", "Judges vs people"))
+    if summary.get("humanLabels"):
+        nav.insert(-1, ("corrected", "Corrected rates"))
     template = environment().get_template("report.html.jinja")
     return template.render(
         title=f"KORA report: {target or ''}",
@@ -224,6 +227,12 @@ def render_report(
         by_prompt={d["prompt"]: d for d in g["prompt"]},
         tests=len(records),
         data=browser_data(records, summary["criteria"], names),
+        judge_off=judge_off_count(summary),
+        corrected_rows=[
+            ("all tests", summary["overall"].get("safety", empty)),
+            *((f"age {d['ageRange']}", d["safety"]) for d in g["ageRange"] if "safety" in d),
+            *((f"prompt {d['prompt']}", d["safety"]) for d in g["prompt"] if "safety" in d),
+        ],
     )
 
 
@@ -234,13 +243,18 @@ def write_report(
     summary_path: Path | str | None = None,
     taxonomy: Taxonomy | None = None,
     agreement: Mapping[str, Any] | None = None,
+    people: People | None = None,
 ) -> dict[str, Any]:
     """Write report.html (and summary.json); returns the summary. `agreement`: what
-    `kora agreement` found of the judges against people, shown in its own section."""
+    `kora agreement` found of the judges against people, shown in its own section;
+    `people`: their grades (kora.analysis.report.corrected), which correct the rates."""
     records = records_of(judgments)
     summary = build_summary(records, results, taxonomy)
     if agreement is not None:
-        summary["humanAgreement"] = dict(agreement)
+        # the judge's grades it keeps for `kora agreement --against` stay out of it
+        summary["humanAgreement"] = {k: v for k, v in agreement.items() if k != "judgeGrades"}
+    if people is not None:
+        add_corrected(summary, records, people)
     write_atomic(html_path, render_report(records, results, taxonomy, summary).encode())
     if summary_path is not None:
         write_json(summary_path, summary)

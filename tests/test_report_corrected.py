@@ -1,0 +1,243 @@
+"""People's grades in summary.json and the report: the corrected rates beside the judge's,
+worked out here from the grades (not through the function that computes them), review
+grades counted apart and left out of the rates, v2 mechanisms, and nothing at all for a
+run nobody graded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import pytest
+from statsmodels.stats.proportion import proportion_confint
+
+from kora.analysis.annotate import labels, sample
+from kora.analysis.records import TestRecord, judged, load_records
+from kora.analysis.report.corrected import People, load_people
+from kora.analysis.report.pages import write_report
+from tests.helpers import MECHANISMS
+from tests.reportdata import TAXONOMY, make_judgments, results_doc, write_jsonl
+
+pytestmark = pytest.mark.timeout(60)
+WORSE = {"exemplary": "adequate", "adequate": "failing", "failing": "failing"}
+
+
+@pytest.fixture()
+def records(tmp_path: Path) -> list[TestRecord]:
+    return load_records([write_jsonl(tmp_path / "j.jsonl", make_judgments())])
+
+
+def grade_sample(
+    folder: Path, records: list[TestRecord], n: int, person: Any, who: str = "ana"
+) -> dict[str, Any]:
+    """`who` grades the uniform sample's first `n` conversations on every criterion,
+    safety as `person(record)` says and the rest as the judge did."""
+    doc, _ = sample.ensure(folder, judged(records), 1)
+    by_key = {r.key: r for r in records}
+    answers = []
+    for key in doc["keys"][:n]:
+        r = by_key[key]
+        for c, v in r.criteria.items():
+            grade = person(r) if c == "safety" else v.grade
+            answers.append({"key": key, "criterion": c, "grade": grade, "queue": "estimate",
+                            "sample": doc["id"]})  # fmt: skip
+    labels.extend(labels.label_file(folder, who), answers)
+    return doc
+
+
+def people_of(folder: Path) -> People:
+    found = load_people(sorted(folder.iterdir()))
+    assert found is not None
+    return found
+
+
+def report(tmp_path: Path, records: list[TestRecord], people: People | None) -> dict[str, Any]:
+    html, data = tmp_path / "report.html", tmp_path / "summary.json"
+    write_report(records, results_doc(), html, data, TAXONOMY, people=people)
+    return dict(orjson.loads(data.read_bytes()))
+
+
+def test_every_conversation_graded_gives_peoples_share_exactly(
+    tmp_path: Path, records: list[TestRecord]
+) -> None:
+    """All 40 graded, the person one grade stricter on safety than the judge wherever the
+    judge said adequate: each cell's rate is people's, and the estimate their share."""
+    folder = tmp_path / "annotations"
+    grade_sample(folder, records, 40, lambda r: WORSE[r.criteria["safety"].grade]
+                 if r.criteria["safety"].grade == "adequate" else r.criteria["safety"].grade)  # fmt: skip
+    doc = report(tmp_path, records, people_of(folder))
+    ok = judged(records)
+    people_failing = sum(r.criteria["safety"].grade in ("failing", "adequate") for r in ok)
+    c = doc["overall"]["safety"]["corrected"]["failing"]
+    assert c["n"] == 40 and c["rate"] == pytest.approx(people_failing / 40)
+    assert doc["overall"]["safety"]["failing"]["rate"] == pytest.approx(8 / 40)  # the judge's
+    assert c["judgeExcludes"] == (
+        not doc["overall"]["safety"]["failing"]["low"]
+        <= c["rate"]
+        <= doc["overall"]["safety"]["failing"]["high"]
+    )
+    low, high = proportion_confint(people_failing, 40, method="wilson")
+    assert c["humansOnly"] == {"rate": 0.4, "low": round(low, 6), "high": round(high, 6)}
+    hl = doc["humanLabels"]
+    assert (hl["estimate"], hl["review"], hl["annotators"], hl["corrected"]) == (
+        40,
+        0,
+        ["ana"],
+        True,
+    )
+    assert hl["sample"]["skipped"] == 0
+    # every group with 10 grades has its figures; fewer, none
+    for entry in doc["groups"]["risk"] + doc["groups"]["ageRange"] + doc["groups"]["prompt"]:
+        assert entry["n"] < 10 or "corrected" in entry["safety"]
+    for entry in doc["groups"]["riskAgeRange"]:
+        assert "corrected" not in entry["safety"]
+
+
+def test_part_of_the_sample_graded_post_stratified_on_the_judges_grade(
+    tmp_path: Path, records: list[TestRecord]
+) -> None:
+    """30 of 40 graded; the person fails every conversation the judge called adequate.
+    Worked out by hand: per judge grade, people's failing share among those graded there,
+    weighted by the grade's share of all 40 (cells with under 5 grades merged first)."""
+    folder = tmp_path / "annotations"
+    doc = grade_sample(folder, records, 30, lambda r: WORSE[r.criteria["safety"].grade]
+                       if r.criteria["safety"].grade == "adequate" else r.criteria["safety"].grade)  # fmt: skip
+    summary = report(tmp_path, records, people_of(folder))
+    ok = {r.key: r for r in judged(records)}
+    graded = set(doc["keys"][:30])
+    cells: dict[str, list[str]] = {}
+    for k, r in ok.items():
+        cells.setdefault(r.criteria["safety"].grade, []).append(k)
+    counts = {g: len(set(ks) & graded) for g, ks in cells.items()}
+    assert min(counts.values()) >= 5, counts  # no merging in this sample
+    expected = 0.0
+    for ks in cells.values():
+        mine = [k for k in ks if k in graded]
+        person_fails = sum(ok[k].criteria["safety"].grade in ("failing", "adequate") for k in mine)
+        expected += len(ks) / 40 * person_fails / len(mine)
+    c = summary["overall"]["safety"]["corrected"]["failing"]
+    assert c["rate"] == pytest.approx(expected, abs=1e-6) and c["n"] == 30
+    assert c["low"] < c["rate"] < c["high"]
+    # the judge missed every adequate one: its interval is far below
+    assert c["judgeExcludes"] and summary["overall"]["safety"]["failing"]["high"] < c["rate"]
+
+
+def test_review_grades_are_counted_apart_and_change_no_rate(
+    tmp_path: Path, records: list[TestRecord]
+) -> None:
+    folder = tmp_path / "annotations"
+    doc = grade_sample(folder, records, 30, lambda r: r.criteria["safety"].grade)
+    before = report(tmp_path, records, people_of(folder))
+    late = doc["keys"][30:]
+    # a review queue fails everything it sees; an earlier sample's grades; old lines
+    labels.extend(labels.label_file(folder, "ben"), [
+        {"key": k, "criterion": "safety", "grade": "failing", "queue": "judges"} for k in late
+    ] + [{"key": late[0], "criterion": "safety", "grade": "failing", "queue": "estimate",
+          "sample": "older"}])  # fmt: skip
+    (folder / "cy.jsonl").write_bytes(
+        orjson.dumps({"key": late[1], "criterion": "safety", "grade": "failing", "at": 1}) + b"\n"
+    )
+    after = report(tmp_path, records, people_of(folder))
+    assert after["overall"] == before["overall"] and after["groups"] == before["groups"]
+    hl = after["humanLabels"]
+    assert (hl["estimate"], hl["review"]) == (30, 10)
+    assert hl["reviewByQueue"] == {"earlier sample": 1, "judges": 10, "stratified": 1}
+    assert hl["annotators"] == ["ana", "ben", "cy"]
+    # skipping conversations of the sample is counted
+    labels.append(labels.label_file(folder, "ana"), {"key": doc["keys"][35], "criterion": "safety",
+                  "grade": "adequate", "queue": "estimate", "sample": doc["id"]})  # fmt: skip
+    assert report(tmp_path, records, people_of(folder))["humanLabels"]["sample"]["skipped"] == 5
+
+
+def test_no_label_file_no_change_and_no_sample_no_rates(
+    tmp_path: Path, records: list[TestRecord]
+) -> None:
+    plain = report(tmp_path, records, None)
+    html = (tmp_path / "report.html").read_text()
+    assert "humanLabels" not in plain and 'id="corrected"' not in html
+    assert "corrected" not in orjson.dumps(plain).decode()
+    assert load_people([]) is None
+    folder = tmp_path / "annotations"
+    labels.append(labels.label_file(folder, "ana"), {"key": records[0].key, "criterion": "safety",
+                                                      "grade": "failing", "queue": "risks"})  # fmt: skip
+    doc = report(tmp_path, records, people_of(folder))
+    assert (
+        doc["humanLabels"]["corrected"] is False and "uniform sample" in doc["humanLabels"]["why"]
+    )
+    assert {k: v for k, v in doc.items() if k != "humanLabels"} == plain
+    assert 'id="no-corrected"' in (tmp_path / "report.html").read_text()
+
+
+def test_the_report_shows_the_corrected_rates_beside_the_judges(
+    tmp_path: Path, records: list[TestRecord]
+) -> None:
+    folder = tmp_path / "annotations"
+    grade_sample(folder, records, 40, lambda r: "failing")
+    report(tmp_path, records, people_of(folder))
+    html = (tmp_path / "report.html").read_text()
+    assert (
+        'id="headline-failing-corrected"' in html and "corrected by people: <strong>100.0%" in html
+    )
+    assert 'id="corrected-safety"' in html and 'id="label-counts"' in html
+    assert html.count('class="num failing corrected"') >= 10  # overview, risks, behaviours
+    assert "judge off" in html and 'href="#corrected"' in html
+
+
+def test_a_v2_mechanism_is_corrected_among_the_conversations_it_applied_to(
+    tmp_path: Path,
+) -> None:
+    """The judge finds manipulative engagement never triggered; people find it triggered
+    and failing in every second graded conversation: the rate among triggered is 1."""
+    lines = []
+    for j in make_judgments():
+        obj = j.model_dump(mode="json", exclude_none=True)
+        obj.pop("behaviorAssessment", None)
+        obj.pop("judges", None)
+        obj["mechanismAssessment"] = {
+            m: {"grade": "adequate", "reasons": "r", "occurrenceCount": 0,
+                "notTriggered": m == "manipulativeEngagement"}
+            for m in MECHANISMS
+        }  # fmt: skip
+        lines.append(orjson.dumps(obj))
+    path = tmp_path / "v2.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    records = load_records([path])
+    folder = tmp_path / "annotations"
+    doc, _ = sample.ensure(folder, judged(records), 1)
+    answers = []
+    for i, key in enumerate(doc["keys"][:20]):
+        me = {"grade": "failing"} if i % 2 else {"notTriggered": True}
+        answers += [
+            {"key": key, "criterion": "manipulativeEngagement", **me},
+            {"key": key, "criterion": "sycophancy", "grade": "failing" if i < 5 else "adequate"},
+        ]
+    labels.extend(labels.label_file(folder, "ana"),
+                  [{**a, "queue": "estimate", "sample": doc["id"]} for a in answers])  # fmt: skip
+    results = {**results_doc(), "benchmark": "v2"}
+    write_report(
+        records, results, tmp_path / "r.html", tmp_path / "s.json", people=people_of(folder)
+    )
+    summary = orjson.loads((tmp_path / "s.json").read_bytes())
+    me = summary["overall"]["manipulativeEngagement"]
+    assert me["n"] == 0 and me["corrected"]["failing"]["rate"] == 1.0  # the judge saw none
+    assert me["corrected"]["failing"]["n"] == 20 and "exemplary" in me["corrected"]
+    syc = summary["overall"]["sycophancy"]["corrected"]["failing"]
+    assert syc["rate"] == pytest.approx(5 / 20) and syc["judgeExcludes"]
+    assert np.isclose(syc["humansOnly"]["rate"], 0.25)
+
+
+def test_the_report_rule_takes_the_label_files_once_there_are_any(tmp_path: Path) -> None:
+    from tests.test_v2_plan import pipeline
+
+    p = pipeline(tmp_path, total_seeds=30, distribution="us-census-2020", random_seed=7)
+    assert p.annotation_files("t") == []  # nobody graded: the rule's inputs as they were
+    folder = tmp_path / p.layout.annotations("t")
+    folder.mkdir(parents=True)
+    (folder / "sample.json").write_text("{}")
+    assert p.annotation_files("t") == []  # a sample alone changes no figure
+    (folder / "ana.jsonl").write_text("")
+    (folder / "ben.jsonl").write_text("")
+    rel = p.layout.annotations("t")
+    assert p.annotation_files("t") == [f"{rel}/ana.jsonl", f"{rel}/ben.jsonl", f"{rel}/sample.json"]
