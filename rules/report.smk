@@ -33,6 +33,10 @@ rule leaderboard:
             f for files in PIPELINE.leaderboard_judgments().values() for f in files
         ],
         taxonomy=PIPELINE.taxonomy_files(),
+        # people's grades, where any: the ranking by corrected rates
+        annotations=[
+            f for files in PIPELINE.leaderboard_annotations().values() for f in files
+        ],
     output:
         html=PIPELINE.layout.leaderboard_html(),
         data=PIPELINE.layout.leaderboard_json(),
@@ -42,5 +46,6 @@ rule leaderboard:
         "../envs/kora.yaml"
     params:
         judgments=PIPELINE.leaderboard_judgments(),
+        annotations=PIPELINE.leaderboard_annotations(),
     script:
         "../scripts/leaderboard.py"

@@ -241,3 +241,44 @@ def test_the_report_rule_takes_the_label_files_once_there_are_any(tmp_path: Path
     (folder / "ben.jsonl").write_text("")
     rel = p.layout.annotations("t")
     assert p.annotation_files("t") == [f"{rel}/ana.jsonl", f"{rel}/ben.jsonl", f"{rel}/sample.json"]
+
+
+def test_the_leaderboard_ranks_the_graded_targets_by_their_corrected_rates(
+    tmp_path: Path,
+) -> None:
+    """good fails less by its judge; people find good's judge too lenient (every
+    conversation failing), bad's right: by corrected rates bad comes first. A target
+    nobody graded is in the first ranking only."""
+    from kora.analysis.report.corrected import overall_safety
+    from kora.analysis.report.leaderboard import build_leaderboard
+    from kora.analysis.report.pages import render_leaderboard
+    from tests.reportdata import scores_of
+    from tests.test_report import parse
+
+    runs = {t: load_records([write_jsonl(tmp_path / f"{t}.jsonl", make_judgments(t, flip=t != "good"))])
+            for t in ("good", "bad", "plain")}  # fmt: skip
+    people = {}
+    for t, person in (("good", lambda r: "failing"), ("bad", lambda r: r.criteria["safety"].grade)):
+        grade_sample(tmp_path / t, runs[t], 40, person)
+        people[t] = people_of(tmp_path / t)
+    corrected = {t: overall_safety(runs[t], people.get(t)) for t in runs}
+    assert corrected["plain"] is None and corrected["good"] is not None
+    assert corrected["good"]["failing"]["rate"] == 1.0
+    entries = {
+        t: {**results_doc(t, mock=False), "scores": scores_of(judged(rs))} for t, rs in runs.items()
+    }
+    doc = build_leaderboard(entries, runs, taxonomy=TAXONOMY, corrected=corrected)
+    assert doc["targets"][0]["target"] == "good"
+    assert doc["correctedRanking"] == ["bad", "good"]
+    assert "corrected" not in next(t for t in doc["targets"] if t["target"] == "plain")
+    board = parse(render_leaderboard(doc, TAXONOMY))
+    rows = [
+        tr
+        for tr in board.by_id("corrected-ranking-table").find_all("tr")
+        if "data-target" in tr.attrs
+    ]
+    assert [tr.attrs["data-target"] for tr in rows] == ["bad", "good"]
+    assert "100.0%" in rows[1].text and "judge off" in rows[1].text
+    plain = build_leaderboard(entries, runs, taxonomy=TAXONOMY)
+    assert "correctedRanking" not in plain
+    assert 'id="corrected-ranking' not in render_leaderboard(plain, TAXONOMY)

@@ -398,6 +398,7 @@ class LeaderboardInput(_Spec):
     results: list[Path]
     judgments: list[Path]
     taxonomy: list[Path]
+    annotations: list[Path] = []  # people's grades of any target (kora annotate)
 
 
 class LeaderboardOutput(_Spec):
@@ -408,12 +409,15 @@ class LeaderboardOutput(_Spec):
 class LeaderboardParams(_Spec):
     # each target's judgment shards (the input lists them all, flat)
     judgments: dict[str, list[Path]]
+    # each target's label files and sample, where people graded (also flat in the input)
+    annotations: dict[str, list[Path]] = {}
 
 
 async def leaderboard(
     input: LeaderboardInput, output: LeaderboardOutput, params: LeaderboardParams, ctx: JobContext
 ) -> int:
     from kora.analysis.records import load_records
+    from kora.analysis.report.corrected import load_people, overall_safety
     from kora.analysis.report.leaderboard import build_leaderboard
     from kora.analysis.report.pages import render_leaderboard
 
@@ -424,7 +428,12 @@ async def leaderboard(
     records = {t: load_records(files) for t, files in params.judgments.items() if files}
     bm = next(map(benchmarks.of_results, entries.values()), benchmarks.get(benchmarks.DEFAULT))
     taxonomy = Sources(prompts=[], taxonomy=input.taxonomy).taxonomy_of(ctx, bm)
-    doc = build_leaderboard(entries, records, taxonomy=taxonomy)
+    corrected = {
+        t: overall_safety(records.get(t, []), load_people(files))
+        for t, files in params.annotations.items()
+        if files
+    }
+    doc = build_leaderboard(entries, records, taxonomy=taxonomy, corrected=corrected)
     write_atomic(output.html, render_leaderboard(doc, taxonomy).encode())
     write_json(output.data, doc)
     log.info("leaderboard of %d targets, %d pairs", len(doc["targets"]), len(doc["pairs"]))

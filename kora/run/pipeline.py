@@ -270,6 +270,11 @@ class Pipeline:
         """Each target's judgment shards, for the paired comparisons."""
         return {t: self.judgment_files(t) for t in self.config.targets}
 
+    def leaderboard_annotations(self) -> dict[str, list[str]]:
+        """The targets people graded: their label files, for the corrected ranking."""
+        found = {t: self.annotation_files(t) for t in self.config.targets}
+        return {t: files for t, files in found.items() if files}
+
     # --- outputs ------------------------------------------------------------------------
 
     def results_files(self) -> list[str]:

@@ -155,6 +155,41 @@ def figures(c: Corrected) -> dict[str, Any]:
     }
 
 
+def unusable(people: People, records: Sequence[TestRecord]) -> str | None:
+    """Why the grades cannot correct these judged records' rates; None when they can."""
+    if people.sample is None:
+        return "no uniform sample yet (kora annotate draws one)"
+    keys = set(people.sample["keys"])
+    newer = sum(1 for r in records if r.key not in keys)
+    if newer:
+        return f"{newer} judged conversations are newer than the sample: draw a new one"
+    return None if people.estimate else "no grade of the uniform sample yet"
+
+
+def overall_safety(records: Sequence[TestRecord], people: People | None) -> dict[str, Any] | None:
+    """The corrected safety rates of a target's judged records, for the leaderboard."""
+    ok = judged(records)
+    if people is None or unusable(people, ok) is not None:
+        return None
+    found = {k: rate_of(ok, people, "safety", k, False) for k in KINDS}
+    shown = {k: figures(v) for k, v in found.items() if v is not None}
+    return shown or None
+
+
+def corrected_ranking(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The leaderboard's targets with corrected rates, by corrected safety failing rate
+    (then corrected exemplary, higher first, then name)."""
+    with_rates = [r for r in rows if "failing" in (r.get("corrected") or {})]
+    return [
+        r["target"]
+        for r in sorted(with_rates, key=lambda r: (
+            r["corrected"]["failing"]["rate"],
+            -(r["corrected"].get("exemplary") or {"rate": 0.0})["rate"],
+            r["target"],
+        ))
+    ]  # fmt: skip
+
+
 GROUPS: dict[str, tuple[tuple[str, ...], Callable[[TestRecord], tuple[str, ...]]]] = {
     "riskCategory": (("riskCategoryId",), lambda r: (r.category,)),
     "risk": (("riskCategoryId", "riskId"), lambda r: (r.category, r.risk)),
@@ -169,15 +204,10 @@ def add_corrected(summary: dict[str, Any], records: Sequence[TestRecord], people
     ok = judged(records)
     counts = label_counts(people, ok)
     summary["humanLabels"] = counts
-    sample_keys = set(people.sample["keys"]) if people.sample else set()
-    newer = [r for r in ok if r.key not in sample_keys]
-    if not people.estimate or people.sample is None or newer:
+    why = unusable(people, ok)
+    if why is not None:
         counts["corrected"] = False
-        counts["why"] = (
-            "no uniform sample yet (kora annotate draws one)" if people.sample is None
-            else f"{len(newer)} judged conversations are newer than the sample: draw a new one"
-            if newer else "no grade of the uniform sample yet"
-        )  # fmt: skip
+        counts["why"] = why
         return
     counts["corrected"] = True
     counts["method"] = METHOD

@@ -9,6 +9,7 @@ from typing import Any
 
 from kora import benchmarks
 from kora.analysis.records import TestRecord
+from kora.analysis.report.corrected import corrected_ranking
 from kora.analysis.report.names import Names
 from kora.analysis.report.summary import risk_ordered
 from kora.analysis.stats.analyses import compare_targets
@@ -48,8 +49,11 @@ def build_leaderboard(
     records: Mapping[str, Sequence[TestRecord]] | None = None,
     alpha: float = ALPHA,
     taxonomy: Taxonomy | None = None,
+    corrected: Mapping[str, Mapping[str, Any] | None] | None = None,
 ) -> dict[str, Any]:
-    """Targets ranked by safety failing rate, and every pair compared on shared tests."""
+    """Targets ranked by safety failing rate, and every pair compared on shared tests;
+    `corrected`: a target's safety rates corrected by people's grades, where it has them
+    (kora.analysis.report.corrected.overall_safety), and a second ranking by them."""
     names = Names(taxonomy, [])
     rows = []
     for name, res in entries.items():
@@ -64,6 +68,9 @@ def build_leaderboard(
                 **sums_rates(res),
             }
         )
+        fixed = (corrected or {}).get(name)
+        if fixed:
+            rows[-1]["corrected"] = dict(fixed)
     rows.sort(
         key=lambda r: (
             r["safety"]["failing"]["rate"] if r["n"] else 2.0,
@@ -77,12 +84,15 @@ def build_leaderboard(
             if a in records and b in records:
                 cmp = risk_ordered(compare_targets(records[a], records[b], alpha), names)
                 pairs.append({"a": a, "b": b, **(cmp or {})})
-    return {
+    doc = {
         "alpha": alpha,
         "criteria": leaderboard_criteria(entries.values()),
         "targets": rows,
         "pairs": pairs,
     }
+    if any("corrected" in r for r in rows):
+        doc["correctedRanking"] = corrected_ranking(rows)
+    return doc
 
 
 def ranks(rows: Sequence[Mapping[str, Any]]) -> list[int]:

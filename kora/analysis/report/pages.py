@@ -273,4 +273,8 @@ def render_leaderboard(doc: Mapping[str, Any], taxonomy: Taxonomy | None = None)
         pairs=doc.get("pairs") or [],
         alpha=doc["alpha"],
         names=Names(taxonomy, []),
+        corrected_ranked=[
+            (i, next(r for r in rows if r["target"] == t))
+            for i, t in enumerate(doc.get("correctedRanking") or [], 1)
+        ],
     )
