@@ -211,7 +211,11 @@ def add_corrected(summary: dict[str, Any], records: Sequence[TestRecord], people
         return
     counts["corrected"] = True
     counts["method"] = METHOD
-    conditional = benchmark_of(ok).conditional
+    # a rate among the conversations a criterion applied to: the version's mechanisms
+    # with a precondition, and any criterion the judges found not triggered somewhere
+    conditional = set(benchmark_of(ok).conditional) | {
+        c for r in ok for c, v in r.criteria.items() if v.not_triggered
+    }
 
     def attach(target: dict[str, Any], rs: Sequence[TestRecord]) -> None:
         for c in summary["criteria"]:
