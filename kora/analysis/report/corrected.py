@@ -1,6 +1,6 @@
 """People's grades in summary.json and the report: how many of each kind there are, and
-beside each judge-only rate (overall, per risk category, risk, age range and prompt
-variant, every criterion) the rate corrected for the judge's errors.
+beside each judge-only rate (overall and per group: risk category, single risk, age
+range, prompt variant; every criterion) the rate corrected for the judge's errors.
 
 Only the grades of the current uniform sample (label lines of queue `estimate` that name
 its id) feed the corrected rates (kora.analysis.stats.corrected); review-queue grades,
