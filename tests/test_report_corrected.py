@@ -304,3 +304,64 @@ def test_the_leaderboard_ranks_the_graded_targets_by_their_corrected_rates(
     plain = build_leaderboard(entries, runs, taxonomy=TAXONOMY)
     assert "correctedRanking" not in plain
     assert 'id="corrected-ranking' not in render_leaderboard(plain, TAXONOMY)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_workflow_corrects_the_report_once_people_graded_and_not_before(
+    tmp_path: Path,
+) -> None:
+    """The mock workflow end to end: the report; people's grades imported (kora annotate
+    --import), and the same command re-runs the report and the leaderboard only, with
+    corrected rates; the label files removed, summary.json is byte for byte the first."""
+    import shutil
+    import subprocess
+    import sys
+
+    import yaml
+
+    from tests.helpers import copy_workflow
+    from tests.workflows import TINY, snakemake
+
+    copy_workflow(tmp_path)
+    tiny = {
+        **TINY,
+        "targets": {"gpt-target": None, **TINY["targets"]},
+        "grid": {**TINY["grid"], "seeds_per_task": 6},
+    }
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(tiny))
+    targets = ("results/tiny/report.html", "results/leaderboard.html")
+    run = snakemake(tmp_path, *targets)
+    assert run.returncode == 0, run.stderr[-3000:]
+    summary = tmp_path / "results/tiny/summary.json"
+    first = summary.read_bytes()
+    board = (tmp_path / "results/leaderboard.json").read_bytes()
+    records = judged(load_records(sorted((tmp_path / "results/tiny/judgments").rglob("*.jsonl"))))
+    assert len(records) >= 12
+    graded = sample.order(records, 1)[:12]
+    by_key = {r.key: r for r in records}
+    grades = tmp_path / "grades.jsonl"
+    grades.write_bytes(b"".join(
+        orjson.dumps({"key": k, "criterion": "safety", "annotator": "ana",
+                      "grade": "failing" if i % 3 == 0 else by_key[k].criteria["safety"].grade})
+        + b"\n" for i, k in enumerate(graded)
+    ))  # fmt: skip
+    imported = subprocess.run(
+        [sys.executable, "-m", "kora.commands.main", "annotate", "tiny", "--import", str(grades),
+         "--configfile", "tiny.yaml"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert imported.returncode == 0, imported.stderr
+    again = snakemake(tmp_path, *targets)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "rule report:" in again.stdout + again.stderr
+    assert "rule judgments" not in again.stdout + again.stderr  # no model is asked
+    doc = orjson.loads(summary.read_bytes())
+    assert doc["humanLabels"]["estimate"] == 12
+    assert doc["overall"]["safety"]["corrected"]["failing"]["n"] == 12
+    lb = orjson.loads((tmp_path / "results/leaderboard.json").read_bytes())
+    assert lb["correctedRanking"] == ["tiny"]
+    shutil.rmtree(tmp_path / "results/tiny/annotations")
+    assert snakemake(tmp_path, *targets).returncode == 0
+    assert summary.read_bytes() == first
+    assert (tmp_path / "results/leaderboard.json").read_bytes() == board
