@@ -3,6 +3,7 @@
     python bench/ppi_coverage.py                    # 1,000 runs of 12,000 conversations
     python bench/ppi_coverage.py --reps 200 --n 200 --size 3000
     python bench/ppi_coverage.py --rate 0.03        # a rare failing rate
+    python bench/ppi_coverage.py --small            # groups the size of a risk's
 
 Each run draws every conversation's true grade afresh (failing with probability
 `--rate`), a judge that misses `--miss` of the failing ones and flags `--false-alarm` of
@@ -114,7 +115,6 @@ def _as_report(truth: Floats, judge: Floats, sample: Bools, s: Scenario) -> dict
         for j, (low, high) in enumerate(intervals):
             hits[i, j] = low <= s.rate <= high
             widths[i, j] = high - low
-        lams[i] = r.lam
     return _row(hits, widths, lams)
 
 
@@ -159,6 +159,37 @@ def simulate_mechanism(reps: int, s: Scenario, seed: int) -> dict[str, float]:
     return _row(hits, widths, lams)
 
 
+SMALL = ((48, 32), (120, 20), (400, 30), (1000, 60))
+
+
+def small_groups(reps: int, seed: int) -> None:
+    """The report's estimator in groups as small as a risk's or an age range's, where
+    cells merge: against PPI++ (tuned lambda, no cells) and people's share alone."""
+    print("| conversations | graded | true rate | coverage: as the report | PPI++ | humans only "
+          "| mean width: as the report | PPI++ | humans only |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
+    for size, n in SMALL:
+        for rate in (0.12, 0.05):
+            s = Scenario(size=size, n=n, rate=rate)
+            rng = np.random.default_rng(seed)
+            truth, judge = populations(rng, reps, s)
+            sample = uniform_samples(rng, reps, s)
+            hits, widths = np.zeros((reps, 3), dtype=bool), np.zeros((reps, 3))
+            for i in range(reps):
+                cells = np.where(judge[i] == 1, "failing", "adequate").tolist()
+                y = np.where(sample[i], truth[i], np.nan)
+                r = corrected_rate(cells, judge[i], y, min_labelled=1)
+                assert r is not None
+                plain = ppi_mean(judge[i], y)
+                for j, (low, high) in enumerate(((r.low, r.high), plain.ci,
+                                                 (r.humans_low, r.humans_high))):  # fmt: skip
+                    hits[i, j] = low <= rate <= high
+                    widths[i, j] = high - low
+            cov, wid = hits.mean(axis=0), widths.mean(axis=0)
+            print(f"| {size:,} | {n} | {rate} | {cov[0]:.3f} | {cov[1]:.3f} | {cov[2]:.3f} "
+                  f"| {wid[0]:.3f} | {wid[1]:.3f} | {wid[2]:.3f} |")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description="Coverage of the PPI++ rate interval.")
     ap.add_argument("--reps", type=int, default=1000)
@@ -168,7 +199,11 @@ def main() -> None:
     ap.add_argument("--miss", type=float, default=Scenario.miss)
     ap.add_argument("--false-alarm", type=float, default=Scenario.false_alarm)
     ap.add_argument("--seed", type=int, default=20231)
+    ap.add_argument("--small", action="store_true", help="groups of 48-1,000 conversations")
     args = ap.parse_args()
+    if args.small:
+        small_groups(args.reps, args.seed)
+        return
     s = Scenario(args.size, args.n, args.rate, args.miss, args.false_alarm)
     started = time.perf_counter()
     rows = simulate(args.reps, s, args.seed)

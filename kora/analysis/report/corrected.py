@@ -27,9 +27,9 @@ from kora.benchmarks.schemas import GRADES
 
 KINDS = ("failing", "exemplary")
 METHOD = (
-    "PPI post-stratified on the judge's grade (cells with under 5 human grades merged, "
-    "PPI++ inside); a mechanism with a precondition: rate among the conversations it "
-    "applied to (ratio); 95% intervals"
+    "PPI post-stratified on the judge's grade (a grade with under 5 human grades merged "
+    "with its neighbour); a mechanism with a precondition: rate among the conversations "
+    "it applied to (ratio); 95% intervals"
 )
 Labels = dict[str, dict[str, dict[str, Any]]]  # key -> criterion -> label
 

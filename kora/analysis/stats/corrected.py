@@ -12,18 +12,23 @@ the reason for it is coverage: plain PPI++ (one power-tuning lambda over all
 conversations) held its 95 % interval only 90-93 % of the time at failing rates of 3-5 %
 with 300 grades, post-stratified 95-96 % (bench/ppi_coverage.py, /work/notes/ppi.md).
 
-A cell people graded fewer than `MIN_CELL` conversations of is merged with its
-neighbour in grade order (the one with fewer grades), until every cell has enough or
-one is left; inside a merged cell the judge's grade still varies, and PPI++'s lambda
-(tuned, one for all cells) draws on it there. One cell left is plain PPI++, whose
-interval is never wider than the humans-only one; with several cells the interval is
-narrower on average but not in every sample (the bench prints both widths).
+A cell people graded fewer than `MIN_CELL` conversations of (and not all of them) is
+merged with its neighbour in grade order (the one with fewer grades), until every cell
+has enough or one is left; a merged cell's rate is people's share in it. PPI++'s
+power-tuning lambda (Angelopoulos, Duchi, Zrnic 2023) is not used: inside a cell the
+judge says one thing and lambda has nothing to tune, and in small groups, where cells
+merge (one of the judge's grades has under 5 human grades), PPI++'s normal interval held
+the true rate in as few as 83-91 % of simulated groups of 48 to 1,000 conversations with
+20-60 graded, people's share per cell in 93-98 % (`python bench/ppi_coverage.py
+--small`; tuned inside merged cells, lambda fared as badly). One cell left is the
+humans-only share with Wilson's interval. With several cells the interval is narrower
+than the humans-only one on average, not in every sample (the bench prints how often).
 
 A v2 mechanism with a precondition has its rate among the conversations where it applied,
 and which those are people say too: the rate is a ratio, (share triggered and graded
-the kind) / (share triggered), both post-stratified the same way, with a delta-method
-normal interval (Cochran, Sampling Techniques, 3rd ed., 6.11: the combined ratio
-estimate; here over post-strata).
+the kind) / (share triggered), both post-stratified the same way; its variance by the
+delta method (Cochran, Sampling Techniques, 3rd ed., 6.11: the combined ratio estimate,
+here over post-strata), its interval Wilson's at the effective sample size.
 
 Several people on one conversation: their values are averaged (the estimand is then the
 share the average person would give).
@@ -66,7 +71,6 @@ class Corrected:
     judge_low: float
     judge_high: float
     cells: tuple[str, ...]  # the post-strata after merging, e.g. ("failing", "adequate+exemplary")
-    lam: float
     ratio: bool  # a rate among triggered conversations (delta-method interval)
 
     @property
@@ -79,7 +83,8 @@ def merge_cells(
     cells: Sequence[str], labelled: npt.ArrayLike, minimum: int = MIN_CELL
 ) -> tuple[list[str], tuple[str, ...]]:
     """Each item's post-stratification cell after merging the cells with fewer than
-    `minimum` labelled items into a neighbour in `CELL_ORDER`, and the merged cells."""
+    `minimum` labelled items into a neighbour in `CELL_ORDER` (a cell whose every item is
+    labelled is known and stays), and the merged cells."""
     mask = np.asarray(labelled, dtype=bool)
     if mask.size != len(cells):
         raise ValueError(f"labelled: {mask.size} flags for {len(cells)} cells")
@@ -87,14 +92,20 @@ def merge_cells(
     order = [c for c in CELL_ORDER if c in present] + sorted(present - set(CELL_ORDER))
     groups = [[c] for c in order]
     count = [int(sum(1 for c, m in zip(cells, mask, strict=True) if m and c == g)) for g in order]
-    while len(groups) > 1 and min(count) < minimum:
-        i = count.index(min(count))
+    size = [sum(1 for c in cells if c == g) for g in order]
+
+    def short(i: int) -> bool:  # too few grades, unless every conversation of it is graded
+        return count[i] < min(minimum, size[i])
+
+    while len(groups) > 1 and any(map(short, range(len(groups)))):
+        i = min((i for i in range(len(groups)) if short(i)), key=lambda i: count[i])
         last = i == len(groups) - 1
         j = i + 1 if i == 0 or (not last and count[i + 1] < count[i - 1]) else i - 1
         lo, hi = min(i, j), max(i, j)
         groups[lo] += groups[hi]
         count[lo] += count[hi]
-        del groups[hi], count[hi]
+        size[lo] += size[hi]
+        del groups[hi], count[hi], size[hi]
     name = {c: "+".join(g) for g in groups for c in g}
     return [name[c] for c in cells], tuple("+".join(g) for g in groups)
 
@@ -139,7 +150,7 @@ def corrected_rate(
         "cells": names,
     }
     if triggered is None:
-        r = ppi_mean(f, y, strata=strata, alpha=alpha)
+        r = ppi_mean(f, y, strata=strata, alpha=alpha, lam=0.0)
         plain = ppi_mean(f, y, alpha=alpha, lam=0.0)
         return Corrected(
             estimate=r.estimate,
@@ -148,7 +159,6 @@ def corrected_rate(
             humans=plain.classical,
             humans_low=plain.classical_low,
             humans_high=plain.classical_high,
-            lam=r.lam,
             ratio=False,
             **common,  # type: ignore[arg-type]
         )
@@ -168,7 +178,6 @@ def corrected_rate(
         humans=alone[0],
         humans_low=alone[1],
         humans_high=alone[2],
-        lam=0.0,
         ratio=True,
         **common,  # type: ignore[arg-type]
     )
