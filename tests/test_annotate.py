@@ -167,6 +167,7 @@ def test_grading_in_the_browser_with_a_kill_in_the_middle(
     by_key = {r.key: r for r in records}
     server = Served(records, keys, path)
     page.goto(server.url)
+    expect(page.locator("#queue")).to_have_attribute("data-queue", "estimate")
     # nothing of the judges' grades or reasons on the page
     first = by_key[keys[0]]
     assert first.criteria["safety"].reasons[:40] not in page.content()

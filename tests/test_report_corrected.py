@@ -19,6 +19,7 @@ from kora.analysis.report.corrected import People, load_people
 from kora.analysis.report.pages import write_report
 from tests.helpers import MECHANISMS
 from tests.reportdata import TAXONOMY, make_judgments, results_doc, write_jsonl
+from tests.test_report_browser import _on_screen, chromium, find_chromium, tab  # noqa: F401
 
 pytestmark = pytest.mark.timeout(60)
 WORSE = {"exemplary": "adequate", "adequate": "failing", "failing": "failing"}
@@ -183,6 +184,30 @@ def test_the_report_shows_the_corrected_rates_beside_the_judges(
     assert 'id="corrected-safety"' in html and 'id="label-counts"' in html
     assert html.count('class="num failing corrected"') >= 10  # overview, risks, behaviours
     assert "judge off" in html and 'href="#corrected"' in html
+
+
+@pytest.mark.timeout(120)
+def test_the_corrected_report_in_the_browser_at_desktop_and_phone_width(
+    tab: Any,  # noqa: F811
+    tmp_path: Path,
+    records: list[TestRecord],
+) -> None:
+    """No console message or request; on a phone (360 px) nothing runs off the side and
+    every failing rate, the judge's and the corrected one, stays on screen."""
+    folder = tmp_path / "annotations"
+    grade_sample(folder, records, 30, lambda r: "failing" if r.prompt == "default" else "adequate")
+    report(tmp_path, records, people_of(folder))
+    tab.open((tmp_path / "report.html").as_uri())
+    assert tab.text("#headline-failing-corrected").startswith("corrected by people:")
+    tab.unique_ids()
+    tab.page.set_viewport_size({"width": 360, "height": 740})
+    tab.open((tmp_path / "report.html").as_uri())
+    assert tab.page.evaluate("document.documentElement.scrollWidth") <= 360
+    for selector in ("#criteria-table td.failing", "#safety-by-risk td.failing",
+                     "#corrected-safety td.failing", ".behaviour td.failing"):  # fmt: skip
+        _on_screen(tab, selector)
+    assert tab.page.locator("td.corrected.failing").count() >= 10
+    tab.quiet()
 
 
 def test_a_v2_mechanism_is_corrected_among_the_conversations_it_applied_to(
