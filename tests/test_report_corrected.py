@@ -169,6 +169,8 @@ def test_no_label_file_no_change_and_no_sample_no_rates(
     )
     assert {k: v for k, v in doc.items() if k != "humanLabels"} == plain
     assert 'id="no-corrected"' in (tmp_path / "report.html").read_text()
+    (folder / "sample.json").write_bytes(b'{"design": "uniform", "keys": ')  # cut short
+    assert people_of(folder).sample is None
 
 
 def test_the_report_shows_the_corrected_rates_beside_the_judges(

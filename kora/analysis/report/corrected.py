@@ -56,8 +56,12 @@ def load_people(files: Iterable[Path | str]) -> People | None:
     sample = None
     for f in map(Path, files):
         if f.name == SAMPLE:
-            doc = orjson.loads(f.read_bytes())
-            sample = doc if isinstance(doc, dict) and doc.get("design") == "uniform" else None
+            try:
+                doc = orjson.loads(f.read_bytes())
+            except orjson.JSONDecodeError:
+                doc = None  # no usable sample: the report says there is none
+            uniform = isinstance(doc, dict) and doc.get("design") == "uniform"
+            sample = doc if uniform and isinstance(doc.get("keys"), list) else None
         elif f.suffix == ".jsonl":
             found[f.stem] = lines(f)
     found = {k: v for k, v in sorted(found.items()) if v}
