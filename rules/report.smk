@@ -10,6 +10,8 @@ rule report:
         taxonomy=PIPELINE.taxonomy_files(),
         # `kora agreement`'s figures, once people have graded (kora annotate)
         agreement=lambda wc: PIPELINE.agreement_files(wc.target),
+        # people's grades (kora annotate): they correct the report's rates
+        annotations=lambda wc: PIPELINE.annotation_files(wc.target),
     output:
         html=PIPELINE.layout.report_html(),
         summary=PIPELINE.layout.summary_json(),
@@ -31,6 +33,10 @@ rule leaderboard:
             f for files in PIPELINE.leaderboard_judgments().values() for f in files
         ],
         taxonomy=PIPELINE.taxonomy_files(),
+        # people's grades, where any: the ranking by corrected rates
+        annotations=[
+            f for files in PIPELINE.leaderboard_annotations().values() for f in files
+        ],
     output:
         html=PIPELINE.layout.leaderboard_html(),
         data=PIPELINE.layout.leaderboard_json(),
@@ -40,5 +46,6 @@ rule leaderboard:
         "../envs/kora.yaml"
     params:
         judgments=PIPELINE.leaderboard_judgments(),
+        annotations=PIPELINE.leaderboard_annotations(),
     script:
         "../scripts/leaderboard.py"

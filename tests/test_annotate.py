@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from kora.analysis.annotate import labels
-from kora.analysis.annotate.sample import draw, stratum
+from kora.analysis.annotate.sample import draw, order
 from kora.analysis.annotate.server import build_app
 from kora.analysis.records import TestRecord, criteria_of, judged, load_records
 from kora.analysis.stats.human import agreement, kappa
@@ -32,15 +32,15 @@ def records(tmp_path: Path) -> list[TestRecord]:
     return judged(load_records([path]))
 
 
-def test_the_sample_covers_every_stratum_and_the_same_seed_gives_the_same(
+def test_the_sample_is_the_first_of_a_seeded_order_the_same_for_the_same_seed(
     records: list[TestRecord],
 ) -> None:
-    strata = {stratum(r) for r in records}
-    a, b = draw(records, len(strata), 7), draw(records, len(strata), 7)
-    assert a == b and len(a) == len(set(a)) == len(strata)
-    by_key = {r.key: r for r in records}
-    assert {stratum(by_key[k]) for k in a} == strata  # one of each, rare ones included
-    assert draw(records, len(strata), 8) != a
+    a, b = draw(records, 12, 7), draw(records, 12, 7)
+    assert a == b and len(a) == len(set(a)) == 12
+    assert a == order(records, 7)[:12] and sorted(order(records, 7)) == sorted(
+        r.key for r in records
+    )
+    assert draw(records, 12, 8) != a
 
 
 def test_labels_merge_answers_and_survive_a_cut_last_line(tmp_path: Path) -> None:
@@ -116,7 +116,9 @@ class Served:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
-        self.app = build_app(records, keys, path, "ana", "fixture-target", taxonomy)
+        self.app = build_app(
+            records, keys, path, "ana", "fixture-target", taxonomy, sample="sample-1"
+        )
         self.loop = asyncio.new_event_loop()
         self.runner = web.AppRunner(self.app)
         started = threading.Event()
@@ -165,6 +167,7 @@ def test_grading_in_the_browser_with_a_kill_in_the_middle(
     by_key = {r.key: r for r in records}
     server = Served(records, keys, path)
     page.goto(server.url)
+    expect(page.locator("#queue")).to_have_attribute("data-queue", "estimate")
     # nothing of the judges' grades or reasons on the page
     first = by_key[keys[0]]
     assert first.criteria["safety"].reasons[:40] not in page.content()
@@ -421,7 +424,7 @@ def test_requests_from_other_sites_are_refused_and_never_reach_the_label_file(
 ) -> None:
     keys = draw(records, 3, 2)
     path = labels.label_file(tmp_path / "annotations", "ana")
-    app = build_app(records, keys, path, "ana", "fixture-target", TAXONOMY)
+    app = build_app(records, keys, path, "ana", "fixture-target", TAXONOMY, sample="s")
     body = orjson.dumps({"key": keys[0], **ANSWER})
 
     async def steps(client: Any) -> dict[str, tuple[int, str]]:
@@ -503,7 +506,7 @@ def test_requests_from_other_sites_are_refused_and_never_reach_the_label_file(
     assert "fixture-target" not in answers["page, foreign host"][1]
     lines = [orjson.loads(x) for x in path.read_bytes().splitlines()]
     assert [{k: v for k, v in x.items() if k != "at"} for x in lines] == [
-        {"key": keys[0], **ANSWER}
+        {"key": keys[0], **ANSWER, "queue": "estimate", "sample": "s"}
     ]
     assert orjson.loads(answers["own labels"][1]) == {keys[0]: {"safety": {"grade": "failing"}}}
 
@@ -623,7 +626,8 @@ def _fuzz(records: list[TestRecord], tmp_path: Path, examples: int) -> None:
         assert origin in (None, own) and "json" in str(content_type).lower()
         assert new.endswith(b"\n") and len(lines) == 1
         line = orjson.loads(lines[0])
-        answer = {k: v for k, v in line.items() if k != "at"}
+        assert (line["queue"], line["sample"]) == ("estimate", "sample-1")  # the server's
+        answer = {k: v for k, v in line.items() if k not in ("at", "queue", "sample")}
         assert labels.check(answer) == answer == labels.check(orjson.loads(body))
         assert answer["key"] in keys and answer["criterion"] in criteria
         seen["ok"] += 1

@@ -15,8 +15,9 @@ import orjson
 import pytest
 import yaml
 
+from kora.analysis.pagekit import json_script
 from kora.analysis.report.leaderboard import build_leaderboard
-from kora.analysis.report.pages import json_script, render_leaderboard, render_report, write_report
+from kora.analysis.report.pages import render_leaderboard, render_report, write_report
 from kora.analysis.report.summary import build_summary, records_of
 from kora.analysis.stats.agreement import fleiss_kappa, ratings_table
 from kora.analysis.stats.rates import wilson

@@ -1,5 +1,6 @@
-"""`kora annotate TARGET --annotator NAME`: people grade a sample of a target's judged
-conversations in the browser, each answer saved at once."""
+"""`kora annotate TARGET --annotator NAME`: people grade a target's judged conversations in
+the browser, each answer saved at once; the uniform sample for estimation, or a review
+queue (`--queue`); or people's grades imported from a file (`--import FILE`)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from kora.commands.common import (
     benchmark_of_args,
     configfile_option,
@@ -17,25 +16,41 @@ from kora.commands.common import (
     taxonomy_of_args,
 )
 from kora.errors import InputError
-from kora.io import write_json
 
 
 def register(sub: Any) -> None:
     an = sub.add_parser(
         "annotate",
-        help="grade a sample of a target's judged conversations in the browser",
-        description="Starts a grading page on 127.0.0.1: a sample of the target's judged "
-        "conversations (stratified by risk, age range and judge grade; the same --seed, "
-        "the same sample, shared by every annotator), without the judges' grades. Grade "
-        "safety and each behaviour criterion (KORA v2: each mechanism) by keyboard (1/2/3, Tab, c+digit, n/p) or "
-        "mouse; every answer is saved at once to results/TARGET/annotations/NAME.jsonl. "
-        "Then: kora agreement TARGET.",
+        help="grade a target's judged conversations in the browser, or import grades",
+        description="Starts a grading page on 127.0.0.1 over the target's judged "
+        "conversations, without the judges' grades. --queue estimate (the default): a "
+        "uniform random sample, the same for the same --seed and shared by every "
+        "annotator, whose grades correct the report's rates; judges / reference / risks: "
+        "where the judges disagree with each other, with the reference run's judge "
+        "(--reference), or the risks where judge and people disagree most so far (kept "
+        "apart from the estimate). Grade safety and each behaviour criterion (KORA v2: "
+        "each mechanism) by keyboard (1/2/3, Tab, c+digit, n/p) or mouse; every answer is "
+        "saved at once to results/TARGET/annotations/NAME.jsonl. --import FILE adds "
+        "grades made elsewhere (docs/people-and-judges.md). Then: kora agreement TARGET.",
     )
     an.add_argument("target")
-    an.add_argument("--annotator", required=True, help="your name (letters, digits, . _ -)")
-    an.add_argument("--size", type=int, default=50, help="conversations in the sample")
+    an.add_argument("--annotator", help="your name (letters, digits, . _ -)")
+    an.add_argument(
+        "--queue",
+        default="estimate",
+        choices=["estimate", "judges", "reference", "risks", "review"],
+        help="what to grade: estimate (the uniform sample, default), judges, reference, "
+        "risks; with --import: estimate or review",
+    )
+    an.add_argument("--size", type=int, default=100, help="conversations the page offers")
     an.add_argument("--seed", type=int, default=1, help="the sample's random seed")
     an.add_argument("--port", type=int, default=8765)
+    an.add_argument(
+        "--reference",
+        help="--queue reference: the reference run's per-test results (folder, .zip or "
+        "JSONL, as kora aggregate reads)",
+    )
+    an.add_argument("--import", dest="import_file", help="add people's grades from this JSONL file")
     configfile_option(an)
     an.set_defaults(func=run)
 
@@ -55,42 +70,139 @@ def judged_records(args: argparse.Namespace) -> list[Any]:
     return records
 
 
-def sample_keys(folder: Path, size: int, seed: int, records: list[Any]) -> list[str]:
-    """The target's sample: drawn once, kept in annotations/sample.json for everyone."""
-    from kora.analysis.annotate.sample import draw
+def reference_records(path: str) -> list[Any]:
+    """The judged tests of a reference run (a folder, .zip or JSON/JSONL of per-test
+    results)."""
+    import tempfile
 
-    path = folder / "sample.json"
-    if path.exists():
-        doc = orjson.loads(path.read_bytes())
-        if (doc.get("size"), doc.get("seed")) != (size, seed):
-            raise InputError(
-                f"{path}: the sample was drawn with --size {doc.get('size')} --seed "
-                f"{doc.get('seed')}; give those, or remove the file to draw another"
+    from kora.analysis.records import input_files, judged, load_records
+
+    with tempfile.TemporaryDirectory(prefix="kora-reference-") as tmp:
+        return judged(load_records(input_files(Path(path), Path(tmp))))
+
+
+def people_of(folder: Path) -> dict[str, Any]:
+    """Every annotator's labels in a target's annotations folder, all queues merged."""
+    from kora.analysis.annotate.labels import read
+
+    return {f.stem: read(f) for f in sorted(folder.glob("*.jsonl"))}
+
+
+def say(text: str) -> None:
+    print(f"kora annotate: {text}", file=sys.stderr, flush=True)
+
+
+def estimate_keys(folder: Path, records: list[Any], seed: int) -> tuple[list[str], str]:
+    """The uniform sample's keys still judged, in its order, and its id."""
+    from kora.analysis.annotate import sample
+
+    doc, note = sample.ensure(folder, records, seed)
+    if note:
+        say(note)
+    judged = {r.key for r in records}
+    newer = judged - set(doc["keys"])
+    if newer:
+        say(
+            f"warning: {len(newer)} judged conversations are newer than the sample and "
+            "never in it, so the report gives no corrected rates; remove "
+            f"{folder / sample.SAMPLE} to draw a new sample (a new estimate)"
+        )
+    return [k for k in doc["keys"] if k in judged], str(doc["id"])
+
+
+def import_grades(args: argparse.Namespace, records: list[Any], folder: Path) -> int:
+    from kora.analysis.annotate import labels
+    from kora.analysis.records import criteria_of
+
+    if args.queue not in labels.IMPORT_QUEUES:
+        raise InputError("--import takes --queue estimate or --queue review")
+    entries = labels.read_import(Path(args.import_file))
+    known = {r.key for r in records}
+    criteria = set(criteria_of(records))
+    mark: dict[str, Any] = {"queue": args.queue, "source": "import"}
+    order: list[str] = []
+    if args.queue == labels.ESTIMATE:
+        order, mark["sample"] = estimate_keys(folder, records, args.seed)
+    bad, by_person = [], dict[str, list[dict[str, Any]]]()
+    for i, (who, answer) in enumerate(entries, 1):
+        who = who or args.annotator
+        if who is None:
+            bad.append(f"grade {i}: no annotator (give --annotator or an `annotator` field)")
+        elif answer["key"] not in known:
+            bad.append(f"grade {i}: {answer['key']!r} is not a judged test of {args.target}")
+        elif answer["criterion"] not in criteria:
+            bad.append(f"grade {i}: {answer['criterion']!r} is not a criterion of this run")
+        else:
+            by_person.setdefault(who, []).append({**answer, **mark})
+    if bad:
+        raise InputError(
+            "; ".join(bad[:10]) + (f" (and {len(bad) - 10} more)" if len(bad) > 10 else "")
+        )
+    for who, answers in by_person.items():
+        labels.extend(labels.label_file(folder, who), answers)
+    graded = {a["key"] for answers in by_person.values() for a in answers}
+    say(
+        f"imported {len(entries)} grades of {len(graded)} conversations for "
+        f"{', '.join(by_person)} ({args.queue}) into {folder}"
+    )
+    if args.queue == labels.ESTIMATE:
+        first = order[: len(graded)]
+        covered = len(graded & set(first))
+        if covered < len(graded):
+            say(
+                f"warning: they cover {covered} of the sample's first {len(first)} "
+                "conversations: grades of the sample's conversations in its order "
+                "(`kora annotate --size N` shows the first N) estimate without bias"
             )
-        return list(doc["keys"])
-    keys = draw(records, size, seed)
-    write_json(path, {"size": size, "seed": seed, "keys": keys})
-    return keys
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
-    from aiohttp import web
-
-    from kora.analysis.annotate.labels import label_file
-    from kora.analysis.annotate.server import build_app
+    from kora.analysis.annotate import labels
+    from kora.analysis.records import criteria_of
 
     records = judged_records(args)
     folder = Path(layout_of_args(args).annotations(args.target))
-    keys = sample_keys(folder, args.size, args.seed, records)
-    path = label_file(folder, args.annotator)
+    if args.import_file:
+        return import_grades(args, records, folder)
+    if args.annotator is None:
+        raise InputError("--annotator NAME: whose grades these are")
+    if args.queue == "review":
+        raise InputError("--queue review is for --import; the page's queues: estimate, "
+                         "judges, reference, risks")  # fmt: skip
+    path = labels.label_file(folder, args.annotator)
+    sample_id = None
+    if args.queue == labels.ESTIMATE:
+        keys, sample_id = estimate_keys(folder, records, args.seed)
+    else:
+        from kora.analysis.annotate.queues import review
+
+        reference = reference_records(args.reference) if args.reference else None
+        keys = review(args.queue, records, args.seed, people_of(folder), reference)
+        mine = labels.read(path)
+        crits = criteria_of(records)
+        keys = [k for k in keys if not all(
+            c in mine.get(k, {}) and (mine[k][c].get("grade") or mine[k][c].get("notTriggered"))
+            for c in crits)]  # fmt: skip
+        if not keys:
+            say(f"nothing to review in the {args.queue} queue")
+            return 0
+    return serve(args, records, keys[: args.size], path, sample_id)
+
+
+def serve(
+    args: argparse.Namespace, records: list[Any], keys: list[str], path: Path, sample: str | None
+) -> int:
+    from aiohttp import web
+
+    from kora.analysis.annotate.server import build_app
+
     taxonomy = taxonomy_of_args(args)
-    app = build_app(records, keys, path, args.annotator, args.target, taxonomy)
-    print(
-        f"kora annotate: {len(keys)} conversations of {args.target} for {args.annotator}; "
+    app = build_app(records, keys, path, args.annotator, args.target, taxonomy, args.queue, sample)
+    say(
+        f"{len(keys)} conversations of {args.target} ({args.queue}) for {args.annotator}; "
         f"labels saved to {path} on every answer. Open http://127.0.0.1:{args.port}/ "
-        "(Ctrl-C stops; run the same command to go on).",
-        file=sys.stderr,
-        flush=True,
+        "(Ctrl-C stops; run the same command to go on)."
     )
     web.run_app(app, host="127.0.0.1", port=args.port, print=None)
     return 0

@@ -65,3 +65,16 @@ def taxonomy_of_args(args: argparse.Namespace) -> Taxonomy:
 def configfiles(args: argparse.Namespace) -> str:
     """The --configfile options to repeat in a command printed for the user."""
     return "".join(f" --configfile {f}" for f in getattr(args, "configfile", []))
+
+
+def split_overlays(configfiles: list[str], targets: list[str]) -> tuple[list[str], list[str]]:
+    """`--configfile` takes several files, as Snakemake's does, so `kora plan --configfile
+    X TARGET` hands it the target too: a value that is no file and no YAML file name is
+    taken back as a target."""
+    files, more = [], []
+    for value in configfiles:
+        if Path(value).exists() or value.endswith((".yaml", ".yml", ".json")):
+            files.append(value)
+        else:
+            more.append(value)
+    return files, [*targets, *more]

@@ -157,7 +157,7 @@ def register(sub: Any) -> None:
 
 
 def cmd_ping(args: argparse.Namespace) -> int:
-    from kora.commands.plan import split_overlays
+    from kora.commands.common import split_overlays
     from kora.config.files import load_run_config
 
     overlays, targets = split_overlays(args.configfile, [args.target] if args.target else [])

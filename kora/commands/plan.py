@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kora.commands.common import configfile_option
+from kora.commands.common import configfile_option, split_overlays
 from kora.config.schema import ROLES, chain
 from kora.errors import ConfigError
 from kora.run.pipeline import Pipeline
@@ -27,19 +27,6 @@ def register(sub: Any) -> None:
 
     add_detect_arguments(pl)
     pl.set_defaults(func=print_plan)
-
-
-def split_overlays(configfiles: list[str], targets: list[str]) -> tuple[list[str], list[str]]:
-    """`--configfile` takes several files, as Snakemake's does, so `kora plan --configfile
-    X TARGET` hands it the target too: a value that is no file and no YAML file name is
-    taken back as a target."""
-    files, more = [], []
-    for value in configfiles:
-        if Path(value).exists() or value.endswith((".yaml", ".yml", ".json")):
-            files.append(value)
-        else:
-            more.append(value)
-    return files, [*targets, *more]
 
 
 def print_plan(args: argparse.Namespace) -> int:

@@ -153,8 +153,7 @@ def print_detection(args: argparse.Namespace) -> int:
     """`kora plan TARGET --detect DELTA --against OTHER`."""
     from kora.analysis.stats.cells import family_size
     from kora.analysis.stats.sizing import assumed, detect
-    from kora.commands.common import raw_config
-    from kora.commands.plan import split_overlays
+    from kora.commands.common import raw_config, split_overlays
     from kora.run.pipeline import Pipeline
 
     _check(args)

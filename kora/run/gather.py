@@ -88,6 +88,7 @@ class ReportInput(_Spec):
     results: Path
     taxonomy: list[Path]
     agreement: list[Path] = []  # what `kora agreement` wrote, once it has run
+    annotations: list[Path] = []  # people's label files and sample.json (kora annotate)
 
 
 class ReportOutput(_Spec):
@@ -103,6 +104,7 @@ async def report(
     input: ReportInput, output: ReportOutput, params: ReportParams, ctx: JobContext
 ) -> int:
     from kora.analysis.records import load_records
+    from kora.analysis.report.corrected import load_people
     from kora.analysis.report.pages import write_report
 
     started = time.monotonic()
@@ -110,7 +112,8 @@ async def report(
     taxonomy = _taxonomy(input.taxonomy, ctx, benchmarks.of_results(doc))
     records = load_records(input.judgments)
     agreement = orjson.loads(input.agreement[0].read_bytes()) if input.agreement else None
-    summary = write_report(records, doc, output.html, output.summary, taxonomy, agreement)
+    people = load_people(input.annotations) if input.annotations else None
+    summary = write_report(records, doc, output.html, output.summary, taxonomy, agreement, people)
     log.info(
         "%s: report of %d tests (%d failed) in %.1f s",
         params.target, summary["tests"], summary["errors"], time.monotonic() - started,
@@ -122,6 +125,7 @@ class LeaderboardInput(_Spec):
     results: list[Path]
     judgments: list[Path]
     taxonomy: list[Path]
+    annotations: list[Path] = []  # people's grades of any target (kora annotate)
 
 
 class LeaderboardOutput(_Spec):
@@ -132,12 +136,15 @@ class LeaderboardOutput(_Spec):
 class LeaderboardParams(_Spec):
     # each target's judgment shards (the input lists them all, flat)
     judgments: dict[str, list[Path]]
+    # each target's label files and sample, where people graded (also flat in the input)
+    annotations: dict[str, list[Path]] = {}
 
 
 async def leaderboard(
     input: LeaderboardInput, output: LeaderboardOutput, params: LeaderboardParams, ctx: JobContext
 ) -> int:
     from kora.analysis.records import load_records
+    from kora.analysis.report.corrected import load_people, overall_safety
     from kora.analysis.report.leaderboard import build_leaderboard
     from kora.analysis.report.pages import render_leaderboard
 
@@ -148,7 +155,12 @@ async def leaderboard(
     records = {t: load_records(files) for t, files in params.judgments.items() if files}
     bm = next(map(benchmarks.of_results, entries.values()), benchmarks.get(benchmarks.DEFAULT))
     taxonomy = _taxonomy(input.taxonomy, ctx, bm)
-    doc = build_leaderboard(entries, records, taxonomy=taxonomy)
+    corrected = {
+        t: overall_safety(records.get(t, []), load_people(files))
+        for t, files in params.annotations.items()
+        if files
+    }
+    doc = build_leaderboard(entries, records, taxonomy=taxonomy, corrected=corrected)
     write_atomic(output.html, render_leaderboard(doc, taxonomy, records).encode())
     write_json(output.data, doc)
     log.info("leaderboard of %d targets, %d pairs", len(doc["targets"]), len(doc["pairs"]))

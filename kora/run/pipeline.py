@@ -218,6 +218,17 @@ class Pipeline:
         path = self.layout.agreement_json(target)
         return [path] if (self.workdir / path).exists() else []
 
+    def annotation_files(self, target: str) -> list[str]:
+        """People's label files and the uniform sample (kora annotate), once there are
+        any: none for a run nobody graded, whose report is then as it was."""
+        folder = self.layout.annotations(target)
+        found = sorted((self.workdir / folder).glob("*.jsonl"))
+        if not found:
+            return []
+        sample = self.workdir / folder / "sample.json"
+        found += [sample] if sample.exists() else []
+        return [f"{folder}/{f.name}" for f in found]
+
     def judgment_files(self, target: str) -> list[str]:
         return [self.layout.judgments(target, c) for c in self.cells()]
 
@@ -311,6 +322,11 @@ class Pipeline:
     def leaderboard_judgments(self) -> dict[str, list[str]]:
         """Each target's judgment shards, for the paired comparisons."""
         return {t: self.judgment_files(t) for t in self.config.targets}
+
+    def leaderboard_annotations(self) -> dict[str, list[str]]:
+        """The targets people graded: their label files, for the corrected ranking."""
+        found = {t: self.annotation_files(t) for t in self.config.targets}
+        return {t: files for t, files in found.items() if files}
 
     # --- outputs ------------------------------------------------------------------------
 

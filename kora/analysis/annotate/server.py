@@ -5,7 +5,10 @@ scenario's outline, the transcript) and nothing of the judges' grades; the perso
 safety and each behaviour criterion, or in a KORA v2 run each mechanism (grade, occurrence
 count, "not triggered" where the mechanism has a precondition, a note) with the rubric
 beside it, by keyboard or mouse. Every answer is a POST that appends to the annotator's
-label file before it is acknowledged (kora.analysis.annotate.labels).
+label file before it is acknowledged (kora.analysis.annotate.labels), marked with the
+queue the page serves (and, for the uniform sample, the sample's id); the page counts as
+done only the grades of its own queue's kind, so a conversation of the uniform sample
+graded earlier in a review queue is shown again for the estimate.
 
 Only the page itself is answered (`own_address`): a request whose Host is not the address
 the server listens on (a DNS-rebinding name for 127.0.0.1) is refused with 421, one whose
@@ -26,8 +29,9 @@ from aiohttp import web
 from markupsafe import Markup
 
 from kora.analysis.annotate import labels
+from kora.analysis.annotate.queues import TITLES
+from kora.analysis.pagekit import CRITERION_HELP, json_script
 from kora.analysis.records import TestRecord, benchmark_of, criteria_of, criterion_label
-from kora.analysis.report.pages import CRITERION_HELP, json_script
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.errors import InputError
 
@@ -73,6 +77,7 @@ def page(
     annotator: str,
     target: str,
     criteria: list[dict[str, Any]],
+    queue: str = labels.ESTIMATE,
 ) -> str:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"),
@@ -82,6 +87,8 @@ def page(
     return env.get_template("annotate.html.jinja").render(
         target=target,
         annotator=annotator,
+        queue=queue,
+        queue_title=TITLES.get(queue, queue),
         data=json_script({"items": items, "labels": done, "criteria": criteria}),
         script=Markup((HERE / "templates" / "annotate.js").read_text()),
     )
@@ -128,7 +135,17 @@ def build_app(
     annotator: str,
     target: str,
     taxonomy: Taxonomy | None = None,
+    queue: str = labels.ESTIMATE,
+    sample: str | None = None,
 ) -> web.Application:
+    """The grading page over `keys` in order. `queue`: which queue they are (every saved
+    line says so); `sample`: the uniform sample's id, for the estimate queue."""
+    if queue == labels.ESTIMATE and sample is None:
+        raise ValueError("the estimate queue needs the sample's id")
+    mark: dict[str, Any] = {"queue": queue}
+    if queue == labels.ESTIMATE:
+        mark["sample"] = sample
+    done_of = sample if queue == labels.ESTIMATE else None  # review: any grade is done
     by_key = {r.key: r for r in records}
     items = [item(by_key[k], taxonomy) for k in keys if k in by_key]
     sampled = {i["key"] for i in items}
@@ -136,7 +153,7 @@ def build_app(
     known = {c["id"] for c in criteria}
 
     async def index(request: web.Request) -> web.Response:
-        html = page(items, labels.read(label_path), annotator, target, criteria)
+        html = page(items, labels.read(label_path, done_of), annotator, target, criteria, queue)
         return web.Response(text=html, content_type="text/html")
 
     async def save(request: web.Request) -> web.Response:
@@ -156,11 +173,11 @@ def build_app(
             return web.json_response({"error": "not a test of this sample"}, status=400)
         if answer["criterion"] not in known:
             return web.json_response({"error": "not a criterion of this run"}, status=400)
-        labels.append(label_path, answer)
+        labels.append(label_path, {**answer, **mark})
         return web.json_response({"ok": True})
 
     async def current(request: web.Request) -> web.Response:
-        return web.json_response(labels.read(label_path))
+        return web.json_response(labels.read(label_path, done_of))
 
     app = web.Application(middlewares=[own_address])
     app.router.add_get("/", index)

@@ -11,6 +11,7 @@ from typing import Any
 
 from kora import benchmarks
 from kora.analysis.records import TestRecord
+from kora.analysis.report.corrected import corrected_ranking
 from kora.analysis.report.names import Names
 from kora.analysis.report.pairs import compare_pair, rank_intervals
 from kora.analysis.stats.paired import ALPHA
@@ -49,9 +50,12 @@ def build_leaderboard(
     records: Mapping[str, Sequence[TestRecord]] | None = None,
     alpha: float = ALPHA,
     taxonomy: Taxonomy | None = None,
+    corrected: Mapping[str, Mapping[str, Any] | None] | None = None,
 ) -> dict[str, Any]:
     """Targets ranked by safety failing rate, and every pair compared on shared tests (A
-    the better ranked)."""
+    the better ranked); `corrected`: a target's safety rates corrected by people's grades,
+    where it has them (kora.analysis.report.corrected.overall_safety), and a second
+    ranking by them."""
     names = Names(taxonomy, [])
     rows = []
     for name, res in entries.items():
@@ -66,6 +70,9 @@ def build_leaderboard(
                 **sums_rates(res),
             }
         )
+        fixed = (corrected or {}).get(name)
+        if fixed:
+            rows[-1]["corrected"] = dict(fixed)
     rows.sort(
         key=lambda r: (
             r["safety"]["failing"]["rate"] if r["n"] else 2.0,
@@ -78,13 +85,16 @@ def build_leaderboard(
         for a, b in itertools.combinations([r["target"] for r in rows], 2):
             if a in records and b in records:
                 pairs.append(compare_pair(a, b, records[a], records[b], names, alpha))
-    return {
+    doc = {
         "alpha": alpha,
         "criteria": leaderboard_criteria(entries.values()),
         "targets": rows,
         "ranking": rank_intervals(records) if records else None,
         "pairs": pairs,
     }
+    if any("corrected" in r for r in rows):
+        doc["correctedRanking"] = corrected_ranking(rows)
+    return doc
 
 
 def ranks(rows: Sequence[Mapping[str, Any]]) -> list[int]:
