@@ -142,3 +142,43 @@ def test_the_whole_run_can_be_handed_to_the_broker(
         broker.stop()
     assert "made ahead: 6 steps done, 0 stopped" in log
     assert list((tmp_path / ".kora/cache").rglob("*.json"))  # the calls are stored
+
+
+@pytest.mark.timeout(60)
+def test_a_broker_that_takes_no_message_is_given_up_and_the_run_goes_on(tmp_path: Path) -> None:
+    """A broker alive but stuck: the hand-over of the run's jobs has a deadline, and the
+    run goes on without working ahead (and a job's script runs its job itself)."""
+    import socket as socketlib
+
+    from kora.run.broker import Broker, send_ahead
+    from kora.run.dispatch import BROKER_ENV, submit
+
+    path = tmp_path / "stuck.sock"
+    server = socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(1)  # accepts connections, never reads nor answers
+    try:
+        stuck = Broker(process=subprocess.Popen(["true"]), path=path)
+        assert send_ahead(stuck, [{"rule": "seeds"}] * 3, timeout=0.5) is False
+        # a job whose broker closes the connection without an answer runs itself
+        server.close()
+        path.unlink()
+        os.environ[BROKER_ENV] = f"{socketlib.gethostname()}|{path}"
+        assert submit({"rule": "seeds"}) is None
+    finally:
+        os.environ.pop(BROKER_ENV, None)
+        server.close()
+
+
+@pytest.mark.timeout(30)
+def test_the_broker_reads_only_the_messages_it_knows() -> None:
+    from kora.run.protocol import JobRequest, PrefetchRequest, ProtocolError, Reply, decode_request
+
+    assert decode_request(JobRequest({"rule": "seeds"}).encode()) == JobRequest({"rule": "seeds"})
+    assert decode_request(PrefetchRequest([{"a": 1}]).encode()) == PrefetchRequest([{"a": 1}])
+    assert Reply.decode(Reply(1, "x").encode()) == Reply(1, "x")
+    for bad in (b"{}\n", b"[1]\n", b"nonsense\n", b'{"job": 3}\n'):
+        with pytest.raises(ProtocolError):
+            decode_request(bad)
+    with pytest.raises(ProtocolError):
+        Reply.decode(b'{"message": "no status"}\n')

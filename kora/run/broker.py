@@ -29,6 +29,15 @@ from pathlib import Path
 from typing import Any
 
 from kora.run.dispatch import BROKER_ENV
+from kora.run.protocol import (
+    SEND_TIMEOUT,
+    PrefetchRequest,
+    ProtocolError,
+    Reply,
+    connect,
+    decode_request,
+    read_line,
+)
 
 log = logging.getLogger("kora.run.broker")
 # one line of JSON a message: the run's job specs for prefetching can take megabytes
@@ -91,19 +100,19 @@ async def _serve_job(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
     line = b""
     try:
         line = await reader.readline()
-        spec = json.loads(line)
-    except (ValueError, ConnectionError) as exc:
+        request = decode_request(line)
+    except (ProtocolError, ConnectionError) as exc:
         if line.strip():  # an empty line is start_broker's probe
             log.error("a message the broker cannot read: %s", exc)
         writer.close()
         return
-    if "prefetch" in spec:  # from onstart: every shard job of the run, to work ahead of
-        ahead.start(spec["prefetch"], pool)
-        writer.write(b'{"status": 0}\n')
+    if isinstance(request, PrefetchRequest):  # from onstart: every shard job of the run
+        ahead.start(request.specs, pool)
+        writer.write(Reply(0).encode())
         await writer.drain()
         writer.close()
         return
-    job = asyncio.create_task(execute(spec, pool, where="the run's broker"))
+    job = asyncio.create_task(execute(request.spec, pool, where="the run's broker"))
     gone = asyncio.create_task(reader.read())  # ends when the job's script does
     await asyncio.wait({job, gone}, return_when=asyncio.FIRST_COMPLETED)
     if not job.done():
@@ -115,11 +124,11 @@ async def _serve_job(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
     gone.cancel()
     try:
         outcome = job.result()
-        reply = {"status": outcome.status, "message": outcome.message}
+        reply = Reply(outcome.status, outcome.message)
     except Exception:  # a bug: the job fails with its traceback, the broker goes on
-        reply = {"status": 1, "message": traceback.format_exc()}
+        reply = Reply(1, traceback.format_exc())
     with contextlib.suppress(ConnectionError):
-        writer.write(json.dumps(reply).encode() + b"\n")
+        writer.write(reply.encode())
         await writer.drain()
     writer.close()
 
@@ -192,12 +201,17 @@ class Broker:
         os.environ.pop(BROKER_ENV, None)
 
 
-def send_ahead(broker: Broker, specs: list[dict[str, Any]]) -> None:
-    """Hand the broker every shard job of the run, to make their calls ahead of them."""
-    with socket.socket(socket.AF_UNIX) as conn:
-        conn.connect(str(broker.path))
-        conn.sendall(json.dumps({"prefetch": specs}).encode() + b"\n")
-        conn.recv(64)
+def send_ahead(broker: Broker, specs: list[dict[str, Any]], timeout: float = SEND_TIMEOUT) -> bool:
+    """Hand the broker every shard job of the run, to make their calls ahead of them;
+    False (and the run goes on without working ahead) when it does not take them."""
+    try:
+        with connect(str(broker.path), timeout) as conn:
+            conn.sendall(PrefetchRequest(specs).encode())
+            return read_line(conn) is not None
+    except OSError as exc:
+        print(f"kora: warning: no calls made ahead: the broker did not take the jobs ({exc})",
+              file=sys.stderr)  # fmt: skip
+        return False
 
 
 def start_broker(

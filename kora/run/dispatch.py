@@ -12,11 +12,12 @@ cluster node, or without a broker, the job runs in its own process exactly the s
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import sys
 from typing import Any
+
+from kora.run.protocol import JobRequest, Reply, connect, read_line
 
 BROKER_ENV = "KORA_BROKER"  # "<host>|<socket path>" of the run's broker
 TRANSPORT_FIELDS = (
@@ -94,20 +95,19 @@ def submit(spec: dict[str, Any]) -> tuple[int, str] | None:
     if not path or host != socket.gethostname():
         return None
     try:
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        conn.connect(path)
+        conn = connect(path)
+        with conn:
+            conn.sendall(JobRequest(spec).encode())
+            # the job may take long: no deadline on its answer, but a broker that dies
+            # closes the connection, and the job then runs here
+            conn.settimeout(None)
+            line = read_line(conn)
     except OSError:
         return None
-    with conn:
-        conn.sendall(json.dumps(spec).encode() + b"\n")
-        reply = b""
-        while not reply.endswith(b"\n"):
-            chunk = conn.recv(65536)
-            if not chunk:
-                return None
-            reply += chunk
-    answer = json.loads(reply)
-    return int(answer["status"]), str(answer.get("message", ""))
+    if line is None:
+        return None
+    reply = Reply.decode(line)
+    return reply.status, reply.message
 
 
 def run(rule: str, smk: Any) -> None:

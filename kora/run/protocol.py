@@ -1,0 +1,93 @@
+"""The messages between a job's script and the run's broker (kora.run.dispatch,
+kora.run.broker): one line of JSON each way over a Unix socket, read and written here
+only, with a deadline on every send. Standard library only: a job's script imports this,
+and its start must stay cheap.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+# connecting, sending and (for the prefetch hand-over) the acknowledgement: a broker that
+# does not take a message in this time is treated as gone
+SEND_TIMEOUT = 30.0
+
+
+class ProtocolError(Exception):
+    """A message that is not what the other side must send."""
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """Run this job (its spec: kora.run.dispatch.job_spec) and answer when it is done."""
+
+    spec: dict[str, Any]
+
+    def encode(self) -> bytes:
+        return json.dumps({"job": self.spec}).encode() + b"\n"
+
+
+@dataclass(frozen=True)
+class PrefetchRequest:
+    """Every shard job of the run, to make their calls ahead of them."""
+
+    specs: list[dict[str, Any]]
+
+    def encode(self) -> bytes:
+        return json.dumps({"prefetch": self.specs}).encode() + b"\n"
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A job's exit status and what it tells the user."""
+
+    status: int
+    message: str = ""
+
+    def encode(self) -> bytes:
+        return json.dumps({"status": self.status, "message": self.message}).encode() + b"\n"
+
+    @classmethod
+    def decode(cls, line: bytes) -> Reply:
+        try:
+            obj = json.loads(line)
+            return cls(int(obj["status"]), str(obj.get("message", "")))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ProtocolError(f"not a reply: {line[:200]!r}") from exc
+
+
+def decode_request(line: bytes) -> JobRequest | PrefetchRequest:
+    try:
+        obj = json.loads(line)
+    except ValueError as exc:
+        raise ProtocolError(f"not JSON: {exc}") from None
+    if isinstance(obj, dict) and isinstance(obj.get("job"), dict):
+        return JobRequest(obj["job"])
+    if isinstance(obj, dict) and isinstance(obj.get("prefetch"), list):
+        return PrefetchRequest(obj["prefetch"])
+    raise ProtocolError("neither a job nor a prefetch request")
+
+
+def connect(path: str, timeout: float = SEND_TIMEOUT) -> socket.socket:
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.settimeout(timeout)
+    try:
+        conn.connect(path)
+    except OSError:
+        conn.close()
+        raise
+    return conn
+
+
+def read_line(conn: socket.socket) -> bytes | None:
+    """One line from the other side; None when it closed the connection first."""
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = conn.recv(65536)
+        if not chunk:
+            return None
+        data += chunk
+    return data
