@@ -91,6 +91,7 @@ def write_folder(tests: list[dict[str, Any]], folder: Path) -> None:
         )
 
 
+@pytest.mark.slow
 def test_folder_of_reference_files_matches_reference_reduction(tmp_path: Path) -> None:
     tests = reference_tests()
     write_folder(tests, tmp_path / "in")
@@ -117,6 +118,7 @@ def test_zip_in_reference_layout(tmp_path: Path) -> None:
     assert failed == []
 
 
+@pytest.mark.slow
 def test_groups_come_in_taxonomy_order(tmp_path: Path) -> None:
     tests = reference_tests()
     random.Random(1).shuffle(tests)

@@ -85,6 +85,7 @@ def _labels_like_judge(
     return out
 
 
+@pytest.mark.slow
 def test_agreement_figures(records: list[TestRecord]) -> None:
     keys = draw(records, 20, 1)
     flip = set(keys[:5])
@@ -229,6 +230,7 @@ def test_grading_in_the_browser_with_a_kill_in_the_middle(
     assert len(lines) >= 12  # one line per answer
 
 
+@pytest.mark.slow
 def test_the_report_shows_the_agreement_once_there_is_one(
     records: list[TestRecord], tmp_path: Path
 ) -> None:
@@ -247,6 +249,7 @@ def test_the_report_shows_the_agreement_once_there_is_one(
     assert 'id="human-agreement"' in page and "judge vs ana" in page and "75.0%" in page
 
 
+@pytest.mark.slow
 def test_kora_agreement_with_people_and_the_reference_judge(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -278,6 +281,7 @@ def test_kora_agreement_with_people_and_the_reference_judge(
     assert "judge vs reference" in out and "written: results/t/agreement.json" in out
 
 
+@pytest.mark.slow
 def test_the_reference_runs_per_test_files_import_for_re_judging(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -346,6 +350,7 @@ def test_v2_labels_take_not_triggered_for_a_mechanism_only(tmp_path: Path) -> No
         labels.check({"key": "k", "criterion": "sycophancy", "notTriggered": "yes"})
 
 
+@pytest.mark.slow
 def test_v2_agreement_covers_the_mechanisms_and_whether_they_applied(
     v2_records: list[TestRecord],
 ) -> None:

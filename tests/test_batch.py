@@ -86,6 +86,7 @@ def _echo(rec: Any) -> dict[str, str]:
     return {"answer": next(m["content"] for m in messages if m["role"] == "user")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("provider", sorted(SERVERS))
 def test_many_calls_go_out_in_one_batch_at_half_price(provider: str, tmp_path: Path) -> None:
     with SERVERS[provider](structured=_echo) as srv:

@@ -100,6 +100,7 @@ def test_a_recording_already_as_long_as_its_risk_asks_nothing() -> None:
 # --- filing the recordings ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_recordings_are_filed_per_cell_with_the_filters(tmp_path: Path) -> None:
     groom = canonical(GROOMING, 3)
     other = canonical("violence_and_physical_harm", 1)

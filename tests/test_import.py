@@ -16,6 +16,7 @@ TAXONOMY = load_taxonomy(REPO / "data" / "taxonomy")
 V1_LAYOUT = Layout.of(benchmarks.get("v1"))
 
 
+@pytest.mark.slow
 def test_reference_scenarios_fill_the_shards(tmp_path: Path) -> None:
     counts = import_scenarios(upstream("scenarios.jsonl"), TAXONOMY, V1_LAYOUT, tmp_path)
     assert counts == {"scenarios": 737, "shards": 737}
@@ -27,6 +28,7 @@ def test_reference_scenarios_fill_the_shards(tmp_path: Path) -> None:
     assert all(r["id"] == r["seed"]["id"] for r in lines)
 
 
+@pytest.mark.slow
 def test_malformed_line_is_named_and_nothing_changes(tmp_path: Path) -> None:
     import_scenarios(upstream("scenarios.jsonl"), TAXONOMY, V1_LAYOUT, tmp_path)
     before = {p: p.read_bytes() for p in (tmp_path / "data/scenarios").rglob("*") if p.is_file()}
@@ -46,6 +48,7 @@ def test_malformed_line_is_named_and_nothing_changes(tmp_path: Path) -> None:
     assert after == before
 
 
+@pytest.mark.slow
 def test_generated_scenarios_are_not_replaced_silently(tmp_path: Path) -> None:
     shard = tmp_path / "data/scenarios/cybersecurity/7to9/curiosity_exploration.jsonl"
     shard.parent.mkdir(parents=True)
@@ -142,6 +145,7 @@ def test_a_recorded_conversation_in_the_wrong_category_is_refused(
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.slow
 def test_every_imported_conversation_is_written(tmp_path: Path) -> None:
     from kora.run.ingest import import_conversations
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import importlib
 
+import pytest
+
 from kora.config.files import load_run_config
 from kora.llm.lifecycle import lifecycle_notes, parse_date
 from tests.helpers import REPO
@@ -26,6 +28,7 @@ def test_deprecated_and_retired_models_are_named() -> None:
     assert "reached its end of life" in after[0] and "will fail" in after[0]
 
 
+@pytest.mark.slow
 def test_the_shipped_config_uses_no_model_the_sdk_retires() -> None:
     cfg, _ = load_run_config(workdir=REPO)
     assert lifecycle_notes(cfg.models, cfg.models) == []

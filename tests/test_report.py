@@ -232,6 +232,7 @@ def test_report_without_mock_has_no_banner(tmp_path: Path) -> None:
     assert 'id="mock-note"' not in html_path.read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_report_of_a_large_run(tmp_path: Path) -> None:
     """6,000 tests (its time: python bench/report_scale.py)."""
     base = [j for j in make_judgments() if j.error is None]
@@ -466,6 +467,7 @@ def test_an_incomplete_run_is_marked_so_at_the_top(tmp_path: Path) -> None:
     assert 'id="incomplete"' not in html_path.read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_the_same_run_gives_the_same_page(tmp_path: Path) -> None:
     """report.html is the same bytes whatever Python's hash seed (no set order leaks)."""
     code = (

@@ -29,6 +29,7 @@ def roles(calls: Counter[str]) -> set[str]:
     return {k.split(":")[0] for k, v in calls.items() if v}
 
 
+@pytest.mark.slow
 def test_rerun_cases_pay_only_for_what_changed(run: Run) -> None:
     url = run.server.url
     cfg = config(url, ["t1"], ["judge"])
@@ -65,6 +66,7 @@ def test_rerun_cases_pay_only_for_what_changed(run: Run) -> None:
         ("next_user_message", {"user"}, {"seed", "expand"}),
     ],
 )
+@pytest.mark.slow
 def test_prompt_edit_reruns_only_its_users(
     run: Run, stem: str, expected_roles: set[str], forbidden: set[str]
 ) -> None:
@@ -90,6 +92,7 @@ def test_prompt_edit_reruns_only_its_users(
         assert edited.get("t1:text", 0) < first["t1:text"]
 
 
+@pytest.mark.slow
 def test_failed_items_are_recorded_and_retried_by_the_same_command(run: Run) -> None:
     cfg = config(run.server.url, ["t1"], ["judge"])
     run.snakemake(cfg, "results/t1/results.json")
@@ -122,6 +125,7 @@ def results_of(run: Run, target: str = "t1") -> dict[str, Any]:
     return orjson.loads((run.workdir / f"results/{target}/results.json").read_bytes())  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change", ["model", "user_model"])
 def test_a_failed_rerun_after_a_config_change_is_rebuilt_by_the_same_command(
     run: Run, change: str

@@ -331,6 +331,7 @@ def test_limiter_for_names_the_state_files(tmp_path: Path) -> None:
     assert {n.rsplit(".", 1)[1] for n in names} == {"rate", "slot0", "slot1"}
 
 
+@pytest.mark.slow
 def test_adaptive_limiter_backs_off_on_429() -> None:
     """No configured limit: the server's 429s teach the limiter its rate.
 
@@ -381,6 +382,7 @@ def _run_processes(n: int, **kw: Any) -> list[dict[str, Any]]:
     return out
 
 
+@pytest.mark.slow
 def test_requests_per_minute_holds_across_processes(tmp_path: Path) -> None:
     rpm, per_process = 720.0, 10  # 12 requests/s
     with OpenAIServer() as srv:

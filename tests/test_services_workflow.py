@@ -25,6 +25,7 @@ def _records(path: Path) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 def test_services_from_config_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for k, v in SECRETS.items():
         monkeypatch.setenv(k, v)

@@ -333,6 +333,7 @@ def test_without_any_limit_the_token_limit_is_overrun(
     assert srv.statuses[429] >= 8, srv.statuses
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("provider", ["anthropic", "openai"])
 def test_a_configured_token_limit_holds(
     provider: ProviderName, monkeypatch: pytest.MonkeyPatch
@@ -344,6 +345,7 @@ def test_a_configured_token_limit_holds(
     assert srv.statuses[429] <= 1, srv.statuses
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("provider", ["anthropic", "openai"])
 def test_the_servers_headers_alone_keep_the_run_under_its_limit(
     provider: ProviderName, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
@@ -359,6 +361,7 @@ def test_the_servers_headers_alone_keep_the_run_under_its_limit(
     assert first.path.endswith(("/messages", "/chat/completions"))
 
 
+@pytest.mark.slow
 def test_a_configured_input_limit_counts_what_the_prompt_cache_writes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

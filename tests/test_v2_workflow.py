@@ -74,6 +74,7 @@ def one_scenario_per_risk(dest: Path) -> Path:
     return dest
 
 
+@pytest.mark.slow
 def test_canonical_scenarios_give_canonical_results(tmp_path: Path) -> None:
     work = copy_workflow(tmp_path)
     (work / "tiny.yaml").write_text(yaml.safe_dump({**V2, "grid": GRID}))
@@ -123,6 +124,7 @@ def test_canonical_scenarios_give_canonical_results(tmp_path: Path) -> None:
     assert sorted(again, key=key) == sorted(results["scores"], key=key)
 
 
+@pytest.mark.slow
 def test_a_population_plan_generates_its_seeds(tmp_path: Path) -> None:
     work = copy_workflow(tmp_path)
     config = {

@@ -51,6 +51,7 @@ def test_dry_run_plans_one_job_per_shard_and_stage(workflow_dir: Path) -> None:
     }
 
 
+@pytest.mark.slow
 def test_end_to_end_mock_run(workflow_dir: Path) -> None:
     run = snakemake(workflow_dir, "results/tiny/results.json")
     assert run.returncode == 0, run.stderr[-3000:]
@@ -110,6 +111,7 @@ def test_end_to_end_mock_run(workflow_dir: Path) -> None:
     assert "Nothing to be done" in again.stdout + again.stderr
 
 
+@pytest.mark.slow
 def test_imported_scenarios_are_tested_without_generation(workflow_dir: Path) -> None:
     cwd = Path.cwd()
     os.chdir(workflow_dir)
@@ -143,6 +145,7 @@ def _damage(path: Path, how: str) -> None:
         path.write_bytes(b"")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["cut-mid-line", "cut-at-line", "emptied"])
 @pytest.mark.parametrize("stage", ["conversations", "scenarios"])
 def test_a_shard_damaged_by_hand_is_rebuilt_by_the_same_command(
@@ -167,6 +170,7 @@ def test_a_shard_damaged_by_hand_is_rebuilt_by_the_same_command(
     assert after["scores"] == before["scores"]
 
 
+@pytest.mark.slow
 def test_a_shard_edited_in_place_stops_the_run_naming_it(workflow_dir: Path) -> None:
     """An edit that keeps the size is caught when the shard is read: the job stops with
     the file named and what to do; doing it rebuilds the shard."""
@@ -184,6 +188,7 @@ def test_a_shard_edited_in_place_stops_the_run_naming_it(workflow_dir: Path) -> 
     assert path.read_bytes() == whole
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stages", [("judgments",), ("conversations", "judgments"), ("scenarios",)])
 def test_missing_shards_are_rebuilt_and_then_nothing_is_left_to_do(
     workflow_dir: Path, stages: tuple[str, ...]
@@ -215,6 +220,7 @@ def kora(workdir: Path, *args: str) -> int:
         os.chdir(cwd)
 
 
+@pytest.mark.slow
 def test_switching_between_generated_and_imported_scenarios_both_ways(workflow_dir: Path) -> None:
     """After a run on generated scenarios, import a file over them, run, switch back, run:
     every run succeeds, and each results.json describes the scenarios in use."""
@@ -244,6 +250,7 @@ def test_switching_between_generated_and_imported_scenarios_both_ways(workflow_d
     assert calls == cached > 0  # regenerated: every call from the store
 
 
+@pytest.mark.slow
 def test_a_moved_checkout_has_nothing_to_redo(workflow_dir: Path, tmp_path_factory: Any) -> None:
     """Rule inputs are paths relative to the project: moving it re-runs nothing."""
     import shutil

@@ -64,7 +64,8 @@ def taxonomy_of_args(args: argparse.Namespace) -> Taxonomy:
 
 def configfiles(args: argparse.Namespace) -> str:
     """The --configfile options to repeat in a command printed for the user."""
-    return "".join(f" --configfile {f}" for f in getattr(args, "configfile", []))
+    files = getattr(args, "configfile", [])
+    return f" --configfile {' '.join(files)}" if files else ""
 
 
 def split_overlays(configfiles: list[str], targets: list[str]) -> tuple[list[str], list[str]]:

@@ -12,6 +12,7 @@ from kora.commands.common import (
     configfile_option,
     configfiles,
     layout_of_args,
+    raw_config,
     taxonomy_of_args,
 )
 
@@ -39,10 +40,13 @@ def run(args: argparse.Namespace) -> int:
     for name, n in counts.items():
         print(f"imported {n} conversations into {layout.target_dir(name)}/conversations/",
               file=sys.stderr)  # fmt: skip
-    names = ", ".join(f"{n}: {{imported: true, prompts: [default, child]}}" for n in counts)
+    targets = raw_config(args).get("targets") or {}
+    missing = [n for n in counts if not (targets.get(n) or {}).get("imported")]
+    if missing:
+        names = ", ".join(f"{n}: {{imported: true, prompts: [default, child]}}" for n in missing)
+        print(f"to judge them, add under `targets:` in your config: {names}", file=sys.stderr)
     print(
-        f"to judge them, add under `targets:` in your config: {names}\n"
-        "then: snakemake --cores 10 "
+        "to judge them: snakemake --cores 10 "
         + " ".join(layout.results_json(n) for n in counts)
         + configfiles(args),
         file=sys.stderr,
