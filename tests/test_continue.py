@@ -216,10 +216,12 @@ def kora(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def plan_row(out: str, stage: str) -> list[int]:
-    """items, calls, stored, to pay of one stage in `kora plan`'s table."""
+    """items, calls, stored, to pay of one stage in `kora plan`'s table (its `repeated`
+    column left out)."""
     for line in out.splitlines():
         if line.startswith(stage):
-            return [int(x) for x in line.split()[1:5]]
+            items, calls, stored, _, to_pay = (int(x) for x in line.split()[1:6])
+            return [items, calls, stored, to_pay]
     return [0, 0, 0, 0]
 
 

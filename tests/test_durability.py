@@ -58,7 +58,11 @@ def test_kill_9_loses_nothing_and_repays_at_most_the_calls_in_flight(tmp_path: P
             proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, start_new_session=True,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
             target = server.count + rng.randint(5, 25)
-            server.wait_for(lambda s, t=target, p=proc: s.count >= t or p.poll() is not None, 300)
+            # until the server has had that many more requests, or the run has ended (a
+            # check each second: an ended run makes no request to wake the wait)
+            while not server.wait_for(lambda s, t=target: s.count >= t, 1.0):
+                if proc.poll() is not None:
+                    break
             if proc.poll() is not None:
                 break
             in_flight_at_kills += server.in_flight

@@ -17,7 +17,8 @@ def unknown_targets(pipeline: Pipeline) -> str:
     """Wildcard pattern of a folder name under the results folder that is no target
     of the config (a file asked there gets a message naming the targets)."""
     known = "|".join(re.escape(t) for t in pipeline.config.targets)
-    return f"(?!(?:{known})$)[^/]+" if known else "[^/]+"
+    # the look-ahead ends at the slash after the name: a known target's path never matches
+    return f"(?!(?:{known})/)[^/]+" if known else "[^/]+"
 
 
 def other_results_dirs(pipeline: Pipeline) -> list[str]:
