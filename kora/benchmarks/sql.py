@@ -3,6 +3,7 @@ tests a chat service would not let run, and how an occurrence sum is written."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import duckdb
@@ -22,11 +23,24 @@ def whole(x: Any) -> int | float:
     return int(f) if f.is_integer() else f
 
 
+# DuckDB's default largest JSON object, and the largest it can be told (a UINTEGER)
+MIN_OBJECT_SIZE = 16 * 1024 * 1024
+MAX_OBJECT_SIZE = 2**32 - 1
+
+
+def object_size(paths: list[str]) -> int:
+    """A `maximum_object_size` no record of these files can pass: the largest file's
+    size. No answer's size (however large the replies in it) fails the aggregation."""
+    largest = max((os.path.getsize(p) for p in paths), default=0)
+    return min(max(MIN_OBJECT_SIZE, largest + 1), MAX_OBJECT_SIZE)
+
+
 def open_tests(sql: str, paths: list[str], columns: dict[str, str]) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection whose table `tests` holds the per-test files (`sql` makes it)."""
+    """A DuckDB connection whose table `tests` holds the per-test files (`sql` makes it,
+    reading them with `read_json(?, columns = ?, maximum_object_size = ?)`)."""
     con = duckdb.connect()
     try:
-        con.execute(sql, [paths, columns])
+        con.execute(sql, [paths, columns, object_size(paths)])
     except duckdb.Error as exc:
         con.close()
         raise InputError(f"could not read per-test results: {exc}") from None

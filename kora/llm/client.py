@@ -8,6 +8,8 @@ violation is a failure of that item (the caller records it), never a crash of th
 The store keeps only answers their caller accepts (`accept`): an answer that failed
 validation is never replayed, so fixing a server and re-running asks the question again,
 and a stored answer that does not pass (an older store, an edited file) counts as a miss.
+
+Each attempt is held to the model's deadline and size limit (kora.llm.bounds).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pydantic import BaseModel, ValidationError
 
 from kora.llm.base import ChatMessage, Provider, Request, Response, clean_text, is_retryable
 from kora.llm.batch import queue_for, supports_batches
+from kora.llm.bounds import DEFAULT_TIMEOUT, check_size, deadline
 from kora.llm.cache import CallCache, cache_key
 from kora.llm.config import ModelConfig
 from kora.llm.ledger import Ledger
@@ -110,6 +113,8 @@ class ModelClient:
         self.limiter = limiter or limiter_for(name, config, state_dir)
         self.retry_policy = retry_policy or RetryPolicy()
         self.identity = config.output_settings()
+        self.label = str(getattr(self.provider, "label", f"model {name!r}"))
+        self.timeout = config.timeout or DEFAULT_TIMEOUT
 
     @property
     def is_mock(self) -> bool:
@@ -203,21 +208,25 @@ class ModelClient:
             # the answer's own time, not the waits for the limiter or between retries (a
             # mock's time measures nothing, and would make its runs differ)
             started = time.monotonic()
-            resp = await self.provider.generate(request)
+            async with deadline(self.timeout, self.label):
+                resp = self._bounded(await self.provider.generate(request))
             if self.is_mock:
                 return resp
             return replace(resp, meta={**resp.meta, "latency": time.monotonic() - started})
 
+        async def batched() -> Response:
+            assert key is not None and self.cache is not None
+            queue = queue_for(
+                self.provider,  # type: ignore[arg-type]
+                self.cache.root.parent / "batches",
+                self.cache.root,
+            )
+            return self._bounded(await queue.ask(key, request))
+
         try:
             if self._batched(key):
-                assert key is not None and self.cache is not None
-                queue = queue_for(
-                    self.provider,  # type: ignore[arg-type]
-                    self.cache.root.parent / "batches",
-                    self.cache.root,
-                )
                 resp = await retrying(
-                    lambda: queue.ask(key, request),
+                    batched,
                     should_retry=is_retryable,
                     policy=self.retry_policy,
                     on_retry=on_retry,
@@ -235,11 +244,15 @@ class ModelClient:
         except Exception:
             self.usage.add(self.name, stage, None, self.config.cost_price, cached=False)
             raise
-        resp = replace(resp, text=clean_text(resp.text))
         self.usage.add(self.name, stage, resp, self.config.cost_price, cached=False)
         if key is not None and self.cache is not None and (accept is None or accept(resp)):
             self.cache.put(key, resp)
         return resp
+
+    def _bounded(self, resp: Response) -> Response:
+        """An attempt's answer within the size limit, as valid Unicode."""
+        check_size(self.label, resp.text, self.config.max_reply_bytes)
+        return replace(resp, text=clean_text(resp.text))
 
     async def text(
         self,

@@ -83,6 +83,7 @@ class OpenAIProvider(RemoteModel[httpx.AsyncClient]):
             label=self.label,
             timeout=self.timeout,
             key=self._key,
+            limit=self.max_reply_bytes,
             content=orjson.dumps(self._body(request)),
             headers={"Content-Type": "application/json"},
         )

@@ -5,6 +5,7 @@ give the session id or say the app is blocked), `memory` (when the scenario has 
 then one `turn` request per child message, and `close` at the end. Requests go through
 the same limiter and retry layer as the LLM providers; a turn retried after a dropped
 connection may reach a stateful service twice (the reference behaves the same way).
+Each request is held to the model's deadline and size limit (kora.llm.bounds).
 Secrets: `${NAME}` in a header is read from the environment when the request is sent,
 and is masked in every error and in `kora ping`'s echo of the request.
 """
@@ -24,8 +25,9 @@ import httpx
 import orjson
 
 from kora.llm.base import BlockedError, ChatMessage, ProviderError, Response, clean_text
+from kora.llm.bounds import DEFAULT_TIMEOUT, deadline
 from kora.llm.config import ModelConfig
-from kora.llm.http import DEFAULT_TIMEOUT, LoopBound, read_key, send
+from kora.llm.http import LoopBound, read_key, send
 from kora.llm.limits import Limiter, limited, limiter_for
 from kora.llm.retry import RetryPolicy, parse_retry_after, redact
 from kora.llm.service_config import (
@@ -294,6 +296,10 @@ class ServiceTarget:
                 headers["Content-Type"] = "application/json"
 
         async def once() -> tuple[Any, str]:
+            async with deadline(self.timeout, self.label):
+                return await attempt()
+
+        async def attempt() -> tuple[Any, str]:
             started = time.monotonic()
             client = self._clients.get()
             resp = await send(
@@ -303,6 +309,7 @@ class ServiceTarget:
                 label=self.label,
                 timeout=self.timeout,
                 key=self._key,
+                limit=self.config.max_reply_bytes,
                 content=content,
                 headers=headers,
             )

@@ -28,6 +28,7 @@ TRANSPORT_FIELDS = (
     "tokens_per_minute",
     "max_concurrency",
     "timeout",
+    "max_reply_bytes",
     "price",
     "prompt_cache",
     "cache_ttl",
