@@ -9,7 +9,9 @@ The store keeps only answers their caller accepts (`accept`): an answer that fai
 validation is never replayed, so fixing a server and re-running asks the question again,
 and a stored answer that does not pass (an older store, an edited file) counts as a miss.
 
-Each attempt is held to the model's deadline and size limit (kora.llm.bounds).
+Each attempt is held to the model's deadline and size limit (kora.llm.bounds), and an
+answer has the provider's secrets masked before anything keeps it (kora.llm.masking): a
+target that echoes its key puts `****` in the record, with `masked` in its meta.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from kora.llm.cache import CallCache, cache_key
 from kora.llm.config import ModelConfig
 from kora.llm.ledger import Ledger
 from kora.llm.limits import Cost, Limiter, estimate_input_tokens, limited, limiter_for
+from kora.llm.masking import Masker
 from kora.llm.registry import create_provider
 from kora.llm.retry import RetryPolicy, retrying
 from kora.llm.usage import Usage
@@ -250,9 +253,12 @@ class ModelClient:
         return resp
 
     def _bounded(self, resp: Response) -> Response:
-        """An attempt's answer within the size limit, as valid Unicode."""
+        """An attempt's answer within the size limit, as valid Unicode, secrets masked."""
         check_size(self.label, resp.text, self.config.max_reply_bytes)
-        return replace(resp, text=clean_text(resp.text))
+        text, masked = Masker(_secrets(self.provider)).masked(clean_text(resp.text))
+        if masked:
+            return replace(resp, text=text, meta={**resp.meta, "masked": True})
+        return replace(resp, text=text)
 
     async def text(
         self,
@@ -311,3 +317,9 @@ class ModelClient:
 
     async def aclose(self) -> None:
         await self.provider.aclose()
+
+
+def _secrets(provider: object) -> set[str]:
+    """The provider's secrets (its key, once read), for masking its answers."""
+    found = getattr(provider, "secrets", None)
+    return set(found()) if callable(found) else set()

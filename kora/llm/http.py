@@ -222,6 +222,10 @@ class RemoteModel(Generic[C]):
     def normalise_url(self, url: str) -> str:
         return url.rstrip("/")
 
+    def secrets(self) -> set[str]:
+        """What must never be written or shown: the key, once read."""
+        return {self._key} if self._key else set()
+
     def _new_client(self) -> C:
         raise NotImplementedError
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import orjson
 
 from kora.io import write_atomic
+from kora.llm.masking import terminal_safe
 from kora.llm.usage import Counts
 
 if TYPE_CHECKING:  # the Snakemake process imports this module for the monitor only
@@ -164,7 +165,7 @@ def format_totals(t: Totals, planned_calls: int | None = None) -> str:
     if t.ahead:
         line += f" | {t.ahead} made ahead of their jobs"
     if t.waiting:
-        line += f" | {t.waiting} waiting to retry ({t.last_retry[:80]})"
+        line += f" | {t.waiting} waiting to retry ({terminal_safe(t.last_retry)[:80]})"
     return line
 
 
