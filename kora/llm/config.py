@@ -49,6 +49,9 @@ class ModelConfig(_Strict):
     timeout: float | None = Field(default=None, gt=0)
     # the largest answer accepted, in bytes: a larger one is a failed call
     max_reply_bytes: int = Field(default=DEFAULT_MAX_REPLY_BYTES, gt=0)
+    # a chat service's 3xx answers: followed, or (the default) a failed attempt naming
+    # where it pointed
+    follow_redirects: bool = False
     price: Price | None = None
     # Anthropic: mark the stable start of each request for the provider's prompt cache,
     # kept 5 minutes or an hour (OpenAI caches on its own)

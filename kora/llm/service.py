@@ -10,7 +10,10 @@ and is masked (kora.llm.masking, in every form) in every error, in `kora ping`'s
 the request and in the replies themselves: a service that echoes its token back puts
 `****` in the transcript, and the turn is marked `masked`.
 
-Each request is held to the model's deadline and size limit (kora.llm.bounds).
+Each request is held to the model's deadline and size limit (kora.llm.bounds). A 3xx
+answer is a failed attempt naming its Location unless the model sets `follow_redirects:
+true`, and so is a turn whose whole body is the reply but that has no body: neither is
+taken for an empty reply.
 """
 
 from __future__ import annotations
@@ -171,6 +174,7 @@ class ServiceTarget:
             headers=headers,
             timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 30.0)),
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+            follow_redirects=self.config.follow_redirects,
         )
 
     def masker(self) -> Masker:
@@ -332,6 +336,20 @@ class ServiceTarget:
                     f"{self.label}: HTTP {resp.status_code} from {where}: {self.mask(text, 200)}",
                     status=resp.status_code,
                     retry_after=parse_retry_after(resp.headers),
+                )
+            if 300 <= resp.status_code < 400:
+                raise ProviderError(
+                    f"{self.label}: HTTP {resp.status_code} from {where}, a redirect to "
+                    f"{self.mask(resp.headers.get('location', '(no Location)'), 300)}: "
+                    "not followed (set follow_redirects: true on the model to follow it)",
+                    status=resp.status_code,
+                    retryable=True,
+                )
+            if step == "turn" and spec.reply is None and not resp.content:
+                raise ProviderError(
+                    f"{self.label}: HTTP {resp.status_code} from {where} with no body: "
+                    "no reply (the whole body is the reply)",
+                    retryable=True,
                 )
             try:
                 data = orjson.loads(resp.content) if resp.content else None

@@ -29,6 +29,7 @@ TRANSPORT_FIELDS = (
     "max_concurrency",
     "timeout",
     "max_reply_bytes",
+    "follow_redirects",
     "price",
     "prompt_cache",
     "cache_ttl",
