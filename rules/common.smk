@@ -13,7 +13,7 @@ from kora.run.dispatch import BROKERED, job_spec
 from kora.errors import KoraError
 from kora.llm.lifecycle import lifecycle_notes
 from kora.run.preflight import check_models, models_for_jobs
-from kora.run.progress import RUN_ENV, Monitor
+from kora.run.progress import RUN_ENV, Monitor, unstored_warning
 from kora.run.layout import CELL, TARGET
 from kora.run.shards import missing_token, rejected_of, retry_token, status_of
 from kora.run.pipeline import Pipeline
@@ -108,7 +108,7 @@ onstart:
 
 
 onsuccess:
-    _monitor.stop()
+    _totals = _monitor.stop()
     if _broker is not None:
         _broker.stop()
     for _line in PIPELINE.written_summary(since=_started):
@@ -122,10 +122,18 @@ onsuccess:
             + "\nRun the same command again to retry only what failed.",
             file=sys.stderr,
         )
+    # paid answers the call store could not keep (a full disk): said loudly, non-zero
+    _unstored = unstored_warning(_totals, PIPELINE.config.cache_dir)
+    if _unstored:
+        print(f"kora: ERROR: {_unstored}", file=sys.stderr)
+    if _incomplete or _unstored:
         sys.exit(1)
 
 
 onerror:
-    _monitor.stop()
+    _totals = _monitor.stop()
     if _broker is not None:
         _broker.stop()
+    _unstored = unstored_warning(_totals, PIPELINE.config.cache_dir)
+    if _unstored:
+        print(f"kora: ERROR: {_unstored}", file=sys.stderr)

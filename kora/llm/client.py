@@ -11,12 +11,16 @@ and a stored answer that does not pass (an older store, an edited file) counts a
 
 Each attempt is held to the model's deadline and size limit (kora.llm.bounds), and an
 answer has the provider's secrets masked before anything keeps it (kora.llm.masking): a
-target that echoes its key puts `****` in the record, with `masked` in its meta.
+target that echoes its key puts `****` in the record, with `masked` in its meta. When
+the store cannot keep a paid answer (a full disk), the answer is used all the same,
+kept in the process's ledger for any other job that asks, and counted as `unstored`:
+the run says so at its end and fails.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -41,6 +45,7 @@ from kora.llm.usage import Usage
 __all__ = ["ModelClient", "StructuredOutputError", "Usage", "estimated_cost"]
 
 M = TypeVar("M", bound=BaseModel)
+log = logging.getLogger("kora.llm")
 
 
 def list_errors(exc: ValidationError, limit: int = 10) -> str:
@@ -159,6 +164,8 @@ class ModelClient:
                 # the same question is being asked by another job: share its answer
                 await asyncio.wait([pending])
             hit = self.cache.get(key)
+            if hit is None and self.ledger is not None:
+                hit = self._kept(key, stage)
             if hit is not None and (accept is None or accept(hit)):
                 paid = self.ledger is not None and not self.ahead and self.ledger.claim(key)
                 self.usage.add(self.name, stage, hit, self.config.cost_price, cached=not paid)
@@ -249,7 +256,7 @@ class ModelClient:
             raise
         self.usage.add(self.name, stage, resp, self.config.cost_price, cached=False)
         if key is not None and self.cache is not None and (accept is None or accept(resp)):
-            self.cache.put(key, resp)
+            self._store(key, resp, stage)
         return resp
 
     def _bounded(self, resp: Response) -> Response:
@@ -259,6 +266,35 @@ class ModelClient:
         if masked:
             return replace(resp, text=text, meta={**resp.meta, "masked": True})
         return replace(resp, text=text)
+
+    def _store(self, key: str, resp: Response, stage: str) -> None:
+        """Into the call store; when it cannot keep the answer (a full disk), the answer
+        is used all the same, kept for the process's other jobs, and counted."""
+        try:
+            self.cache.put(key, resp)  # type: ignore[union-attr]
+        except OSError as exc:
+            log.error(
+                "%s: the call store could not keep a paid answer (%s); it is used, "
+                "and the run will say so at its end",
+                self.label,
+                exc.strerror or exc,
+            )
+            if self.ledger is not None:
+                self.ledger.keep(key, resp, counted=not self.ahead)
+            if not self.ahead:
+                self.usage.add_unstored(self.name, stage)
+
+    def _kept(self, key: str, stage: str) -> Response | None:
+        """An answer of this process the store could not keep; the first job to use one
+        made ahead of it counts it as its own."""
+        assert self.ledger is not None
+        got = self.ledger.kept(key, count=not self.ahead)
+        if got is None:
+            return None
+        resp, count = got
+        if count:
+            self.usage.add_unstored(self.name, stage)
+        return resp
 
     async def text(
         self,
