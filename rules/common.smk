@@ -14,6 +14,7 @@ from kora.errors import KoraError
 from kora.llm.lifecycle import lifecycle_notes
 from kora.run.preflight import check_models, models_for_jobs
 from kora.run.progress import RUN_ENV, Monitor, unstored_warning
+from kora.run.runlock import hold
 from kora.run.layout import CELL, TARGET
 from kora.run.shards import missing_token, rejected_of, retry_token, status_of
 from kora.run.pipeline import Pipeline
@@ -79,10 +80,17 @@ _monitor = Monitor(Path(os.getcwd()), os.environ[RUN_ENV])
 _monitor.batches = Path(PIPELINE.config.cache_dir).parent / "batches"
 _started = time.time()
 _broker = None
+_lock = None
 
 
 onstart:
-    global _broker
+    global _broker, _lock
+    # one run at a time on the call store (kora.run.runlock): a second one, started with
+    # --nolock, would pay for the calls the first is paying for
+    try:
+        _lock = hold(Path.cwd() / PIPELINE.config.cache_dir, "snakemake run")
+    except KoraError as exc:
+        raise WorkflowError(str(exc)) from None
     _jobs = jobs_to_run()
     _models = models_for_jobs(PIPELINE.config, _jobs)
     # a missing key or a service down would fail every call of the run one by one: stop
@@ -126,6 +134,8 @@ onsuccess:
     _unstored = unstored_warning(_totals, PIPELINE.config.cache_dir)
     if _unstored:
         print(f"kora: ERROR: {_unstored}", file=sys.stderr)
+    if _lock is not None:
+        _lock.release()
     if _incomplete or _unstored:
         sys.exit(1)
 
@@ -137,3 +147,5 @@ onerror:
     _unstored = unstored_warning(_totals, PIPELINE.config.cache_dir)
     if _unstored:
         print(f"kora: ERROR: {_unstored}", file=sys.stderr)
+    if _lock is not None:
+        _lock.release()
