@@ -41,10 +41,28 @@ def open_tests(sql: str, paths: list[str], columns: dict[str, str]) -> duckdb.Du
     con = duckdb.connect()
     try:
         con.execute(sql, [paths, columns, object_size(paths)])
-    except duckdb.Error as exc:
+    except (duckdb.Error, UnicodeDecodeError) as exc:
         con.close()
-        raise InputError(f"could not read per-test results: {exc}") from None
+        why = _culprit(sql, paths, columns, exc)
+        raise InputError(f"could not read per-test results: {why}") from None
     return con
+
+
+def _culprit(sql: str, paths: list[str], columns: dict[str, str], exc: Exception) -> str:
+    """What DuckDB could not read, naming the file: each read alone, the first that fails
+    (its error may quote bytes that are not UTF-8, which then cannot be shown)."""
+    culprit = paths[0] if len(paths) == 1 else None
+    for p in paths if culprit is None else []:
+        with duckdb.connect() as alone:
+            try:
+                alone.execute(sql, [[p], columns, object_size([p])])
+            except (duckdb.Error, UnicodeDecodeError) as one:
+                culprit, exc = p, one
+                break
+    text = str(exc) if isinstance(exc, duckdb.Error) else "a value that is not valid UTF-8"
+    if culprit is None:  # each file reads alone: name them all (the first few)
+        culprit = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+    return text if culprit in text else f"{culprit}: {text}"
 
 
 def attach_blocked(failed: list[dict[str, Any]], blocked_rows: list[tuple[Any, ...]]) -> None:

@@ -41,10 +41,13 @@ def run(args: argparse.Namespace) -> int:
         # the reference run's judge, as one more rater on the same conversations
         import tempfile
 
-        from kora.analysis.records import input_files, judged, load_records
+        from kora.analysis.records import input_files, judged, load_records, zip_named
         from kora.analysis.stats.human import judge_labels
 
-        with tempfile.TemporaryDirectory(prefix="kora-reference-") as tmp:
+        with (
+            tempfile.TemporaryDirectory(prefix="kora-reference-") as tmp,
+            zip_named(args.reference, tmp),
+        ):
             files = input_files(Path(args.reference), Path(tmp))
             reference = judge_labels(judged(load_records(files)))
         shared = set(reference) & {r.key for r in records}
