@@ -235,3 +235,27 @@ def test_credentials_in_a_url_are_refused_with_how_to_pass_a_header(provider: st
     assert "hunter2" not in msg and "models.svc.base_url" in msg
     assert "credentials in the URL (https://****@chat.example/v1)" in msg
     assert ("${" in msg and "headers" in msg) if provider == "http" else "api_key_env" in msg
+
+
+@pytest.mark.timeout(10)
+def test_a_url_from_the_environment_is_never_shown_with_its_credentials() -> None:
+    from kora.llm.http import unreachable
+
+    msg = str(unreachable("m", "https://kora:hunter2-pw@llm.example/v1", OSError(111, "x")))
+    assert "hunter2" not in msg and "https://****@llm.example/v1" in msg
+
+
+@pytest.mark.timeout(10)
+def test_a_jobs_message_reaches_the_terminal_without_control(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from types import SimpleNamespace
+
+    from kora.run import dispatch
+
+    monkeypatch.setattr(dispatch, "job_spec", lambda rule, smk: {})
+    monkeypatch.setattr(dispatch, "submit", lambda spec: (1, f"kora: job stopped: {ESCAPES}"))
+    with pytest.raises(SystemExit):
+        dispatch.run("seeds", SimpleNamespace())
+    err = capsys.readouterr().err
+    assert "job stopped: redoverevil" in err and "\x1b" not in err

@@ -128,6 +128,9 @@ def unreachable(label: str, url: str, exc: BaseException) -> ProviderError:
     """No connection to `url` could be made: most often a wrong base_url or a service
     that is not running, which no retry fixes."""
     reason = _root_reason(exc)
+    parts = urlsplit(url)
+    if "@" in parts.netloc:  # from an environment variable: never shown with credentials
+        url = parts._replace(netloc="****@" + parts.netloc.rpartition("@")[2]).geturl()
     return ProviderError(
         f"{label}: cannot connect to {url} ({reason[:200]}): is the service running, "
         "and is base_url right?",

@@ -122,6 +122,8 @@ def run(rule: str, smk: Any) -> None:
         done = run_here(spec)
     status, message = done
     if message:
-        print(message, file=sys.stderr)
+        from kora.llm.masking import terminal_safe  # it may quote a server's words
+
+        print(terminal_safe(message), file=sys.stderr)
     if status:
         raise SystemExit(status)
