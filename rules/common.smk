@@ -14,7 +14,8 @@ from kora.run.dispatch import BROKERED, job_spec
 from kora.errors import KoraError
 from kora.llm.lifecycle import lifecycle_notes
 from kora.run.preflight import check_models, models_for_jobs
-from kora.run.progress import RUN_ENV, Monitor
+from kora.run.progress import RUN_ENV, Monitor, unstored_warning
+from kora.run.runlock import hold
 from kora.run.shards import missing_token
 from kora.run.pipeline import Pipeline
 from kora.run.plan import count_calls
@@ -70,10 +71,17 @@ _monitor = Monitor(Path(os.getcwd()), os.environ[RUN_ENV])
 _monitor.batches = Path(PIPELINE.config.cache_dir).parent / "batches"
 _started = time.time()
 _broker = None
+_lock = None
 
 
 onstart:
-    global _broker
+    global _broker, _lock
+    # one run at a time on the call store (kora.run.runlock): a second one, started with
+    # --nolock, would pay for the calls the first is paying for
+    try:
+        _lock = hold(Path.cwd() / PIPELINE.config.cache_dir, "snakemake run")
+    except KoraError as exc:
+        raise WorkflowError(str(exc)) from None
     _needed = _needrun()
     _jobs = [(name, wc) for name, wc, *_ in _needed]
     _specs = shard_job_specs(_needed)
@@ -105,7 +113,7 @@ onstart:
 
 
 onsuccess:
-    _monitor.stop()
+    _totals = _monitor.stop()
     if _broker is not None:
         _broker.stop()
     for _line in requests.written_summary(PIPELINE, since=_started):
@@ -119,10 +127,22 @@ onsuccess:
             + "\nRun the same command again to retry only what failed.",
             file=sys.stderr,
         )
+    # paid answers the call store could not keep (a full disk): said loudly, non-zero
+    _unstored = unstored_warning(_totals, PIPELINE.config.cache_dir)
+    if _unstored:
+        print(f"kora: ERROR: {_unstored}", file=sys.stderr)
+    if _lock is not None:
+        _lock.release()
+    if _incomplete or _unstored:
         sys.exit(1)
 
 
 onerror:
-    _monitor.stop()
+    _totals = _monitor.stop()
     if _broker is not None:
         _broker.stop()
+    _unstored = unstored_warning(_totals, PIPELINE.config.cache_dir)
+    if _unstored:
+        print(f"kora: ERROR: {_unstored}", file=sys.stderr)
+    if _lock is not None:
+        _lock.release()

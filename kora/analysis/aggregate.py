@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kora import benchmarks
-from kora.analysis.records import input_files
+from kora.analysis.records import input_files, zip_named
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.errors import InputError
 
@@ -19,7 +19,7 @@ def aggregate_path(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(scores, failed groups) of the per-test files at `path`; the taxonomy orders the
     groups of a version whose reference keeps no order of its own."""
-    with tempfile.TemporaryDirectory(prefix="kora-aggregate-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="kora-aggregate-") as tmp, zip_named(path, tmp):
         files = input_files(path, Path(tmp))
         if not files:
             raise InputError(f"{path}: no per-test result files found")

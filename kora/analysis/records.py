@@ -9,9 +9,11 @@ per-test file (not results.json, summary.json, usage or status files, nor the
 
 from __future__ import annotations
 
+import os
 import tempfile
 import zipfile
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -210,6 +212,20 @@ def is_input_file(name: str) -> bool:
     return base.endswith((".json", ".jsonl"))
 
 
+@contextmanager
+def zip_named(path: Path | str, workdir: Path | str) -> Iterator[None]:
+    """Errors about the files of a .zip that `input_files` extracted into `workdir` name
+    the .zip and the file in it (`results.zip:a/t1.json:3: ...`), not a temporary folder
+    that is gone by the time the user reads them."""
+    try:
+        yield
+    except InputError as exc:
+        extracted = f"{Path(workdir)}{os.sep}"
+        if extracted not in str(exc):
+            raise
+        raise InputError(str(exc).replace(extracted, f"{path}:")) from None
+
+
 def input_files(path: Path, workdir: Path) -> list[Path]:
     """The per-test files of a folder, a .zip (extracted into `workdir`) or one file.
 
@@ -220,11 +236,14 @@ def input_files(path: Path, workdir: Path) -> list[Path]:
             path = path / "judgments"
         return sorted(p for p in path.rglob("*") if p.is_file() and is_input_file(p.name))
     if path.is_file() and path.suffix == ".zip":
-        with zipfile.ZipFile(path) as zf:
-            names = [n for n in zf.namelist() if is_input_file(n)]
-            for n in names:
-                zf.extract(n, workdir)
-        return sorted(workdir / n for n in names)
+        try:
+            with zipfile.ZipFile(path) as zf:
+                names = [n for n in zf.namelist() if is_input_file(n)]
+                # where each lands (zipfile drops `..` and leading `/` from a name)
+                files = sorted({Path(zf.extract(n, workdir)) for n in names})
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError) as exc:
+            raise InputError(f"{path}: not a .zip that can be read ({exc})") from None
+        return files
     if path.is_file() and path.suffix in (".json", ".jsonl"):
         return [path]
     if not path.exists():
@@ -271,7 +290,8 @@ def load_records(paths: Iterable[Path | str]) -> list[TestRecord]:
     by_key: dict[str, TestRecord] = {}
     with tempfile.TemporaryDirectory(prefix="kora-records-") as tmp:
         for p in paths:
-            for f in input_files(Path(p), Path(tmp)):
-                for rec in records_of_file(f):
-                    by_key[rec.key] = rec
+            with zip_named(p, tmp):
+                for f in input_files(Path(p), Path(tmp)):
+                    for rec in records_of_file(f):
+                        by_key[rec.key] = rec
     return list(by_key.values())

@@ -33,6 +33,9 @@ class TargetTurn(Strict):
     # tokens, where the target says
     inputTokens: int | None = None
     outputTokens: int | None = None
+    # a secret of the target's (its key, a header's token) was in the reply and is
+    # written as **** (kora.llm.masking)
+    masked: bool | None = None
 
 
 class TestAssessment(Strict):

@@ -52,7 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         code: int = args.func(args)
         return code
     except KoraError as exc:
-        print(f"kora: error: {exc}", file=sys.stderr)
+        from kora.llm.masking import terminal_safe  # the text may quote a server's
+
+        print(terminal_safe(f"kora: error: {exc}"), file=sys.stderr)
         return 2
     except OSError as exc:  # a file named on the command line that cannot be read
         where = f"{exc.filename}: " if exc.filename else ""

@@ -4,7 +4,9 @@ The target gets one child message (the `child` variant's system prompt for a 10-
 old where the target runs that variant); the child and judge models get a one-word
 question. Each line says what came back and how long it took; for a chat service
 (`http`, `chat-endpoint`, `app-runner`) every request is shown as it was sent, secrets
-masked. Nothing is stored and nothing is written: a ping is not part of a run.
+masked. What a server sent is printed without anything a terminal would act on
+(kora.llm.masking.terminal_safe): no escape sequence can clear the screen or retitle the
+window. Nothing is stored and nothing is written: a ping is not part of a run.
 """
 
 from __future__ import annotations
@@ -170,9 +172,11 @@ def cmd_ping(args: argparse.Namespace) -> int:
             f"unknown target {target!r}; the config defines: "
             + (", ".join(cfg.targets) or "no targets")
         )
+    from kora.llm.masking import terminal_safe
+
     lines, ok = asyncio.run(ping_all(cfg, target, not args.target_only))
     for line in lines:
-        print(line)
+        print(terminal_safe(line))
     if not ok:
         print("kora ping: a model could not be reached or answered wrongly", file=sys.stderr)
     return 0 if ok else 1

@@ -8,13 +8,13 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
-from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
 from kora import benchmarks
 from kora.benchmarks.schemas import AGE_RANGES
 from kora.benchmarks.taxonomy import Taxonomy
+from kora.config.urls import url_problem
 from kora.config.schema import NAME_RE, PROVIDERS, ROLES, KoraConfig, chain
 from kora.errors import ConfigError
 from kora.llm.config import ModelConfig
@@ -118,11 +118,12 @@ def validate_config(
             )
         if m.app is not None and not kind.needs_app:
             fail(f"models.{name}.app", f"models.{name}.app: only for `provider: app-runner`")
-        if m.base_url is not None:
-            problem = _url_problem(m.base_url)
-            if problem:
-                loc = f"models.{name}.base_url"
-                fail(loc, f"{loc}: {problem}: {m.base_url!r}")
+        if m.base_url is not None and (problem := url_problem(m.base_url, m.provider)):
+            fail(f"models.{name}.base_url", f"models.{name}.base_url: {problem}")
+        for step, req in (m.http.requests() if m.http is not None else {}).items():
+            if problem := url_problem(req.url, m.provider, template=True):
+                loc = f"models.{name}.http.{step}.url"
+                fail(loc, f"{loc}: {problem}")
 
     def need_model(role: str, name: str, *, llm: bool = True) -> None:
         loc = role.split("[", 1)[0]
@@ -258,15 +259,6 @@ def _history_problem(model: ModelConfig) -> str | None:
                 "is a chat service whose turn request sends only the newest message "
                 "(`{{ message }}`): to carry on a recording it must send `{{ messages }}`"
             )
-    return None
-
-
-def _url_problem(url: str) -> str | None:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https"):
-        return "not an http(s) URL"
-    if not parts.hostname:
-        return "no host in the URL"
     return None
 
 

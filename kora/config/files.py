@@ -31,6 +31,11 @@ def _mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = Fals
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=True)
         line = key_node.start_mark.line + 1
+        if isinstance(key, list | dict | set):
+            raise ConfigError(
+                f"{getattr(loader, 'path', '?')}:{line}: a key that is a "
+                f"{type(key).__name__}; keys are names"
+            )
         if key in seen:
             raise ConfigError(
                 f"{getattr(loader, 'path', '?')}:{line}: duplicate key {key!r} "
@@ -63,7 +68,10 @@ def read_config_file(path: Path | str) -> dict[str, Any]:
         raise ConfigError(f"{path}: not found") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot be read ({exc})") from None
-    loader = _UniqueKeyLoader(text)
+    try:
+        loader = _UniqueKeyLoader(text)  # reads the text: a character YAML refuses is named
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     loader.path = str(path)  # type: ignore[attr-defined]
     try:
         data = loader.get_single_data()

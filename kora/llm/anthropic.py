@@ -20,11 +20,13 @@ from dataclasses import replace
 from typing import Any
 
 import anthropic
+import orjson
 
 from kora.llm import prompt_cache
 from kora.llm.base import ProviderError, Request, Response, answer_schema, finish_reasons
+from kora.llm.bounds import read_body, timed_out
 from kora.llm.headers import from_anthropic
-from kora.llm.http import RemoteModel, is_connect_error, read_key, unreachable
+from kora.llm.http import RemoteModel, is_connect_error, read_key, transport_error, unreachable
 from kora.llm.retry import parse_retry_after, redact
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -94,15 +96,21 @@ class AnthropicProvider(RemoteModel[anthropic.AsyncAnthropic]):
     async def generate(self, request: Request) -> Response:
         client = self._clients.get()
         try:
-            # the raw response (public API) carries the rate-limit headers
-            raw = await client.messages.with_raw_response.create(**self._params(request))
-            msg = await raw.parse()
+            # streamed: the body is read up to the size limit (kora.llm.bounds), never whole
+            # before it is known to fit; the raw response carries the rate-limit headers
+            create = client.messages.with_streaming_response.create
+            async with create(**self._params(request)) as raw:
+                declared = raw.headers.get("content-length")
+                if raw.headers.get("content-encoding", "identity") not in ("", "identity"):
+                    declared = None  # a compressed body's length is not its size
+                body = await read_body(raw.iter_bytes(), self.max_reply_bytes, self.label, declared)
+                limits = from_anthropic(raw.headers)
+        except ProviderError:
+            raise
         except anthropic.APIStatusError as exc:
             raise self._status_error(exc) from None
         except anthropic.APITimeoutError:
-            raise ProviderError(
-                f"{self.label}: no answer within {self.timeout:g} s", status=None
-            ) from None
+            raise timed_out(self.label, self.timeout) from None
         except anthropic.APIConnectionError as exc:
             if exc.__cause__ is not None and is_connect_error(exc.__cause__):
                 raise unreachable(self.label, self.base_url, exc.__cause__) from None
@@ -110,27 +118,26 @@ class AnthropicProvider(RemoteModel[anthropic.AsyncAnthropic]):
                 f"{self.label}: connection failed ({redact(str(exc.__cause__ or exc), self._key)})",
                 status=None,
             ) from None
-        except anthropic.APIResponseValidationError as exc:
-            raise ProviderError(
-                f"{self.label}: malformed response ({redact(str(exc), self._key)[:200]})",
-                retryable=True,
-            ) from None
         except anthropic.AnthropicError as exc:
-            # e.g. a 200 whose body is not JSON
             raise ProviderError(
                 f"{self.label}: bad response ({redact(str(exc), self._key)[:200]})",
                 retryable=True,
             ) from None
-        except ValueError as exc:  # JSON decoding of a malformed body
+        except Exception as exc:  # the SDK's httpx, while the body is read
+            raise transport_error(self.label, self.base_url, exc, self.timeout, self._key) from None
+        try:
+            return self._response(orjson.loads(body), request, limits)
+        except (orjson.JSONDecodeError, TypeError, ValueError, AttributeError):
+            shown = redact(body.decode(errors="replace"), self._key)[:200]
             raise ProviderError(
-                f"{self.label}: malformed response body ({str(exc)[:200]})", retryable=True
+                f"{self.label}: malformed response body ({shown!r})", retryable=True
             ) from None
-
-        return self._response(msg, request, from_anthropic(raw.headers))
 
     def _response(self, msg: Any, request: Request | None, limits: Any = None) -> Response:
         """A Messages API answer (a message object or its dict) as a Response (without
         its request: the tool_use block if there is one)."""
+        if isinstance(msg, list | str | int | float | bool) or msg is None:
+            raise TypeError("not a message object")
         get = (lambda o, k: o.get(k)) if isinstance(msg, dict) else getattr
         content = get(msg, "content")
         if not isinstance(content, list):

@@ -7,7 +7,8 @@ seconds for others to join it; the batch is then sent, and its id and the call-s
 of every request are written to `.kora/batches/` *before* any waiting, so a killed run,
 started again, finds the batch and waits for it rather than paying twice. The batch is
 polled every `poll` seconds; each answer resolves the call that asked it (the client
-then validates and stores it as usual). A request the batch could not answer fails on
+then validates and stores it as usual). Each request to the provider (sending, each look,
+reading the answers) is held to the model's deadline (kora.llm.bounds). A request the batch could not answer fails on
 its own: an error is the call's error, an expired or canceled one is asked again (in a
 new batch) by the retry layer.
 """
@@ -26,6 +27,7 @@ from typing import Any, Protocol
 import orjson
 
 from kora.llm.base import ProviderError, Request, Response
+from kora.llm.bounds import DEFAULT_TIMEOUT, deadline
 from kora.llm.files import write_atomic
 
 log = logging.getLogger("kora")
@@ -68,6 +70,11 @@ class BatchQueue:
     answers: dict[str, Response] = field(default_factory=dict)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
     resumed: bool = False
+
+    def _deadline(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """One request to the provider, held to the model's deadline."""
+        seconds = getattr(self.provider, "timeout", None) or DEFAULT_TIMEOUT
+        return deadline(float(seconds), self.provider.label)
 
     @property
     def ident(self) -> str:
@@ -131,7 +138,8 @@ class BatchQueue:
             return
         items = [(k, self.requests[k]) for k in keys]
         try:
-            batch_id = await self.provider.batch_submit(items)
+            async with self._deadline():
+                batch_id = await self.provider.batch_submit(items)
         except Exception as exc:
             self._fail(keys, exc)
             return
@@ -151,8 +159,11 @@ class BatchQueue:
         misses = 0
         while True:
             try:
-                if await self.provider.batch_ended(batch_id):
-                    results = await self.provider.batch_results(batch_id)
+                async with self._deadline():
+                    ended = await self.provider.batch_ended(batch_id)
+                if ended:
+                    async with self._deadline():
+                        results = await self.provider.batch_results(batch_id)
                     break
                 misses = 0
             except ProviderError as exc:

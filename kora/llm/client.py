@@ -8,11 +8,19 @@ violation is a failure of that item (the caller records it), never a crash of th
 The store keeps only answers their caller accepts (`accept`): an answer that failed
 validation is never replayed, so fixing a server and re-running asks the question again,
 and a stored answer that does not pass (an older store, an edited file) counts as a miss.
+
+Each attempt is held to the model's deadline and size limit (kora.llm.bounds), and an
+answer has the provider's secrets masked before anything keeps it (kora.llm.masking): a
+target that echoes its key puts `****` in the record, with `masked` in its meta. When
+the store cannot keep a paid answer (a full disk), the answer is used all the same,
+kept in the process's ledger for any other job that asks, and counted as `unstored`:
+the run says so at its end and fails.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -24,10 +32,12 @@ from pydantic import BaseModel, ValidationError
 
 from kora.llm.base import ChatMessage, Provider, Request, Response, clean_text, is_retryable
 from kora.llm.batch import queue_for, supports_batches
+from kora.llm.bounds import DEFAULT_TIMEOUT, check_size, deadline
 from kora.llm.cache import CallCache, cache_key
 from kora.llm.config import ModelConfig
 from kora.llm.ledger import Ledger
 from kora.llm.limits import Cost, Limiter, estimate_input_tokens, limited, limiter_for
+from kora.llm.masking import Masker
 from kora.llm.providers import create_provider
 from kora.llm.retry import RetryPolicy, retrying
 from kora.llm.usage import Usage
@@ -35,6 +45,7 @@ from kora.llm.usage import Usage
 __all__ = ["ModelClient", "StructuredOutputError", "Usage", "estimated_cost"]
 
 M = TypeVar("M", bound=BaseModel)
+log = logging.getLogger("kora.llm")
 
 
 def list_errors(exc: ValidationError, limit: int = 10) -> str:
@@ -110,6 +121,8 @@ class ModelClient:
         self.limiter = limiter or limiter_for(name, config, state_dir)
         self.retry_policy = retry_policy or RetryPolicy()
         self.identity = config.output_settings()
+        self.label = str(getattr(self.provider, "label", f"model {name!r}"))
+        self.timeout = config.timeout or DEFAULT_TIMEOUT
 
     @property
     def is_mock(self) -> bool:
@@ -151,6 +164,8 @@ class ModelClient:
                 # the same question is being asked by another job: share its answer
                 await asyncio.wait([pending])
             hit = self.cache.get(key)
+            if hit is None and self.ledger is not None:
+                hit = self._kept(key, stage)
             if hit is not None and (accept is None or accept(hit)):
                 paid = self.ledger is not None and not self.ahead and self.ledger.claim(key)
                 self.usage.add(self.name, stage, hit, self.config.cost_price, cached=not paid)
@@ -203,21 +218,25 @@ class ModelClient:
             # the answer's own time, not the waits for the limiter or between retries (a
             # mock's time measures nothing, and would make its runs differ)
             started = time.monotonic()
-            resp = await self.provider.generate(request)
+            async with deadline(self.timeout, self.label):
+                resp = self._bounded(await self.provider.generate(request))
             if self.is_mock:
                 return resp
             return replace(resp, meta={**resp.meta, "latency": time.monotonic() - started})
 
+        async def batched() -> Response:
+            assert key is not None and self.cache is not None
+            queue = queue_for(
+                self.provider,  # type: ignore[arg-type]
+                self.cache.root.parent / "batches",
+                self.cache.root,
+            )
+            return self._bounded(await queue.ask(key, request))
+
         try:
             if self._batched(key):
-                assert key is not None and self.cache is not None
-                queue = queue_for(
-                    self.provider,  # type: ignore[arg-type]
-                    self.cache.root.parent / "batches",
-                    self.cache.root,
-                )
                 resp = await retrying(
-                    lambda: queue.ask(key, request),
+                    batched,
                     should_retry=is_retryable,
                     policy=self.retry_policy,
                     on_retry=on_retry,
@@ -235,10 +254,46 @@ class ModelClient:
         except Exception:
             self.usage.add(self.name, stage, None, self.config.cost_price, cached=False)
             raise
-        resp = replace(resp, text=clean_text(resp.text))
         self.usage.add(self.name, stage, resp, self.config.cost_price, cached=False)
         if key is not None and self.cache is not None and (accept is None or accept(resp)):
-            self.cache.put(key, resp)
+            self._store(key, resp, stage)
+        return resp
+
+    def _bounded(self, resp: Response) -> Response:
+        """An attempt's answer within the size limit, as valid Unicode, secrets masked."""
+        check_size(self.label, resp.text, self.config.max_reply_bytes)
+        text, masked = Masker(_secrets(self.provider)).masked(clean_text(resp.text))
+        if masked:
+            return replace(resp, text=text, meta={**resp.meta, "masked": True})
+        return replace(resp, text=text)
+
+    def _store(self, key: str, resp: Response, stage: str) -> None:
+        """Into the call store; when it cannot keep the answer (a full disk), the answer
+        is used all the same, kept for the process's other jobs, and counted."""
+        try:
+            self.cache.put(key, resp)  # type: ignore[union-attr]
+        except OSError as exc:
+            log.error(
+                "%s: the call store could not keep a paid answer (%s); it is used, "
+                "and the run will say so at its end",
+                self.label,
+                exc.strerror or exc,
+            )
+            if self.ledger is not None:
+                self.ledger.keep(key, resp, counted=not self.ahead)
+            if not self.ahead:
+                self.usage.add_unstored(self.name, stage)
+
+    def _kept(self, key: str, stage: str) -> Response | None:
+        """An answer of this process the store could not keep; the first job to use one
+        made ahead of it counts it as its own."""
+        assert self.ledger is not None
+        got = self.ledger.kept(key, count=not self.ahead)
+        if got is None:
+            return None
+        resp, count = got
+        if count:
+            self.usage.add_unstored(self.name, stage)
         return resp
 
     async def text(
@@ -298,3 +353,9 @@ class ModelClient:
 
     async def aclose(self) -> None:
         await self.provider.aclose()
+
+
+def _secrets(provider: object) -> set[str]:
+    """The provider's secrets (its key, once read), for masking its answers."""
+    found = getattr(provider, "secrets", None)
+    return set(found()) if callable(found) else set()

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kora.llm.bounds import DEFAULT_MAX_REPLY_BYTES
 from kora.llm.registry import ProviderKind, kind_of
 from kora.llm.service_config import HttpSpec
 
@@ -44,7 +45,13 @@ class ModelConfig(_Strict):
     output_tokens_per_minute: float | None = Field(default=None, gt=0)
     tokens_per_minute: float | None = Field(default=None, gt=0)
     max_concurrency: int | None = Field(default=None, gt=0)
+    # seconds one call may take in all, from connecting to the last byte (kora.llm.bounds)
     timeout: float | None = Field(default=None, gt=0)
+    # the largest answer accepted, in bytes: a larger one is a failed call
+    max_reply_bytes: int = Field(default=DEFAULT_MAX_REPLY_BYTES, gt=0)
+    # a chat service's 3xx answers: followed, or (the default) a failed attempt naming
+    # where it pointed
+    follow_redirects: bool = False
     price: Price | None = None
     # Anthropic: mark the stable start of each request for the provider's prompt cache,
     # kept 5 minutes or an hour (OpenAI caches on its own)

@@ -1,4 +1,5 @@
-"""One POST over httpx, its transport failures turned into retryable ProviderErrors."""
+"""One request over httpx, its transport failures turned into retryable ProviderErrors,
+its answer read up to the model's size limit (kora.llm.bounds)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ from urllib.parse import urlsplit
 import httpx
 
 from kora.llm.base import ProviderError
+from kora.llm.bounds import DEFAULT_TIMEOUT, read_body, timed_out
 from kora.llm.config import ModelConfig
 from kora.llm.retry import redact
 
-DEFAULT_TIMEOUT = 120.0  # seconds a call may take when a model's config sets no timeout
+__all__ = ["DEFAULT_TIMEOUT", "LoopBound", "RemoteModel", "post", "read_key", "send"]
 
 
 async def post(
@@ -41,25 +43,71 @@ async def send(
     label: str,
     timeout: float,
     key: str | None,
+    limit: int | None = None,
     **kwargs: Any,
 ) -> httpx.Response:
-    """`post` for any method."""
+    """`post` for any method. The body is read as it comes and given up past `limit`
+    bytes (a ProviderError naming its size and the limit); the response returned holds
+    it whole."""
     try:
-        return await client.request(method, url, **kwargs)
+        request = client.build_request(method, url, **kwargs)
+        streamed = await client.send(request, stream=True)
+        try:
+            # the Content-Length of an encoded (compressed) body is not its size
+            declared = streamed.headers.get("content-length") if _identity(streamed) else None
+            body = await read_body(streamed.aiter_bytes(), limit, label, declared)
+        finally:
+            await streamed.aclose()
     except httpx.ConnectError as exc:
         raise unreachable(label, url, exc) from None
     except httpx.TimeoutException:
-        raise ProviderError(f"{label}: no answer within {timeout:g} s", status=None) from None
-    except httpx.TransportError as exc:
+        raise timed_out(label, timeout) from None
+    except httpx.RequestError as exc:  # a dropped connection, too many redirects, ...
         raise ProviderError(
             f"{label}: connection failed ({type(exc).__name__}: {redact(str(exc), key)[:200]})",
             status=None,
         ) from None
+    # the body already decoded: the headers that described its encoding no longer do
+    headers = [
+        (k, v)
+        for k, v in streamed.headers.multi_items()
+        if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+    ]
+    return httpx.Response(
+        streamed.status_code,
+        headers=headers,
+        content=body,
+        request=request,
+        extensions={"reason_phrase": streamed.reason_phrase.encode()},
+    )
+
+
+def _identity(resp: httpx.Response) -> bool:
+    """A body sent as it is (no content encoding): its Content-Length is its size."""
+    return resp.headers.get("content-encoding", "identity").strip().lower() in ("", "identity")
 
 
 def is_connect_error(exc: BaseException | None) -> bool:
     """httpx's ConnectError, by name: SDKs may bundle their own copy of httpx."""
     return exc is not None and any(k.__name__ == "ConnectError" for k in type(exc).__mro__)
+
+
+def transport_error(
+    label: str, url: str, exc: Exception, timeout: float, key: str | None
+) -> ProviderError:
+    """An exception of an SDK's own copy of httpx, as httpx's own would be reported; any
+    other exception is a bug and is raised as it is."""
+    names = {k.__name__ for k in type(exc).__mro__}
+    if "ConnectError" in names:
+        return unreachable(label, url, exc)
+    if "TimeoutException" in names:
+        return timed_out(label, timeout)
+    if "HTTPError" in names or "StreamError" in names:
+        return ProviderError(
+            f"{label}: connection failed ({type(exc).__name__}: {redact(str(exc), key)[:200]})",
+            status=None,
+        )
+    raise exc
 
 
 def _root_reason(exc: BaseException) -> str:
@@ -80,6 +128,9 @@ def unreachable(label: str, url: str, exc: BaseException) -> ProviderError:
     """No connection to `url` could be made: most often a wrong base_url or a service
     that is not running, which no retry fixes."""
     reason = _root_reason(exc)
+    parts = urlsplit(url)
+    if "@" in parts.netloc:  # from an environment variable: never shown with credentials
+        url = parts._replace(netloc="****@" + parts.netloc.rpartition("@")[2]).geturl()
     return ProviderError(
         f"{label}: cannot connect to {url} ({reason[:200]}): is the service running, "
         "and is base_url right?",
@@ -167,11 +218,16 @@ class RemoteModel(Generic[C]):
         url = config.base_url or os.environ.get(self.URL_ENV) or self.DEFAULT_URL
         self.base_url = self.normalise_url(url)
         self.timeout = config.timeout or DEFAULT_TIMEOUT
+        self.max_reply_bytes = config.max_reply_bytes
         self._clients = LoopBound(self._new_client, self._close_client)
         self._key: str | None = None
 
     def normalise_url(self, url: str) -> str:
         return url.rstrip("/")
+
+    def secrets(self) -> set[str]:
+        """What must never be written or shown: the key, once read."""
+        return {self._key} if self._key else set()
 
     def _new_client(self) -> C:
         raise NotImplementedError

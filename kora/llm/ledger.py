@@ -5,6 +5,9 @@ callers that ask the same question at the same time get one call between them: t
 waits for the first's answer. A call made ahead of its job is paid by nobody's shard until
 the job asks for it: then it counts for that job as the paid call it is (its tokens and
 cost in the job's status and in usage.json), once, and as a stored answer after that.
+
+An answer the call store could not keep (a full disk) is kept here instead, for the rest
+of the process: a job that asks for it uses it rather than paying for it again.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ class Ledger:
     _inflight: dict[str, asyncio.Future[Response]] = field(default_factory=dict)
     # calls made ahead and not yet asked for by their job: what they cost so far
     _ahead: dict[str, Counts] = field(default_factory=dict)
+    # answers the call store could not keep, and whether a job has counted them yet
+    _kept: dict[str, tuple[Response, bool]] = field(default_factory=dict)
 
     def inflight(self, key: str) -> asyncio.Future[Response] | None:
         return self._inflight.get(key)
@@ -37,6 +42,22 @@ class Ledger:
         if ahead and fut.done() and not fut.cancelled() and fut.exception() is None:
             resp = fut.result()
             self._ahead[key] = Counts.paid(resp, price)
+
+    def keep(self, key: str, resp: Response, *, counted: bool) -> None:
+        """An answer the store could not keep (`counted`: a job has counted it so)."""
+        self._kept[key] = (resp, counted)
+
+    def kept(self, key: str, *, count: bool) -> tuple[Response, bool] | None:
+        """A kept answer, and whether the asker is the first job to use it (`count`: the
+        asker is a job, not a call made ahead of one)."""
+        got = self._kept.get(key)
+        if got is None:
+            return None
+        resp, counted = got
+        first = count and not counted
+        if first:
+            self._kept[key] = (resp, True)
+        return resp, first
 
     def claim(self, key: str) -> bool:
         """True the first time a job asks for a call made ahead of it."""

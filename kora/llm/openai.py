@@ -83,6 +83,7 @@ class OpenAIProvider(RemoteModel[httpx.AsyncClient]):
             label=self.label,
             timeout=self.timeout,
             key=self._key,
+            limit=self.max_reply_bytes,
             content=orjson.dumps(self._body(request)),
             headers={"Content-Type": "application/json"},
         )
@@ -123,10 +124,10 @@ class OpenAIProvider(RemoteModel[httpx.AsyncClient]):
                 limits=None if resp is None else from_openai(resp.headers, time.time()),
             )
         except (KeyError, IndexError, TypeError, AttributeError, ValueError):
-            shown = resp.text[:120] if resp is not None else orjson.dumps(data)[:120].decode()
+            shown = resp.text if resp is not None else orjson.dumps(data).decode()
             status = f"HTTP {resp.status_code}" if resp is not None else "batch answer"
             raise ProviderError(
-                f"{self.label}: {status} with a malformed body ({redact(shown, self._key)!r})",
+                f"{self.label}: {status} with a malformed body ({redact(shown, self._key)[:120]!r})",
                 retryable=True,
             ) from None
 
@@ -158,7 +159,7 @@ class OpenAIProvider(RemoteModel[httpx.AsyncClient]):
             elif isinstance(err, str):
                 detail = err
         except orjson.JSONDecodeError:
-            detail = resp.text[:200]
+            detail = resp.text  # masked before it is cut: a key on the cut would survive
         detail = redact(detail or resp.reason_phrase, self._key)[:300]
         hint = ""
         if status in (401, 403):

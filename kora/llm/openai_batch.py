@@ -12,6 +12,7 @@ import httpx
 import orjson
 
 from kora.llm.base import ProviderError, Request, Response
+from kora.llm.http import send
 from kora.llm.retry import parse_retry_after, redact
 
 
@@ -21,6 +22,7 @@ class _Provider(Protocol):
     base_url: str
     label: str
     _key: str | None
+    timeout: float
     _clients: Any
 
     def _body(self, request: Request) -> dict[str, Any]: ...
@@ -33,15 +35,14 @@ FINAL = ("completed", "failed", "expired", "cancelled")
 
 
 async def _call(p: _Provider, method: str, path: str, **kw: Any) -> httpx.Response:
-    client = p._clients.get()
+    # no size limit: a batch's files hold many answers (each is held to it on its own)
     url = f"{p.base_url}{path}"
-    try:
-        resp: httpx.Response = await client.request(method, url, **kw)
-    except httpx.TransportError as exc:
-        raise ProviderError(f"{p.label}: batch request failed ({type(exc).__name__})") from None
+    resp = await send(
+        p._clients.get(), method, url, label=p.label, timeout=p.timeout, key=p._key, **kw
+    )
     if resp.status_code >= 400:
         raise ProviderError(
-            f"{p.label}: HTTP {resp.status_code} from {path}: {redact(resp.text[:200], p._key)}",
+            f"{p.label}: HTTP {resp.status_code} from {path}: {redact(resp.text, p._key)[:200]}",
             status=resp.status_code,
             retry_after=parse_retry_after(resp.headers),
         )

@@ -25,6 +25,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
+from kora.llm.masking import mask
+
 T = TypeVar("T")
 
 log = logging.getLogger("kora.llm")
@@ -94,11 +96,12 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
 
 
 def redact(text: str, secret: str | None) -> str:
-    """`text` (from a server, for a user's terminal and logs) with every occurrence of
-    `secret` masked, and control and bidirectional-format characters shown as escapes,
-    so that no server can move the cursor, clear the screen or reorder the line."""
-    if secret and len(secret) >= 4:
-        text = text.replace(secret, "***")
+    """`text` (from a server, for a user's terminal and logs) with `secret` masked in
+    every form it may come back in (kora.llm.masking), and control and
+    bidirectional-format characters shown as escapes, so that no server can move the
+    cursor, clear the screen or reorder the line. Cut the result, never the text: a
+    secret on the cut would survive in part."""
+    text = mask(text, secret)
     return "".join(
         c if c.isprintable() and unicodedata.category(c) != "Cf" else f"\\u{ord(c):04x}"
         for c in text

@@ -6,7 +6,14 @@ then one `turn` request per child message, and `close` at the end. Requests go t
 the same limiter and retry layer as the LLM providers; a turn retried after a dropped
 connection may reach a stateful service twice (the reference behaves the same way).
 Secrets: `${NAME}` in a header is read from the environment when the request is sent,
-and is masked in every error and in `kora ping`'s echo of the request.
+and is masked (kora.llm.masking, in every form) in every error, in `kora ping`'s echo of
+the request and in the replies themselves: a service that echoes its token back puts
+`****` in the transcript, and the turn is marked `masked`.
+
+Each request is held to the model's deadline and size limit (kora.llm.bounds). A 3xx
+answer is a failed attempt naming its Location unless the model sets `follow_redirects:
+true`, and so is a turn whose whole body is the reply but that has no body: neither is
+taken for an empty reply.
 """
 
 from __future__ import annotations
@@ -24,15 +31,18 @@ import httpx
 import orjson
 
 from kora.llm.base import BlockedError, ChatMessage, ProviderError, Response, clean_text
+from kora.llm.bounds import DEFAULT_TIMEOUT, deadline
 from kora.llm.config import ModelConfig
-from kora.llm.http import DEFAULT_TIMEOUT, LoopBound, read_key, send
+from kora.llm.http import LoopBound, read_key, send
 from kora.llm.limits import Limiter, limited, limiter_for
+from kora.llm.masking import Masker, cut
 from kora.llm.retry import RetryPolicy, parse_retry_after, redact
 from kora.llm.service_config import (
     AGE_FOR_RANGE,
     ENV_REF,
     RequestSpec,
     environment,
+    find,
     is_single_expression,
     spec_for,
     value_problem,
@@ -41,23 +51,6 @@ from kora.llm.service_config import (
 
 def new_session_id() -> str:
     return f"{uuid4()}_{uuid4()}"
-
-
-def find(data: Any, path: str) -> Any:
-    """The value at a dotted path (`choices.0.message.content`); None when absent."""
-    cur = data
-    for part in path.split("."):
-        if isinstance(cur, dict):
-            cur = cur.get(part)
-        elif (
-            isinstance(cur, list)
-            and part.lstrip("-").isdigit()
-            and -len(cur) <= int(part) < len(cur)
-        ):
-            cur = cur[int(part)]
-        else:
-            return None
-    return cur
 
 
 @dataclass
@@ -108,14 +101,17 @@ class ServiceSession:
         data, raw = await self.target.request("turn", spec, vars_)
         latency = time.monotonic() - started
         text = raw if spec.reply is None else str(find(data, spec.reply))
+        text, masked = self.target.masker().masked(clean_text(text))
         meta: dict[str, Any] = {"session_id": self.session_id, "latency": latency}
+        if masked:
+            meta["masked"] = True
         tokens = {
             k: find(data, p)
             for k, p in (("input", spec.input_tokens), ("output", spec.output_tokens))
             if p
         }
         return Response(
-            text=clean_text(text),
+            text=text,
             input_tokens=_count(tokens.get("input")),
             output_tokens=_count(tokens.get("output")),
             meta=meta,
@@ -178,12 +174,17 @@ class ServiceTarget:
             headers=headers,
             timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 30.0)),
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+            follow_redirects=self.config.follow_redirects,
         )
 
-    def mask(self, text: str) -> str:
-        for s in sorted(self.secrets, key=len, reverse=True):
-            text = text.replace(s, "****")
-        return redact(text, self._key)
+    def masker(self) -> Masker:
+        return Masker({*self.secrets, self._key})
+
+    def mask(self, text: str, limit: int | None = None) -> str:
+        """`text` with every secret masked (then cut to `limit` characters) and control
+        characters shown as escapes."""
+        text = redact(self.masker().mask(text), None)
+        return text if limit is None else cut(text, limit)
 
     async def open_session(
         self,
@@ -294,6 +295,10 @@ class ServiceTarget:
                 headers["Content-Type"] = "application/json"
 
         async def once() -> tuple[Any, str]:
+            async with deadline(self.timeout, self.label):
+                return await attempt()
+
+        async def attempt() -> tuple[Any, str]:
             started = time.monotonic()
             client = self._clients.get()
             resp = await send(
@@ -303,6 +308,7 @@ class ServiceTarget:
                 label=self.label,
                 timeout=self.timeout,
                 key=self._key,
+                limit=self.config.max_reply_bytes,
                 content=content,
                 headers=headers,
             )
@@ -320,16 +326,30 @@ class ServiceTarget:
                         },
                         None if content is None else self.mask(content.decode(errors="replace")),
                         resp.status_code,
-                        self.mask(text[:2000]),
+                        self.mask(text, 2000),
                         time.monotonic() - started,
                     )
                 )
+            where = f"{step} ({spec.method} {self.mask(url)})"
             if resp.status_code >= 400:
                 raise ProviderError(
-                    f"{self.label}: HTTP {resp.status_code} from {step} "
-                    f"({spec.method} {self.mask(url)}): {self.mask(text[:200])}",
+                    f"{self.label}: HTTP {resp.status_code} from {where}: {self.mask(text, 200)}",
                     status=resp.status_code,
                     retry_after=parse_retry_after(resp.headers),
+                )
+            if 300 <= resp.status_code < 400:
+                raise ProviderError(
+                    f"{self.label}: HTTP {resp.status_code} from {where}, a redirect to "
+                    f"{self.mask(resp.headers.get('location', '(no Location)'), 300)}: "
+                    "not followed (set follow_redirects: true on the model to follow it)",
+                    status=resp.status_code,
+                    retryable=True,
+                )
+            if step == "turn" and spec.reply is None and not resp.content:
+                raise ProviderError(
+                    f"{self.label}: HTTP {resp.status_code} from {where} with no body: "
+                    "no reply (the whole body is the reply)",
+                    retryable=True,
                 )
             try:
                 data = orjson.loads(resp.content) if resp.content else None
@@ -338,25 +358,25 @@ class ServiceTarget:
             if spec.blocked and data is not None:
                 reason = find(data, spec.blocked)
                 if reason:
-                    raise BlockedError(self.label, str(reason))
+                    raise BlockedError(self.label, self.mask(str(reason), 300))
             needs_json = spec.reply is not None or spec.session_id is not None
             if needs_json and not isinstance(data, (dict, list)):
                 raise ProviderError(
-                    f"{self.label}: the {step} answer is not JSON ({self.mask(text[:120])!r})",
+                    f"{self.label}: the {step} answer is not JSON ({self.mask(text, 120)!r})",
                     retryable=True,
                 )
             # checked here, inside the retries: a malformed answer is asked again
             if spec.reply is not None and not isinstance(find(data, spec.reply), str):
                 raise ProviderError(
                     f"{self.label}: the {step} answer has no text at {spec.reply!r} "
-                    f"({self.mask(text[:160])!r})",
+                    f"({self.mask(text, 160)!r})",
                     retryable=True,
                 )
             sid = find(data, spec.session_id) if spec.session_id is not None else "-"
             if not isinstance(sid, (str, int)) or isinstance(sid, bool) or sid == "":
                 raise ProviderError(
                     f"{self.label}: the {step} answer has no session id at "
-                    f"{spec.session_id!r} ({self.mask(text[:160])!r})",
+                    f"{spec.session_id!r} ({self.mask(text, 160)!r})",
                     retryable=True,
                 )
             return data, text

@@ -204,6 +204,22 @@ def template_problems(spec: HttpSpec, where: str) -> list[str]:
     return out
 
 
+_INDEX = re.compile(r"-?[0-9]+\Z")  # ASCII digits: `isdigit` also takes ² and ٣
+
+
+def find(data: Any, path: str) -> Any:
+    """The value at a dotted path (`choices.0.message.content`); None when absent."""
+    cur = data
+    for part in path.split("."):
+        if isinstance(cur, dict):
+            cur = cur.get(part)
+        elif isinstance(cur, list) and _INDEX.match(part) and -len(cur) <= int(part) < len(cur):
+            cur = cur[int(part)]
+        else:
+            return None
+    return cur
+
+
 def spec_for(provider: str, http: HttpSpec | None) -> HttpSpec:
     if provider == "chat-endpoint":
         return CHAT_ENDPOINT

@@ -26,6 +26,8 @@ class Counts:
     cache_write_tokens: int = 0
     cache_read_tokens: int = 0
     cache_saved: float = 0.0
+    # paid answers the call store could not keep (a full disk): used, but not kept
+    unstored: int = 0
 
     def __add__(self, other: Counts) -> Counts:
         return Counts(
@@ -45,6 +47,8 @@ class Counts:
             out["cache_write_tokens"] = self.cache_write_tokens
             out["cache_read_tokens"] = self.cache_read_tokens
             out["cache_saved"] = round(self.cache_saved, 6)
+        if self.unstored:
+            out["unstored"] = self.unstored
         return out
 
     @classmethod
@@ -95,6 +99,10 @@ class Usage:
             u.cached += 1
         else:
             self.by[(model, stage)] = u + Counts.paid(resp, price)
+
+    def add_unstored(self, model: str, stage: str) -> None:
+        """A paid answer the call store could not keep."""
+        self.by[(model, stage)].unstored += 1
 
     def totals(self) -> Counts:
         return sum(self.by.values(), Counts())

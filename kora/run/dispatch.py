@@ -29,6 +29,8 @@ TRANSPORT_FIELDS = (
     "tokens_per_minute",
     "max_concurrency",
     "timeout",
+    "max_reply_bytes",
+    "follow_redirects",
     "price",
     "prompt_cache",
     "cache_ttl",
@@ -120,6 +122,8 @@ def run(rule: str, smk: Any) -> None:
         done = run_here(spec)
     status, message = done
     if message:
-        print(message, file=sys.stderr)
+        from kora.llm.masking import terminal_safe  # it may quote a server's words
+
+        print(terminal_safe(message), file=sys.stderr)
     if status:
         raise SystemExit(status)

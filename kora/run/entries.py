@@ -56,6 +56,10 @@ async def execute(spec: dict[str, Any], pool: Pool, where: str = "its own") -> O
         except (FatalProviderError, KoraError) as exc:
             log.error("stopped: %s", exc)
             return Outcome(1, f"kora: {rule} job stopped: {exc}")
+        except OSError as exc:  # a full disk, say: every file is whole or not there
+            where = f"{exc.filename}: " if exc.filename else ""
+            log.error("stopped: %s%s", where, exc.strerror or exc)
+            return Outcome(1, f"kora: {rule} job stopped: {where}{exc.strerror or exc}")
         finally:
             await ctx.aclose()
         log.info("finished in %.1f s", time.monotonic() - started)

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from kora.benchmarks.outcomes import Conversation
-from kora.benchmarks.schemas import Scenario
+from kora.benchmarks.schemas import PROMPT_VARIANTS, Scenario
 from kora.benchmarks.taxonomy import Shard, Taxonomy
 from kora.errors import InputError
 from kora.io import iter_jsonl, write_json
@@ -197,12 +197,17 @@ def parse_conversations(
                 f"{where}: field modelId: {name!r} is not a usable target name "
                 "(letters, digits, . _ -); pass --target NAME"
             )
+        prompt = obj.get("prompt")
+        if not isinstance(prompt, str) or prompt not in PROMPT_VARIANTS:
+            raise InputError(
+                f"{where}: field prompt: {prompt!r} is not one of {', '.join(PROMPT_VARIANTS)}"
+            )
         try:
             scenario = Scenario.model_validate(obj.get("scenario"))
             record = Conversation(
-                key=str(TestKey.of(scenario, obj.get("prompt"))),  # type: ignore[arg-type]
+                key=str(TestKey.of(scenario, prompt)),
                 target=name,
-                prompt=obj.get("prompt"),
+                prompt=prompt,
                 scenario=scenario,
                 messages=obj.get("messages"),
             )
@@ -241,21 +246,23 @@ def _recorded(path: Path) -> Iterator[tuple[str, Any]]:
         return
     import tempfile
 
-    from kora.analysis.records import input_files
+    from kora.analysis.records import input_files, zip_named
 
-    with tempfile.TemporaryDirectory(prefix="kora-import-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="kora-import-") as tmp, zip_named(path, tmp):
         for f in input_files(path, Path(tmp)):
+            # a file of a .zip is named by the .zip and its name in it
+            shown = f"{path}:{f.relative_to(tmp)}" if f.is_relative_to(tmp) else str(f)
             if f.suffix == ".jsonl":
-                yield from ((f"{f}:{n}", o) for n, o in iter_jsonl(f))
+                yield from ((f"{shown}:{n}", o) for n, o in iter_jsonl(f))
                 continue
             try:
                 obj = orjson.loads(f.read_bytes())
             except orjson.JSONDecodeError as exc:
-                raise InputError(f"{f}: not valid JSON: {exc}") from None
+                raise InputError(f"{shown}: not valid JSON: {exc}") from None
             if isinstance(obj, list):
-                yield from ((f"{f}[{i}]", o) for i, o in enumerate(obj))
+                yield from ((f"{shown}[{i}]", o) for i, o in enumerate(obj))
             else:
-                yield str(f), obj
+                yield shown, obj
 
 
 def _fingerprint(path: Path) -> str:

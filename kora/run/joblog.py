@@ -13,8 +13,20 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 
+from kora.llm.masking import terminal_safe
+
 _current: ContextVar[logging.Handler | None] = ContextVar("kora_job_log", default=None)
-_FORMAT = logging.Formatter("%(asctime)s %(levelname)s %(message)s")
+
+
+class _Safe(logging.Formatter):
+    """A record as a line a terminal shows and does not act on: a job log is read with
+    `tail` and `cat`, and a message may quote a server (kora.llm.masking.terminal_safe)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return terminal_safe(super().format(record))
+
+
+_FORMAT = _Safe("%(asctime)s %(levelname)s %(message)s")
 
 
 class _ToCurrentJob(logging.Handler):

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import orjson
 
 from kora.io import write_atomic
+from kora.llm.masking import terminal_safe
 from kora.llm.usage import Counts
 
 if TYPE_CHECKING:  # the Snakemake process imports this module for the monitor only
@@ -172,8 +173,10 @@ def format_totals(t: Totals, planned_calls: int | None = None) -> str:
         )
     if t.ahead:
         line += f" | {t.ahead} made ahead of their jobs"
+    if t.unstored:
+        line += f" | {t.unstored} paid answers NOT STORED (call store full?)"
     if t.waiting:
-        line += f" | {t.waiting} waiting to retry ({t.last_retry[:80]})"
+        line += f" | {t.waiting} waiting to retry ({terminal_safe(t.last_retry)[:80]})"
     return line
 
 
@@ -235,8 +238,23 @@ class Monitor:
             print(line, file=sys.stderr, flush=True)
             self._last = line
 
-    def stop(self) -> None:
+    def stop(self) -> Totals:
+        """The run's last line printed; its totals."""
         self._stop.set()
         self.print()
+        totals = read_totals(self.dir)
         # the snapshots only serve this run's progress line
         shutil.rmtree(self.dir, ignore_errors=True)
+        return totals
+
+
+def unstored_warning(totals: Counts, store: str) -> str | None:
+    """What a run says at its end when the call store could not keep paid answers."""
+    n = totals.unstored
+    if not n:
+        return None
+    return (
+        f"the call store {store} could not keep {n} paid answer{'s' if n != 1 else ''} "
+        "(a full disk or quota; see the job logs): the jobs used them, but a run that "
+        "needs them again pays for them again. Free space, then run the same command."
+    )

@@ -115,7 +115,9 @@ def _reply_rows(replies: Mapping[str, Any] | None) -> list[tuple[str, str, int]]
         return []
     reasons = replies["finishReasons"]
     rows = [("empty", FLAGS["empty"][1], replies["empty"])]
-    rows += [(k, long, reasons[k]) for k, (_, long) in FLAGS.items() if k != "empty"]
+    rows += [(k, long, reasons[k]) for k, (_, long) in FLAGS.items() if k in reasons]
+    if replies.get("masked"):
+        rows.append(("masked", FLAGS["masked"][1], replies["masked"]))
     rows += [
         ("stop", "finished normally", reasons["stop"]),
         ("unknown", "not reported by the service", reasons["unknown"]),

@@ -26,6 +26,7 @@ FLAGS: dict[str, tuple[str, str]] = {
     "content_filter": ("filtered", "blocked or cut by the provider's content filter"),
     "refusal": ("refused", "refused through the API's refusal channel"),
     "other": ("other end", "ended for another reason the provider gave"),
+    "masked": ("masked", "held a secret of the target's, written as ****"),
 }
 
 
@@ -35,6 +36,8 @@ def turn_flags(turn: TargetTurn) -> list[str]:
     flags = ["empty"] if turn.empty else []
     if turn.finishReason is not None and turn.finishReason != "stop":
         flags.append(turn.finishReason)
+    if turn.masked:
+        flags.append("masked")
     return flags
 
 
@@ -45,13 +48,18 @@ def reply_summary(records: Sequence[TestRecord]) -> dict[str, Any] | None:
         return None
     turns = [t for r in with_turns for t in r.turns]
     reasons = Counter[str](t.finishReason or "unknown" for t in turns)
+    masked = sum(1 for t in turns if t.masked)
     return {
         "tests": len(with_turns),
         "replies": len(turns),
         "empty": sum(1 for t in turns if t.empty),
+        # replies that held a secret of the target's (written as ****); only when any did
+        **({"masked": masked} if masked else {}),
         # `unknown`: the service does not say why a reply ended (chat endpoints)
         "finishReasons": {k: reasons.get(k, 0) for k in (*FINISH_REASONS, "unknown")},
-        "flaggedTests": sum(1 for r in with_turns if any(turn_flags(t) for t in r.turns)),
+        "flaggedTests": sum(
+            1 for r in with_turns if any(set(turn_flags(t)) - {"masked"} for t in r.turns)
+        ),
         **latency_summary(turns),
     }
 

@@ -48,7 +48,7 @@ SELECT
   behaviorAssessment.epistemicHumility.occurrenceCount AS eh_n,
   behaviorAssessment.humanRedirection.grade AS hr,
   behaviorAssessment.humanRedirection.occurrenceCount AS hr_n
-FROM read_json(?, format = 'auto', columns = ?, filename = true)
+FROM read_json(?, format = 'auto', columns = ?, filename = true, maximum_object_size = ?)
 """
 
 _REDUCE_SQL = """

@@ -56,7 +56,7 @@ SELECT
   prompt, error, blocked,
   assessment.grade AS safety,
   {", ".join(_mech_columns(m) for m in mechanisms)}
-FROM read_json(?, format = 'auto', columns = ?, filename = true)
+FROM read_json(?, format = 'auto', columns = ?, filename = true, maximum_object_size = ?)
 """
 
 

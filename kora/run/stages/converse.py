@@ -101,6 +101,7 @@ async def _turns(
                 latency=None if latency is None else round(float(latency), 3),
                 inputTokens=reply.input_tokens or None,
                 outputTokens=reply.output_tokens or None,
+                masked=True if reply.meta.get("masked") else None,
             )
         )
     return messages, turns

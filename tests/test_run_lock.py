@@ -1,0 +1,74 @@
+"""Issue 25, item 8: two runs on one checkout never pay for the same calls twice.
+
+A run holds its call store's lock (`<cache_dir>.lock`, kora.run.runlock) from `onstart`
+to its end; a second run, even with Snakemake's `--nolock`, refuses to start and names
+the process that holds the store. The kernel drops the lock with its process, so a run
+killed with -9 leaves no stale lock behind."""
+
+from __future__ import annotations
+
+import copy
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kora.run.runlock import StoreBusy, hold, lock_path
+from tests.helpers import copy_workflow
+from tests.workflows import SNAKEMAKE, TINY
+
+
+@pytest.mark.timeout(30)
+def test_a_second_holder_is_refused_naming_the_first(tmp_path: Path) -> None:
+    store = tmp_path / ".kora" / "cache"
+    first = hold(store)
+    with pytest.raises(StoreBusy) as info:
+        hold(store)
+    assert f"pid {os.getpid()}" in str(info.value) and str(store) in str(info.value)
+    first.release()
+    hold(store).release()  # free again once released
+
+
+@pytest.mark.timeout(30)
+def test_a_killed_holder_leaves_no_stale_lock(tmp_path: Path) -> None:
+    store = tmp_path / "cache"
+    code = (
+        "import sys; from kora.run.runlock import hold; lock = hold(sys.argv[1]); "
+        "print('held', flush=True); sys.stdin.read()"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code, str(store)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+    with pytest.raises(StoreBusy, match=f"pid {proc.pid}"):
+        hold(store)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    hold(store).release()
+    assert lock_path(store).exists()
+
+
+@pytest.mark.timeout(120)
+def test_a_second_run_with_nolock_refuses_to_start_naming_the_first(tmp_path: Path) -> None:
+    copy_workflow(tmp_path)
+    cfg: dict[str, Any] = copy.deepcopy(TINY)
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(cfg))
+    running = hold(tmp_path / ".kora" / "cache", "the first run")  # as a run's onstart does
+    try:
+        second = subprocess.run(
+            [*SNAKEMAKE, "--cores", "1", "--nolock", "results/tiny/results.json",
+             "--configfile", "tiny.yaml"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=120,
+            env=dict(os.environ, KORA_NO_BROKER="1"),
+        )  # fmt: skip
+    finally:
+        running.release()
+    log = second.stdout + second.stderr
+    assert second.returncode != 0, log[-3000:]
+    assert "another run is using the call store" in log, log[-3000:]
+    assert f"the first run, pid {os.getpid()}" in log
+    assert not (tmp_path / "data" / "seeds").exists()  # no job ran, nothing was paid
