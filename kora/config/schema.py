@@ -22,6 +22,7 @@ from kora.errors import ConfigError
 from kora.llm.config import ModelConfig
 from kora.llm.registry import KINDS
 from kora.llm.service_config import template_problems
+from kora.llm.structured import config_problem as structured_problem
 
 PROVIDERS = tuple(KINDS)
 # \Z, not $: a name must not end in a newline (it becomes a folder and a wildcard)
@@ -285,6 +286,8 @@ def validate_config(
                 f"models.{name}.batch",
                 f"models.{name}.batch: batch mode is for anthropic and openai models",
             )
+        if (found := structured_problem(name, m)) is not None:
+            fail(*found)
         if m.app is not None and not kind.needs_app:
             fail(f"models.{name}.app", f"models.{name}.app: only for `provider: app-runner`")
         if m.base_url is not None:

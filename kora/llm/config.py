@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kora.llm.registry import ProviderKind, kind_of
 from kora.llm.service_config import HttpSpec
+from kora.llm.structured import StructuredOutput
 
 Provider = Literal["anthropic", "openai", "http", "chat-endpoint", "app-runner", "mock"]
 
@@ -52,6 +53,12 @@ class ModelConfig(_Strict):
     cache_ttl: Literal["5m", "1h"] = "5m"
     # send the calls in the provider's batches, at half price (kora.llm.batch)
     batch: bool = False
+    # OpenAI-compatible servers: how a structured answer's schema is sent (None: OpenAI's
+    # json_schema), and whether its length, count and range bounds go with it; answers are
+    # checked against the full schema either way (kora.llm.structured). Like base_url, a
+    # transport setting: the call store and the rule params leave them out
+    structured_output: StructuredOutput | None = None
+    schema_bounds: bool = True
     # provider http: the service's requests (kora.llm.service_config); app-runner: the app
     http: HttpSpec | None = None
     app: str | None = None
