@@ -159,7 +159,9 @@ def sent_as(config: ModelConfig) -> str:
     if not config.kind.structured_modes:
         return "a forced tool call"
     sent = SENT_AS[config.structured_output or DEFAULT]
-    return sent if config.schema_bounds else f"{sent}, without the schema's bounds"
+    if config.schema_bounds == "minimums":
+        return f"{sent}, without the schema's upper length and count bounds"
+    return sent if config.schema_bounds else f"{sent}, without the schema's length and count bounds"
 
 
 async def ping_structured(name: str, config: ModelConfig, call: Rendered) -> str:

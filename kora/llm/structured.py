@@ -12,9 +12,13 @@ places; a model's `structured_output` (kora.llm.config) says which:
 - `prompt`: no constraint at all: the schema is written into the system prompt (for
   servers that have none).
 
-With `schema_bounds: false` the schema goes without its length, count and range bounds
+With `schema_bounds: false` the schema goes without its length and count bounds
 (`without_bounds`): a grammar compiler that turns `maxLength: 2000` into 2,000 nested
-optional characters gives up, and llama-cpp-python's server dies of it. Whatever was sent,
+optional characters gives up, and llama-cpp-python's server dies of it. With
+`schema_bounds: minimums` only the upper ones go: a lower bound compiles into a plain
+repetition, and keeps a small model from answering too short (measured with
+SmolLM2-135M: its safety judgment fits the schema with the minimums kept, and its reasons
+come out under the 200-character minimum without them). Whatever was sent,
 the client (kora.llm.client) validates every answer against the full pydantic schema and
 asks once more, with the errors, when it does not pass.
 """
@@ -43,21 +47,11 @@ SENT_AS: dict[str, str] = {
     "prompt": "the schema in the system prompt, no constrained decoding",
 }
 
-# JSON Schema keywords that bound a length, a count or a value
-BOUNDS = frozenset(
-    {
-        "minLength",
-        "maxLength",
-        "minItems",
-        "maxItems",
-        "minProperties",
-        "maxProperties",
-        "minimum",
-        "maximum",
-        "exclusiveMinimum",
-        "exclusiveMaximum",
-    }
-)
+# JSON Schema keywords that bound a length or a count (a value's range stays: a grammar
+# compiles `minimum: 7` into a few rules, `maxLength: 2000` into 2,000 nested ones)
+UPPER_BOUNDS = frozenset({"maxLength", "maxItems", "maxProperties"})
+BOUNDS = UPPER_BOUNDS | {"minLength", "minItems", "minProperties"}
+SchemaBounds = bool | Literal["minimums"]
 # keywords whose value is a mapping of names to schemas, a list of schemas, or a schema
 _NAMED = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
 _LISTS = frozenset({"anyOf", "allOf", "oneOf", "prefixItems"})
@@ -78,33 +72,36 @@ _ONE = frozenset(
 )
 
 
-def without_bounds(schema: Any) -> Any:
-    """A copy of a JSON schema without its length, count and range bounds, at any depth.
+def without_bounds(schema: Any, drop: frozenset[str] = BOUNDS) -> Any:
+    """A copy of a JSON schema without its length and count bounds (or the keywords in
+    `drop`), at any depth.
 
     Only schema keywords are dropped: a property *named* `maxLength` stays, and so do the
     values of `enum`, `const`, `default` and `examples`.
     """
     if isinstance(schema, list):  # `items` as a list (older drafts)
-        return [without_bounds(s) for s in schema]
+        return [without_bounds(s, drop) for s in schema]
     if not isinstance(schema, dict):
         return schema  # true / false schemas
     out: dict[str, Any] = {}
     for key, value in schema.items():
-        if key in BOUNDS:
+        if key in drop:
             continue
         if key in _NAMED and isinstance(value, dict):
-            out[key] = {name: without_bounds(s) for name, s in value.items()}
+            out[key] = {name: without_bounds(s, drop) for name, s in value.items()}
         elif (key in _LISTS and isinstance(value, list)) or key in _ONE:
-            out[key] = without_bounds(value)
+            out[key] = without_bounds(value, drop)
         else:
             out[key] = value
     return out
 
 
-def sent_schema(schema: type[BaseModel], bounds: bool) -> tuple[str, dict[str, Any]]:
+def sent_schema(schema: type[BaseModel], bounds: SchemaBounds) -> tuple[str, dict[str, Any]]:
     """The name and the JSON schema sent for an answer of type `schema`."""
     name, doc = answer_schema(schema)
-    return name, doc if bounds else without_bounds(doc)
+    if bounds is True:
+        return name, doc
+    return name, without_bounds(doc, UPPER_BOUNDS if bounds == "minimums" else BOUNDS)
 
 
 def instruction(schema: dict[str, Any]) -> str:
@@ -116,7 +113,7 @@ def instruction(schema: dict[str, Any]) -> str:
     )
 
 
-def shape(body: dict[str, Any], schema: type[BaseModel], mode: str, bounds: bool) -> None:
+def shape(body: dict[str, Any], schema: type[BaseModel], mode: str, bounds: SchemaBounds) -> None:
     """Add to a chat-completions request body what asks for an answer of type `schema`."""
     name, doc = sent_schema(schema, bounds)
     if mode == "json_object":
@@ -213,7 +210,7 @@ def config_problem(name: str, config: ModelConfig) -> tuple[str, str] | None:
     """(the config key, the error) when a model's structured-output settings cannot work."""
     loc = f"models.{name}"
     mode = config.structured_output
-    if not config.kind.structured_modes and (mode is not None or not config.schema_bounds):
+    if not config.kind.structured_modes and (mode is not None or config.schema_bounds is not True):
         key = "structured_output" if mode is not None else "schema_bounds"
         why = (
             "a chat service makes no structured calls"
@@ -243,11 +240,12 @@ def config_problem(name: str, config: ModelConfig) -> tuple[str, str] | None:
 
 def config_warnings(name: str, config: ModelConfig) -> list[str]:
     """Settings that are valid but will most likely fail on the server they are meant for."""
-    if config.structured_output == "json_object" and config.schema_bounds:
+    if config.structured_output == "json_object" and config.schema_bounds is True:
         return [
             f"models.{name}: structured_output json_object (llama-cpp-python's server) with "
             "the schema's bounds: that server's grammar compiler fails on long maxLength "
             "bounds such as this project's (200-2000 characters) and its process dies; set "
-            "`schema_bounds: false` (answers are still checked against the full schema)"
+            "`schema_bounds: minimums` (or false; answers are still checked against the full "
+            "schema)"
         ]
     return []
