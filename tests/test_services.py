@@ -57,6 +57,7 @@ SERVERS: dict[str, tuple[type[LoopbackServer], dict[str, str], str]] = {
     "ollama": (OpenAIServer, {}, "ok"),
     "vllm": (OpenAIServer, {}, "ok"),
     "lmstudio": (OpenAIServer, {}, "ok"),
+    "llamacpp": (OpenAIServer, {}, "ok"),
     "openrouter": (OpenAIServer, {"OPENROUTER_API_KEY": "or-key"}, "ok"),
     "stateless-json": (StatelessChatServer, {"ACME_CHAT_TOKEN": "stateless-secret"}, "turn 1"),
     "session-api": (SessionChatServer, {"BUDDY_API_KEY": "session-secret"}, "s1 turn 1"),
