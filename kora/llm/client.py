@@ -129,8 +129,9 @@ class ModelClient:
         self.retry_policy = retry_policy or RetryPolicy()
         self.identity = config.output_settings()
         # a configuration error (kora.llm.faults) of this model's text or structured calls:
-        # the next ones of that kind fail with it at once, without being sent
-        self.refused: dict[bool, ProviderError] = {}
+        # the next ones of that kind fail with it at once, without being sent (in every
+        # client of the process that shares the ledger: the jobs' and the calls ahead)
+        self.refused: dict[bool, ProviderError] = {} if ledger is None else ledger.refused(name)
 
     @property
     def is_mock(self) -> bool:

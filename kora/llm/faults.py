@@ -89,7 +89,7 @@ def advice(name: str, status: int, reason: str, mode: str | None) -> str:
         return (
             f"this server does not take OpenAI's response_format json_schema: set "
             f"`structured_output: json_object` under {where} (llama-cpp-python's server; with "
-            "`schema_bounds: false`), or `tool` or `prompt`"
+            "`schema_bounds: minimums`), or `tool` or `prompt`"
         )
     if "grammar" in low:
         return f"set `schema_bounds: false` under {where}"
