@@ -5,9 +5,9 @@ Structured answers ask for `response_format: {type: json_schema, ...}` with
 `strict: false` (pydantic's schemas carry keywords strict mode rejects), or as the model's
 `structured_output` says (kora.llm.structured: json_object, Ollama's format, a tool call,
 the prompt); the answer is validated by the client anyway. An error status is classed by
-kora.llm.faults: a refusal of the request itself is a configuration error. No API key is needed for a local server: without one the
-Authorization header is left out. The answer's rate-limit headers (`x-ratelimit-*`) come
-with it and with a 429.
+kora.llm.faults: a refusal of the request itself is a configuration error. No API key is
+needed for a local server: without one the Authorization header is left out. The answer's
+rate-limit headers (`x-ratelimit-*`) come with it and with a 429.
 """
 
 from __future__ import annotations
