@@ -53,9 +53,11 @@ def require() -> tuple[str, str]:
     """The server's Python and the model file, or skip (fail when they are required)."""
     s = settings()
     python, model = s.get("KORA_LLAMACPP_PYTHON", ""), s.get("KORA_LLAMACPP_MODEL", "")
-    missing = [p for p in (python, model) if not p or not Path(p).is_file()]
-    if missing or not python or not model:
-        reason = "llama-cpp-python's server or the SmolLM2 model is not set up (bash .ci/llamacpp-setup.sh)"
+    if not all(p and Path(p).is_file() for p in (python, model)):
+        reason = (
+            "llama-cpp-python's server or the SmolLM2 model is not set up "
+            "(bash .ci/llamacpp-setup.sh)"
+        )
         if os.environ.get("KORA_REQUIRE_LLAMACPP") == "1":
             pytest.fail(f"KORA_REQUIRE_LLAMACPP=1 but {reason}")
         pytest.skip(reason)
@@ -119,7 +121,7 @@ def llama_server(log: Path, n_ctx: int = 4096) -> Iterator[LlamaServer]:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=0.1)
             if process.poll() is not None:
-                pytest.fail(f"the llama.cpp server exited ({process.returncode}):\n{server.tail()}")
+                pytest.fail(f"the server exited ({process.returncode}):\n{server.tail()}")
         yield server
     finally:
         process.terminate()
