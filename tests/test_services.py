@@ -112,6 +112,7 @@ def test_ping_says_at_once_when_nothing_listens(
     assert "FAILED" in out and "cannot connect" in out and dead in out
 
 
+@pytest.mark.timeout(60)
 def test_ping_makes_each_roles_real_call(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
