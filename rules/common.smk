@@ -13,10 +13,12 @@ from kora.config.files import load_run_config
 from kora.run.dispatch import BROKERED, job_spec
 from kora.errors import KoraError
 from kora.llm.lifecycle import lifecycle_notes
+from kora.llm.structured import config_warnings
 from kora.run.preflight import check_models, models_for_jobs
 from kora.run.progress import RUN_ENV, Monitor, unstored_warning
 from kora.run.runlock import hold
 from kora.run.shards import missing_token
+from kora.run.stops import closing_summary, rerun_advice
 from kora.run.pipeline import Pipeline
 from kora.run.plan import count_calls
 
@@ -95,6 +97,9 @@ onstart:
         print(f"kora: warning: {_note}", file=sys.stderr)
     for _note in lifecycle_notes(PIPELINE.config.models, _models):
         print(f"kora: warning: {_note}", file=sys.stderr)
+    for _name in sorted(_models):
+        for _note in config_warnings(_name, PIPELINE.config.models[_name]):
+            print(f"kora: warning: {_note}", file=sys.stderr)
     # One process makes the model calls of every job on this machine (kora.run.broker) and
     # works through the run's shard jobs ahead of them (kora.run.prefetch). Only when the
     # jobs run here (not under a cluster executor) and in this environment (not in
@@ -124,7 +129,8 @@ onsuccess:
         print(
             "kora: the run finished with failures:\n"
             + "\n".join(_incomplete)
-            + "\nRun the same command again to retry only what failed.",
+            + "\n"
+            + rerun_advice(_incomplete),
             file=sys.stderr,
         )
     # paid answers the call store could not keep (a full disk): said loudly, non-zero
@@ -141,6 +147,10 @@ onerror:
     _totals = _monitor.stop()
     if _broker is not None:
         _broker.stop()
+    # a job stopped by a configuration error or an unreachable service: which one, and
+    # what to do before running again
+    for _line in closing_summary(Path.cwd(), os.environ[RUN_ENV]):
+        print(f"kora: {_line}", file=sys.stderr)
     _unstored = unstored_warning(_totals, PIPELINE.config.cache_dir)
     if _unstored:
         print(f"kora: ERROR: {_unstored}", file=sys.stderr)

@@ -448,4 +448,8 @@ def test_error_bodies_reach_the_terminal_without_control_characters(
         run(text_call(make_client(provider, server)))
     message = str(info.value)
     assert "boom" in message
-    assert not any(c in message for c in "\x1b\x07\r\n\u202e")
+    assert not any(c in message for c in "\x1b\x07\r\u202e")
+    # the server's lines stay lines (not \u000a), each indented under the model's own: a
+    # server cannot write a line of its own at the start of the terminal's line
+    assert "\\u000a" not in message and "next" in message
+    assert all(line.startswith("  ") for line in message.splitlines()[1:]), message

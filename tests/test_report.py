@@ -467,6 +467,22 @@ def test_an_incomplete_run_is_marked_so_at_the_top(tmp_path: Path) -> None:
     assert 'id="incomplete"' not in html_path.read_text(encoding="utf-8")
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("stage", ["judgments", "scenarios"])
+def test_the_banner_names_earlier_stages_only_when_they_failed(tmp_path: Path, stage: str) -> None:
+    from tests.reportdata import TAXONOMY, make_judgments
+
+    failed = {"stage": stage, "shard": "r/7to9/m", "failed": 1, "errors": []}
+    doc_in = dict(results_doc(mock=False), complete=False, failedTests=1, stageFailures=[failed])
+    html_path = tmp_path / "report.html"
+    write_report(make_judgments(), doc_in, html_path, None, TAXONOMY)
+    page = parse(html_path.read_text(encoding="utf-8"))
+    banner = page.by_id("incomplete").text
+    assert ("items of earlier stages failed" in banner) is (stage == "scenarios")
+    problems = " ".join(n.text for n in page.find_all(cls="warn"))
+    assert f"1 shard ({stage}) recorded failed items" in problems, problems
+
+
 @pytest.mark.slow
 def test_the_same_run_gives_the_same_page(tmp_path: Path) -> None:
     """report.html is the same bytes whatever Python's hash seed (no set order leaks)."""

@@ -100,17 +100,19 @@ def test_failed_items_are_recorded_and_retried_by_the_same_command(run: Run) -> 
     cfg_bad = config(run.server.url, ["t1"], ["judge"])
     cfg_bad["models"]["t1"]["model"] = "claude-t1-broken"
     run.server.fail_models = frozenset({"claude-t1-broken"})
+    run.server.fail_status = 503  # a transient fault: retried, then the item fails
     bad, log = run.snakemake(cfg_bad, "results/t1/results.json", ok=False)
     assert roles(bad) == {"t1-broken"}  # only the target was called, and failed
     results = orjson.loads((run.workdir / "results/t1/results.json").read_bytes())
     assert results["tests"] == 0 and results["failedTests"] > 0
     assert results["complete"] is False
     assert {f["prompt"] for f in results["failed"]} == {"default", "child"}
-    assert "400" in results["failed"][0]["example"]
+    assert "503" in results["failed"][0]["example"]
     # a failed run does not look like a success: non-zero exit and a closing summary
     n = results["failedTests"]
     assert f"{n} of {n} tests of target 't1' failed" in log
-    assert "HTTP 400" in log and "model is unavailable" in log
+    assert "HTTP 503" in log and "model is unavailable" in log
+    assert "to retry only what failed (later, if the service was down" in log
     # the provider recovers; the same command retries only the failed items
     run.server.fail_models = frozenset()
     fixed, _ = run.snakemake(cfg_bad, "results/t1/results.json")
@@ -119,6 +121,23 @@ def test_failed_items_are_recorded_and_retried_by_the_same_command(run: Run) -> 
     assert results["complete"] is True
     assert roles(fixed) <= {"t1-broken", "user", "judge"}
     assert "seed" not in roles(fixed) and "expand" not in roles(fixed)
+
+
+@pytest.mark.timeout(600)
+def test_a_request_the_server_refuses_stops_the_run_saying_to_fix_the_config(run: Run) -> None:
+    """A 400 is the model's configuration, not bad luck: not retried, the job stops at
+    once with the server's reason and what to change, and the run ends saying so."""
+    cfg = config(run.server.url, ["t1"], ["judge"])
+    cfg["models"]["t1"]["model"] = "claude-t1-broken"
+    run.server.fail_models = frozenset({"claude-t1-broken"})  # HTTP 400
+    calls, log = run.snakemake(cfg, "results/t1/results.json", ok=False)
+    tests = 2 * 2  # 2 seeds x 2 prompt variants
+    assert 1 <= calls["t1-broken:text"] <= tests, calls  # never retried
+    assert "model 't1' (claude-t1-broken): HTTP 400: the server refused the request" in log
+    assert "model is unavailable" in log and "To fix: check models.t1" in log
+    assert "Fix the config first" in log and "call store" in log
+    assert "retry only what failed" not in log
+    assert not (run.workdir / "results/t1/results.json").exists()
 
 
 def results_of(run: Run, target: str = "t1") -> dict[str, Any]:

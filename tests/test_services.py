@@ -21,6 +21,7 @@ from kora.llm.config import ModelConfig
 from kora.llm.service import ServiceTarget, find
 from tests.loopback import AnthropicServer, ChatEndpointServer, LoopbackServer, OpenAIServer
 from tests.services import AppRunnerServer, SessionChatServer, StatelessChatServer
+from tests.workflows import structured_answer
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "config" / "examples"
@@ -30,7 +31,8 @@ def example(name: str, url: str) -> dict[str, Any]:
     """An example config with its service moved to `url`."""
     cfg: dict[str, Any] = yaml.safe_load((EXAMPLES / f"{name}.yaml").read_text())
     for m in cfg["models"].values():
-        m["base_url"] = url + ("/v1" if m["base_url"].rstrip("/").endswith("/v1") else "")
+        if "base_url" in m:
+            m["base_url"] = url + ("/v1" if m["base_url"].rstrip("/").endswith("/v1") else "")
     return cfg
 
 
@@ -55,6 +57,7 @@ SERVERS: dict[str, tuple[type[LoopbackServer], dict[str, str], str]] = {
     "ollama": (OpenAIServer, {}, "ok"),
     "vllm": (OpenAIServer, {}, "ok"),
     "lmstudio": (OpenAIServer, {}, "ok"),
+    "llamacpp": (OpenAIServer, {}, "ok"),
     "openrouter": (OpenAIServer, {"OPENROUTER_API_KEY": "or-key"}, "ok"),
     "stateless-json": (StatelessChatServer, {"ACME_CHAT_TOKEN": "stateless-secret"}, "turn 1"),
     "session-api": (SessionChatServer, {"BUDDY_API_KEY": "session-secret"}, "s1 turn 1"),
@@ -109,13 +112,15 @@ def test_ping_says_at_once_when_nothing_listens(
     assert "FAILED" in out and "cannot connect" in out and dead in out
 
 
-def test_ping_also_asks_the_child_and_judge_models(
+@pytest.mark.timeout(60)
+def test_ping_makes_each_roles_real_call(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The seed, expansion and judge models get a structured call with their role's
+    schema, the child model the first child message: each line says what was accepted."""
     monkeypatch.setenv("ACME_CHAT_TOKEN", "stateless-secret")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-loop")
-    with StatelessChatServer() as chat, AnthropicServer() as llm:
-        llm.answer("ready", "ready")
+    with StatelessChatServer() as chat, AnthropicServer(structured=structured_answer) as llm:
         cfg = example("stateless-json", chat.url)
         cfg["models"]["claude"] = {
             "provider": "anthropic",
@@ -125,8 +130,18 @@ def test_ping_also_asks_the_child_and_judge_models(
         cfg.update(user_model="claude", judges=["claude"], seed_model="claude")
         cfg["expand_model"] = "claude"
         rc, out = ping(tmp_path, cfg, capsys=capsys)
+        tools = [r.body["tools"][0]["name"] for r in llm.requests if r.body.get("tools")]
     assert rc == 0, out
-    assert "child claude: ok" in out and "ready" in out
+    assert tools == ["ModelScenarioSeeds", "ModelScenarioLight", "TestAssessment"], tools
+    lines = {line.split(":", 1)[0]: line for line in out.splitlines() if ": ok in" in line}
+    assert set(lines) == {"target acme-chat", "seed claude", "expansion claude",
+                          "child claude", "judge claude"}  # fmt: skip
+    for role in ("seed", "expansion", "judge"):
+        assert "sent as a forced tool call: accepted; the answer fits" in lines[f"{role} claude"]
+    assert "text call: " in lines["child claude"]
+    # the child's real prompt: the first message of the example scenario's child
+    child = next(r for r in llm.requests if not r.body.get("tools"))
+    assert "Bike ramp" in str(child.body) or "ramp" in str(child.body)
 
 
 def test_a_missing_secret_is_named(

@@ -21,10 +21,14 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from kora.config.files import load_run_config
     from kora.llm.lifecycle import lifecycle_notes
+    from kora.llm.structured import config_warnings
 
     cfg, _ = load_run_config(args.configfile)
     for note in lifecycle_notes(cfg.models, cfg.models):
         print(f"kora: warning: {note}", file=sys.stderr)
+    for name, model in cfg.models.items():
+        for note in config_warnings(name, model):
+            print(f"kora: warning: {note}", file=sys.stderr)
     files = " + ".join(["config.yaml", *args.configfile])
     print(
         f"{files}: config OK: {len(cfg.models)} models, targets {', '.join(cfg.targets)}, "

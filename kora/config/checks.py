@@ -14,11 +14,12 @@ from pydantic import ValidationError
 from kora import benchmarks
 from kora.benchmarks.schemas import AGE_RANGES
 from kora.benchmarks.taxonomy import Taxonomy
-from kora.config.urls import url_problem
 from kora.config.schema import NAME_RE, PROVIDERS, ROLES, KoraConfig, chain
+from kora.config.urls import url_problem
 from kora.errors import ConfigError
 from kora.llm.config import ModelConfig
 from kora.llm.service_config import template_problems
+from kora.llm.structured import config_problem as structured_problem
 
 
 def _loc(err: Any) -> str:
@@ -116,6 +117,8 @@ def validate_config(
                 f"models.{name}.batch",
                 f"models.{name}.batch: batch mode is for anthropic and openai models",
             )
+        if (found := structured_problem(name, m)) is not None:
+            fail(*found)
         if m.app is not None and not kind.needs_app:
             fail(f"models.{name}.app", f"models.{name}.app: only for `provider: app-runner`")
         if m.base_url is not None and (problem := url_problem(m.base_url, m.provider)):

@@ -25,6 +25,7 @@ import orjson
 from kora.llm import prompt_cache
 from kora.llm.base import ProviderError, Request, Response, answer_schema, finish_reasons
 from kora.llm.bounds import read_body, timed_out
+from kora.llm.faults import refusal
 from kora.llm.headers import from_anthropic
 from kora.llm.http import RemoteModel, is_connect_error, read_key, transport_error, unreachable
 from kora.llm.retry import parse_retry_after, redact
@@ -237,17 +238,20 @@ class AnthropicProvider(RemoteModel[anthropic.AsyncAnthropic]):
             err = body.get("error")
             if isinstance(err, dict):
                 detail = str(err.get("message") or err.get("type") or "")
-        if not detail:
-            detail = exc.response.reason_phrase or ""
-        detail = redact(detail, self._key)[:300]
-        hint = ""
-        if status in (401, 403):
-            hint = f" (check {self.key_env})"
+        message, config_error = refusal(
+            self.label,
+            self.name,
+            status,
+            detail or exc.response.reason_phrase or "",
+            key=self._key,
+            key_hint=f" (check {self.key_env})" if status in (401, 403) else "",
+        )
         return ProviderError(
-            f"{self.label}: HTTP {status}: {detail}{hint}",
+            message,
             status=status,
             retry_after=parse_retry_after(exc.response.headers),
             limits=from_anthropic(exc.response.headers),
+            config_error=config_error,
         )
 
     async def _close_client(self, client: anthropic.AsyncAnthropic) -> None:

@@ -86,11 +86,15 @@ class ProviderError(Exception):
         retryable: bool | None = None,
         unreachable: bool = False,
         limits: ServerLimits | None = None,
+        config_error: bool = False,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.retry_after = retry_after
-        self._retryable = retryable
+        # the server refused the request itself (kora.llm.faults): never retried, and the
+        # model's calls stop, with what to change in its config
+        self.config_error = config_error
+        self._retryable = False if config_error else retryable
         # no connection could be made (refused, unknown host): retried only briefly, then
         # a configuration error that stops the job
         self.unreachable = unreachable

@@ -20,6 +20,7 @@ the run says so at its end and fails.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -30,7 +31,15 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from kora.llm.base import ChatMessage, Provider, Request, Response, clean_text, is_retryable
+from kora.llm.base import (
+    ChatMessage,
+    Provider,
+    ProviderError,
+    Request,
+    Response,
+    clean_text,
+    is_retryable,
+)
 from kora.llm.batch import queue_for, supports_batches
 from kora.llm.bounds import DEFAULT_TIMEOUT, check_size, deadline
 from kora.llm.cache import CallCache, cache_key
@@ -73,11 +82,20 @@ def _extract_json(text: str) -> str:
     return t.strip()
 
 
-def _parse(schema: type[M], text: str) -> M | str:
+def _loads(text: str) -> Any:
+    """JSON, also with raw control characters (a line break) inside its strings: the JSON
+    grammar of llama.cpp's servers lets a model write them."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text, strict=False)
+
+
+def parse_answer(schema: type[M], text: str) -> M | str:
     """The answer as `schema`, or why it is not one (said to the model when asking again)."""
     try:
-        return schema.model_validate(orjson.loads(_extract_json(text)))
-    except orjson.JSONDecodeError as exc:
+        return schema.model_validate(_loads(_extract_json(text)))
+    except json.JSONDecodeError as exc:
         return f"the answer was not valid JSON ({exc})"
     except ValidationError as exc:
         return "the answer did not match the required schema:\n" + list_errors(exc)
@@ -123,6 +141,10 @@ class ModelClient:
         self.identity = config.output_settings()
         self.label = str(getattr(self.provider, "label", f"model {name!r}"))
         self.timeout = config.timeout or DEFAULT_TIMEOUT
+        # a configuration error (kora.llm.faults) of this model's text or structured calls:
+        # the next ones of that kind fail with it at once, without being sent (in every
+        # client of the process that shares the ledger: the jobs' and the calls ahead)
+        self.refused: dict[bool, ProviderError] = {} if ledger is None else ledger.refused(name)
 
     @property
     def is_mock(self) -> bool:
@@ -206,6 +228,9 @@ class ModelClient:
         accept: Callable[[Response], bool] | None,
     ) -> Response:
         """The call itself, through the limiter and the retry layer; stored if accepted."""
+        structured = request.schema is not None
+        if structured in self.refused:
+            raise self.refused[structured]
 
         def on_retry(exc: BaseException, attempt: int, wait: float) -> None:
             self.usage.waiting += 1
@@ -215,6 +240,8 @@ class ModelClient:
             self.usage.waiting -= 1
 
         async def timed() -> Response:
+            if structured in self.refused:  # refused while this call waited for its turn
+                raise self.refused[structured]
             # the answer's own time, not the waits for the limiter or between retries (a
             # mock's time measures nothing, and would make its runs differ)
             started = time.monotonic()
@@ -251,7 +278,9 @@ class ModelClient:
                     on_retry=on_retry,
                     on_resume=on_resume,
                 )
-        except Exception:
+        except Exception as exc:
+            if isinstance(exc, ProviderError) and exc.config_error:
+                self.refused.setdefault(structured, exc)
             self.usage.add(self.name, stage, None, self.config.cost_price, cached=False)
             raise
         self.usage.add(self.name, stage, resp, self.config.cost_price, cached=False)
@@ -327,12 +356,12 @@ class ModelClient:
         last_error = ""
 
         def accept(resp: Response) -> bool:
-            return isinstance(_parse(schema, resp.text), schema)
+            return isinstance(parse_answer(schema, resp.text), schema)
 
         for attempt in range(2):
             req = self.request(convo, system=system, schema=schema, hints=hints)
             resp = await self.call(req, stage=stage, accept=accept)
-            parsed = _parse(schema, resp.text)
+            parsed = parse_answer(schema, resp.text)
             if isinstance(parsed, schema):
                 return parsed
             last_error = str(parsed)

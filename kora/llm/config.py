@@ -8,11 +8,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kora.llm.bounds import DEFAULT_MAX_REPLY_BYTES
 from kora.llm.registry import ProviderKind, kind_of
 from kora.llm.service_config import HttpSpec
+
+# how an OpenAI-compatible server is sent a structured answer's schema, and whether with
+# its length and count bounds (kora.llm.structured)
+StructuredOutput = Literal["json_schema", "json_object", "ollama_format", "tool", "prompt"]
+SchemaBounds = bool | Literal["minimums"]
 
 Provider = Literal["anthropic", "openai", "http", "chat-endpoint", "app-runner", "mock"]
 
@@ -59,9 +64,23 @@ class ModelConfig(_Strict):
     cache_ttl: Literal["5m", "1h"] = "5m"
     # send the calls in the provider's batches, at half price (kora.llm.batch)
     batch: bool = False
+    # OpenAI-compatible servers: how a structured answer's schema is sent (None: OpenAI's
+    # json_schema), and whether its length and count bounds go with it (or only their
+    # minimums); answers are checked against the full schema either way
+    # (kora.llm.structured). Like base_url, a transport setting: the call store and the
+    # rule params leave them out
+    structured_output: StructuredOutput | None = None
+    schema_bounds: SchemaBounds = True
     # provider http: the service's requests (kora.llm.service_config); app-runner: the app
     http: HttpSpec | None = None
     app: str | None = None
+
+    @field_validator("schema_bounds", mode="before")
+    @classmethod
+    def _bounds(cls, value: object) -> object:
+        if value is not True and value is not False and value != "minimums":
+            raise ValueError("expected true, false or minimums")
+        return value
 
     @property
     def cost_price(self) -> Price | None:

@@ -16,7 +16,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from kora.llm.base import Response
+from kora.llm.base import ProviderError, Response
 from kora.llm.usage import Counts
 
 
@@ -27,6 +27,12 @@ class Ledger:
     _ahead: dict[str, Counts] = field(default_factory=dict)
     # answers the call store could not keep, and whether a job has counted them yet
     _kept: dict[str, tuple[Response, bool]] = field(default_factory=dict)
+    # per model, the configuration error (kora.llm.faults) its text or structured calls
+    # got: every client of the model in this process fails those calls with it, unsent
+    _refused: dict[str, dict[bool, ProviderError]] = field(default_factory=dict)
+
+    def refused(self, model: str) -> dict[bool, ProviderError]:
+        return self._refused.setdefault(model, {})
 
     def inflight(self, key: str) -> asyncio.Future[Response] | None:
         return self._inflight.get(key)

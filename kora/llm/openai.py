@@ -1,11 +1,13 @@
-"""Any OpenAI-compatible `/chat/completions` endpoint (OpenAI, OpenRouter, vLLM, Ollama)
-over httpx.
+"""Any OpenAI-compatible `/chat/completions` endpoint (OpenAI, OpenRouter, vLLM, Ollama,
+llama.cpp, LM Studio) over httpx.
 
 Structured answers ask for `response_format: {type: json_schema, ...}` with
-`strict: false` (pydantic's schemas carry keywords strict mode rejects); the answer is
-validated by the client anyway. No API key is needed for a local server: without one the
-Authorization header is left out. The answer's rate-limit headers (`x-ratelimit-*`) come
-with it and with a 429.
+`strict: false` (pydantic's schemas carry keywords strict mode rejects), or as the model's
+`structured_output` says (kora.llm.structured: json_object, Ollama's format, a tool call,
+the prompt); the answer is validated by the client anyway. An error status is classed by
+kora.llm.faults: a refusal of the request itself is a configuration error. No API key is
+needed for a local server: without one the Authorization header is left out. The answer's
+rate-limit headers (`x-ratelimit-*`) come with it and with a 429.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from typing import Any
 import httpx
 import orjson
 
-from kora.llm.base import ProviderError, Request, Response, answer_schema, finish_reasons
+from kora.llm import structured
+from kora.llm.base import ProviderError, Request, Response, finish_reasons
 from kora.llm.config import ModelConfig
+from kora.llm.faults import refusal, server_reason
 from kora.llm.headers import from_openai
 from kora.llm.http import RemoteModel, new_client, post, read_key
 from kora.llm.retry import parse_retry_after, redact
@@ -68,23 +72,25 @@ class OpenAIProvider(RemoteModel[httpx.AsyncClient]):
         if request.temperature is not None:
             body["temperature"] = request.temperature
         if request.schema is not None:
-            name, schema = answer_schema(request.schema)
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": name, "schema": schema, "strict": False},
-            }
+            mode = self.config.structured_output or structured.DEFAULT
+            structured.shape(body, request.schema, mode, self.config.schema_bounds)
         return body
 
     async def generate(self, request: Request) -> Response:
         client = self._clients.get()
+        body, url = self._body(request), self.url
+        # Ollama's own chat API takes the schema as `format` (kora.llm.structured)
+        native = request.schema is not None and self.config.structured_output == "ollama_format"
+        if native:
+            body, url = structured.ollama_body(body), structured.ollama_url(self.base_url)
         resp = await post(
             client,
-            self.url,
+            url,
             label=self.label,
             timeout=self.timeout,
             key=self._key,
             limit=self.max_reply_bytes,
-            content=orjson.dumps(self._body(request)),
+            content=orjson.dumps(body),
             headers={"Content-Type": "application/json"},
         )
         if resp.status_code >= 400:
@@ -93,14 +99,14 @@ class OpenAIProvider(RemoteModel[httpx.AsyncClient]):
             data = orjson.loads(resp.content)
         except orjson.JSONDecodeError:
             data = None
-        return self._parse(data, resp)
+        return self._parse(structured.from_ollama(data) if native else data, resp)
 
     def _parse(self, data: Any, resp: httpx.Response | None) -> Response:
         """A chat completion (the body of a direct answer or of a batch's line)."""
         try:
             choice = data["choices"][0]
             message = choice["message"]
-            text = message.get("content")
+            text = message.get("content") or structured.tool_arguments(message)
             refused = text is None and bool(message.get("refusal"))
             if text is None:
                 text = message.get("refusal") or ""
@@ -150,17 +156,6 @@ class OpenAIProvider(RemoteModel[httpx.AsyncClient]):
 
     def _status_error(self, resp: httpx.Response) -> ProviderError:
         status = resp.status_code
-        detail = ""
-        try:
-            body = orjson.loads(resp.content)
-            err = body.get("error") if isinstance(body, dict) else None
-            if isinstance(err, dict):
-                detail = str(err.get("message") or err.get("code") or "")
-            elif isinstance(err, str):
-                detail = err
-        except orjson.JSONDecodeError:
-            detail = resp.text  # masked before it is cut: a key on the cut would survive
-        detail = redact(detail or resp.reason_phrase, self._key)[:300]
         hint = ""
         if status in (401, 403):
             hint = (
@@ -168,11 +163,21 @@ class OpenAIProvider(RemoteModel[httpx.AsyncClient]):
                 if self._key
                 else f" (no API key sent: {self.key_env} is not set)"
             )
+        message, config_error = refusal(
+            self.label,
+            self.name,
+            status,
+            server_reason(resp.content, resp.reason_phrase),
+            key=self._key,
+            mode=self.config.structured_output,
+            key_hint=hint,
+        )
         return ProviderError(
-            f"{self.label}: HTTP {status}: {detail}{hint}",
+            message,
             status=status,
             retry_after=parse_retry_after(resp.headers),
             limits=from_openai(resp.headers, time.time()),
+            config_error=config_error,
         )
 
     async def _close_client(self, client: httpx.AsyncClient) -> None:

@@ -33,6 +33,9 @@ class ProviderKind:
     # one's own, the key may not be needed
     local_servers: bool = False
     url_env: str | None = None  # the base URL's variable unless `base_url` says
+    # takes `structured_output` and `schema_bounds` (kora.llm.structured): the ways
+    # OpenAI-compatible servers take an answer's schema
+    structured_modes: bool = False
     # the prompt variants it can run: a chat endpoint always receives an age, so it has no
     # no-age `default`; an app behind an app runner receives neither age nor system prompt
     variants: tuple[str, ...] = ("default", "child")
@@ -67,6 +70,7 @@ KINDS: dict[str, ProviderKind] = {
             key_env="OPENAI_API_KEY",
             local_servers=True,
             url_env="OPENAI_BASE_URL",
+            structured_modes=True,
             # caches on its own, without a write premium; a read at half the input price
             cache_prices={"5m": (1.0, 0.5), "1h": (1.0, 0.5)},
         ),

@@ -35,6 +35,8 @@ TRANSPORT_FIELDS = (
     "prompt_cache",
     "cache_ttl",
     "batch",
+    "structured_output",
+    "schema_bounds",
     # a chat service's requests: the params carry them without their headers
     "http",
 )

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from kora.llm.base import BlockedError, ProviderError
 from kora.run.progress import ProgressReporter
 from kora.run.shards import keep_token, new_token, write_records, write_status
+from kora.run.stops import note_stop
 
 if TYPE_CHECKING:
     from kora.run.context import JobContext
@@ -30,7 +31,13 @@ R = TypeVar("R")
 
 
 class FatalProviderError(Exception):
-    """An error that no retry and no other item can get past (a bad or missing key)."""
+    """An error that no retry and no other item can get past (a bad or missing key, a
+    request the server refuses). `config`: fixing the config is what gets past it, not
+    running again later (a service that could not be reached)."""
+
+    def __init__(self, message: str, *, config: bool = False) -> None:
+        super().__init__(message)
+        self.config = config
 
 
 @dataclass
@@ -44,17 +51,24 @@ class JobReport:
 
 
 def is_fatal(exc: BaseException) -> bool:
-    """A rejected or missing key, or a service that cannot be reached, fails every item
-    alike: the job stops rather than record the same error for each of them."""
+    """A rejected or missing key, a request the server refuses as invalid (a configuration
+    error, kora.llm.faults), or a service that cannot be reached, fails every item alike:
+    the job stops rather than record the same error for each of them."""
     return (
         isinstance(exc, ProviderError)
         and not isinstance(exc, BlockedError)
         and (
             exc.status in (401, 403)
+            or exc.config_error
             or exc.unreachable
             or (exc.status is None and not exc.retryable)
         )
     )
+
+
+def fatal(exc: ProviderError) -> FatalProviderError:
+    """The job's stop for a fatal error: one the config must fix, or the service's state."""
+    return FatalProviderError(str(exc), config=not exc.unreachable)
 
 
 async def run_items(
@@ -74,8 +88,8 @@ async def run_items(
             try:
                 result = await work(item)
             except Exception as exc:
-                if is_fatal(exc):
-                    raise FatalProviderError(str(exc)) from None
+                if isinstance(exc, ProviderError) and is_fatal(exc):
+                    raise fatal(exc) from None
                 report.failed += 1
                 report.errors.append({"item": label(item), "error": f"{type(exc).__name__}: {exc}"})
                 log.error("%s failed: %s: %s", label(item), type(exc).__name__, exc)
@@ -85,7 +99,14 @@ async def run_items(
             progress.update(report)
             return result
 
-    return list(await asyncio.gather(*(one(i) for i in items)))
+    tasks = [asyncio.ensure_future(one(i)) for i in items]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        # a job that stops makes no more calls: its other items end here too
+        for t in tasks:
+            t.cancel()
+        raise
 
 
 @dataclass
@@ -166,5 +187,8 @@ async def run_shard_job(
             report=job.report,
             progress=progress,
         )
+    except FatalProviderError as exc:
+        note_stop(ctx.workdir, f"{job.stage} {job.shard}", str(exc), config=exc.config)
+        raise
     finally:
         progress.close()

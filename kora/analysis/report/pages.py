@@ -136,7 +136,11 @@ def _problems(summary: Mapping[str, Any], results: Mapping[str, Any]) -> list[st
     if results.get("rejectedScenarios"):
         problems.append(f"{results['rejectedScenarios']} scenarios were rejected by validation")
     if results.get("stageFailures"):
-        problems.append(f"{len(results['stageFailures'])} shards recorded failed items")
+        n = len(results["stageFailures"])
+        stages = sorted({str(s.get("stage")) for s in results["stageFailures"]})
+        problems.append(
+            f"{n} shard{'s' if n != 1 else ''} ({', '.join(stages)}) recorded failed items"
+        )
     if results.get("skippedPrompts"):
         problems.append(
             f"prompt variant(s) {', '.join(results['skippedPrompts'])} not run: "

@@ -1,0 +1,87 @@
+"""Why a run stopped, for the closing summary of the Snakemake process.
+
+A job that stops on an error no retry gets past (kora.run.jobs.FatalProviderError) leaves a
+note in `.kora/stops/<run>/`; when the run ends in error, `closing_summary` reads the
+notes and says which kind it was: a configuration error (running the same command again
+would fail the same way: fix the config first) or a service that could not be reached
+(start it, or retry later).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import orjson
+
+from kora.io import write_atomic
+from kora.run.progress import RUN_ENV
+
+
+def stops_dir(workdir: Path, run_id: str) -> Path:
+    return workdir / ".kora" / "stops" / run_id
+
+
+def note_stop(workdir: Path, where: str, message: str, *, config: bool) -> None:
+    """Leave the reason a job stopped for the run's closing summary (outside a run: none)."""
+    run_id = os.environ.get(RUN_ENV)
+    if not run_id:
+        return
+    note = {"where": where, "message": message, "config": config}
+    # the job's own message says it too: a note that cannot be written is no failure
+    with contextlib.suppress(OSError):
+        write_atomic(stops_dir(workdir, run_id) / f"{uuid.uuid4().hex}.json", orjson.dumps(note))
+
+
+def closing_summary(workdir: Path, run_id: str) -> list[str]:
+    """The lines that end a run stopped by such errors (none when no job left a note); the
+    notes are removed."""
+    folder = stops_dir(workdir, run_id)
+    notes: list[dict[str, object]] = []
+    for f in sorted(folder.glob("*.json")):
+        try:
+            notes.append(orjson.loads(f.read_bytes()))
+        except (OSError, orjson.JSONDecodeError):
+            continue
+    shutil.rmtree(folder, ignore_errors=True)
+    lines: list[str] = []
+    for config in (True, False):
+        messages = list(dict.fromkeys(str(n["message"]) for n in notes if n["config"] is config))
+        if not messages:
+            continue
+        if config:
+            lines.append(
+                "the run stopped on a configuration error: running the same command again "
+                "as it is would fail the same way. Fix the config first:"
+            )
+        else:
+            lines.append(
+                "the run stopped: a service could not be reached. Start it (or correct "
+                "base_url), or retry later:"
+            )
+        lines += [f"  - {m}" for m in messages[:5]]
+    if lines:
+        lines.append(
+            "then run the same command again: every answer received so far is in the call "
+            "store and is not asked again."
+        )
+    return lines
+
+
+def rerun_advice(failures: list[str]) -> str:
+    """The last line of a run that finished with failed items (`failures`: the results
+    files' failure summaries)."""
+    text = "\n".join(failures)
+    if "gave an invalid" in text or "child message" in text:
+        return (
+            "Run the same command again to retry only what failed. Answers that did not "
+            "fit their schema are asked afresh; a model that keeps failing them is too "
+            "weak for its role: give that role a stronger model."
+        )
+    return (
+        "Run the same command again to retry only what failed (later, if the service "
+        "was down or overloaded)."
+    )
