@@ -93,3 +93,38 @@ def test_the_total_counts_the_calls_of_the_jobs_to_run_only(tmp_path: Path) -> N
     assert count(("seeds", wc), ("scenarios", wc), ("conversations", t), ("judgments", t)) == (
         1 + 3 * n + 5 * n * prompts + judged
     )
+
+
+@pytest.mark.timeout(30)
+def test_the_line_never_counts_down(tmp_path: Path) -> None:
+    """A call made ahead moves from the broker's snapshot to its job's between two
+    readings: the line's counters keep their highest value."""
+    from kora.run.progress import Monitor, Totals
+
+    monitor = Monitor(tmp_path, "run")
+    first = monitor._grown(Totals(calls=10, input_tokens=1000, cost=0.5))
+    second = monitor._grown(Totals(calls=12, input_tokens=900, cost=0.4))
+    assert (first.input_tokens, second.input_tokens) == (1000, 1000)
+    assert second.calls == 12 and second.cost == 0.5
+    line = format_totals(second, 20)
+    assert "calls 12/20 (0 answered from the call store, 0 failed)" in line
+    # a total below what is done already grows to it
+    assert "calls 12/12 " in format_totals(second, 8)
+
+
+@pytest.mark.timeout(60)
+def test_ping_names_a_missing_key_and_sends_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kora.commands.ping import ping_all
+    from kora.config.checks import validate_config
+    from tests.helpers import copy_workflow
+
+    copy_workflow(tmp_path)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    plan = Pipeline.load(workdir=tmp_path)
+    cfg = validate_config(plan.config.model_dump(exclude_none=True), plan.taxonomy)
+    lines, ok = asyncio.run(ping_all(cfg, "gpt-target", roles=False))
+    assert not ok
+    assert lines == ["target gpt: not sent: set OPENAI_API_KEY (model 'gpt') first"]

@@ -228,11 +228,19 @@ async def ping_all(
         checks += [("expansion", m) for m in chain(cfg.expand_model)]
         checks += [("child", m) for m in chain(cfg.user_model)]
         checks += [("judge", j) for j in cfg.judges]
+    from kora.run.preflight import missing_keys
+
     seen: set[tuple[str, str]] = set()
     for role, model in checks:
         if model is None or (role, model) in seen:
             continue
         seen.add((role, model))
+        # a key the environment lacks: said before any request, none is sent
+        missing = missing_keys(cfg, [model])
+        if missing:
+            ok = False
+            lines.append(f"{role} {model}: not sent: set {', '.join(missing)} first")
+            continue
         detail: list[str] = []
         started = time.monotonic()
         try:
