@@ -127,7 +127,7 @@ class LoopbackServer:
         self.rate_limit = rate_limit
         self.record = record
         self.rng = random.Random(seed)
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # re-entered by wait_for predicates that read count
         # notified whenever a request arrives or ends: tests wait on it, never on time
         self.changed = threading.Condition(self.lock)
         self.faults: deque[Fault] = deque()
