@@ -73,6 +73,7 @@ def _rejudged(better: int) -> list[Any]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_kora_agreement_against_a_saved_result_or_earlier_judgments(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

@@ -158,6 +158,7 @@ def page(chromium: Any) -> Iterator[Any]:  # noqa: F811
     assert not errors
 
 
+@pytest.mark.slow
 def test_grading_in_the_browser_with_a_kill_in_the_middle(
     page: Any, records: list[TestRecord], tmp_path: Path
 ) -> None:

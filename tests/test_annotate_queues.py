@@ -17,7 +17,7 @@ from scipy.stats import chisquare
 
 from kora.analysis.annotate import labels, queues, sample
 from kora.analysis.annotate.server import build_app
-from kora.analysis.records import TestRecord, judged, load_records
+from kora.analysis.records import TestRecord, criteria_of, judged, load_records
 from kora.errors import InputError
 from tests.reportdata import TAXONOMY, make_judgments, write_jsonl
 
@@ -267,7 +267,7 @@ def test_the_command_offers_a_queue_without_what_this_person_graded(
     assert served == {"keys": doc["keys"][:5], "path": served["path"], "sample": doc["id"],
                       "queue": "estimate"}  # fmt: skip
     whole = queues.judges_disagree(project, 1)
-    for c in labels.criteria_of(project):  # ana graded the first fully: it is not offered
+    for c in criteria_of(project):  # ana graded the first fully: it is not offered
         labels.append(served["path"], {"key": whole[0], "criterion": c, "grade": "adequate"})
     assert kora_main(["annotate", "t", "--annotator", "ana", "--queue", "judges"]) == 0
     assert served["keys"] == whole[1:] and served["sample"] is None

@@ -110,6 +110,7 @@ def test_many_calls_go_out_in_one_batch_at_half_price(provider: str, tmp_path: P
     assert stored.totals().cached == 12
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("provider", sorted(SERVERS))
 def test_an_expired_request_is_asked_again_and_an_errored_one_fails_alone(
     provider: str, tmp_path: Path

@@ -54,6 +54,7 @@ def test_adjust_pvalues_holm_and_bh_by_hand() -> None:
     assert adjust_pvalues([0.05]).reject == [True]
 
 
+@pytest.mark.slow
 def test_holm_is_the_adjusted_pvalues() -> None:
     ps = [0.2, 0.001, 0.013, 0.04, 0.04, 1.0, 0.0]
     assert holm(ps) == adjust_pvalues(ps, "holm").p

@@ -42,6 +42,7 @@ def run(*args: str) -> int:
     return kora_main(["compare-targets", *args])
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_gate_exit_status_and_comparison_json(
     workdir: Path, capsys: pytest.CaptureFixture[str]

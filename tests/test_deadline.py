@@ -20,7 +20,7 @@ from kora.llm.base import ChatMessage, ProviderError, Request
 from kora.llm.batch import BatchQueue
 from kora.llm.client import ModelClient, Usage
 from kora.llm.config import ModelConfig
-from kora.llm.registry import create_provider
+from kora.llm.providers import create_provider
 from kora.llm.retry import RetryPolicy
 from kora.llm.service import ServiceTarget
 from tests.loopback import AnthropicServer

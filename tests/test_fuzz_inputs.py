@@ -204,6 +204,7 @@ def _aggregate_inputs(tmp_path: Path, taxonomy: Taxonomy, examples: int) -> None
     fuzz(check, examples, files=st.lists(one_file, max_size=3, unique_by=lambda f: f[0]))
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_fuzzed_aggregate_inputs(tmp_path: Path, taxonomy: Taxonomy) -> None:
     _aggregate_inputs(tmp_path, taxonomy, QUICK)

@@ -103,6 +103,7 @@ def _fuzz(examples: int) -> None:
     loop.close()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_fuzzed_service_answers() -> None:
     _fuzz(300)

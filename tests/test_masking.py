@@ -20,7 +20,7 @@ import yaml
 
 from kora.benchmarks.outcomes import TargetTurn
 from kora.commands.main import main as kora_main
-from kora.config.schema import validate_config
+from kora.config.checks import validate_config
 from kora.errors import ConfigError
 from kora.llm.base import ChatMessage, ProviderError
 from kora.llm.client import ModelClient, Usage

@@ -141,6 +141,7 @@ def test_the_paper_s_formulas_by_hand_at_fixed_and_tuned_lambda() -> None:
             assert (r.low, r.high) == pytest.approx((low, high))
 
 
+@pytest.mark.slow
 def test_ppi_plus_plus_is_never_wider_than_humans_only() -> None:
     rng = np.random.default_rng(11)
     for i in range(300):

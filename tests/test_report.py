@@ -248,6 +248,7 @@ def test_report_of_a_large_run(tmp_path: Path) -> None:
 # --- leaderboard ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_leaderboard_ranks_and_compares_targets() -> None:
     good = records_of(make_judgments("good"))
     bad = records_of(make_judgments("bad", flip=True))

@@ -224,6 +224,7 @@ def test_filters_from_the_address(tab: Tab, report_url: str) -> None:
     tab.quiet()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_malformed_address_is_ignored_and_the_page_keeps_working(
     tab: Tab, report_url: str
@@ -357,6 +358,7 @@ def test_leaderboard_page(tab: Tab, tmp_path: Path) -> None:
     assert len(png) > 20_000
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_leaderboard_cell_opens_the_disagreements_side_by_side(tab: Tab, tmp_path: Path) -> None:
     tab.open(leaderboard_page(tmp_path).as_uri())
@@ -407,6 +409,7 @@ def _no_nul(s: str) -> str:
     return s.replace("\x00", "")
 
 
+@pytest.mark.slow
 def test_hostile_content_in_every_field_shows_as_text(tab: Tab, tmp_path: Path) -> None:
     records = hostile_records()
     html_path = tmp_path / "hostile.html"
@@ -537,6 +540,7 @@ def _on_screen(tab: Tab, selector: str) -> None:
         assert "%" in str(cell.text_content())
 
 
+@pytest.mark.slow
 def test_narrow_screen_keeps_the_failing_rates_visible(
     tab: Tab, report_url: str, tmp_path: Path
 ) -> None:

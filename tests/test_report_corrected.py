@@ -188,6 +188,7 @@ def test_the_report_shows_the_corrected_rates_beside_the_judges(
     assert "judge off" in html and 'href="#corrected"' in html
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_the_corrected_report_in_the_browser_at_desktop_and_phone_width(
     tab: Any,  # noqa: F811
@@ -292,6 +293,7 @@ def test_the_report_rule_takes_the_label_files_once_there_are_any(tmp_path: Path
     assert p.annotation_files("t") == [f"{rel}/ana.jsonl", f"{rel}/ben.jsonl", f"{rel}/sample.json"]
 
 
+@pytest.mark.slow
 def test_the_leaderboard_ranks_the_graded_targets_by_their_corrected_rates(
     tmp_path: Path,
 ) -> None:

@@ -409,6 +409,7 @@ def test_requests_per_minute_holds_across_processes(tmp_path: Path) -> None:
     assert times[-1] - times[0] >= (len(times) - 1 - slack) / rate
 
 
+@pytest.mark.slow
 def test_max_concurrency_and_rate_hold_together_across_processes(tmp_path: Path) -> None:
     with OpenAIServer(latency=0.15) as srv:
         srv.script(Fault.http(500), Fault.http(429, retry_after=1))

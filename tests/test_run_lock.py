@@ -52,6 +52,7 @@ def test_a_killed_holder_leaves_no_stale_lock(tmp_path: Path) -> None:
     assert lock_path(store).exists()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_second_run_with_nolock_refuses_to_start_naming_the_first(tmp_path: Path) -> None:
     copy_workflow(tmp_path)

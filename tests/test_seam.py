@@ -44,6 +44,7 @@ onstart:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_each_reader_works_with_the_installed_snakemake(tmp_path: Path) -> None:
     (tmp_path / "Snakefile").write_text(SNAKEFILE)
@@ -61,6 +62,7 @@ def test_each_reader_works_with_the_installed_snakemake(tmp_path: Path) -> None:
     assert "ISOLATED False" in out
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_file_of_no_target_or_of_another_version_is_named_as_such(tmp_path: Path) -> None:
     copy_workflow(tmp_path)

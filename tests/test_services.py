@@ -151,7 +151,7 @@ def test_a_missing_secret_is_named(
     with StatelessChatServer() as srv:
         rc, out = ping(tmp_path, example("stateless-json", srv.url), "--target-only", capsys=capsys)
         assert srv.count == 0
-    assert rc == 1 and "ACME_CHAT_TOKEN is not set" in out
+    assert rc == 1 and "not sent: set ACME_CHAT_TOKEN" in out
 
 
 def _validate(models: dict[str, Any]) -> None:

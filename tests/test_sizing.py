@@ -128,6 +128,7 @@ def _plan(workdir: Path, *args: str) -> int:
         os.chdir(cwd)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_plan_detect_from_an_earlier_run_and_from_the_assumption(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -207,6 +208,7 @@ def test_plan_detect_from_an_earlier_run_and_from_the_assumption(
     assert "--detect takes one TARGET" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_plan_detect_v2_total_seeds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     copy_workflow(tmp_path)  # the v2 taxonomy too

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from kora.benchmarks import outcomes
 from kora.benchmarks.schemas import ScenarioValidation
-from kora.config.schema import validate_config
+from kora.config.checks import validate_config
 from kora.errors import ConfigError
 from kora.llm import structured
 from kora.llm.base import ChatMessage, ProviderError
@@ -246,7 +246,7 @@ def test_the_servers_reason_is_read_from_any_error_shape() -> None:
     assert server_reason(b"Internal Server Error", "x") == "Internal Server Error"
     assert server_reason(b"", "Bad Gateway") == "Bad Gateway"
     shown = readable("line one\nline two\x1b[2J with sk-SECRET-1234", "sk-SECRET-1234")
-    assert shown == "line one\n      line two\\u001b[2J with ***"
+    assert shown == "line one\n      line two\\u001b[2J with ****"
 
 
 # --- kora check-config ------------------------------------------------------------------

@@ -42,8 +42,8 @@ class Benchmark(ABC):
     results_dir: ClassVar[str]
     logs_dir: ClassVar[str]
     taxonomy_dir: ClassVar[str]  # the default taxonomy folder
-    # the templates each stage renders (rule inputs: an edit re-runs exactly their users)
-    stage_templates: ClassVar[Mapping[str, tuple[str, ...]]]
+    # the templates the judges render: v1 grades behaviours, v2 mechanisms
+    judge_templates: ClassVar[tuple[str, ...]]
     default_prompts: ClassVar[tuple[PromptVariant, ...]]
     # grid keys that belong to other versions: an error in this one's run
     foreign_grid_keys: ClassVar[tuple[str, ...]] = ()
@@ -54,6 +54,17 @@ class Benchmark(ABC):
     criteria_note: ClassVar[str]
     # judge calls per judge and test
     judge_calls: ClassVar[int] = 2
+
+    @property
+    def stage_templates(self) -> Mapping[str, tuple[str, ...]]:
+        """The templates each stage renders (rule inputs: an edit re-runs exactly its
+        users)."""
+        return {
+            "seeds": ("seeds",),
+            "scenarios": ("scenario", "validate", "first_user_message"),
+            "conversations": ("target_system", "next_user_message"),
+            "judgments": self.judge_templates,
+        }
 
     @property
     def prompts_dir(self) -> Path:

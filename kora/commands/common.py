@@ -5,6 +5,7 @@ folders."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -79,3 +80,17 @@ def split_overlays(configfiles: list[str], targets: list[str]) -> tuple[list[str
         else:
             more.append(value)
     return files, [*targets, *more]
+
+
+def next_steps(
+    args: argparse.Namespace, layout: Layout, targets: list[str], flag: str, entry: str, then: str
+) -> None:
+    """What to do after filing recordings for `targets`: the config entry a target still
+    lacks (`flag`: imported or continued), then the command that runs them."""
+    config = raw_config(args).get("targets") or {}
+    missing = [n for n in targets if not (config.get(n) or {}).get(flag)]
+    if missing:
+        entries = ", ".join(f"{n}: {entry}" for n in missing)
+        print(f"add under `targets:` in your config: {entries}", file=sys.stderr)
+    runs = " ".join(layout.results_json(n) for n in targets)
+    print(f"{then}: snakemake --cores 10 {runs}{configfiles(args)}", file=sys.stderr)

@@ -8,13 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kora.commands.common import (
-    configfile_option,
-    configfiles,
-    layout_of_args,
-    raw_config,
-    taxonomy_of_args,
-)
+from kora.commands.common import configfile_option, layout_of_args, next_steps, taxonomy_of_args
 
 
 def register(sub: Any) -> None:
@@ -54,19 +48,8 @@ def run(args: argparse.Namespace) -> int:
     for name, n in counts.items():
         print(f"filed {n} recorded conversations under {layout.target_dir(name)}/recorded/",
               file=sys.stderr)  # fmt: skip
-    targets = raw_config(args).get("targets") or {}
-    missing = [n for n in counts if not (targets.get(n) or {}).get("continued")]
-    if missing:
-        entries = ", ".join(f"{n}: {{model: MODEL, continued: true}}" for n in missing)
-        print(
-            "to carry them on, the config needs under `targets:` "
-            f"{entries} (MODEL: the model they were recorded with)",
-            file=sys.stderr,
-        )
-    print(
-        "to carry them on to each risk's length and judge them: snakemake --cores 10 "
-        + " ".join(layout.results_json(n) for n in counts)
-        + configfiles(args),
-        file=sys.stderr,
-    )
+    # MODEL: the model they were recorded with
+    entry = "{model: MODEL, continued: true}"
+    then = "to carry them on to each risk's length and judge them"
+    next_steps(args, layout, list(counts), "continued", entry, then)
     return 0

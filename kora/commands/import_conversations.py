@@ -8,13 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kora.commands.common import (
-    configfile_option,
-    configfiles,
-    layout_of_args,
-    raw_config,
-    taxonomy_of_args,
-)
+from kora.commands.common import configfile_option, layout_of_args, next_steps, taxonomy_of_args
 
 
 def register(sub: Any) -> None:
@@ -40,15 +34,6 @@ def run(args: argparse.Namespace) -> int:
     for name, n in counts.items():
         print(f"imported {n} conversations into {layout.target_dir(name)}/conversations/",
               file=sys.stderr)  # fmt: skip
-    targets = raw_config(args).get("targets") or {}
-    missing = [n for n in counts if not (targets.get(n) or {}).get("imported")]
-    if missing:
-        names = ", ".join(f"{n}: {{imported: true, prompts: [default, child]}}" for n in missing)
-        print(f"to judge them, add under `targets:` in your config: {names}", file=sys.stderr)
-    print(
-        "to judge them: snakemake --cores 10 "
-        + " ".join(layout.results_json(n) for n in counts)
-        + configfiles(args),
-        file=sys.stderr,
-    )
+    entry = "{imported: true, prompts: [default, child]}"
+    next_steps(args, layout, list(counts), "imported", entry, "to judge them")
     return 0

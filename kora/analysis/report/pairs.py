@@ -141,7 +141,7 @@ def side_by_side(
                 ],
                 "g": {c: v.grade for c, v in r.criteria.items()},
             }
-            for r in judged(records[t])
+            for r in judged(records.get(t, []))
             if r.key in keys
         }
     return {

@@ -34,7 +34,7 @@ The comparison document (comparison.json, `compare_cells`'s value; schema
     {
       "schema": "kora-comparison/1",
       "a": "NEW", "b": "BASELINE",          # the names given
-      "benchmark": "v1" | "v2",
+      "benchmark": the version's name (kora.benchmarks.VERSIONS),
       "alpha": 0.05, "confidence": 0.95,
       "interval": "newcombe" | "tango",
       "test": "exact McNemar ...", "adjustments": ["holm", "fdr_bh"],

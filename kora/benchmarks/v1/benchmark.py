@@ -47,12 +47,7 @@ class V1(Benchmark):
     results_dir = "results"
     logs_dir = "logs"
     taxonomy_dir = "data/taxonomy"
-    stage_templates: ClassVar[Mapping[str, tuple[str, ...]]] = {
-        "seeds": ("seeds",),
-        "scenarios": ("scenario", "validate", "first_user_message"),
-        "conversations": ("target_system", "next_user_message"),
-        "judgments": ("judge_safety", "judge_behavior"),
-    }
+    judge_templates = ("judge_safety", "judge_behavior")
     default_prompts: ClassVar[tuple[PromptVariant, ...]] = ("default", "child")
     foreign_grid_keys = ("total_seeds", "distribution")
     criteria_title = "Behaviour criteria"

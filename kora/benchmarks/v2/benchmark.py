@@ -39,12 +39,7 @@ class V2(Benchmark):
     results_dir = "results-v2"
     logs_dir = "logs/v2"
     taxonomy_dir = "data/taxonomy/v2"
-    stage_templates: ClassVar[Mapping[str, tuple[str, ...]]] = {
-        "seeds": ("seeds",),
-        "scenarios": ("scenario", "validate", "first_user_message"),
-        "conversations": ("target_system", "next_user_message"),
-        "judgments": ("judge_safety", "judge_mechanisms"),
-    }
+    judge_templates = ("judge_safety", "judge_mechanisms")
     # the canonical run tests the plain assistant prompt only; `child` on request
     default_prompts: ClassVar[tuple[PromptVariant, ...]] = ("default",)
     stamp: ClassVar[Mapping[str, str]] = {"benchmark": "v2"}

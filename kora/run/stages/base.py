@@ -33,6 +33,7 @@ from kora.io import describe
 from kora.run.context import JobContext
 from kora.run.jobs import ShardJob, run_shard_job
 from kora.run.layout import CELL, TARGET
+from kora.run.shards import status_of
 
 if TYPE_CHECKING:
     from kora.config.schema import KoraConfig
@@ -156,16 +157,38 @@ class Stage(ABC):
     # --- what the rule declares --------------------------------------------------------
 
     @abstractmethod
+    def data(self, pipeline: Rules) -> str:
+        """The pattern of the shard's records (Snakemake wildcards left in)."""
+
     def outputs(self, pipeline: Rules) -> dict[str, str]:
-        """Output patterns (Snakemake wildcards left in)."""
+        """Output patterns: the records, and the status file that describes them."""
+        data = self.data(pipeline)
+        return {"data": data, "status": status_of(data)}
 
-    @abstractmethod
+    def sources(self, pipeline: Rules, wc: dict[str, str]) -> dict[str, Any]:
+        """The input files the job's units come from."""
+        return {}
+
     def inputs(self, pipeline: Rules, wc: dict[str, str]) -> dict[str, Any]:
-        """The input files of one job."""
+        """The input files of one job: its sources, the templates it renders, the taxonomy."""
+        return {
+            **self.sources(pipeline, wc),
+            "prompts": pipeline.templates(self.name),
+            "taxonomy": pipeline.taxonomy_files(),
+        }
 
     @abstractmethod
+    def models(self, pipeline: Rules) -> dict[str, Any]:
+        """The params naming the models the stage calls, and what else changes its calls."""
+
     def params(self, pipeline: Rules) -> dict[str, Any]:
         """Params: values, or functions of the wildcards (as Snakemake takes them)."""
+        return {
+            "benchmark": pipeline.benchmark.name,
+            "cell": pipeline.cell,
+            **self.models(pipeline),
+            "retry": pipeline.retry_param(self.data(pipeline)),
+        }
 
     # whether its jobs are per target (conversations, judgments) or per cell only
     by_target: ClassVar[bool] = False

@@ -13,7 +13,7 @@ from kora.benchmarks.schemas import PromptVariant, Scenario
 from kora.benchmarks.testkeys import TestKey
 from kora.llm.base import BlockedError
 from kora.run.jobs import ShardJob
-from kora.run.shards import read_shard, status_of
+from kora.run.shards import read_shard
 from kora.run.stages.base import Job, RoleParams, Rules, ShardParams, Sources, Stage, as_read
 from kora.run.stages.converse import conversation_calls, converse, turn_calls
 
@@ -42,28 +42,20 @@ class ConversationsStage(Stage):
     input_model = ConversationsInput
     params_model = ConversationsParams
 
-    def outputs(self, pipeline: Rules) -> dict[str, str]:
-        data = pipeline.layout.conversations()
-        return {"data": data, "status": status_of(data)}
+    def data(self, pipeline: Rules) -> str:
+        return pipeline.layout.conversations()
 
-    def inputs(self, pipeline: Rules, wc: dict[str, str]) -> dict[str, Any]:
-        return {
-            **pipeline.conversations_sources(wc),
-            "prompts": pipeline.templates(self.name),
-            "taxonomy": pipeline.taxonomy_files(),
-        }
+    def sources(self, pipeline: Rules, wc: dict[str, str]) -> dict[str, Any]:
+        return pipeline.conversations_sources(wc)
 
-    def params(self, pipeline: Rules) -> dict[str, Any]:
+    def models(self, pipeline: Rules) -> dict[str, Any]:
         return {
-            "benchmark": pipeline.benchmark.name,
-            "cell": pipeline.cell,
             "target": lambda wc: wc.target,
             "target_model": lambda wc: pipeline.target_model_params(wc.target),
             "prompts": lambda wc: pipeline.config.target_prompts(wc.target),
             "user_model": pipeline.role_params("user_model"),
             # generated, or which imported file: switching re-runs the conversations
             "scenarios": lambda wc: pipeline.conversation_source(wc.target),
-            "retry": pipeline.retry_param(pipeline.layout.conversations()),
         }
 
     def clients(self, job: Job) -> Any:

@@ -9,7 +9,7 @@ from typing import Any
 
 from kora.benchmarks.outcomes import Conversation, Judgment
 from kora.run.jobs import ShardJob
-from kora.run.shards import read_shard, status_of
+from kora.run.shards import read_shard
 from kora.run.stages.base import Job, Rules, ShardParams, Sources, Stage, as_read
 
 
@@ -29,25 +29,14 @@ class JudgmentsStage(Stage):
     input_model = JudgmentsInput
     params_model = JudgmentsParams
 
-    def outputs(self, pipeline: Rules) -> dict[str, str]:
-        data = pipeline.layout.judgments()
-        return {"data": data, "status": status_of(data)}
+    def data(self, pipeline: Rules) -> str:
+        return pipeline.layout.judgments()
 
-    def inputs(self, pipeline: Rules, wc: dict[str, str]) -> dict[str, Any]:
-        return {
-            "conversations": pipeline.layout.conversations(wc["target"], pipeline.cell_of(wc)),
-            "prompts": pipeline.templates(self.name),
-            "taxonomy": pipeline.taxonomy_files(),
-        }
+    def sources(self, pipeline: Rules, wc: dict[str, str]) -> dict[str, Any]:
+        return {"conversations": pipeline.layout.conversations(wc["target"], pipeline.cell_of(wc))}
 
-    def params(self, pipeline: Rules) -> dict[str, Any]:
-        return {
-            "benchmark": pipeline.benchmark.name,
-            "cell": pipeline.cell,
-            "target": lambda wc: wc.target,
-            "judges": pipeline.judges_params(),
-            "retry": pipeline.retry_param(pipeline.layout.judgments()),
-        }
+    def models(self, pipeline: Rules) -> dict[str, Any]:
+        return {"target": lambda wc: wc.target, "judges": pipeline.judges_params()}
 
     def clients(self, job: Job) -> Any:
         return [job.ctx.client(j) for j in job.params.judges]

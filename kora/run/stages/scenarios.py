@@ -10,7 +10,7 @@ from typing import Any
 
 from kora.benchmarks.schemas import RejectedScenario, Scenario, ScenarioSeed
 from kora.run.jobs import ShardJob
-from kora.run.shards import read_shard, rejected_of, status_of
+from kora.run.shards import read_shard, rejected_of
 from kora.run.stages.base import (
     Job,
     RoleParams,
@@ -52,24 +52,19 @@ class ScenariosStage(Stage):
     output_model = ScenariosOutput
     params_model = ScenariosParams
 
+    def data(self, pipeline: Rules) -> str:
+        return pipeline.layout.scenarios()
+
     def outputs(self, pipeline: Rules) -> dict[str, str]:
-        data = pipeline.layout.scenarios()
-        return {"data": data, "rejected": rejected_of(data), "status": status_of(data)}
+        return {**super().outputs(pipeline), "rejected": rejected_of(self.data(pipeline))}
 
-    def inputs(self, pipeline: Rules, wc: dict[str, str]) -> dict[str, Any]:
-        return {
-            "seeds": pipeline.layout.seeds(pipeline.cell_of(wc)),
-            "prompts": pipeline.templates(self.name),
-            "taxonomy": pipeline.taxonomy_files(),
-        }
+    def sources(self, pipeline: Rules, wc: dict[str, str]) -> dict[str, Any]:
+        return {"seeds": pipeline.layout.seeds(pipeline.cell_of(wc))}
 
-    def params(self, pipeline: Rules) -> dict[str, Any]:
+    def models(self, pipeline: Rules) -> dict[str, Any]:
         return {
-            "benchmark": pipeline.benchmark.name,
-            "cell": pipeline.cell,
             "expand_model": pipeline.role_params("expand_model"),
             "user_model": pipeline.role_params("user_model"),
-            "retry": pipeline.retry_param(pipeline.layout.scenarios()),
         }
 
     def clients(self, job: Job) -> Any:

@@ -13,7 +13,6 @@ from kora.benchmarks.taxonomy import Shard, Taxonomy
 from kora.benchmarks.testkeys import stable_uuid4
 from kora.llm.chain import Asker
 from kora.run.jobs import ShardJob
-from kora.run.shards import status_of
 from kora.run.stages.base import Job, RoleParams, Rules, ShardParams, Sources, Stage
 
 SeedCall = tuple[int | None, SeedOrder | None]
@@ -70,21 +69,14 @@ class SeedsStage(Stage):
     input_model = Sources
     params_model = SeedsParams
 
-    def outputs(self, pipeline: Rules) -> dict[str, str]:
-        data = pipeline.layout.seeds()
-        return {"data": data, "status": status_of(data)}
+    def data(self, pipeline: Rules) -> str:
+        return pipeline.layout.seeds()
 
-    def inputs(self, pipeline: Rules, wc: dict[str, str]) -> dict[str, Any]:
-        return {"prompts": pipeline.templates(self.name), "taxonomy": pipeline.taxonomy_files()}
-
-    def params(self, pipeline: Rules) -> dict[str, Any]:
+    def models(self, pipeline: Rules) -> dict[str, Any]:
         return {
             **pipeline.seeds_plan_params(),
-            "benchmark": pipeline.benchmark.name,
-            "cell": pipeline.cell,
             "model": pipeline.role_params("seed_model"),
             "seeds_per_task": pipeline.config.grid.seeds_per_task,
-            "retry": pipeline.retry_param(pipeline.layout.seeds()),
         }
 
     def clients(self, job: Job) -> Any:
