@@ -45,7 +45,11 @@ def lifecycle_notes(
 ) -> list[str]:
     """One line per model among `names` that is deprecated or past its end of life."""
     today = today or dt.date.today()
-    table = _anthropic_table() if table is None else table
+    if table is None:
+        # importing the SDK costs a second of CPU: only when one of the models is its
+        if not any(models[n].provider == "anthropic" for n in set(names)):
+            return []
+        table = _anthropic_table()
     notes = []
     for name in sorted(set(names)):
         m = models[name]
