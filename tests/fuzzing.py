@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kora.errors import KoraError
+
+# The many-examples runs: 10,000 by default (the figure; the aggregation fuzz alone
+# takes about 20 min of one core at that); CI sets KORA_FUZZ_EXAMPLES lower to stay in its
+# time budget, and anyone can raise it for a longer hunt.
+MANY = int(os.environ.get("KORA_FUZZ_EXAMPLES", "10000"))
 
 Json = Any
 Path_ = tuple[str | int, ...]

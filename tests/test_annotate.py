@@ -21,6 +21,7 @@ from kora.analysis.records import TestRecord, criteria_of, judged, load_records
 from kora.analysis.stats.human import agreement, kappa
 from kora.benchmarks.taxonomy import load_taxonomy
 from kora.errors import InputError
+from tests.fuzzing import MANY
 from tests.helpers import MECHANISMS, REPO
 from tests.reportdata import TAXONOMY, make_judgments, write_jsonl
 from tests.test_report_browser import chromium, find_chromium  # noqa: F401
@@ -658,6 +659,6 @@ def test_fuzzed_answers_get_200_or_4xx_and_only_valid_lines(
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)  # 10,000 examples: about 50 s on one core
+@pytest.mark.timeout(600)  # MANY (10,000) examples: about 50 s on one core
 def test_fuzzed_answers_many(records: list[TestRecord], tmp_path: Path) -> None:
-    _fuzz(records, tmp_path, 10_000)
+    _fuzz(records, tmp_path, MANY)

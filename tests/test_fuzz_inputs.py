@@ -32,10 +32,10 @@ from kora.config.files import load_run_config
 from kora.run.continuation import stage_recordings
 from kora.run.ingest import import_conversations, import_scenarios
 from kora.run.layout import Layout
-from tests.fuzzing import VALUES, encoded, expect_own_error, fuzz, jsonl, mutated, snapshot
+from tests.fuzzing import MANY, VALUES, encoded, expect_own_error, fuzz, jsonl, mutated, snapshot
 from tests.helpers import REPO
 
-QUICK, MANY = 100, 10_000
+QUICK = 100
 SCENARIO: dict[str, Any] = orjson.loads((REPO / "docs" / "example-scenario.json").read_bytes())
 MESSAGES = [
     {"role": "user", "content": SCENARIO["firstUserMessage"]},

@@ -20,7 +20,7 @@ from kora.llm.base import BlockedError, ChatMessage, ProviderError
 from kora.llm.config import ModelConfig
 from kora.llm.retry import RetryPolicy
 from kora.llm.service import ServiceTarget
-from tests.fuzzing import VALUES, encoded, fuzz, mutated
+from tests.fuzzing import MANY, VALUES, encoded, fuzz, mutated
 from tests.misbehaving import Misbehaving, body
 
 ANSWER = {
@@ -112,7 +112,7 @@ def test_fuzzed_service_answers() -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_fuzzed_service_answers_many() -> None:
-    _fuzz(10_000)
+    _fuzz(MANY)
 
 
 @pytest.mark.timeout(30)
