@@ -11,6 +11,7 @@ new folder beside v1/ and v2/ with a subclass of `Benchmark`, named in
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from functools import cached_property
@@ -196,11 +197,14 @@ class Benchmark(ABC):
 
     # --- judging -------------------------------------------------------------------------
 
-    @abstractmethod
     async def judge(
         self, conversation: Conversation, judges: Sequence[ModelClient], taxonomy: Taxonomy
     ) -> Judgment:
-        """Every judge's verdict on a conversation, combined."""
+        """Every judge's verdict on a conversation, combined: the version's own
+        `judge.judge_conversation` (imported when a job first judges, not with the run)."""
+        module = importlib.import_module(f"kora.benchmarks.{self.name}.judge")
+        judgment: Judgment = await module.judge_conversation(conversation, judges, taxonomy)
+        return judgment
 
     # --- results -------------------------------------------------------------------------
 

@@ -14,8 +14,6 @@ from kora.benchmarks.base import Benchmark
 from kora.benchmarks.outcomes import (
     BEHAVIOR_CRITERIA,
     BehaviorAssessment,
-    Conversation,
-    Judgment,
     RunResult,
     TestAssessment,
 )
@@ -30,7 +28,6 @@ from kora.benchmarks.schemas import (
 )
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.benchmarks.templates import Rendered, render
-from kora.llm.client import ModelClient
 
 # results.json's key of each criterion's sums (the reference's)
 SUMS_KEYS = {
@@ -86,13 +83,6 @@ class V1(Benchmark):
     @property
     def safety_schema(self) -> type[BaseModel]:
         return TestAssessment
-
-    async def judge(
-        self, conversation: Conversation, judges: Sequence[ModelClient], taxonomy: Taxonomy
-    ) -> Judgment:
-        from kora.benchmarks.v1.judge import judge_conversation
-
-        return await judge_conversation(conversation, judges, taxonomy)
 
     def aggregate(
         self, files: Sequence[Path], taxonomy: Taxonomy | None

@@ -13,7 +13,6 @@ from typing import Any, ClassVar
 from pydantic import BaseModel
 
 from kora.benchmarks.base import Benchmark
-from kora.benchmarks.outcomes import Conversation, Judgment
 from kora.benchmarks.schemas import (
     PromptVariant,
     Risk,
@@ -25,7 +24,6 @@ from kora.benchmarks.seedplan import SeedOrder
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.benchmarks.templates import Rendered
 from kora.benchmarks.v2 import schemas as v2
-from kora.llm.client import ModelClient
 
 
 def _label(name: str) -> str:
@@ -174,13 +172,6 @@ class V2(Benchmark):
         return v2.TestAssessment
 
     # --- judging and results ------------------------------------------------------------
-
-    async def judge(
-        self, conversation: Conversation, judges: Sequence[ModelClient], taxonomy: Taxonomy
-    ) -> Judgment:
-        from kora.benchmarks.v2.judge import judge_conversation
-
-        return await judge_conversation(conversation, judges, taxonomy)
 
     def aggregate(
         self, files: Sequence[Path], taxonomy: Taxonomy | None
