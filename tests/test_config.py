@@ -227,7 +227,10 @@ def test_snakemake_names_the_file_and_line_of_a_broken_config(tmp_path: Any) -> 
     )  # fmt: skip
     assert run.returncode != 0
     out = run.stdout + run.stderr
-    assert "config.yaml:19:" in out and "not valid YAML" in out
+    # the line of the broken value, wherever config.yaml's comments put it
+    line = next(i for i, ln in enumerate(text.splitlines(), 1) if "seed_model: [" in ln)
+    assert "config.yaml:" in out and "not valid YAML" in out
+    assert f"on line {line})" in out  # the line the unclosed bracket opened on
     assert "Traceback" not in out
 
 

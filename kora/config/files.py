@@ -78,7 +78,15 @@ def read_config_file(path: Path | str) -> dict[str, Any]:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        raise ConfigError(f"{where}: not valid YAML: {exc.problem or exc.context}") from None
+        # YAML often notices a problem a line after its cause (an unclosed bracket): name
+        # the line the unfinished part began on too
+        began = exc.context_mark
+        since = (
+            f" ({exc.context} on line {began.line + 1})"
+            if began and exc.context and mark and began.line != mark.line
+            else ""
+        )
+        raise ConfigError(f"{where}: not valid YAML: {exc.problem or exc.context}{since}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     finally:
