@@ -93,7 +93,9 @@ def test_kill_9_loses_nothing_and_repays_at_most_the_calls_in_flight(tmp_path: P
         # Every call paid twice was in flight when a kill came: first seen by the server
         # less than its answer time (latency + a margin for a loaded machine's store write)
         # before that kill, or after it but before the next run started (already on the wire).
-        windows = [(k - server.latency - 3.0, s) for k, s in zip(kill_times, next_starts[1:])]
+        windows = [
+            (k - server.latency - 3.0, s) for k, s in zip(kill_times, next_starts[1:], strict=False)
+        ]
         for h, n in bodies.items():
             if n > 1:
                 assert any(lo <= first_seen[h] < hi for lo, hi in windows), (first_seen[h], windows)

@@ -273,6 +273,24 @@ def test_filters_from_the_controls(tab: Tab, report_url: str) -> None:
     tab.quiet()
 
 
+def test_search_text_indexed_after_the_first_view_finds_transcript_words(
+    tab: Tab, report_url: str
+) -> None:
+    # the page builds the search text in slices after its first view; a search then
+    # finds words that are only in the transcripts, as one typed before would
+    judgments = make_judgments()
+    word = "onerror"  # in some replies only
+    expected = sum(any(word in m.content.lower() for m in j.messages) for j in judgments)
+    assert 0 < expected < len(judgments)
+    from playwright.sync_api import expect
+
+    tab.open(report_url)
+    expect(tab.page.locator("#kora-browser")).to_have_attribute("data-text", "loaded")
+    tab.page.fill("#f-q", word.upper())
+    assert tab.matches() == expected
+    tab.quiet()
+
+
 def test_open_conversation_shows_transcript_and_every_judge(tab: Tab, report_url: str) -> None:
     judgments = make_judgments()
     target = next(j for j in judgments if "cybersecurity:7to9" in j.key and "-0003-" in j.key)
