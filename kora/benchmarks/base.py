@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 # the project folder of a checkout: a version's taxonomy lives under its data/
 PROJECT = Path(__file__).resolve().parents[2]
+# the grid's (risks, age ranges, motivations) a seed plan covers
+Cells = tuple[Sequence[str], Sequence[str], Sequence[str]]
 
 
 class Benchmark(ABC):
@@ -132,11 +134,7 @@ class Benchmark(ABC):
         return None
 
     def seed_plan(
-        self,
-        taxonomy: Taxonomy,
-        cells: tuple[Sequence[str], Sequence[str], Sequence[str]],
-        grid: Any,
-        workdir: Path,
+        self, taxonomy: Taxonomy, cells: Cells, grid: Any, workdir: Path
     ) -> dict[str, list[SeedOrder]] | None:
         """Each cell's planned seed calls, or None: one call a cell for seeds_per_task."""
         return None

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from kora.benchmarks.base import Benchmark
+from kora.benchmarks.base import Benchmark, Cells
 from kora.benchmarks.schemas import (
     PromptVariant,
     Risk,
@@ -97,11 +97,7 @@ class V2(Benchmark):
         return None
 
     def seed_plan(
-        self,
-        taxonomy: Taxonomy,
-        cells: tuple[Sequence[str], Sequence[str], Sequence[str]],
-        grid: Any,
-        workdir: Path,
+        self, taxonomy: Taxonomy, cells: Cells, grid: Any, workdir: Path
     ) -> dict[str, list[SeedOrder]] | None:
         from kora.benchmarks.v2.plan import load_distribution, plan_cells
 

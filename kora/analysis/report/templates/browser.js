@@ -10,20 +10,7 @@
   var LABELS = D.criterionLabels;
   var PAGE = 50;
 
-  function el(tag, attrs) {
-    var e = document.createElement(tag);
-    if (attrs) for (var k in attrs) {
-      if (k === "text") e.textContent = attrs[k];
-      else if (k === "cls") e.className = attrs[k];
-      else e.setAttribute(k, attrs[k]);
-    }
-    for (var i = 2; i < arguments.length; i++) {
-      var c = arguments[i];
-      if (c === null || c === undefined) continue;
-      e.appendChild(typeof c === "string" ? document.createTextNode(c) : c);
-    }
-    return e;
-  }
+  var el = koraEl;
   function badge(g) { return el("span", {cls: "badge " + (g || "error"), text: g || "error"}); }
   function riskName(id) { return (D.risks[id] && D.risks[id].name) || id; }
 

@@ -11,20 +11,7 @@
   var PAGE = 10;
   var shown = 0;
 
-  function el(tag, attrs) {
-    var e = document.createElement(tag);
-    if (attrs) for (var k in attrs) {
-      if (k === "text") e.textContent = attrs[k];
-      else if (k === "cls") e.className = attrs[k];
-      else e.setAttribute(k, attrs[k]);
-    }
-    for (var i = 2; i < arguments.length; i++) {
-      var c = arguments[i];
-      if (c === null || c === undefined) continue;
-      e.appendChild(typeof c === "string" ? document.createTextNode(c) : c);
-    }
-    return e;
-  }
+  var el = koraEl;
   function badge(g) { return el("span", {cls: "badge " + (g || "error"), text: g || "–"}); }
   function label(c) { return D.criterionLabels[c] || c; }
 
