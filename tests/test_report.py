@@ -95,15 +95,22 @@ def test_summary_counts_empty_and_cut_short_replies() -> None:
     }
 
 
+def embedded(page: str, script_id: str) -> Any:
+    """The JSON document the page embeds in script #`script_id`."""
+    data = re.search(
+        rf'<script type="application/json" id="{script_id}">(.*?)</script>', page, re.S
+    )
+    assert data is not None, script_id
+    return orjson.loads(data.group(1))
+
+
 def test_records_without_turns_show_nothing_of_them() -> None:
     records = records_of(make_judgments(turns=False))
     summary = build_summary(records, results_doc(), TAXONOMY)
     assert "targetReplies" not in summary
     page = render_report(records, results_doc(), TAXONOMY, summary)
     assert 'id="replies"' not in page and "Target replies" not in page
-    data = re.search(r'<script type="application/json" id="kora-data">(.*?)</script>', page, re.S)
-    assert data is not None
-    doc = orjson.loads(data.group(1))
+    doc = embedded(page, "kora-data")
     assert doc["hasTurns"] is False and not any("f" in t for t in doc["tests"])
 
 
@@ -156,28 +163,27 @@ def test_report_is_self_contained_and_safe(tmp_path: Path) -> None:
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
     assert "<link" not in page and "@import" not in page and "url(" not in page
     assert "default-src 'none'" in page
-    # transcripts and scenarios are data, never markup: exactly the page's two scripts
-    assert page.count("<script") == 2
+    # transcripts and scenarios are data, never markup: exactly the page's three scripts
+    # (the list's data, the texts, the code)
+    assert page.count("<script") == 3
     assert "window.__pwned" in page and "<\\/script>" not in page
     assert "\\u003c/script\\u003e\\u003cscript\\u003ewindow.__pwned" in page
-    data = re.search(r'<script type="application/json" id="kora-data">(.*?)</script>', page, re.S)
-    assert data is not None
-    doc = orjson.loads(data.group(1))
-    assert len(doc["tests"]) == 41 and len(doc["scenarios"]) == 21
-    one = next(t for t in doc["tests"] if t.get("g"))
+    doc, text = embedded(page, "kora-data"), embedded(page, "kora-text")
+    assert len(doc["tests"]) == 41 and len(doc["titles"]) == 21 and len(text["scenarios"]) == 21
+    i, one = next((i, t) for i, t in enumerate(doc["tests"]) if t.get("g"))
     assert [j["name"] for j in one["j"]] == list(JUDGES)
-    assert len(one["j"][0]["r"]) == 4 and one["j"][0]["r"][0].startswith("judge-a on safety")
-    assert any(XSS in m[1] for t in doc["tests"] for m in t["m"])
+    # the texts go by test, in the list's order
+    assert len(text["m"]) == len(text["r"]) == 41
+    assert len(text["r"][i][0]) == 4 and text["r"][i][0][0].startswith("judge-a on safety")
+    assert one["k"] in text["m"][i][1][1]  # the first reply names its test's key
+    assert any(XSS in m[1] for ms in text["m"] for m in ms)
 
 
 def test_placeholder_in_a_reply_does_not_break_the_data(tmp_path: Path) -> None:
     reply = "before {{KORA_BODY}} {{KORA_DATA}} {{KORA_TITLE}} after"
     page = render_report(records_of(with_reply(make_judgments(), reply)), results_doc(), TAXONOMY)
-    data = re.search(r'<script type="application/json" id="kora-data">(.*?)</script>', page, re.S)
-    assert data is not None
-    doc = orjson.loads(data.group(1))
-    assert len(doc["tests"]) == 41
-    assert doc["tests"][0]["m"][1][1] == reply
+    assert len(embedded(page, "kora-data")["tests"]) == 41
+    assert embedded(page, "kora-text")["m"][0][1][1] == reply
 
 
 def test_embedded_json_cannot_end_its_script_element() -> None:

@@ -291,6 +291,28 @@ def test_search_text_indexed_after_the_first_view_finds_transcript_words(
     tab.quiet()
 
 
+def test_the_list_is_drawn_before_the_browser_reads_the_texts(tab: Tab, report_url: str) -> None:
+    # what keeps a 12,000-conversation page's first view quick (bench/report_browser.py):
+    # the list's rows exist while the texts' script element is not yet even parsed
+    tab.page.add_init_script(
+        """new MutationObserver((_, mo) => {
+             const root = document.getElementById("kora-browser");
+             if (root && root.getAttribute("data-rendered") !== "0") {
+               window.__rows = document.querySelectorAll("#kora-tests tr.row").length;
+               window.__textThen = document.getElementById("kora-text") !== null;
+               mo.disconnect();
+             }
+           }).observe(document, {childList: true, subtree: true, attributes: true});"""
+    )
+    tab.open(report_url)
+    assert tab.page.evaluate("window.__rows") == 41
+    assert tab.page.evaluate("window.__textThen") is False
+    # and once loaded, an opened conversation has its transcript
+    tab.page.locator("#kora-tests tr.row").first.click()
+    assert tab.page.locator("#kora-tests tr.detail .msg").count() >= 2
+    tab.quiet()
+
+
 def test_open_conversation_shows_transcript_and_every_judge(tab: Tab, report_url: str) -> None:
     judgments = make_judgments()
     target = next(j for j in judgments if "cybersecurity:7to9" in j.key and "-0003-" in j.key)
@@ -435,9 +457,9 @@ def test_hostile_content_in_every_field_shows_as_text(tab: Tab, tmp_path: Path) 
     tab.open(html_path.as_uri())
     tab.quiet()
     page = tab.page
-    # nothing ran, nothing was added: the page's own two scripts, no image
+    # nothing ran, nothing was added: the page's own three scripts (two of JSON), no image
     assert page.evaluate("window.__pwned") is None
-    assert page.evaluate("document.scripts.length") == 2
+    assert page.evaluate("document.scripts.length") == 3
     assert page.locator("img, iframe, object, embed, b").count() == 0
     # the page's own text, rendered on the server
     results = hostile_results()

@@ -1,11 +1,16 @@
-"""The conversation browser's data: every test of the report, embedded in the page as JSON.
+"""The conversation browser's data: every test of the report, embedded in the page as JSON
+in two parts, so that the list and its filters show before the long texts are read.
 
-Keys are one or two letters (a run has thousands of tests, each with its transcript and
-every judge's reasons); the page's script (templates/browser.js) reads them:
-`k` key, `s` scenario id, `r` risk, `a` age range, `p` prompt, `m` [[role, text], ...],
-`e` error, `g` grade per criterion, `n` count per behaviour criterion, `j` each judge's
-`{name, g, n, r}` (`r`: reasons per criterion), `f` per target reply its flags (empty,
-cut, ...; only for tests that recorded their turns).
+The first part (script #kora-data) holds what the list needs; keys are one or two letters
+(a run has thousands of tests): per test `k` key, `s` scenario id, `r` risk, `a` age
+range, `p` prompt, `e` error, `g` grade per criterion, `n` count per behaviour criterion,
+`j` each judge's `{name, g, n}`, `f` per target reply its flags (empty, cut, ...; only for
+tests that recorded their turns); `titles` each scenario's title. The second (script
+#kora-text, read after the first view or when a search or a conversation needs it) holds
+the texts, by test in the same order: `m` each test's [[role, text], ...], `r` each
+judge's reasons per criterion, and `scenarios` what the browser shows of each scenario.
+At 12,000 conversations of 8 turns the texts are nine tenths of the page
+(bench/report_browser.py).
 """
 
 from __future__ import annotations
@@ -67,9 +72,12 @@ def _scenario(sc: dict[str, Any]) -> dict[str, str]:
 
 def browser_data(
     records: Sequence[TestRecord], crits: Sequence[str], names: Names
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The two parts: (the list's data, the texts)."""
     scenarios: dict[str, dict[str, str]] = {}
     tests: list[dict[str, Any]] = []
+    messages: list[list[list[str]]] = []
+    reasons: list[list[list[str]]] = []
     behaviour = [c for c in crits if c != "safety"]
     for r in sorted(records, key=names.record_key):
         raw = r.raw
@@ -81,8 +89,11 @@ def browser_data(
             "r": r.risk,
             "a": r.age,
             "p": r.prompt,
-            "m": [[m.get("role", ""), m.get("content", "")] for m in raw.get("messages") or []],
         }
+        messages.append(
+            [[m.get("role", ""), m.get("content", "")] for m in raw.get("messages") or []]
+        )
+        reasons.append([])
         if r.turns:
             t["f"] = [turn_flags(x) for x in r.turns]
         if r.error is not None:
@@ -100,9 +111,11 @@ def browser_data(
                     "n": [
                         _count(v.criteria[c].count) if c in v.criteria else None for c in behaviour
                     ],
-                    "r": [v.criteria[c].reasons if c in v.criteria else "" for c in crits],
                 }
                 for v in verdicts
+            ]
+            reasons[-1] = [
+                [v.criteria[c].reasons if c in v.criteria else "" for c in crits] for v in verdicts
             ]
         tests.append(t)
     # taxonomy order, not a set's: the page is the same bytes for the same run
@@ -120,6 +133,6 @@ def browser_data(
         "multiJudge": any(len(r.judges) > 1 for r in records),
         "hasTurns": any(r.turns for r in records),
         "replyFlags": {k: {"short": short, "long": long} for k, (short, long) in FLAGS.items()},
-        "scenarios": scenarios,
+        "titles": {sid: sc.get("title", "") for sid, sc in scenarios.items()},
         "tests": tests,
-    }
+    }, {"m": messages, "r": reasons, "scenarios": scenarios}

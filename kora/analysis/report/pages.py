@@ -195,7 +195,7 @@ def render_report(
         by_age={d["ageRange"]: d["safety"] for d in g["ageRange"]},
         by_prompt={d["prompt"]: d for d in g["prompt"]},
         tests=len(records),
-        data=browser_data(records, summary["criteria"], names),
+        browser=browser_data(records, summary["criteria"], names),
         judge_off=judge_off_count(summary),
         corrected_rows=[
             ("all tests", summary["overall"].get("safety", empty)),

@@ -10,6 +10,26 @@
   var LABELS = D.criterionLabels;
   var PAGE = 50;
 
+  // The texts (transcripts, judges' reasons, scenarios) are a second JSON document after
+  // this script, nine tenths of a large page: the list is drawn before the browser has
+  // even read them, and they are parsed once the page is loaded, or at once when a search
+  // or an opened conversation needs them. readText() is false while the browser is still
+  // reading the page: render() then says so and draws again when it is loaded.
+  var SC = {}, textRead = false;
+  function readText() {
+    if (textRead) return true;
+    if (document.readyState === "loading") return false;
+    textRead = true;
+    var node = document.getElementById("kora-text");
+    var X = node ? JSON.parse(node.textContent) : {m: [], r: [], scenarios: {}};
+    SC = X.scenarios || {};
+    D.tests.forEach(function (t, i) {
+      t.m = X.m[i] || [];
+      (t.j || []).forEach(function (j, k) { j.r = (X.r[i] || [])[k] || []; });
+    });
+    return true;
+  }
+
   var el = koraEl;
   function badge(g) { return el("span", {cls: "badge " + (g || "error"), text: g || "error"}); }
   function riskName(id) { return (D.risks[id] && D.risks[id].name) || id; }
@@ -107,7 +127,8 @@
   var searchText = {};
   function textOf(t) {
     if (!(t.k in searchText)) {
-      var sc = D.scenarios[t.s] || {};
+      readText();
+      var sc = SC[t.s] || {};
       searchText[t.k] = [t.k, sc.title, sc.narrative, t.m.map(function (m) { return m[1]; }).join(" ")].join(" ").toLowerCase();
     }
     return searchText[t.k];
@@ -145,7 +166,8 @@
 
   // --- details -----------------------------------------------------------------------
   function detail(t) {
-    var sc = D.scenarios[t.s] || {};
+    readText();
+    var sc = SC[t.s] || {};
     var dl = el("dl");
     [["Title", sc.title], ["Key", t.k], ["Child", sc.child], ["Motivation", sc.motivation], ["Signal / context", sc.signal],
      ["Maturity", sc.maturity], ["Background", sc.background], ["Narrative", sc.narrative],
@@ -190,7 +212,14 @@
 
   // --- render ------------------------------------------------------------------------
   var shown = 0;
+  var waiting = false;
   function render() {
+    if ((state.q || state.open) && !readText()) {
+      waiting = true;
+      count.textContent = "Reading the conversations' texts…";
+      writeHash();
+      return;
+    }
     var rows = D.tests.filter(matches);
     var pages = Math.max(1, Math.ceil(rows.length / PAGE));
     if (state.page >= pages) state.page = pages - 1;
@@ -202,8 +231,7 @@
     count.setAttribute("data-matches", String(rows.length));
     tbody.textContent = "";
     page.forEach(function (t) {
-      var sc = D.scenarios[t.s] || {};
-      var title = el("td", null, sc.title || t.s);
+      var title = el("td", null, D.titles[t.s] || t.s);
       var seen = {};
       flaggedReplies(t).forEach(function (fr) { fr[1].forEach(function (f) { seen[f] = true; }); });
       replyBadges(Object.keys(seen), "short").forEach(function (b) { title.appendChild(b); });
@@ -229,16 +257,23 @@
   readHash();
   syncControls();
   var filtered = location.hash.indexOf("=") >= 0;
-  // an opened test is shown even when it is not on the first page
-  if (state.open) {
-    var all = D.tests.filter(matches);
-    var idx = all.findIndex(function (t) { return t.k === state.open; });
-    if (idx >= 0) state.page = Math.floor(idx / PAGE);
+  var started = false;
+  function firstView() {
+    started = true;
+    // an opened test is shown even when it is not on the first page
+    if (state.open) {
+      var all = D.tests.filter(matches);
+      var idx = all.findIndex(function (t) { return t.k === state.open; });
+      if (idx >= 0) state.page = Math.floor(idx / PAGE);
+    }
+    render();
+    var opened = state.open && tbody.querySelector("tr.open");
+    if (opened) opened.scrollIntoView();
+    else if (filtered) document.getElementById("conversations").scrollIntoView();
   }
-  render();
-  // The transcripts' search text is built in small slices once the first view is drawn, so
-  // that the first search at full scale (12,000 conversations) costs what later ones do;
-  // a search typed before it is done builds what it needs itself (textOf).
+  // The transcripts' search text is built in small slices once the page is loaded and its
+  // first view drawn, so that the first search at full scale (12,000 conversations) costs
+  // what later ones do; a search typed before it is done builds what it needs (textOf).
   root.setAttribute("data-text", "indexing");
   function index(from) {
     var end = Math.min(D.tests.length, from + 400);
@@ -247,10 +282,16 @@
     if (performance.mark) performance.mark("kora-text-loaded");
     root.setAttribute("data-text", "loaded");
   }
-  setTimeout(function () { index(0); }, 0);
-  var opened = state.open && tbody.querySelector("tr.open");
-  if (opened) opened.scrollIntoView();
-  else if (filtered) document.getElementById("conversations").scrollIntoView();
+  function loaded() {
+    if (!started) firstView();
+    else if (waiting) { waiting = false; render(); }
+    requestAnimationFrame(function () { setTimeout(function () { index(0); }, 0); });
+  }
+  // an address that searches or opens a conversation waits for the texts; others do not
+  if (!(state.q || state.open) || readText()) firstView();
+  else render();
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", loaded);
+  else loaded();
 
   // Section links scroll to their section and leave the filters (and the address) alone.
   document.addEventListener("click", function (ev) {
