@@ -108,7 +108,12 @@ def serve(
 
 
 def bench_config(
-    url: str, motivations: int, seeds: int, rpm: float | None = None, itpm: float | None = None
+    url: str,
+    motivations: int,
+    seeds: int,
+    rpm: float | None = None,
+    itpm: float | None = None,
+    risks: int = 1,
 ) -> dict[str, Any]:
     from kora.benchmarks.taxonomy import load_taxonomy
 
@@ -131,7 +136,11 @@ def bench_config(
         "judges": ["bench"],
         "targets": {"gpt-target": None, "bench-target": {"model": "bench"}},
         "grid": {
-            "risks": ["violence_and_physical_harm"],
+            # violence first (the slice measured since the first version of this script)
+            "risks": sorted(
+                (r.id for c in taxonomy.categories for r in c.risks),
+                key=lambda r: r != "violence_and_physical_harm",
+            )[:risks],
             "age_ranges": "all",
             "motivations": [m.id for m in taxonomy.motivations][:motivations],
             "seeds_per_task": seeds,
@@ -168,10 +177,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 args.seeds,
                 args.requests_per_minute,
                 args.input_tokens_per_minute if args.configure_tokens else None,
+                args.risks,
             )
             (work / "bench.yaml").write_text(yaml.safe_dump(cfg))
             cmd = [sys.executable, "-m", "snakemake", "--cores", str(args.cores),
-                   "results/bench-target/results.json", "--configfile", "bench.yaml"]  # fmt: skip
+                   "results/bench-target/results.json", "--configfile", "bench.yaml",
+                   *shlex.split(args.snakemake_args)]  # fmt: skip
             env = dict(os.environ, ANTHROPIC_API_KEY="sk-loopback")
             env.pop("KORA_RETRY_TESTING", None)
             started = time.time()
@@ -241,6 +252,8 @@ def main() -> None:
     ap.add_argument("--limit", type=float, default=40.0, help="requests a second the server allows")
     ap.add_argument("--latency", type=float, default=1.5, help="seconds per accepted answer")
     ap.add_argument("--motivations", type=int, default=10, help="motivations of the grid slice")
+    ap.add_argument("--risks", type=int, default=1, help="risks of the grid slice (violence first)")
+    ap.add_argument("--snakemake-args", default="", help="more of Snakemake's options, quoted")
     ap.add_argument("--seeds", type=int, default=8, help="seeds_per_task")
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument(
@@ -263,7 +276,7 @@ def main() -> None:
     ap.add_argument("--timeline", action="store_true", help="requests a second, 5 s at a time")
     args = ap.parse_args()
     rows = [run(args) for _ in range(args.runs)]
-    print(f"grid: 1 risk x 3 age ranges x {args.motivations} motivations, seeds_per_task "
+    print(f"grid: {args.risks} risk(s) x 3 age ranges x {args.motivations} motivations, seeds_per_task "
           f"{args.seeds}; server: {args.limit:g} req/s, {args.latency:g} s latency; "
           f"--cores {args.cores}")  # fmt: skip
     if args.input_tokens_per_minute:
