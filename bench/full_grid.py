@@ -41,7 +41,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.workflow import CHAIN, bench_config, copy_workflow, serve  # noqa: E402
+from bench.workflow import CHAIN, bench_config, copy_workflow, serve, steady_rate  # noqa: E402
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -181,9 +181,7 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
     times = sorted(stats["times"])
     ok = stats["statuses"].get(200, 0)
     requests = sum(stats["statuses"].values())
-    q10, q90 = (times[len(times) // 10], times[(len(times) * 9) // 10]) if times else (0, 0)
-    central = sum(1 for t in times if q10 <= t <= q90)
-    steady = central / (q90 - q10) * ok / requests if q90 > q10 and requests else 0.0
+    steady = steady_rate(times, ok, requests)
     out |= {
         "calls": ok,
         "refused": stats["statuses"].get(429, 0),

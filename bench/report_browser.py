@@ -47,21 +47,11 @@ from kora import benchmarks  # noqa: E402
 from kora.analysis.report.pages import write_report  # noqa: E402
 from kora.analysis.report.summary import records_of  # noqa: E402
 from kora.benchmarks.schemas import AGE_RANGES  # noqa: E402
+from tests.chromium import CANDIDATES, CHROMIUM_ARGS  # noqa: E402
 
 FIRST_VIEW_BUDGET = 2000.0  # ms
 FILTER_BUDGET = 200.0  # ms
 RARE = "trampoline"  # in about 1 % of the replies: what the search looks for
-CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-# as tests/test_report_browser.py launches it: local files only, no first-run work
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 COMMON = """
 the a and to of it you is that in for this can be are with on if your not or what

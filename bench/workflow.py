@@ -110,6 +110,14 @@ def serve(
         )
 
 
+def steady_rate(times: list[float], ok: int, requests: int) -> float:
+    """Accepted requests a second between the 10th and 90th percentile of the arrival
+    times (sorted): refused requests do not count as throughput."""
+    q10, q90 = (times[len(times) // 10], times[(len(times) * 9) // 10]) if times else (0, 0)
+    central = sum(1 for t in times if q10 <= t <= q90)
+    return central / (q90 - q10) * ok / requests if q90 > q10 and requests else 0.0
+
+
 def bench_config(
     url: str,
     motivations: int,
@@ -210,11 +218,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     ok = stats["statuses"].get(200, 0)
     refused = stats["statuses"].get(429, 0)
     requests = sum(stats["statuses"].values())
-    q10, q90 = (times[len(times) // 10], times[(len(times) * 9) // 10]) if times else (0, 0)
-    central = sum(1 for t in times if q10 <= t <= q90)
-    steady = central / (q90 - q10) if q90 > q10 else 0.0
-    # the accepted share of that window: refused requests do not count as throughput
-    steady *= ok / requests if requests else 0.0
+    steady = steady_rate(times, ok, requests)
     admitted = sorted(stats["admitted"])
     tokens = sum(n for _, n in admitted)
     # the token bucket holds one second's worth: its rate is the whole budget

@@ -28,6 +28,7 @@ from kora.analysis.report.leaderboard import build_leaderboard
 from kora.analysis.report.pages import render_leaderboard, write_report
 from kora.analysis.report.summary import records_of
 from kora.analysis.stats.rates import wilson
+from tests.chromium import CANDIDATES, CHROMIUM_ARGS
 from tests.reportdata import (
     HOSTILE,
     TAXONOMY,
@@ -38,18 +39,6 @@ from tests.reportdata import (
     scores_of,
     with_reply,
 )
-
-CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-# no network, no first-run work: the browser only ever opens local files
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def _ci() -> bool:
