@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from kora.analysis.stats.corrected import corrected_rate
+from kora.analysis.stats.corrected import Corrected, corrected_rate
 from kora.analysis.stats.ppi import ppi_mean
 
 Bools = npt.NDArray[np.bool_]
@@ -111,11 +111,17 @@ def _as_report(truth: Floats, judge: Floats, sample: Bools, s: Scenario) -> dict
         cells = np.where(judge[i] == 1, "failing", "adequate").tolist()
         r = corrected_rate(cells, judge[i], np.where(sample[i], truth[i], np.nan))
         assert r is not None
-        intervals = ((r.low, r.high), (r.humans_low, r.humans_high), (r.judge_low, r.judge_high))
-        for j, (low, high) in enumerate(intervals):
-            hits[i, j] = low <= s.rate <= high
-            widths[i, j] = high - low
+        _score(r, s.rate, hits[i], widths[i])
     return _row(hits, widths, lams)
+
+
+def _score(r: Corrected, rate: float, hits: Bools, widths: Floats) -> None:
+    """Whether each of a result's intervals (corrected, humans only, judge only) holds
+    the true rate, and its width, into one repetition's row."""
+    intervals = ((r.low, r.high), (r.humans_low, r.humans_high), (r.judge_low, r.judge_high))
+    for j, (low, high) in enumerate(intervals):
+        hits[j] = low <= rate <= high
+        widths[j] = high - low
 
 
 def _row(hits: Bools, widths: Floats, lams: Floats) -> dict[str, float]:
@@ -152,10 +158,7 @@ def simulate_mechanism(reps: int, s: Scenario, seed: int) -> dict[str, float]:
         triggered = np.where(sample[i], applies[i].astype(float), np.nan)
         r = corrected_rate(cells.tolist(), judge_fails[i].astype(float), human, triggered)
         assert r is not None
-        intervals = ((r.low, r.high), (r.humans_low, r.humans_high), (r.judge_low, r.judge_high))
-        for j, (low, high) in enumerate(intervals):
-            hits[i, j] = low <= s.rate <= high
-            widths[i, j] = high - low
+        _score(r, s.rate, hits[i], widths[i])
     return _row(hits, widths, lams)
 
 

@@ -28,9 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
-import shutil
 import statistics
 import sys
 import tempfile
@@ -47,7 +45,7 @@ from kora import benchmarks  # noqa: E402
 from kora.analysis.report.pages import write_report  # noqa: E402
 from kora.analysis.report.summary import records_of  # noqa: E402
 from kora.benchmarks.schemas import AGE_RANGES  # noqa: E402
-from tests.chromium import CANDIDATES, CHROMIUM_ARGS  # noqa: E402
+from tests.chromium import CHROMIUM_ARGS, chromium_path  # noqa: E402
 
 FIRST_VIEW_BUDGET = 2000.0  # ms
 FILTER_BUDGET = 200.0  # ms
@@ -326,11 +324,9 @@ def ms(xs: list[float]) -> str:
 
 
 def find_chromium() -> str:
-    explicit = os.environ.get("KORA_CHROMIUM")
-    found = shutil.which(explicit) if explicit else None
-    found = found or next((p for p in map(shutil.which, CANDIDATES) if p), None)
+    found, where = chromium_path()
     if not found:
-        sys.exit("headless Chromium not found (apt-get install -y chromium, or KORA_CHROMIUM)")
+        sys.exit(f"headless Chromium not found ({where}; apt-get install -y chromium)")
     return found
 
 

@@ -94,7 +94,7 @@ def test_kill_9_loses_nothing_and_repays_at_most_the_calls_in_flight(tmp_path: P
         # less than its answer time (latency + a margin for a loaded machine's store write)
         # before that kill, or after it but before the next run started (already on the wire).
         windows = [
-            (k - server.latency - 3.0, s) for k, s in zip(kill_times, next_starts[1:], strict=False)
+            (k - server.latency - 1.0, s) for k, s in zip(kill_times, next_starts[1:], strict=False)
         ]
         for h, n in bodies.items():
             if n > 1:

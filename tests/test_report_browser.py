@@ -14,7 +14,6 @@ Without it (or without the playwright package) the tests are skipped, except und
 from __future__ import annotations
 
 import os
-import shutil
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from kora.analysis.report.leaderboard import build_leaderboard
 from kora.analysis.report.pages import render_leaderboard, write_report
 from kora.analysis.report.summary import records_of
 from kora.analysis.stats.rates import wilson
-from tests.chromium import CANDIDATES, CHROMIUM_ARGS
+from tests.chromium import CHROMIUM_ARGS, chromium_path
 from tests.reportdata import (
     HOSTILE,
     TAXONOMY,
@@ -52,14 +51,8 @@ def _unavailable(message: str) -> None:
 
 
 def find_chromium() -> str:
-    explicit = os.environ.get("KORA_CHROMIUM")
-    found = (
-        shutil.which(explicit)
-        if explicit
-        else next((p for p in map(shutil.which, CANDIDATES) if p), None)
-    )
+    found, where = chromium_path()
     if not found:
-        where = "KORA_CHROMIUM=" + explicit if explicit else "not on PATH"
         _unavailable(f"headless Chromium not found ({where}; apt-get install -y chromium)")
     return str(found)
 

@@ -93,7 +93,7 @@ def browser_data(
         messages.append(
             [[m.get("role", ""), m.get("content", "")] for m in raw.get("messages") or []]
         )
-        reasons.append([])
+        judge_reasons: list[list[str]] = []
         if r.turns:
             t["f"] = [turn_flags(x) for x in r.turns]
         if r.error is not None:
@@ -114,9 +114,10 @@ def browser_data(
                 }
                 for v in verdicts
             ]
-            reasons[-1] = [
+            judge_reasons = [
                 [v.criteria[c].reasons if c in v.criteria else "" for c in crits] for v in verdicts
             ]
+        reasons.append(judge_reasons)
         tests.append(t)
     # taxonomy order, not a set's: the page is the same bytes for the same run
     risk_order = sorted({r.risk for r in records}, key=names.risk_key)
