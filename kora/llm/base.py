@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, Literal, Protocol
 
+import orjson
 from pydantic import BaseModel
 
 from kora.llm.headers import ServerLimits
@@ -165,4 +167,18 @@ def answer_schema(schema: type[BaseModel]) -> tuple[str, dict[str, Any]]:
     validated against the pydantic type anyway.
     """
     name = "".join(c if c.isalnum() or c in "_-" else "_" for c in schema.__name__)
-    return name[:64] or "answer", schema.model_json_schema()
+    return name[:64] or "answer", json_schema(schema)
+
+
+def json_schema(schema: type[BaseModel]) -> dict[str, Any]:
+    """The type's JSON Schema, a fresh copy the caller may change: pydantic builds it anew
+    at every `model_json_schema()` (milliseconds each), and a run asks for it several
+    times a call (the call-store key, the token estimate, the request)."""
+    return orjson.loads(_schema_json(schema))  # type: ignore[no-any-return]
+
+
+@cache
+def _schema_json(schema: type[BaseModel]) -> bytes:
+    # answer types are classes defined once (v2's mechanism types are cached by their
+    # mechanisms), so this holds a handful of entries for the life of the process
+    return orjson.dumps(schema.model_json_schema())

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from kora.llm.base import FINISH_REASONS, Request, Response
+from kora.llm.base import FINISH_REASONS, Request, Response, json_schema
 from kora.llm.files import write_atomic
 
 CACHE_VERSION = 1
@@ -29,7 +29,7 @@ def cache_key(identity: dict[str, Any], request: Request) -> str:
         "messages": [[m.role, m.content] for m in request.messages],
         "max_tokens": request.max_tokens,
         "temperature": request.temperature,
-        "schema": request.schema.model_json_schema() if request.schema else None,
+        "schema": json_schema(request.schema) if request.schema else None,
     }
     blob = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(blob).hexdigest()
@@ -96,7 +96,8 @@ class CallCache:
                 ),
             }
         )
-        write_atomic(self._path(key), data)
+        # no fsync: an entry a power cut damaged fails `get`'s checks and is asked again
+        write_atomic(self._path(key), data, durable=False)
 
 
 def _count(n: object) -> bool:

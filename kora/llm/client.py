@@ -39,6 +39,7 @@ from kora.llm.base import (
     Response,
     clean_text,
     is_retryable,
+    json_schema,
 )
 from kora.llm.batch import queue_for, supports_batches
 from kora.llm.bounds import DEFAULT_TIMEOUT, check_size, deadline
@@ -106,7 +107,7 @@ def estimated_cost(request: Request) -> Cost:
     its prompt's characters / 4 (the output schema included), and its `max_tokens`."""
     chars = len(request.system or "") + sum(len(m.content) for m in request.messages)
     if request.schema is not None:
-        chars += len(orjson.dumps(request.schema.model_json_schema()))
+        chars += len(orjson.dumps(json_schema(request.schema)))
     return Cost(estimate_input_tokens(chars), request.max_tokens)
 
 

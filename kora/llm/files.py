@@ -17,8 +17,14 @@ def _default_mode() -> int:
 _FILE_MODE = _default_mode()
 
 
-def write_atomic(path: Path | str, data: bytes) -> None:
-    """Write to a temp file beside `path`, then rename: readers see old or new, never half."""
+def write_atomic(path: Path | str, data: bytes, *, durable: bool = True) -> None:
+    """Write to a temp file beside `path`, then rename: readers see old or new, never half.
+
+    `durable=False` skips the fsync: the file still survives a killed process (it is in
+    the kernel's page cache), only a power cut may leave it empty. For files whose reader
+    treats a damaged one as missing (the call store's entries, progress snapshots): an
+    fsync blocks the event loop that writes them, hundreds of times a second at a high
+    provider limit."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -26,8 +32,9 @@ def write_atomic(path: Path | str, data: bytes) -> None:
         os.fchmod(fd, _FILE_MODE)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError as exc:  # a full disk, say: nothing half-written is left, the file named
         Path(tmp).unlink(missing_ok=True)

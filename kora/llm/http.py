@@ -173,28 +173,43 @@ def new_client(timeout: float, key: str | None, **headers: str) -> httpx.AsyncCl
 
 
 C = TypeVar("C")
+# connection pools a model's calls are spread over (see LoopBound)
+CLIENTS_PER_MODEL = 16
 
 
 class LoopBound(Generic[C]):
-    """A provider's client, made anew for each event loop: a client's connections belong
-    to the loop that opened them, and each job (or test) may run several loops in turn."""
+    """A provider's clients, made anew for each event loop: a client's connections belong
+    to the loop that opened them, and each job (or test) may run several loops in turn.
 
-    def __init__(self, make: Callable[[], C], close: Callable[[C], Awaitable[None]]) -> None:
+    `spread` clients take the calls in turn. One httpx connection pool scans all of its
+    connections at every request and every answer, so at a top-tier provider limit (450
+    calls in flight) one pool costs more CPU than the rest of a call; sixteen pools of
+    thirty connections cost a sixteenth of it (bench/README.md, "Where the CPU goes")."""
+
+    def __init__(
+        self, make: Callable[[], C], close: Callable[[C], Awaitable[None]], spread: int = 1
+    ) -> None:
         self._make = make
         self._close = close
-        self._client: C | None = None
+        self._spread = max(spread, 1)
+        self._clients: list[C] = []
+        self._turn = 0
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def get(self) -> C:
         loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
-            self._client = self._make()
+        if self._loop is not loop:
+            self._clients = []
             self._loop = loop
-        return self._client
+        if len(self._clients) < self._spread:
+            self._clients.append(self._make())
+            return self._clients[-1]
+        self._turn = (self._turn + 1) % self._spread
+        return self._clients[self._turn]
 
     async def aclose(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
+        clients, self._clients = self._clients, []
+        for client in clients:
             with contextlib.suppress(RuntimeError):  # its event loop is gone
                 await self._close(client)
 
@@ -219,7 +234,7 @@ class RemoteModel(Generic[C]):
         self.base_url = self.normalise_url(url)
         self.timeout = config.timeout or DEFAULT_TIMEOUT
         self.max_reply_bytes = config.max_reply_bytes
-        self._clients = LoopBound(self._new_client, self._close_client)
+        self._clients = LoopBound(self._new_client, self._close_client, CLIENTS_PER_MODEL)
         self._key: str | None = None
 
     def normalise_url(self, url: str) -> str:

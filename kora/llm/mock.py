@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from kora.llm.base import Request, Response
+from kora.llm.base import Request, Response, json_schema
 from kora.llm.config import ModelConfig
 
 _WORDS = [
@@ -194,8 +194,8 @@ class MockProvider:
     async def generate(self, request: Request) -> Response:
         rng = _rng(request, self.config.model or "")
         if request.schema is not None:
-            faker = _SchemaFaker(request.schema.model_json_schema(), rng, dict(request.hints))
-            data = faker.value(request.schema.model_json_schema())
+            faker = _SchemaFaker(json_schema(request.schema), rng, dict(request.hints))
+            data = faker.value(json_schema(request.schema))
             text = orjson.dumps(data).decode()
         elif (
             request.system

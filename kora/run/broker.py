@@ -87,7 +87,7 @@ async def _report_ahead(pool: Any) -> None:
         counts = pool.ledger.unclaimed()
         snapshot = {"stage": "ahead", **counts.as_dict()}
         with contextlib.suppress(OSError):
-            write_atomic(path, json.dumps(snapshot).encode())
+            write_atomic(path, json.dumps(snapshot).encode(), durable=False)
         await asyncio.sleep(1.0)
 
 

@@ -95,7 +95,7 @@ class ProgressReporter:
         }
         # progress is a courtesy; never fail a job over it
         with contextlib.suppress(OSError):
-            write_atomic(self.path, orjson.dumps(snapshot))
+            write_atomic(self.path, orjson.dumps(snapshot), durable=False)
 
     def close(self) -> None:
         if self._ticker is not None:
