@@ -29,9 +29,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,70 +39,14 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.procs import Watch  # noqa: E402
 from bench.workflow import CHAIN, bench_config, copy_workflow, serve, steady_rate  # noqa: E402
 
-PAGE = os.sysconf("SC_PAGE_SIZE")
-
-
-def _descendants(pid: int) -> Iterator[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(entry.path, "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    todo = [pid]
-    while todo:
-        p = todo.pop()
-        yield p
-        todo.extend(children.get(p, []))
-
-
-def _kind(pid: int, root: int) -> str | None:
-    try:
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return None
-    if pid == root:
-        return "snakemake"
-    if "kora.run.broker" in cmd:
-        return "broker"
-    if "python" in cmd:
-        return "job"
-    return None  # shells: a few MB each, not what is asked
-
-
-def _rss(pid: int) -> int:
-    try:
-        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
-class Memory(threading.Thread):
-    """Peak resident memory of each kind of process of a run, and of all of them at once."""
-
-    def __init__(self, root: int) -> None:
-        super().__init__(daemon=True)
-        self.root = root
-        self.peak: dict[str, int] = {}
-        self.total = 0
-        self.done = threading.Event()
-
-    def run(self) -> None:
-        while not self.done.wait(0.5):
-            total = 0
-            for pid in _descendants(self.root):
-                kind = _kind(pid, self.root)
-                rss = _rss(pid)
-                total += rss
-                if kind:
-                    self.peak[kind] = max(self.peak.get(kind, 0), rss)
-            self.total = max(self.total, total)
+# CI's bound on the quick rehearsal (`--risks 3 --bound`): four times the CPU a call and
+# three times the wall the quiet machine measures (bench/README.md), so that only a
+# collapse (a job per cell again, a quadratic pool) fails it, not a loaded machine
+MAX_MS_A_CALL = 20.0
+MAX_RATIO = 3.0
 
 
 def _du(path: Path) -> int:
@@ -140,6 +82,8 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
             (work / "bench.yaml").write_text(yaml.safe_dump(cfg))
             env = dict(os.environ, ANTHROPIC_API_KEY="sk-loopback")
             env.pop("KORA_RETRY_TESTING", None)
+            if args.no_broker:  # every job makes its own calls, as on a cluster
+                env["KORA_NO_BROKER"] = "1"
             target = ["results/bench-target/results.json", "--configfile", "bench.yaml"]
             smk = [sys.executable, "-m", "snakemake"]
             out["plan_s"] = _timed([*smk, "-n", "--cores", "10", *target], work, env, "plan.log")
@@ -151,11 +95,11 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
             started = time.time()
             with open(work / "run.log", "wb") as log:
                 proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=log)
-                memory = Memory(proc.pid)
-                memory.start()
+                watch = Watch(proc.pid)
+                watch.start()
                 _, status, usage = os.wait4(proc.pid, 0)
-                memory.done.set()
-                memory.join()
+                watch.done.set()
+                watch.join()
             if os.waitstatus_to_exitcode(status) != 0:
                 print((work / "run.log").read_text(errors="replace")[-4000:], file=sys.stderr)
                 raise SystemExit("the run failed")
@@ -166,7 +110,8 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
             out["tests"] = results.get("tests", 0) + results.get("failedTests", 0)
             out["failed"] = results.get("failedTests", 0)
             out["cpu"] = usage.ru_utime + usage.ru_stime
-            out["memory"] = dict(memory.peak, all=memory.total)
+            out["cpu_by_kind"] = watch.cpu(out["cpu"])
+            out["memory"] = dict(watch.peak, all=watch.total)
             out["disk"] = {d: _du(work / d) for d in ("data", "results", ".kora")}
             out["aggregate_s"] = _timed(
                 [*smk, "--cores", "2", *target, "--forcerun", "results"], work, env, "agg.log"
@@ -206,6 +151,15 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=1.5, help="seconds per answer")
     ap.add_argument("--cores", type=int, default=10)
     ap.add_argument("--tmp", help="where the temp copy of the workflow goes")
+    ap.add_argument(
+        "--no-broker", action="store_true", help="KORA_NO_BROKER=1: every job makes its own calls"
+    )
+    ap.add_argument(
+        "--bound",
+        action="store_true",
+        help=f"exit 1 past a generous bound (CI's check for a collapse): a failed test, over "
+        f"{MAX_MS_A_CALL:g} ms of CPU a call, or a wall time over {MAX_RATIO:g}x the ideal",
+    )
     args = ap.parse_args()
     r = rehearse(args)
     print(
@@ -219,7 +173,9 @@ def main() -> None:
         f"  steady throughput {r['steady']:.1f} req/s = {r['steady'] / args.limit:.2f} of the "
         f"limit; refused {r['refused']:,} of {r['requests']:,} "
         f"({100 * r['refused'] / max(r['requests'], 1):.1f} %)\n"
-        f"  CPU {r['cpu']:.0f} s = {r['cpu'] / max(r['calls'], 1) * 1000:.1f} ms a call\n"
+        f"  CPU {r['cpu']:.0f} s = {r['cpu'] / max(r['calls'], 1) * 1000:.1f} ms a call ("
+        + ", ".join(f"{k} {v:.1f} s" for k, v in r["cpu_by_kind"].items())
+        + ")\n"
         "  peak memory: "
         + ", ".join(f"{k} {mb(v)}" for k, v in sorted(r["memory"].items()))
         + "\n  disk: "
@@ -228,6 +184,26 @@ def main() -> None:
         f"({mb(r['report_bytes'])})"
     )
     print("reproduce: python bench/full_grid.py " + shlex.join(sys.argv[1:]))
+    if args.bound:
+        problems = collapsed(r)
+        for p in problems:
+            print(f"bound: {p}", file=sys.stderr)
+        if problems:
+            raise SystemExit(1)
+        print(f"bound: within {MAX_MS_A_CALL:g} ms a call and {MAX_RATIO:g}x the ideal")
+
+
+def collapsed(r: dict[str, Any]) -> list[str]:
+    """What of a rehearsal is past the bound that CI holds it to."""
+    out = []
+    if r["failed"] or not r["tests"]:
+        out.append(f"{r['failed']} of {r['tests']} tests failed")
+    ms = r["cpu"] / max(r["calls"], 1) * 1000
+    if ms > MAX_MS_A_CALL:
+        out.append(f"{ms:.1f} ms of CPU a call, over {MAX_MS_A_CALL:g}")
+    if r["wall"] > MAX_RATIO * r["ideal"]:
+        out.append(f"wall {r['wall']:.0f} s, over {MAX_RATIO:g}x the ideal {r['ideal']:.0f} s")
+    return out
 
 
 if __name__ == "__main__":

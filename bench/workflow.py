@@ -44,6 +44,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.procs import Watch  # noqa: E402
+
 # seeds (1) -> expand (1) -> validate (1) -> first child message (1) -> 3 target replies
 # and 2 child messages in turn (5) -> safety then behaviour judgment (2)
 CHAIN = 11
@@ -196,10 +198,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                    *shlex.split(args.snakemake_args)]  # fmt: skip
             env = dict(os.environ, ANTHROPIC_API_KEY="sk-loopback")
             env.pop("KORA_RETRY_TESTING", None)
+            if args.no_broker:  # every job makes its own calls, as on a cluster
+                env["KORA_NO_BROKER"] = "1"
             started = time.time()
             with open(work / "snakemake.log", "wb") as log:
                 proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=log)
+                watch = Watch(proc.pid)
+                watch.start()
                 _, status, usage = os.wait4(proc.pid, 0)
+                watch.done.set()
+                watch.join()
             proc.returncode = os.waitstatus_to_exitcode(status)
             ended = time.time()
             text = (work / "snakemake.log").read_text(errors="replace")
@@ -246,6 +254,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "ideal": ideal,
         "total_wall": ended - started,
         "cpu": cpu,
+        "cpu_by_kind": watch.cpu(cpu),
         "jobs": jobs,
         "times": times,
         "input_tokens": tokens,
@@ -281,6 +290,9 @@ def main() -> None:
         "learns it from the headers alone)",
     )
     ap.add_argument("--timeline", action="store_true", help="requests a second, 5 s at a time")
+    ap.add_argument(
+        "--no-broker", action="store_true", help="KORA_NO_BROKER=1: every job makes its own calls"
+    )
     args = ap.parse_args()
     rows = [run(args) for _ in range(args.runs)]
     print(f"grid: {args.risks} risk(s) x 3 age ranges x {args.motivations} motivations, seeds_per_task "
@@ -299,7 +311,12 @@ def main() -> None:
             f"  wall (first call -> results.json) {r['wall']:.1f} s; ideal {r['ideal']:.1f} s; "
             f"ratio {r['wall'] / r['ideal']:.2f} (whole command {r['total_wall']:.1f} s)\n"
             f"  CPU {r['cpu']:.1f} s: {r['cpu'] / max(r['calls'], 1) * 1000:.0f} ms a call, "
-            f"{r['cpu'] / max(r['jobs'], 1):.2f} s a job"
+            f"{r['cpu'] / max(r['jobs'], 1):.2f} s a job ("
+            + ", ".join(
+                f"{k} {v:.1f} s = {v / max(r['calls'], 1) * 1000:.1f} ms"
+                for k, v in r["cpu_by_kind"].items()
+            )
+            + ")"
         )
         if args.input_tokens_per_minute:
             limit = args.input_tokens_per_minute / 60.0

@@ -11,6 +11,7 @@ from kora.run import requests, seam
 from kora.run.broker import send_ahead, start_broker
 from kora.config.files import load_run_config
 from kora.run.dispatch import BROKERED, job_spec
+from kora.run.groups import split
 from kora.errors import KoraError
 from kora.llm.lifecycle import lifecycle_notes
 from kora.llm.structured import config_warnings
@@ -60,12 +61,17 @@ def _needrun():
 
 
 def shard_job_specs(jobs):
+    # each cell of each shard job (a job holds a risk's cells: kora.run.groups)
     return [
-        job_spec(
-            name, SimpleNamespace(input=i, output=o, params=p, log=log, config=config)
-        )
+        cell
         for name, _, i, o, p, log in jobs
         if name in BROKERED
+        for cell in split(
+            job_spec(
+                name,
+                SimpleNamespace(input=i, output=o, params=p, log=log, config=config),
+            )
+        )
     ]
 
 

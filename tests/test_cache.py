@@ -63,3 +63,44 @@ def test_a_lone_surrogate_in_an_answer_is_replaced_not_an_error(tmp_path: Path) 
     text = asyncio.run(c.text([ChatMessage("user", "hi")], stage="t"))
     assert text == "ok \ufffd then"
     text.encode()  # writable anywhere
+
+
+def test_an_older_store_still_answers_structured_calls() -> None:
+    """The answer type's JSON Schema is built once per process now; the call-store key a
+    structured call gets must stay the one it had (an earlier run's store answers)."""
+    import hashlib
+
+    from kora.benchmarks.schemas import ScenarioValidation
+    from kora.llm.base import Request
+    from kora.llm.cache import CACHE_VERSION, cache_key
+
+    request = Request(
+        messages=(ChatMessage("user", "is it valid?"),),
+        system="rules",
+        schema=ScenarioValidation,
+        max_tokens=100,
+        temperature=0.5,
+    )
+    identity = {"provider": "anthropic", "model": "m"}
+    before = {  # the key as it was computed before the schema was cached
+        "v": CACHE_VERSION,
+        "model": identity,
+        "system": "rules",
+        "messages": [["user", "is it valid?"]],
+        "max_tokens": 100,
+        "temperature": 0.5,
+        "schema": ScenarioValidation.model_json_schema(),
+    }
+    blob = orjson.dumps(before, option=orjson.OPT_SORT_KEYS)
+    assert cache_key(identity, request) == hashlib.sha256(blob).hexdigest()
+    assert cache_key(identity, request) == cache_key(identity, request)
+
+
+def test_a_cached_schema_is_a_copy_its_caller_may_change() -> None:
+    from kora.benchmarks.schemas import ScenarioValidation
+    from kora.llm.base import json_schema
+
+    first = json_schema(ScenarioValidation)
+    first["properties"].clear()
+    first["title"] = "changed"
+    assert json_schema(ScenarioValidation) == ScenarioValidation.model_json_schema()

@@ -25,6 +25,9 @@ class Ledger:
     _inflight: dict[str, asyncio.Future[Response]] = field(default_factory=dict)
     # calls made ahead and not yet asked for by their job: what they cost so far
     _ahead: dict[str, Counts] = field(default_factory=dict)
+    # their sum, kept as they come and go: the broker reports it every second, and a
+    # full grid makes a hundred thousand calls ahead
+    _ahead_total: Counts = field(default_factory=Counts)
     # answers the call store could not keep, and whether a job has counted them yet
     _kept: dict[str, tuple[Response, bool]] = field(default_factory=dict)
     # per model, the configuration error (kora.llm.faults) its text or structured calls
@@ -47,7 +50,9 @@ class Ledger:
             del self._inflight[key]
         if ahead and fut.done() and not fut.cancelled() and fut.exception() is None:
             resp = fut.result()
-            self._ahead[key] = Counts.paid(resp, price)
+            paid = Counts.paid(resp, price)
+            self._ahead_total += paid - self._ahead.get(key, Counts())
+            self._ahead[key] = paid
 
     def keep(self, key: str, resp: Response, *, counted: bool) -> None:
         """An answer the store could not keep (`counted`: a job has counted it so)."""
@@ -67,8 +72,12 @@ class Ledger:
 
     def claim(self, key: str) -> bool:
         """True the first time a job asks for a call made ahead of it."""
-        return self._ahead.pop(key, None) is not None
+        paid = self._ahead.pop(key, None)
+        if paid is None:
+            return False
+        self._ahead_total -= paid
+        return True
 
     def unclaimed(self) -> Counts:
         """The calls made ahead that no job has asked for yet (their cost is already paid)."""
-        return sum(self._ahead.values(), Counts())
+        return self._ahead_total

@@ -34,6 +34,11 @@ class Counts:
             **{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)}
         )
 
+    def __sub__(self, other: Counts) -> Counts:
+        return Counts(
+            **{f.name: getattr(self, f.name) - getattr(other, f.name) for f in fields(self)}
+        )
+
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "calls": self.calls,

@@ -22,6 +22,7 @@ from kora.errors import KoraError
 from kora.io import describe
 from kora.run.context import JobContext, Pool, Transport
 from kora.run.gather import ENTRIES
+from kora.run.groups import split
 from kora.run.joblog import job_log
 from kora.run.jobs import FatalProviderError
 from kora.run.stages import STAGES
@@ -38,8 +39,19 @@ class Outcome:
 
 
 async def execute(spec: dict[str, Any], pool: Pool, where: str = "its own") -> Outcome:
-    """Run one job from its spec; errors a user can act on become a message, not a
-    traceback (anything else is a bug and propagates)."""
+    """Run one job from its spec, each of its cells side by side (kora.run.groups); errors
+    a user can act on become a message, not a traceback (anything else is a bug and
+    propagates). The job fails if a cell does, and says each different message once (a
+    rejected key stops every cell alike)."""
+    cells = split(spec)
+    if len(cells) == 1:
+        return await _execute(cells[0], pool, where)
+    outcomes = await asyncio.gather(*(_execute(c, pool, where) for c in cells))
+    messages = list(dict.fromkeys(o.message for o in outcomes if o.message))
+    return Outcome(max(o.status for o in outcomes), "\n".join(messages))
+
+
+async def _execute(spec: dict[str, Any], pool: Pool, where: str) -> Outcome:
     rule = spec["rule"]
     logs = spec.get("log") or []
     with job_log(logs[0] if logs else None):

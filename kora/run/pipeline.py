@@ -29,6 +29,7 @@ from kora.config.files import load_run_config
 from kora.config.schema import KoraConfig
 from kora.errors import ConfigError
 from kora.io import read_jsonl
+from kora.run import groups
 from kora.run.layout import Layout
 from kora.run.shards import rejected_of, retry_token, status_of
 from kora.run.stages import STAGES
@@ -121,39 +122,51 @@ class Pipeline:
         Snakemake ignores params derived from output files when deciding what to re-run."""
         return lambda wc: retry_token(pattern.format(**dict(wc.items())))
 
-    def rule_input(self, stage: str) -> Callable[[Any], dict[str, Any]]:
-        return lambda wc: STAGES[stage].inputs(self, dict(wc.items()))
+    @cached_property
+    def cell_parts(self) -> list[tuple[str, str]]:
+        """(age range, motivation) of each cell of a risk, in cell order: the grid is the
+        same for every risk."""
+        cells = self.cells()
+        first = cells[0].split("/")[0] if cells else ""
+        return [
+            (age, motivation) for _, age, motivation in (c.split("/") for c in cells) if _ == first
+        ]
 
-    def rule_output(self, stage: str) -> dict[str, str]:
-        return STAGES[stage].outputs(self)
+    # a shard rule's job holds one risk's cells (kora.run.groups)
+
+    def rule_input(self, stage: str) -> Callable[[Any], dict[str, Any]]:
+        return groups.inputs(self, stage, self.cell_parts)
+
+    def rule_output(self, stage: str) -> dict[str, list[str]]:
+        return groups.outputs(self, stage, self.cell_parts)
 
     def rule_params(self, stage: str) -> dict[str, Any]:
-        return STAGES[stage].params(self)
+        return groups.params(self, stage, self.cell_parts)
 
-    def rule_log(self, stage: str) -> str:
-        return STAGES[stage].log(self)
+    def rule_log(self, stage: str) -> list[str]:
+        return groups.logs(self, stage, self.cell_parts)
 
     def job_spec(self, stage: str, wc: Mapping[str, str]) -> dict[str, Any]:
-        """The spec of the job a rule makes for these wildcards, as the job's script
-        builds it from what Snakemake hands it (kora.run.dispatch.job_spec): what `kora
-        plan` walks when no Snakemake run gives the jobs."""
+        """The spec of one cell's job, as a rule's job hands it on (kora.run.dispatch.job_spec,
+        then kora.run.groups.split): what `kora plan` walks when no Snakemake run gives
+        the jobs."""
         from kora.run.dispatch import transport
 
-        w = _Wildcards(dict(wc))
+        w = groups.Wildcards(dict(wc))
         # the retry token is left out: evaluating it may renew a damaged shard's token,
         # which is Snakemake's business, not a plan's
         params = {
             k: ("" if k == "retry" else v(w) if callable(v) else v)
-            for k, v in self.rule_params(stage).items()
+            for k, v in STAGES[stage].params(self).items()
         }
         params = orjson.loads(orjson.dumps(params))
-        out = {k: v.format(**wc) for k, v in self.rule_output(stage).items()}
+        out = {k: v.format(**wc) for k, v in STAGES[stage].outputs(self).items()}
         return {
             "rule": stage,
             "input": STAGES[stage].inputs(self, dict(wc)),
             "output": out,
             "params": params,
-            "log": [self.rule_log(stage).format(**wc)],
+            "log": [STAGES[stage].log(self).format(**wc)],
             "transport": transport(self.raw_config, params),
         }
 
@@ -340,14 +353,3 @@ class Pipeline:
 
 def _alt(values: list[str]) -> str:
     return "|".join(re.escape(v) for v in values) or "(?!)"
-
-
-class _Wildcards:
-    """Wildcards as a rule's param functions read them (attributes and `items()`)."""
-
-    def __init__(self, values: dict[str, str]) -> None:
-        self.__dict__.update(values)
-        self._values = values
-
-    def items(self) -> Any:
-        return self._values.items()

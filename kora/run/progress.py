@@ -105,7 +105,8 @@ class ProgressReporter:
 
 @dataclass
 class Totals(Counts):
-    """The run's calls (summed over its jobs' snapshots) and where its jobs are."""
+    """The run's calls (summed over its shards' snapshots) and where its shards are
+    (`jobs`: shards begun; a Snakemake job holds a risk's shards, kora.run.groups)."""
 
     jobs: int = 0
     items: int = 0
@@ -163,7 +164,7 @@ def format_totals(t: Totals, planned_calls: int | None = None) -> str:
     line = (
         f"[kora] calls {t.calls}{total} ({t.cached} answered from the call store, "
         f"{t.failures} failed) | "
-        f"items {t.items_done}/{t.items} ({t.items_failed} failed) in {t.jobs} jobs | "
+        f"items {t.items_done}/{t.items} ({t.items_failed} failed) in {t.jobs} shards | "
         f"tokens in {t.input_tokens:,} out {t.output_tokens:,} | ${t.cost:.4f}"
     )
     if t.cache_read_tokens or t.cache_write_tokens:

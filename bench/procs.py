@@ -1,0 +1,96 @@
+"""What each kind of process of a run costs: Snakemake's own process, the broker, the jobs.
+
+Read from /proc ten times a second while the run goes: each process's CPU time (user +
+system, the last value seen before it ended) and resident memory. A job that lives less
+than a tenth of a second can be missed, so the jobs' CPU is given as what is left of the
+whole tree's (`os.wait4`'s usage, exact) once Snakemake's and the broker's are taken out.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def descendants(pid: int) -> Iterator[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        yield p
+        todo.extend(children.get(p, []))
+
+
+def kind(pid: int, root: int) -> str | None:
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return None
+    if pid == root:
+        return "snakemake"
+    if "kora.run.broker" in cmd:
+        return "broker"
+    if "python" in cmd:
+        return "job"
+    return None  # shells, Snakemake's solver: counted with the jobs' remainder
+
+
+def _read(pid: int) -> tuple[float, int] | None:
+    """(CPU seconds, resident bytes) of a process."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        rss = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+    except (OSError, IndexError, ValueError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / TICK, rss
+
+
+class Watch(threading.Thread):
+    """Peak memory and CPU of each kind of process below `root`, until `done` is set."""
+
+    def __init__(self, root: int, every: float = 0.1) -> None:
+        super().__init__(daemon=True)
+        self.root = root
+        self.every = every
+        self.peak: dict[str, int] = {}
+        self.total = 0  # the largest resident memory of all of them at once
+        self._cpu: dict[int, tuple[str, float]] = {}
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(self.every):
+            total = 0
+            for pid in descendants(self.root):
+                what = kind(pid, self.root)
+                got = _read(pid)
+                if got is None:
+                    continue
+                cpu, rss = got
+                total += rss
+                if what:
+                    self.peak[what] = max(self.peak.get(what, 0), rss)
+                    self._cpu[pid] = (what, cpu)
+            self.total = max(self.total, total)
+
+    def cpu(self, whole: float) -> dict[str, float]:
+        """CPU seconds by kind; `whole` is the tree's (jobs: the rest of it)."""
+        out = {"snakemake": 0.0, "broker": 0.0}
+        for what, seconds in self._cpu.values():
+            if what in out:
+                out[what] += seconds
+        out["jobs"] = max(whole - out["snakemake"] - out["broker"], 0.0)
+        return out

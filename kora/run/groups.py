@@ -1,0 +1,114 @@
+"""One Snakemake job per risk (and target) for each shard stage, holding the risk's cells.
+
+A Snakemake job costs about a quarter of a second of CPU whatever it does: a process, the
+`script:` machinery, a round of the scheduler, the bookkeeping of its files. With one job
+per (risk, age range, motivation) cell, a whole v1 grid is 3,001 jobs, and those costs were
+most of a run's CPU at a high provider limit (bench/README.md, "Where the CPU goes"). So a
+shard rule's job takes every cell of one risk: its inputs, outputs and logs are the cells'
+own files, listed in cell order, and its params are the params every cell shares plus
+`cells`, what differs from cell to cell (the cell, its retry token, a v2 seed plan's
+orders). The job runs each cell exactly as a job of its own did (`split`, then
+kora.run.entries), so every cell keeps its own records, status file and retry token
+(kora.run.shards), and the broker's prefetch and `kora plan` still walk cell by cell.
+
+What a larger job gives up: a cell whose retry token changed (a failed item, a damaged
+shard) re-runs the whole risk's job; its other cells are answered from the call store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from kora.run.stages import STAGES
+from kora.run.stages.base import Rules
+
+# inputs every cell of a job shares: given once, not per cell
+SHARED_INPUTS = frozenset({"prompts", "taxonomy"})
+# params that differ from cell to cell; the others are the same for every cell of a job
+CELL_PARAMS = frozenset({"cell", "retry", "orders"})
+
+
+class Wildcards:
+    """Wildcards as a rule's param functions read them (attributes and `items()`)."""
+
+    def __init__(self, values: dict[str, str]) -> None:
+        self.__dict__.update(values)
+        self._values = values
+
+    def items(self) -> Any:
+        return self._values.items()
+
+
+def _fill(pattern: str, age: str, motivation: str) -> str:
+    # the group's wildcards ({risk}, {target}) stay for Snakemake to fill
+    return pattern.replace("{age}", age).replace("{motivation}", motivation)
+
+
+def _cells(parts: Iterable[tuple[str, str]], wc: Any) -> list[dict[str, str]]:
+    base = dict(wc.items())
+    return [{**base, "age": age, "motivation": m} for age, m in parts]
+
+
+def outputs(pipeline: Rules, stage: str, parts: list[tuple[str, str]]) -> dict[str, list[str]]:
+    """Each output of the stage, as the list of its cells' files (cell order)."""
+    return {
+        name: [_fill(pattern, a, m) for a, m in parts]
+        for name, pattern in STAGES[stage].outputs(pipeline).items()
+    }
+
+
+def logs(pipeline: Rules, stage: str, parts: list[tuple[str, str]]) -> list[str]:
+    return [_fill(STAGES[stage].log(pipeline), a, m) for a, m in parts]
+
+
+def inputs(
+    pipeline: Rules, stage: str, parts: list[tuple[str, str]]
+) -> Callable[[Any], dict[str, Any]]:
+    """The job's inputs: the shared ones once, each other one as its cells' list."""
+
+    def of(wc: Any) -> dict[str, Any]:
+        per = [STAGES[stage].inputs(pipeline, c) for c in _cells(parts, wc)]
+        out = {k: v for k, v in per[0].items() if k in SHARED_INPUTS}
+        out.update({k: [p[k] for p in per] for k in per[0] if k not in SHARED_INPUTS})
+        return out
+
+    return of
+
+
+def params(pipeline: Rules, stage: str, parts: list[tuple[str, str]]) -> dict[str, Any]:
+    """The params every cell shares (values, or functions of the job's wildcards), and
+    `cells`: each cell's own."""
+    every = STAGES[stage].params(pipeline)
+    own = {k: v for k, v in every.items() if k in CELL_PARAMS}
+
+    def cells(wc: Any) -> list[dict[str, Any]]:
+        out = []
+        for c in _cells(parts, wc):
+            w = Wildcards(c)
+            out.append({k: v(w) if callable(v) else v for k, v in own.items()})
+        return out
+
+    return {**{k: v for k, v in every.items() if k not in CELL_PARAMS}, "cells": cells}
+
+
+def split(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """A job's spec (kora.run.dispatch.job_spec) as the specs of its cells, each what a
+    job of that one cell would be; a spec of one cell as it is."""
+    shared = dict(spec["params"])
+    cells = shared.pop("cells", None)
+    if cells is None:
+        return [spec]
+    out = []
+    for i, own in enumerate(cells):
+        out.append(
+            {
+                "rule": spec["rule"],
+                "input": {k: v if k in SHARED_INPUTS else v[i] for k, v in spec["input"].items()},
+                "output": {k: v[i] for k, v in spec["output"].items()},
+                "params": {**shared, **own},
+                "log": [spec["log"][i]] if spec.get("log") else [],
+                "transport": spec["transport"],
+            }
+        )
+    return out
