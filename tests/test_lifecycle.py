@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib
+import json
 
 import pytest
 
@@ -44,3 +45,20 @@ def test_the_installed_sdk_table_is_read() -> None:
     cfg.models["sonnet"].model = listed
     notes = lifecycle_notes(cfg.models, ["sonnet"], dt.date(2000, 1, 1))
     assert len(notes) == 1 and listed in notes[0] and sdk_table[listed] in notes[0]
+
+
+def test_the_table_is_read_without_importing_the_sdk() -> None:
+    """The run's Snakemake process reads the table from the SDK's source: the same table
+    the imported SDK holds, without the second of CPU that importing it costs."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, json; from kora.llm.lifecycle import _anthropic_table; "
+        "t = _anthropic_table(); print(json.dumps([t, 'anthropic' in sys.modules]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    table, imported = json.loads(out.stdout)
+    module = importlib.import_module("anthropic.resources.messages.messages")
+    assert table == dict(module.DEPRECATED_MODELS) and table
+    assert not imported

@@ -47,6 +47,8 @@ EMPTY_TURN = "(no reply)"
 class AnthropicProvider(RemoteModel[anthropic.AsyncAnthropic]):
     """One configured Anthropic model."""
 
+    # aiohttp's connection pool takes a connection in constant time (httpx's scans them all)
+    POOLS = 1
     KEY_ENV = "ANTHROPIC_API_KEY"
     URL_ENV = "ANTHROPIC_BASE_URL"
     DEFAULT_URL = DEFAULT_BASE_URL
@@ -61,8 +63,15 @@ class AnthropicProvider(RemoteModel[anthropic.AsyncAnthropic]):
         key = read_key(self.key_env, self.label, required=True)
         assert key is not None  # required: read_key raised otherwise
         self._key = key
+        # the SDK's aiohttp transport: at a top-tier limit (hundreds of calls in flight)
+        # httpx's pool and its pure-Python HTTP parser took most of a call's CPU
+        # (bench/README.md, "Where the CPU goes")
         return anthropic.AsyncAnthropic(
-            api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout
+            api_key=key,
+            base_url=self.base_url,
+            max_retries=0,
+            timeout=self.timeout,
+            http_client=anthropic.DefaultAioHttpClient(timeout=self.timeout),
         )
 
     def _params(self, request: Request) -> dict[str, Any]:

@@ -47,7 +47,7 @@ from kora.llm.cache import CallCache, cache_key
 from kora.llm.config import ModelConfig
 from kora.llm.ledger import Ledger
 from kora.llm.limits import Cost, Limiter, estimate_input_tokens, limited, limiter_for
-from kora.llm.masking import Masker
+from kora.llm.masking import masker_for
 from kora.llm.providers import create_provider
 from kora.llm.retry import RetryPolicy, retrying
 from kora.llm.usage import Usage
@@ -292,7 +292,7 @@ class ModelClient:
     def _bounded(self, resp: Response) -> Response:
         """An attempt's answer within the size limit, as valid Unicode, secrets masked."""
         check_size(self.label, resp.text, self.config.max_reply_bytes)
-        text, masked = Masker(_secrets(self.provider)).masked(clean_text(resp.text))
+        text, masked = masker_for(frozenset(_secrets(self.provider))).masked(clean_text(resp.text))
         if masked:
             return replace(resp, text=text, meta={**resp.meta, "masked": True})
         return replace(resp, text=text)

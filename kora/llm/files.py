@@ -2,19 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import os
-import tempfile
+import threading
 from pathlib import Path
-
-
-def _default_mode() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
-# mkstemp makes 0600 files; results are meant to be shared like any other file
-_FILE_MODE = _default_mode()
 
 
 def write_atomic(path: Path | str, data: bytes, *, durable: bool = True) -> None:
@@ -26,10 +17,16 @@ def write_atomic(path: Path | str, data: bytes, *, durable: bool = True) -> None
     fsync blocks the event loop that writes them, hundreds of times a second at a high
     provider limit."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    # a name no other writer uses (pid, thread and a counter), made with O_EXCL: a run
+    # writes one of these per model call, and tempfile's random names cost more than
+    # the write
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{threading.get_ident()}.{next(_serial)}.tmp"
     try:
-        os.fchmod(fd, _FILE_MODE)
+        fd = _create(tmp)
+    except FileExistsError:  # left by a killed process whose pid came round again
+        tmp.unlink(missing_ok=True)
+        fd = _create(tmp)
+    try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             if durable:
@@ -37,10 +34,24 @@ def write_atomic(path: Path | str, data: bytes, *, durable: bool = True) -> None
                 os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError as exc:  # a full disk, say: nothing half-written is left, the file named
-        Path(tmp).unlink(missing_ok=True)
-        if exc.filename is None:
+        tmp.unlink(missing_ok=True)
+        if exc.filename is None or exc.filename == str(tmp):
             raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
         raise
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
+
+
+_serial = itertools.count()
+
+
+def _create(tmp: Path) -> int:
+    """A new file, mode 0666 less the umask (as any file the process makes), its folder
+    made when missing."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    try:
+        return os.open(tmp, flags, 0o666)
+    except FileNotFoundError:
+        tmp.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(tmp, flags, 0o666)

@@ -88,8 +88,14 @@ def _identity(resp: httpx.Response) -> bool:
 
 
 def is_connect_error(exc: BaseException | None) -> bool:
-    """httpx's ConnectError, by name: SDKs may bundle their own copy of httpx."""
-    return exc is not None and any(k.__name__ == "ConnectError" for k in type(exc).__mro__)
+    """httpx's ConnectError, by name: SDKs may bundle their own copy of httpx. Through
+    aiohttp (the Anthropic SDK's aiohttp client) every lost connection is reported as
+    one; only aiohttp's own connector error means that no connection could be made."""
+    if exc is None or not any(k.__name__ == "ConnectError" for k in type(exc).__mro__):
+        return False
+    cause = exc.__cause__
+    names = {k.__name__ for k in type(cause).__mro__} if cause is not None else set()
+    return "ClientConnectionError" not in names or "ClientConnectorError" in names
 
 
 def transport_error(
@@ -220,6 +226,8 @@ class RemoteModel(Generic[C]):
     `base_url`, else the provider's environment variable, else the public API), which
     variable holds the key, the timeout, and a client for each event loop."""
 
+    # connection pools its calls are spread over (LoopBound)
+    POOLS: ClassVar[int] = CLIENTS_PER_MODEL
     KEY_ENV: ClassVar[str]  # the provider's usual variables, and its public API
     URL_ENV: ClassVar[str]
     DEFAULT_URL: ClassVar[str]
@@ -234,7 +242,7 @@ class RemoteModel(Generic[C]):
         self.base_url = self.normalise_url(url)
         self.timeout = config.timeout or DEFAULT_TIMEOUT
         self.max_reply_bytes = config.max_reply_bytes
-        self._clients = LoopBound(self._new_client, self._close_client, CLIENTS_PER_MODEL)
+        self._clients = LoopBound(self._new_client, self._close_client, self.POOLS)
         self._key: str | None = None
 
     def normalise_url(self, url: str) -> str:

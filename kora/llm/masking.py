@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import re
 from collections.abc import Iterable
 
@@ -60,10 +61,6 @@ def _char(c: str) -> str:
     return "(?:" + "|".join(forms) + ")"
 
 
-# base64 (standard or URL-safe) runs long enough to carry a secret of MIN_SECRET bytes
-_BASE64 = re.compile(r"[A-Za-z0-9+/_-]{8,}={0,2}")
-
-
 def _decoded(run: str) -> bytes:
     """A base64 run decoded (leniently: either alphabet, padding optional); b"" if not."""
     body = run.rstrip("=")
@@ -87,6 +84,10 @@ class Masker:
             else None
         )
         self._raw = [s.encode("utf-8", "surrogatepass") for s in self.secrets]
+        # a base64 run that carries a secret of n bytes is at least 4n/3 characters long:
+        # shorter runs (most words of an answer) are not decoded
+        shortest = min((len(r) for r in self._raw), default=MIN_SECRET)
+        self._runs = re.compile(rf"[A-Za-z0-9+/_-]{{{max(8, (4 * shortest + 2) // 3)},}}={{0,2}}")
 
     def __bool__(self) -> bool:
         return bool(self.secrets)
@@ -96,7 +97,7 @@ class Masker:
         if self._pattern is None:
             return text, False
         out = self._pattern.sub(MASK, text)
-        out = _BASE64.sub(self._base64, out)
+        out = self._runs.sub(self._base64, out)
         return out, out != text
 
     def mask(self, text: str) -> str:
@@ -111,6 +112,13 @@ class Masker:
 def mask(text: str, *secrets: str | None) -> str:
     """`text` with each of `secrets` masked in every form."""
     return Masker(secrets).mask(text)
+
+
+@functools.lru_cache(maxsize=64)
+def masker_for(secrets: frozenset[str]) -> Masker:
+    """The Masker of a set of secrets, built once: every answer of a run is masked, and
+    building the patterns costs more than using them."""
+    return Masker(secrets)
 
 
 def cut(text: str, limit: int) -> str:

@@ -176,10 +176,21 @@ def main(argv: list[str] | None = None) -> None:
     from kora.run.joblog import install
 
     install()  # what no job owns goes to standard error: logs/broker.log
+    # KORA_PROFILE_BROKER=FILE: the broker's own profile (cProfile's stats) for bench/
+    profile_to = os.environ.get("KORA_PROFILE_BROKER")
+    profiler = None
+    if profile_to:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     try:
         asyncio.run(serve(path, args.parent))
     finally:
         path.unlink(missing_ok=True)
+        if profiler is not None and profile_to:
+            profiler.disable()
+            profiler.dump_stats(profile_to)
 
 
 @dataclass
