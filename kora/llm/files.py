@@ -55,3 +55,22 @@ def _create(tmp: Path) -> int:
     except FileNotFoundError:
         tmp.parent.mkdir(parents=True, exist_ok=True)
         return os.open(tmp, flags, 0o666)
+
+
+def write_over(path: Path | str, data: bytes) -> None:
+    """Overwrite a small file where it is, without a temp file: for snapshots a reader
+    polls and skips when it finds them half written (the progress line's). A run writes
+    one a second for every shard in progress, and a new file (a temp file) costs the
+    filesystem far more than writing into one that exists."""
+    path = Path(path)
+    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o666)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, flags, 0o666)
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, data)
+    finally:
+        os.close(fd)

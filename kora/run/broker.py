@@ -76,7 +76,7 @@ class _Ahead:
 
 async def _report_ahead(pool: Any) -> None:
     """What the calls made ahead have cost and no job has claimed yet, every second."""
-    from kora.io import write_atomic
+    from kora.llm.files import write_over
     from kora.run.progress import RUN_ENV, progress_dir
 
     run_id = os.environ.get(RUN_ENV)
@@ -87,7 +87,7 @@ async def _report_ahead(pool: Any) -> None:
         counts = pool.ledger.unclaimed()
         snapshot = {"stage": "ahead", **counts.as_dict()}
         with contextlib.suppress(OSError):
-            write_atomic(path, json.dumps(snapshot).encode(), durable=False)
+            write_over(path, json.dumps(snapshot).encode())
         await asyncio.sleep(1.0)
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
-from kora.io import write_atomic
+from kora.llm.files import write_over
 from kora.llm.masking import terminal_safe
 from kora.llm.usage import Counts
 
@@ -95,7 +95,7 @@ class ProgressReporter:
         }
         # progress is a courtesy; never fail a job over it
         with contextlib.suppress(OSError):
-            write_atomic(self.path, orjson.dumps(snapshot), durable=False)
+            write_over(self.path, orjson.dumps(snapshot))
 
     def close(self) -> None:
         if self._ticker is not None:

@@ -26,6 +26,7 @@ import hashlib
 import logging
 import re
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -74,6 +75,11 @@ class Limiter:
             max_hold=tuning.max_hold,
         )
         scope = str(state_dir.resolve()) if state_dir is not None else ""
+        # the calls of this process that wait for the model's next request slot, in turn
+        # (`_wait_for_rate`); one set per event loop, as an asyncio lock belongs to one
+        self._turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = shared(
+            ("turns", scope, key), weakref.WeakKeyDictionary
+        )
         if state_dir is not None:
             state_dir.mkdir(parents=True, exist_ok=True)
         self._rate: MemoryState[RateState] | FileState[RateState] | None = None
@@ -134,29 +140,44 @@ class Limiter:
                 return
 
     async def _wait_for_rate(self) -> None:
+        """Wait for a request slot. The calls of this process queue for their turn to ask
+        the shared state: one asks (and waits, while the next free slot is further than
+        the horizon), takes its slot and lets the next one ask. Were each waiting call to
+        ask by itself, hundreds of them queued at a high limit would each wake and ask
+        again every few tenths of a second: dozens of shared-state updates a call."""
         assert self._rate is not None
         policy = self.policy
         missed = 0
         while True:
-            now = time.time()
+            async with self._turn():
+                while True:
+                    now = time.time()
 
-            def take(
-                st: RateState | None, now: float = now
-            ) -> tuple[RateState, tuple[float, bool]]:
-                new, wait, reserved = policy.reserve(st, now)
-                return new, (wait, reserved)
+                    def take(
+                        st: RateState | None, now: float = now
+                    ) -> tuple[RateState, tuple[float, bool]]:
+                        new, wait, reserved = policy.reserve(st, now)
+                        return new, (wait, reserved)
 
-            wait, reserved = self._rate.update(take)
+                    wait, reserved = self._rate.update(take)
+                    if reserved:
+                        break
+                    await asyncio.sleep(wait)
             if wait > 0:
                 await asyncio.sleep(wait)
-            if not reserved:
-                continue
             # A slot is used on time or not at all: calls that woke late (a busy event
             # loop, a starved CPU) would otherwise all go out at once.
             late = time.time() - (now + wait)
             if late <= policy.late_tolerance or missed >= 5:
                 return
             missed += 1
+
+    def _turn(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        lock = self._turns.get(loop)
+        if lock is None:
+            lock = self._turns[loop] = asyncio.Lock()
+        return lock
 
     def answered(self, cost: Cost | None, used: Cost | None, limits: ServerLimits | None) -> bool:
         """Settle a call's token reservation with what it `used` (None: unknown, the
