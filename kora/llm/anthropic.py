@@ -1,4 +1,12 @@
-"""Anthropic Messages API through the official SDK.
+"""Anthropic Messages API: each call a POST to `/v1/messages` over aiohttp, Message
+Batches through the official SDK.
+
+A call is one JSON request and one JSON answer, which the provider reads itself (it always
+has: the body up to the size limit, then orjson). The SDK's request path (its options
+model, header merging, URL joining, an httpx request object) cost a top-tier run three
+times what aiohttp's own does, a third of the broker's CPU (bench/README.md, "Where the
+CPU goes"), so the calls go out directly, with the headers the SDK sends; batches, a
+handful of requests a run, keep the SDK.
 
 Structured answers use forced tool use: one tool whose `input_schema` is the pydantic
 type's JSON Schema and `tool_choice` naming it; the tool input comes back as the JSON text
@@ -19,6 +27,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
+import aiohttp
 import anthropic
 import orjson
 
@@ -27,7 +36,7 @@ from kora.llm.base import ProviderError, Request, Response, answer_schema, finis
 from kora.llm.bounds import read_body, timed_out
 from kora.llm.faults import refusal
 from kora.llm.headers import from_anthropic
-from kora.llm.http import RemoteModel, is_connect_error, read_key, transport_error, unreachable
+from kora.llm.http import LoopBound, RemoteModel, read_key, unreachable
 from kora.llm.retry import parse_retry_after, redact
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -50,6 +59,7 @@ class AnthropicProvider(RemoteModel[anthropic.AsyncAnthropic]):
     # aiohttp's connection pool takes a connection in constant time (httpx's scans them all)
     POOLS = 1
     KEY_ENV = "ANTHROPIC_API_KEY"
+    API_VERSION = "2023-06-01"
     URL_ENV = "ANTHROPIC_BASE_URL"
     DEFAULT_URL = DEFAULT_BASE_URL
 
@@ -59,20 +69,44 @@ class AnthropicProvider(RemoteModel[anthropic.AsyncAnthropic]):
         url = url.rstrip("/")
         return url[: -len("/v1")] if url.endswith("/v1") else url
 
+    def __init__(self, name: str, config: Any) -> None:
+        super().__init__(name, config)
+        self._sessions = LoopBound(self._new_session, lambda s: s.close())
+
     def _new_client(self) -> anthropic.AsyncAnthropic:
-        key = read_key(self.key_env, self.label, required=True)
-        assert key is not None  # required: read_key raised otherwise
-        self._key = key
-        # the SDK's aiohttp transport: at a top-tier limit (hundreds of calls in flight)
-        # httpx's pool and its pure-Python HTTP parser took most of a call's CPU
-        # (bench/README.md, "Where the CPU goes")
+        """The SDK's client, for Message Batches."""
         return anthropic.AsyncAnthropic(
-            api_key=key,
+            api_key=self._read_key(),
             base_url=self.base_url,
             max_retries=0,
             timeout=self.timeout,
             http_client=anthropic.DefaultAioHttpClient(timeout=self.timeout),
         )
+
+    def _read_key(self) -> str:
+        key = read_key(self.key_env, self.label, required=True)
+        assert key is not None  # required: read_key raised otherwise
+        self._key = key
+        return key
+
+    def _new_session(self) -> aiohttp.ClientSession:
+        headers = {
+            "x-api-key": self._read_key(),
+            "anthropic-version": self.API_VERSION,
+            "content-type": "application/json",
+            "accept": "application/json",
+            "user-agent": f"kora (anthropic-python {anthropic.__version__})",
+        }
+        timeout = aiohttp.ClientTimeout(sock_connect=min(self.timeout, 30.0), sock_read=self.timeout)
+        return aiohttp.ClientSession(
+            headers=headers,
+            timeout=timeout,
+            connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=5.0),
+        )
+
+    async def aclose(self) -> None:
+        await self._sessions.aclose()
+        await super().aclose()
 
     def _params(self, request: Request) -> dict[str, Any]:
         params: dict[str, Any] = {
@@ -86,9 +120,7 @@ class AnthropicProvider(RemoteModel[anthropic.AsyncAnthropic]):
         if request.system:
             params["system"] = request.system
         if request.temperature is not None:
-            # recent SDKs dropped the argument; the API field still works for models that
-            # take it (extra_body also works with older SDKs)
-            params["extra_body"] = {"temperature": request.temperature}
+            params["temperature"] = request.temperature
         if request.schema is not None:
             tool, schema = answer_schema(request.schema)
             params["tools"] = [
@@ -104,39 +136,34 @@ class AnthropicProvider(RemoteModel[anthropic.AsyncAnthropic]):
         return params
 
     async def generate(self, request: Request) -> Response:
-        client = self._clients.get()
+        session = self._sessions.get()
+        url = f"{self.base_url}/v1/messages"
         try:
-            # streamed: the body is read up to the size limit (kora.llm.bounds), never whole
-            # before it is known to fit; the raw response carries the rate-limit headers
-            create = client.messages.with_streaming_response.create
-            async with create(**self._params(request)) as raw:
+            # the body is read up to the size limit (kora.llm.bounds), never whole before
+            # it is known to fit
+            async with session.post(url, data=orjson.dumps(self._params(request))) as raw:
                 declared = raw.headers.get("content-length")
                 if raw.headers.get("content-encoding", "identity") not in ("", "identity"):
                     declared = None  # a compressed body's length is not its size
-                body = await read_body(raw.iter_bytes(), self.max_reply_bytes, self.label, declared)
-                limits = from_anthropic(raw.headers)
+                limit = self.max_reply_bytes
+                body = await read_body(raw.content.iter_chunked(1 << 16), limit, self.label, declared)
+                status, reason, headers = raw.status, raw.reason or "", raw.headers
         except ProviderError:
             raise
-        except anthropic.APIStatusError as exc:
-            raise self._status_error(exc) from None
-        except anthropic.APITimeoutError:
+        except aiohttp.ClientConnectorError as exc:  # no connection could be made
+            raise unreachable(self.label, self.base_url, exc) from None
+        except (TimeoutError, aiohttp.ServerTimeoutError):
             raise timed_out(self.label, self.timeout) from None
-        except anthropic.APIConnectionError as exc:
-            if exc.__cause__ is not None and is_connect_error(exc.__cause__):
-                raise unreachable(self.label, self.base_url, exc.__cause__) from None
+        except aiohttp.ClientError as exc:  # dropped, cut short, too many redirects
             raise ProviderError(
-                f"{self.label}: connection failed ({redact(str(exc.__cause__ or exc), self._key)})",
+                f"{self.label}: connection failed "
+                f"({type(exc).__name__}: {redact(str(exc), self._key)[:200]})",
                 status=None,
             ) from None
-        except anthropic.AnthropicError as exc:
-            raise ProviderError(
-                f"{self.label}: bad response ({redact(str(exc), self._key)[:200]})",
-                retryable=True,
-            ) from None
-        except Exception as exc:  # the SDK's httpx, while the body is read
-            raise transport_error(self.label, self.base_url, exc, self.timeout, self._key) from None
+        if status >= 400:
+            raise self._refused(status, reason, headers, body)
         try:
-            return self._response(orjson.loads(body), request, limits)
+            return self._response(orjson.loads(body), request, from_anthropic(headers))
         except (orjson.JSONDecodeError, TypeError, ValueError, AttributeError):
             shown = redact(body.decode(errors="replace"), self._key)[:200]
             raise ProviderError(
@@ -240,26 +267,40 @@ class AnthropicProvider(RemoteModel[anthropic.AsyncAnthropic]):
         return out
 
     def _status_error(self, exc: anthropic.APIStatusError) -> ProviderError:
-        status = exc.status_code
+        """A refusal the SDK raised (Message Batches)."""
+        body = exc.body if isinstance(exc.body, dict) else None
+        return self._refusal(
+            exc.status_code, exc.response.reason_phrase or "", exc.response.headers, body
+        )
+
+    def _refused(self, status: int, reason: str, headers: Any, body: bytes) -> ProviderError:
+        """A refusal of a call (4xx, 5xx), from its status, headers and JSON body."""
+        try:
+            doc = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            doc = None
+        return self._refusal(status, reason, headers, doc if isinstance(doc, dict) else None)
+
+    def _refusal(
+        self, status: int, reason: str, headers: Any, body: dict[str, Any] | None
+    ) -> ProviderError:
         detail = ""
-        body = exc.body
-        if isinstance(body, dict):
-            err = body.get("error")
-            if isinstance(err, dict):
-                detail = str(err.get("message") or err.get("type") or "")
+        err = (body or {}).get("error")
+        if isinstance(err, dict):
+            detail = str(err.get("message") or err.get("type") or "")
         message, config_error = refusal(
             self.label,
             self.name,
             status,
-            detail or exc.response.reason_phrase or "",
+            detail or reason,
             key=self._key,
             key_hint=f" (check {self.key_env})" if status in (401, 403) else "",
         )
         return ProviderError(
             message,
             status=status,
-            retry_after=parse_retry_after(exc.response.headers),
-            limits=from_anthropic(exc.response.headers),
+            retry_after=parse_retry_after(headers),
+            limits=from_anthropic(headers),
             config_error=config_error,
         )
 

@@ -61,6 +61,7 @@ class ProgressReporter:
             else None
         )
         self._last = 0.0
+        self._written = b""
         self.update(report, force=True)
         # a snapshot every interval, not only when an item ends: calls waiting to retry
         # (a 529 storm, say) then show on the line instead of a silent pause
@@ -93,9 +94,13 @@ class ProgressReporter:
             "waiting": self.usage.waiting,
             "last_retry": self.usage.last_retry,
         }
+        data = orjson.dumps(snapshot)
+        if data == self._written:  # a shard waiting on its calls: nothing new to say
+            return
         # progress is a courtesy; never fail a job over it
         with contextlib.suppress(OSError):
-            write_over(self.path, orjson.dumps(snapshot))
+            write_over(self.path, data)
+            self._written = data
 
     def close(self) -> None:
         if self._ticker is not None:
