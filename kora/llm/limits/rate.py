@@ -153,7 +153,10 @@ class RatePolicy:
             st.refused += 1
         if cut and now >= st.hold_until:
             accepted = 1.0 - st.refused / st.granted if st.granted >= 8 else 1.0
-            decrease = t.decrease_configured if self.configured else t.decrease
+            # a limit the config or the server's headers state: a 429 at it is mostly
+            # timing jitter, not a limit found
+            known = self.configured or st.server_rate > 0
+            decrease = t.decrease_configured if known else t.decrease
             factor = min(decrease, max(0.3, accepted))
             st.rate = max(t.min_rate, min(st.rate, self._ceiling(st)) * factor)
             st.granted = st.refused = 0.0
