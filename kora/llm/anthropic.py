@@ -25,10 +25,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
-import anthropic
 import orjson
 
 from kora.llm import prompt_cache
@@ -38,6 +37,9 @@ from kora.llm.faults import refusal
 from kora.llm.headers import from_anthropic
 from kora.llm.http import LoopBound, RemoteModel, read_key, unreachable
 from kora.llm.retry import parse_retry_after, redact
+
+if TYPE_CHECKING:
+    import anthropic
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 # the Messages API's stop_reason in the project's vocabulary (kora.benchmarks.schemas.FinishReason)
@@ -53,7 +55,7 @@ _FINISH = finish_reasons(
 EMPTY_TURN = "(no reply)"
 
 
-class AnthropicProvider(RemoteModel[anthropic.AsyncAnthropic]):
+class AnthropicProvider(RemoteModel["anthropic.AsyncAnthropic"]):
     """One configured Anthropic model."""
 
     # aiohttp's connection pool takes a connection in constant time (httpx's scans them all)
@@ -74,7 +76,10 @@ class AnthropicProvider(RemoteModel[anthropic.AsyncAnthropic]):
         self._sessions = LoopBound(self._new_session, lambda s: s.close())
 
     def _new_client(self) -> anthropic.AsyncAnthropic:
-        """The SDK's client, for Message Batches."""
+        """The SDK's client, for Message Batches (imported only for them: importing the
+        SDK costs a process a second or two of CPU)."""
+        import anthropic
+
         return anthropic.AsyncAnthropic(
             api_key=self._read_key(),
             base_url=self.base_url,
@@ -95,9 +100,11 @@ class AnthropicProvider(RemoteModel[anthropic.AsyncAnthropic]):
             "anthropic-version": self.API_VERSION,
             "content-type": "application/json",
             "accept": "application/json",
-            "user-agent": f"kora (anthropic-python {anthropic.__version__})",
+            "user-agent": "kora",
         }
-        timeout = aiohttp.ClientTimeout(sock_connect=min(self.timeout, 30.0), sock_read=self.timeout)
+        timeout = aiohttp.ClientTimeout(
+            sock_connect=min(self.timeout, 30.0), sock_read=self.timeout
+        )
         return aiohttp.ClientSession(
             headers=headers,
             timeout=timeout,
@@ -146,7 +153,9 @@ class AnthropicProvider(RemoteModel[anthropic.AsyncAnthropic]):
                 if raw.headers.get("content-encoding", "identity") not in ("", "identity"):
                     declared = None  # a compressed body's length is not its size
                 limit = self.max_reply_bytes
-                body = await read_body(raw.content.iter_chunked(1 << 16), limit, self.label, declared)
+                body = await read_body(
+                    raw.content.iter_chunked(1 << 16), limit, self.label, declared
+                )
                 status, reason, headers = raw.status, raw.reason or "", raw.headers
         except ProviderError:
             raise
@@ -213,6 +222,8 @@ class AnthropicProvider(RemoteModel[anthropic.AsyncAnthropic]):
 
     async def batch_submit(self, items: list[tuple[str, Request]]) -> str:
         """Send requests as one Message Batch; its id."""
+        import anthropic
+
         client = self._clients.get()
         requests = [{"custom_id": cid, "params": self._params(r)} for cid, r in items]
         try:
@@ -224,6 +235,8 @@ class AnthropicProvider(RemoteModel[anthropic.AsyncAnthropic]):
         return str(batch.id)
 
     async def batch_ended(self, batch_id: str) -> bool:
+        import anthropic
+
         client = self._clients.get()
         try:
             batch = await client.messages.batches.retrieve(batch_id)
@@ -235,6 +248,8 @@ class AnthropicProvider(RemoteModel[anthropic.AsyncAnthropic]):
 
     async def batch_results(self, batch_id: str) -> dict[str, Response | ProviderError]:
         """Each request's answer, or its own error (errored, expired, canceled)."""
+        import anthropic
+
         client = self._clients.get()
         out: dict[str, Response | ProviderError] = {}
         try:
