@@ -87,35 +87,6 @@ def _identity(resp: httpx.Response) -> bool:
     return resp.headers.get("content-encoding", "identity").strip().lower() in ("", "identity")
 
 
-def is_connect_error(exc: BaseException | None) -> bool:
-    """httpx's ConnectError, by name: SDKs may bundle their own copy of httpx. Through
-    aiohttp (the Anthropic SDK's aiohttp client) every lost connection is reported as
-    one; only aiohttp's own connector error means that no connection could be made."""
-    if exc is None or not any(k.__name__ == "ConnectError" for k in type(exc).__mro__):
-        return False
-    cause = exc.__cause__
-    names = {k.__name__ for k in type(cause).__mro__} if cause is not None else set()
-    return "ClientConnectionError" not in names or "ClientConnectorError" in names
-
-
-def transport_error(
-    label: str, url: str, exc: Exception, timeout: float, key: str | None
-) -> ProviderError:
-    """An exception of an SDK's own copy of httpx, as httpx's own would be reported; any
-    other exception is a bug and is raised as it is."""
-    names = {k.__name__ for k in type(exc).__mro__}
-    if "ConnectError" in names:
-        return unreachable(label, url, exc)
-    if "TimeoutException" in names:
-        return timed_out(label, timeout)
-    if "HTTPError" in names or "StreamError" in names:
-        return ProviderError(
-            f"{label}: connection failed ({type(exc).__name__}: {redact(str(exc), key)[:200]})",
-            status=None,
-        )
-    raise exc
-
-
 def _root_reason(exc: BaseException) -> str:
     """The most specific words in an exception chain (the OS's 'connection refused')."""
     reason = str(exc) or type(exc).__name__
