@@ -128,9 +128,8 @@ class Pipeline:
         same for every risk."""
         cells = self.cells()
         first = cells[0].split("/")[0] if cells else ""
-        return [
-            (age, motivation) for _, age, motivation in (c.split("/") for c in cells) if _ == first
-        ]
+        parts = (c.split("/") for c in cells)
+        return [(age, motivation) for risk, age, motivation in parts if risk == first]
 
     # a shard rule's job holds one risk's cells (kora.run.groups)
 
