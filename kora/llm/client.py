@@ -355,14 +355,22 @@ class ModelClient:
     ) -> M:
         convo = list(messages)
         last_error = ""
+        # each answer validated once: `accept` (asked by the store and after the call) and
+        # the answer returned share the result
+        seen: dict[str, M | str] = {}
+
+        def parsed_of(text: str) -> M | str:
+            if text not in seen:
+                seen[text] = parse_answer(schema, text)
+            return seen[text]
 
         def accept(resp: Response) -> bool:
-            return isinstance(parse_answer(schema, resp.text), schema)
+            return isinstance(parsed_of(resp.text), schema)
 
         for attempt in range(2):
             req = self.request(convo, system=system, schema=schema, hints=hints)
             resp = await self.call(req, stage=stage, accept=accept)
-            parsed = parse_answer(schema, resp.text)
+            parsed = parsed_of(resp.text)
             if isinstance(parsed, schema):
                 return parsed
             last_error = str(parsed)
