@@ -38,8 +38,10 @@ from kora.run.walk import Walk, jobs_of
 log = logging.getLogger("kora.run.prefetch")
 
 # units (each a few dependent calls) in flight at once: enough to keep a fast provider
-# busy at its limit with slow answers; the limiter paces them
-STEPS_IN_FLIGHT = 512
+# busy at its limit with slow answers; the limiter paces them. 300 req/s at 1.5 s is 450
+# calls in flight, and between two stages fewer units are ready than run: 512 held a
+# 300 req/s run at 0.84 of it, 1024 at 0.86-0.87 (bench/README.md)
+STEPS_IN_FLIGHT = 1024
 
 
 @dataclass
