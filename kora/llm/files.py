@@ -47,14 +47,18 @@ _serial = itertools.count()
 
 
 def _create(tmp: Path) -> int:
-    """A new file, mode 0666 less the umask (as any file the process makes), its folder
-    made when missing."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    """A new file, mode 0666 less the umask (as any file the process makes)."""
+    return _open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+
+
+def _open(path: Path, flags: int) -> int:
+    """`os.open` with those flags, its folder made when missing."""
+    flags |= getattr(os, "O_CLOEXEC", 0)
     try:
-        return os.open(tmp, flags, 0o666)
+        return os.open(path, flags, 0o666)
     except FileNotFoundError:
-        tmp.parent.mkdir(parents=True, exist_ok=True)
-        return os.open(tmp, flags, 0o666)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path, flags, 0o666)
 
 
 def write_over(path: Path | str, data: bytes) -> None:
@@ -62,13 +66,7 @@ def write_over(path: Path | str, data: bytes) -> None:
     polls and skips when it finds them half written (the progress line's). A run writes
     one a second for every shard in progress, and a new file (a temp file) costs the
     filesystem far more than writing into one that exists."""
-    path = Path(path)
-    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags, 0o666)
-    except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, flags, 0o666)
+    fd = _open(Path(path), os.O_WRONLY | os.O_CREAT)
     try:
         os.ftruncate(fd, 0)
         os.write(fd, data)

@@ -150,8 +150,6 @@ def new_client(timeout: float, key: str | None, **headers: str) -> httpx.AsyncCl
 
 
 C = TypeVar("C")
-# connection pools a model's calls are spread over (see LoopBound)
-CLIENTS_PER_MODEL = 16
 
 
 class LoopBound(Generic[C]):
@@ -198,7 +196,7 @@ class RemoteModel(Generic[C]):
     variable holds the key, the timeout, and a client for each event loop."""
 
     # connection pools its calls are spread over (LoopBound)
-    POOLS: ClassVar[int] = CLIENTS_PER_MODEL
+    POOLS: ClassVar[int] = 16
     KEY_ENV: ClassVar[str]  # the provider's usual variables, and its public API
     URL_ENV: ClassVar[str]
     DEFAULT_URL: ClassVar[str]

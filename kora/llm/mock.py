@@ -194,8 +194,8 @@ class MockProvider:
     async def generate(self, request: Request) -> Response:
         rng = _rng(request, self.config.model or "")
         if request.schema is not None:
-            faker = _SchemaFaker(json_schema(request.schema), rng, dict(request.hints))
-            data = faker.value(json_schema(request.schema))
+            doc = json_schema(request.schema)  # read, never changed, by the faker
+            data = _SchemaFaker(doc, rng, dict(request.hints)).value(doc)
             text = orjson.dumps(data).decode()
         elif (
             request.system
