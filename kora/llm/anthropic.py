@@ -4,8 +4,9 @@ Batches through the official SDK.
 A call is one JSON request and one JSON answer, which the provider reads itself (it always
 has: the body up to the size limit, then orjson). The SDK's request path (its options
 model, header merging, URL joining, an httpx request object) took a third of the broker's
-CPU at a top-tier limit (bench/README.md, "Where the CPU goes"), so the calls go out directly with the headers the API requires
-(`x-api-key`, `anthropic-version`); batches, a handful of requests a run, keep the SDK.
+CPU at a top-tier limit (bench/README.md, "Where the CPU goes"), so the calls go out
+directly with the headers the API requires (`x-api-key`, `anthropic-version`); batches, a
+handful of requests a run, keep the SDK.
 
 Structured answers use forced tool use: one tool whose `input_schema` is the pydantic
 type's JSON Schema and `tool_choice` naming it; the tool input comes back as the JSON text
