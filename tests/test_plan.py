@@ -194,3 +194,21 @@ def test_the_plan_announces_the_demo_runs_calls_and_the_prefetch_wastes_none(
     made = re.findall(r"made ahead: (\d+) steps done", broker)
     assert made and int(made[-1]) > 0  # the prefetch did work ahead
     assert "calls made ahead that no job asked for: 0" in broker
+
+
+@pytest.mark.timeout(60)
+def test_counting_the_plan_takes_none_of_the_providers_request_slots(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The plan sends nothing, so it must not take request slots or tokens from the
+    shared limits: the run's progress line counts the plan beside the run, and every slot
+    it took would be one the provider never sees a request in (at 40 req/s it took a
+    tenth of them). A model allowed one request a minute: the plan of its 30-odd calls
+    is counted at once, and leaves no limiter state behind."""
+    copy_workflow(tmp_path)
+    cfg = dict(TINY, models={"mock": {"provider": "mock", "requests_per_minute": 1}})
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(cfg))
+    rows = plan(tmp_path, capsys)
+    assert int(rows["total"][0]) > 2
+    limits = tmp_path / ".kora" / "limits"
+    assert not limits.exists() or not any(limits.iterdir())

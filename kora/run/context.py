@@ -27,7 +27,7 @@ from kora.llm.chain import Asker, as_asker
 from kora.llm.client import ModelClient
 from kora.llm.config import ModelConfig
 from kora.llm.ledger import Ledger
-from kora.llm.limits import limiter_for
+from kora.llm.limits import Limiter, limiter_for
 from kora.llm.providers import create_provider
 from kora.llm.targets import EndpointTarget, LLMTarget, Target
 from kora.llm.usage import Usage
@@ -75,6 +75,9 @@ class Pool:
     # the call store every client uses (default: the config's folder; `kora plan`'s
     # never writes)
     store: CallCache | None = None
+    # False: the models' calls take no request slots or tokens from the run's shared
+    # limits (`kora plan` sends nothing, and counts while a run may be sending)
+    paced: bool = True
     _providers: dict[tuple[str, str], Provider] = field(default_factory=dict)
     _taxonomies: dict[tuple[Any, ...], Taxonomy] = field(default_factory=dict)
 
@@ -131,10 +134,15 @@ class JobContext:
             cache=self.pool.store or CallCache(self.workdir / self.transport.cache_dir),
             usage=self.usage,
             provider=self.pool.provider(name, config),
-            limiter=limiter_for(name, config, self.state_dir),
+            limiter=self._limiter(name, config),
             ledger=self.pool.ledger,
             ahead=self.ahead,
         )
+
+    def _limiter(self, name: str, config: ModelConfig) -> Limiter:
+        if not self.pool.paced:
+            return Limiter(adaptive=False)
+        return limiter_for(name, config, self.state_dir)
 
     def clients(self, params: dict[str, Any] | list[dict[str, Any]]) -> list[ModelClient]:
         """A role's clients in fallback order (a rule param of one model, or a chain's)."""
@@ -152,7 +160,7 @@ class JobContext:
         from kora.llm.service import ServiceTarget
 
         name = params["name"]
-        endpoint = ServiceTarget(name, config, limiter=limiter_for(name, config, self.state_dir))
+        endpoint = ServiceTarget(name, config, limiter=self._limiter(name, config))
         target = EndpointTarget(endpoint, name, self.usage)
         self._targets.append(target)
         return target
