@@ -39,8 +39,15 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.procs import Watch  # noqa: E402
-from bench.workflow import CHAIN, bench_config, copy_workflow, serve, steady_rate  # noqa: E402
+from bench.procs import Watch, busy  # noqa: E402
+from bench.workflow import (  # noqa: E402
+    CHAIN,
+    bench_config,
+    copy_workflow,
+    serve,
+    steady_rate,
+    timeline,
+)
 
 # CI's bound on the quick rehearsal (`--risks 3 --bound`): four times the CPU a call and
 # three times the wall the quiet machine measures (bench/README.md), so that only a
@@ -112,6 +119,7 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
             out["cpu"] = usage.ru_utime + usage.ru_stime
             out["cpu_by_kind"] = watch.cpu(out["cpu"])
             out["memory"] = dict(watch.peak, all=watch.total)
+            out["samples"] = watch.samples
             out["disk"] = {d: _du(work / d) for d in ("data", "results", ".kora")}
             out["aggregate_s"] = _timed(
                 [*smk, "--cores", "2", *target, "--forcerun", "results"], work, env, "agg.log"
@@ -132,6 +140,7 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
         "refused": stats["statuses"].get(429, 0),
         "requests": requests,
         "steady": steady,
+        "times": times,
         "wall": out["written"] - times[0] if times else out["run_s"],
         "ideal": ok / args.limit + CHAIN * args.latency,
     }
@@ -154,6 +163,7 @@ def main() -> None:
     ap.add_argument(
         "--no-broker", action="store_true", help="KORA_NO_BROKER=1: every job makes its own calls"
     )
+    ap.add_argument("--timeline", action="store_true", help="requests a second, 10 s at a time")
     ap.add_argument(
         "--bound",
         action="store_true",
@@ -183,6 +193,10 @@ def main() -> None:
         + f"\n  aggregation alone {r['aggregate_s']:.1f} s; report {r['report_s']:.1f} s "
         f"({mb(r['report_bytes'])})"
     )
+    if args.timeline:
+        print(f"  req/s by 10 s: {timeline(r['times'], 10.0)}")
+        for what in ("broker", "snakemake"):
+            print(f"  {what}'s share of a core by 10 s: {busy(r['samples'], what, 10.0)}")
     print("reproduce: python bench/full_grid.py " + shlex.join(sys.argv[1:]))
     if args.bound:
         problems = collapsed(r)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -69,6 +70,7 @@ class Watch(threading.Thread):
         self.peak: dict[str, int] = {}
         self.total = 0  # the largest resident memory of all of them at once
         self._cpu: dict[int, tuple[str, float]] = {}
+        self.samples: list[tuple[float, dict[str, float]]] = []  # (time, CPU s by kind)
         self.done = threading.Event()
 
     def run(self) -> None:
@@ -85,6 +87,7 @@ class Watch(threading.Thread):
                     self.peak[what] = max(self.peak.get(what, 0), rss)
                     self._cpu[pid] = (what, cpu)
             self.total = max(self.total, total)
+            self.samples.append((time.time(), self.cpu(0.0)))
 
     def cpu(self, whole: float) -> dict[str, float]:
         """CPU seconds by kind; `whole` is the tree's (jobs: the rest of it)."""
@@ -94,3 +97,19 @@ class Watch(threading.Thread):
                 out[what] += seconds
         out["jobs"] = max(whole - out["snakemake"] - out["broker"], 0.0)
         return out
+
+
+def busy(samples: list[tuple[float, dict[str, float]]], what: str, step: float) -> str:
+    """Share of a core `what` used, `step` seconds at a time (from the first sample)."""
+    if not samples:
+        return ""
+    out: list[str] = []
+    i = 0
+    while i < len(samples) - 1:
+        j = i
+        while j < len(samples) - 1 and samples[j][0] - samples[i][0] < step:
+            j += 1
+        dt = samples[j][0] - samples[i][0]
+        out.append(f"{(samples[j][1][what] - samples[i][1][what]) / max(dt, 1e-9):.2f}")
+        i = j
+    return " ".join(out)

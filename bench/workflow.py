@@ -44,7 +44,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.procs import Watch  # noqa: E402
+from bench.procs import Watch, busy  # noqa: E402
 
 # seeds (1) -> expand (1) -> validate (1) -> first child message (1) -> 3 target replies
 # and 2 child messages in turn (5) -> safety then behaviour judgment (2)
@@ -110,6 +110,16 @@ def serve(
                 "admitted": server.admitted,
             }
         )
+
+
+def timeline(times: list[float], step: float = 5.0) -> str:
+    """Accepted requests a second, `step` seconds at a time."""
+    if not times:
+        return ""
+    counts: dict[int, int] = {}
+    for t in times:
+        counts[int((t - times[0]) // step)] = counts.get(int((t - times[0]) // step), 0) + 1
+    return " ".join(f"{counts.get(i, 0) / step:.0f}" for i in range(max(counts) + 1))
 
 
 def steady_rate(times: list[float], ok: int, requests: int) -> float:
@@ -257,6 +267,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "cpu_by_kind": watch.cpu(cpu),
         "jobs": jobs,
         "times": times,
+        "samples": watch.samples,
         "input_tokens": tokens,
         "steady_tokens": steady_tokens,
     }
@@ -327,12 +338,9 @@ def main() -> None:
             )
     if args.timeline:
         for r in rows:
-            t0 = r["times"][0] if r["times"] else 0.0
-            counts: dict[int, int] = {}
-            for t in r["times"]:
-                counts[int((t - t0) // 5)] = counts.get(int((t - t0) // 5), 0) + 1
-            print("  req/s by 5 s: " + " ".join(f"{counts.get(i, 0) / 5:.0f}"
-                                                   for i in range(max(counts) + 1)))  # fmt: skip
+            print(f"  req/s by 5 s: {timeline(r['times'])}")
+            for what in ("broker", "snakemake"):
+                print(f"  {what}'s share of a core by 5 s: {busy(r['samples'], what, 5.0)}")
     if len(rows) > 1:
         print(
             f"median ratio to ideal {statistics.median(r['wall'] / r['ideal'] for r in rows):.2f}"
