@@ -453,3 +453,19 @@ def test_error_bodies_reach_the_terminal_without_control_characters(
     # server cannot write a line of its own at the start of the terminal's line
     assert "\\u000a" not in message and "next" in message
     assert all(line.startswith("  ") for line in message.splitlines()[1:]), message
+
+
+def test_calls_go_through_the_proxy_the_environment_names(
+    provider: ProviderName, server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Behind a company proxy (HTTP(S)_PROXY), every call goes to the proxy, as curl and
+    the SDKs do: the model's host here does not even resolve (.invalid), so a call that
+    ignored the proxy could not be made. The loopback server plays the proxy."""
+    for var in ("NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", server.url)
+    far = "http://kora-model-host.invalid"
+    client = make_client(provider, server, base_url=far if provider == "anthropic" else f"{far}/v1")
+    assert run(text_call(client, "through the proxy")) == "echo: through the proxy"
+    (rec,) = server.requests
+    assert rec.headers["host"] == "kora-model-host.invalid"

@@ -109,6 +109,9 @@ class AnthropicProvider(RemoteModel["anthropic.AsyncAnthropic"]):
             headers=headers,
             timeout=timeout,
             connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=5.0),
+            # HTTP(S)_PROXY and NO_PROXY, as httpx and the SDK read them (aiohttp does not
+            # by default): behind a company proxy the API is reached through it
+            trust_env=True,
         )
 
     async def aclose(self) -> None:
