@@ -30,12 +30,11 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 import orjson
 
-from kora.llm import prompt_cache
+from kora.llm import aio, prompt_cache
 from kora.llm.base import ProviderError, Request, Response, answer_schema, finish_reasons
-from kora.llm.bounds import read_body, timed_out
 from kora.llm.faults import refusal
 from kora.llm.headers import from_anthropic
-from kora.llm.http import LoopBound, RemoteModel, read_key, unreachable
+from kora.llm.http import LoopBound, RemoteModel, read_key
 from kora.llm.retry import parse_retry_after, redact
 
 if TYPE_CHECKING:
@@ -102,17 +101,7 @@ class AnthropicProvider(RemoteModel["anthropic.AsyncAnthropic"]):
             "accept": "application/json",
             "user-agent": "kora",
         }
-        timeout = aiohttp.ClientTimeout(
-            sock_connect=min(self.timeout, 30.0), sock_read=self.timeout
-        )
-        return aiohttp.ClientSession(
-            headers=headers,
-            timeout=timeout,
-            connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=5.0),
-            # HTTP(S)_PROXY and NO_PROXY, as httpx and the SDK read them (aiohttp does not
-            # by default): behind a company proxy the API is reached through it
-            trust_env=True,
-        )
+        return aio.new_session(self.timeout, headers)
 
     async def aclose(self) -> None:
         await self._sessions.aclose()
@@ -146,32 +135,19 @@ class AnthropicProvider(RemoteModel["anthropic.AsyncAnthropic"]):
         return params
 
     async def generate(self, request: Request) -> Response:
-        session = self._sessions.get()
-        url = f"{self.base_url}/v1/messages"
-        try:
-            # the body is read up to the size limit (kora.llm.bounds), never whole before
-            # it is known to fit
-            async with session.post(url, data=orjson.dumps(self._params(request))) as raw:
-                declared = raw.headers.get("content-length")
-                if raw.headers.get("content-encoding", "identity") not in ("", "identity"):
-                    declared = None  # a compressed body's length is not its size
-                limit = self.max_reply_bytes
-                body = await read_body(
-                    raw.content.iter_chunked(1 << 16), limit, self.label, declared
-                )
-                status, reason, headers = raw.status, raw.reason or "", raw.headers
-        except ProviderError:
-            raise
-        except aiohttp.ClientConnectorError as exc:  # no connection could be made
-            raise unreachable(self.label, self.base_url, exc) from None
-        except (TimeoutError, aiohttp.ServerTimeoutError):
-            raise timed_out(self.label, self.timeout) from None
-        except aiohttp.ClientError as exc:  # dropped, cut short, too many redirects
-            raise ProviderError(
-                f"{self.label}: connection failed "
-                f"({type(exc).__name__}: {redact(str(exc), self._key)[:200]})",
-                status=None,
-            ) from None
+        # the body is read up to the size limit (kora.llm.bounds), never whole before it
+        # is known to fit
+        answer = await aio.post(
+            self._sessions.get(),
+            f"{self.base_url}/v1/messages",
+            orjson.dumps(self._params(request)),
+            label=self.label,
+            timeout=self.timeout,
+            key=self._key,
+            limit=self.max_reply_bytes,
+            redirects=True,
+        )
+        status, reason, headers, body = answer.status, answer.reason, answer.headers, answer.body
         if status >= 400:
             raise self._refused(status, reason, headers, body)
         try:

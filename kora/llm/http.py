@@ -18,21 +18,7 @@ from kora.llm.bounds import DEFAULT_TIMEOUT, read_body, timed_out
 from kora.llm.config import ModelConfig
 from kora.llm.retry import redact
 
-__all__ = ["DEFAULT_TIMEOUT", "LoopBound", "RemoteModel", "post", "read_key", "send"]
-
-
-async def post(
-    client: httpx.AsyncClient,
-    url: str,
-    *,
-    label: str,
-    timeout: float,
-    key: str | None,
-    **kwargs: Any,
-) -> httpx.Response:
-    """The response, whatever its status; a timeout or a dropped connection raises a
-    ProviderError without status (retryable) that names the model, never the key."""
-    return await send(client, "POST", url, label=label, timeout=timeout, key=key, **kwargs)
+__all__ = ["DEFAULT_TIMEOUT", "LoopBound", "RemoteModel", "read_key", "send"]
 
 
 async def send(
@@ -46,7 +32,7 @@ async def send(
     limit: int | None = None,
     **kwargs: Any,
 ) -> httpx.Response:
-    """`post` for any method. The body is read as it comes and given up past `limit`
+    """One request (the Batch API's, a chat service's), whatever its status. The body is read as it comes and given up past `limit`
     bytes (a ProviderError naming its size and the limit); the response returned holds
     it whole."""
     try:

@@ -1,5 +1,5 @@
 """Any OpenAI-compatible `/chat/completions` endpoint (OpenAI, OpenRouter, vLLM, Ollama,
-llama.cpp, LM Studio) over httpx.
+llama.cpp, LM Studio) over aiohttp (the Batch API over httpx).
 
 Structured answers ask for `response_format: {type: json_schema, ...}` with
 `strict: false` (pydantic's schemas carry keywords strict mode rejects), or as the model's
@@ -15,15 +15,16 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import aiohttp
 import httpx
 import orjson
 
-from kora.llm import structured
+from kora.llm import aio, structured
 from kora.llm.base import ProviderError, Request, Response, finish_reasons
 from kora.llm.config import ModelConfig
 from kora.llm.faults import refusal, server_reason
 from kora.llm.headers import from_openai
-from kora.llm.http import RemoteModel, new_client, post, read_key
+from kora.llm.http import LoopBound, RemoteModel, new_client, read_key
 from kora.llm.retry import parse_retry_after, redact
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -38,8 +39,10 @@ _FINISH = finish_reasons(
 
 
 class OpenAIProvider(RemoteModel[httpx.AsyncClient]):
-    """One configured model behind an OpenAI-compatible API."""
+    """One configured model behind an OpenAI-compatible API: its calls over aiohttp
+    (kora.llm.aio), the Batch API's few requests over httpx."""
 
+    POOLS = 1  # the Batch API's client: a handful of requests a run
     KEY_ENV = "OPENAI_API_KEY"
     URL_ENV = "OPENAI_BASE_URL"
     DEFAULT_URL = DEFAULT_BASE_URL
@@ -54,10 +57,22 @@ class OpenAIProvider(RemoteModel[httpx.AsyncClient]):
         self.tokens_field = (
             "max_completion_tokens" if "api.openai.com" in self.base_url else "max_tokens"
         )
+        self._sessions = LoopBound(self._new_session, lambda s: s.close())
 
     def _new_client(self) -> httpx.AsyncClient:
         self._key = read_key(self.key_env, self.label, required=self.key_required)
         return new_client(self.timeout, self._key)
+
+    def _new_session(self) -> aiohttp.ClientSession:
+        self._key = read_key(self.key_env, self.label, required=self.key_required)
+        headers = {"Content-Type": "application/json"}
+        if self._key:  # a local server may need none: no Authorization header then
+            headers["Authorization"] = f"Bearer {self._key}"
+        return aio.new_session(self.timeout, headers)
+
+    async def aclose(self) -> None:
+        await self._sessions.aclose()
+        await super().aclose()
 
     def _body(self, request: Request) -> dict[str, Any]:
         messages: list[dict[str, str]] = []
@@ -77,31 +92,29 @@ class OpenAIProvider(RemoteModel[httpx.AsyncClient]):
         return body
 
     async def generate(self, request: Request) -> Response:
-        client = self._clients.get()
         body, url = self._body(request), self.url
         # Ollama's own chat API takes the schema as `format` (kora.llm.structured)
         native = request.schema is not None and self.config.structured_output == "ollama_format"
         if native:
             body, url = structured.ollama_body(body), structured.ollama_url(self.base_url)
-        resp = await post(
-            client,
+        answer = await aio.post(
+            self._sessions.get(),
             url,
+            orjson.dumps(body),
             label=self.label,
             timeout=self.timeout,
             key=self._key,
             limit=self.max_reply_bytes,
-            content=orjson.dumps(body),
-            headers={"Content-Type": "application/json"},
         )
-        if resp.status_code >= 400:
-            raise self._status_error(resp)
+        if answer.status >= 400:
+            raise self._status_error(answer)
         try:
-            data = orjson.loads(resp.content)
+            data = orjson.loads(answer.body)
         except orjson.JSONDecodeError:
             data = None
-        return self._parse(structured.from_ollama(data) if native else data, resp)
+        return self._parse(structured.from_ollama(data) if native else data, answer)
 
-    def _parse(self, data: Any, resp: httpx.Response | None) -> Response:
+    def _parse(self, data: Any, resp: aio.Answer | None) -> Response:
         """A chat completion (the body of a direct answer or of a batch's line)."""
         try:
             choice = data["choices"][0]
@@ -130,8 +143,8 @@ class OpenAIProvider(RemoteModel[httpx.AsyncClient]):
                 limits=None if resp is None else from_openai(resp.headers, time.time()),
             )
         except (KeyError, IndexError, TypeError, AttributeError, ValueError):
-            shown = resp.text if resp is not None else orjson.dumps(data).decode()
-            status = f"HTTP {resp.status_code}" if resp is not None else "batch answer"
+            shown = (resp.body if resp is not None else orjson.dumps(data)).decode(errors="replace")
+            status = f"HTTP {resp.status}" if resp is not None else "batch answer"
             raise ProviderError(
                 f"{self.label}: {status} with a malformed body ({redact(shown, self._key)[:120]!r})",
                 retryable=True,
@@ -154,8 +167,8 @@ class OpenAIProvider(RemoteModel[httpx.AsyncClient]):
 
         return await openai_batch.results(self, batch_id)
 
-    def _status_error(self, resp: httpx.Response) -> ProviderError:
-        status = resp.status_code
+    def _status_error(self, resp: aio.Answer) -> ProviderError:
+        status = resp.status
         hint = ""
         if status in (401, 403):
             hint = (
@@ -167,7 +180,7 @@ class OpenAIProvider(RemoteModel[httpx.AsyncClient]):
             self.label,
             self.name,
             status,
-            server_reason(resp.content, resp.reason_phrase),
+            server_reason(resp.body, resp.reason),
             key=self._key,
             mode=self.config.structured_output,
             key_hint=hint,
