@@ -1,6 +1,7 @@
 """The main job itself against a rate-limited provider: `snakemake --cores N results/...`.
 
-A loopback Anthropic Messages API server (its own process) accepts at most `--limit`
+A loopback Anthropic Messages API server (`--provider openai`: OpenAI's chat completions,
+as the README's real run's target speaks) in its own process accepts at most `--limit`
 requests per second (sliding one-second window; above it: 429 with Retry-After) and
 answers each accepted request after `--latency` seconds with a schema-valid answer (seed
 calls get 3 seeds, every validation passes). Every role and the target are models on that
@@ -55,23 +56,35 @@ def answer(rec: Any) -> dict[str, Any]:
     """A schema-valid structured answer to a forced tool call (validations pass)."""
     from kora.llm.mock import _SchemaFaker
 
-    schema = rec.body["tools"][0]["input_schema"]
+    if "response_format" in rec.body:  # OpenAI's chat completions: json_schema
+        spec = rec.body["response_format"]["json_schema"]
+        schema, name = spec["schema"], spec["name"]
+    else:  # Anthropic's Messages: a forced tool call
+        schema, name = rec.body["tools"][0]["input_schema"], rec.body["tools"][0]["name"]
     rng = random.Random(orjson.dumps(rec.body["messages"]))
     # seeds a seed call returns: 3 unless the full-grid rehearsal asks for what a real
     # model gives (the prompt's count)
     count = int(os.environ.get("KORA_BENCH_SEEDS_PER_CALL", "3"))
     value = _SchemaFaker(schema, rng, {"count": count}).value(schema)
-    if rec.body["tools"][0]["name"] == "ScenarioValidation":
+    if name == "ScenarioValidation":
         value["verdict"] = "pass"
     return value  # type: ignore[no-any-return]
 
 
 def serve(
-    port_q: Any, stats_q: Any, stop: Any, limit: float, latency: float, itpm: float | None
+    port_q: Any,
+    stats_q: Any,
+    stop: Any,
+    limit: float,
+    latency: float,
+    itpm: float | None,
+    provider: str = "anthropic",
 ) -> None:
-    from tests.loopback import AnthropicServer
+    from tests.loopback import AnthropicServer, OpenAIServer
 
-    class Server(AnthropicServer):
+    base = OpenAIServer if provider == "openai" else AnthropicServer
+
+    class Server(base):  # type: ignore[valid-type,misc]
         def __init__(self, **kw: Any) -> None:
             super().__init__(**kw)
             self.admitted: list[tuple[float, int]] = []
@@ -137,14 +150,15 @@ def bench_config(
     rpm: float | None = None,
     itpm: float | None = None,
     risks: int = 1,
+    provider: str = "anthropic",
 ) -> dict[str, Any]:
     from kora.benchmarks.taxonomy import load_taxonomy
 
     taxonomy = load_taxonomy(ROOT / "data" / "taxonomy")
     model: dict[str, Any] = {
-        "provider": "anthropic",
-        "model": "claude-bench",
-        "base_url": url,
+        "provider": provider,
+        "model": "gpt-bench" if provider == "openai" else "claude-bench",
+        "base_url": f"{url}/v1" if provider == "openai" else url,
         "timeout": 60,
     }
     if rpm:
@@ -186,7 +200,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     port_q, stats_q, stop = ctx.Queue(), ctx.Queue(), ctx.Event()
     server = ctx.Process(
         target=serve,
-        args=(port_q, stats_q, stop, args.limit, args.latency, args.input_tokens_per_minute),
+        args=(
+            port_q,
+            stats_q,
+            stop,
+            args.limit,
+            args.latency,
+            args.input_tokens_per_minute,
+            args.provider,
+        ),
     )
     server.start()
     try:
@@ -201,12 +223,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 args.requests_per_minute,
                 args.input_tokens_per_minute if args.configure_tokens else None,
                 args.risks,
+                args.provider,
             )
             (work / "bench.yaml").write_text(yaml.safe_dump(cfg))
             cmd = [sys.executable, "-m", "snakemake", "--cores", str(args.cores),
                    "results/bench-target/results.json", "--configfile", "bench.yaml",
                    *shlex.split(args.snakemake_args)]  # fmt: skip
-            env = dict(os.environ, ANTHROPIC_API_KEY="sk-loopback")
+            env = dict(os.environ, ANTHROPIC_API_KEY="sk-loopback", OPENAI_API_KEY="sk-loopback")
             env.pop("KORA_RETRY_TESTING", None)
             if args.no_broker:  # every job makes its own calls, as on a cluster
                 env["KORA_NO_BROKER"] = "1"
@@ -304,10 +327,17 @@ def main() -> None:
     ap.add_argument(
         "--no-broker", action="store_true", help="KORA_NO_BROKER=1: every job makes its own calls"
     )
+    ap.add_argument(
+        "--provider",
+        choices=("anthropic", "openai"),
+        default="anthropic",
+        help="the protocol every role and the target speak: Anthropic's Messages API or "
+        "OpenAI's chat completions (the README's real run has an OpenAI target)",
+    )
     args = ap.parse_args()
     rows = [run(args) for _ in range(args.runs)]
     print(f"grid: {args.risks} risk(s) x 3 age ranges x {args.motivations} motivations, seeds_per_task "
-          f"{args.seeds}; server: {args.limit:g} req/s, {args.latency:g} s latency; "
+          f"{args.seeds}; {args.provider} server: {args.limit:g} req/s, {args.latency:g} s latency; "
           f"--cores {args.cores}")  # fmt: skip
     if args.input_tokens_per_minute:
         print(f"  input tokens: at most {args.input_tokens_per_minute:g} a minute "
