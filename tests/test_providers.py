@@ -469,3 +469,20 @@ def test_calls_go_through_the_proxy_the_environment_names(
     assert run(text_call(client, "through the proxy")) == "echo: through the proxy"
     (rec,) = server.requests
     assert rec.headers["host"] == "kora-model-host.invalid"
+
+
+def test_hosts_in_no_proxy_are_called_directly(
+    provider: ProviderName, server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NO_PROXY names the hosts reached without the proxy (a local model server, say):
+    the proxy here is a port nothing listens on, so only a direct call can succeed."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    for var in ("no_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", dead)
+    monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1")
+    assert run(text_call(make_client(provider, server), "direct")) == "echo: direct"

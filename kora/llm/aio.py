@@ -10,8 +10,10 @@ that scan cost more CPU than the rest of a call (bench/README.md, "Where the CPU
 
 from __future__ import annotations
 
+import urllib.request
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -37,10 +39,19 @@ def new_session(timeout: float, headers: dict[str, str]) -> aiohttp.ClientSessio
         headers=headers,
         timeout=aiohttp.ClientTimeout(sock_connect=min(timeout, 30.0), sock_read=timeout),
         connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=5.0),
-        # HTTP(S)_PROXY and NO_PROXY, as httpx and the SDKs read them (aiohttp does not
-        # by default): behind a company proxy the API is reached through it
-        trust_env=True,
     )
+
+
+def env_proxy(url: str) -> str | None:
+    """The proxy the environment names for `url`, as httpx and the SDKs read it
+    (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, less the hosts of NO_PROXY; either case): behind
+    a company proxy the API is reached through it. Read once per model: aiohttp's own
+    `trust_env` reads the environment and ~/.netrc again at every request."""
+    parts = urlsplit(url)
+    proxies = urllib.request.getproxies_environment()
+    if parts.hostname and urllib.request.proxy_bypass(parts.hostname):  # NO_PROXY
+        return None
+    return proxies.get(parts.scheme) or proxies.get("all")
 
 
 async def post(
@@ -52,12 +63,13 @@ async def post(
     timeout: float,
     key: str | None,
     limit: int | None,
+    proxy: str | None = None,
     redirects: bool = False,
 ) -> Answer:
     """POST `data` (JSON) to `url`; a redirect followed only when `redirects` (as the
     provider's SDK or client did before: Anthropic's follows them, httpx does not)."""
     try:
-        async with session.post(url, data=data, allow_redirects=redirects) as raw:
+        async with session.post(url, data=data, allow_redirects=redirects, proxy=proxy) as raw:
             declared = raw.headers.get("content-length")
             if raw.headers.get("content-encoding", "identity").strip().lower() not in (
                 "",

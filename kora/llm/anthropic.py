@@ -73,6 +73,7 @@ class AnthropicProvider(RemoteModel["anthropic.AsyncAnthropic"]):
     def __init__(self, name: str, config: Any) -> None:
         super().__init__(name, config)
         self._sessions = LoopBound(self._new_session, lambda s: s.close())
+        self._proxy = aio.env_proxy(self.base_url)
 
     def _new_client(self) -> anthropic.AsyncAnthropic:
         """The SDK's client, for Message Batches (imported only for them: importing the
@@ -145,6 +146,7 @@ class AnthropicProvider(RemoteModel["anthropic.AsyncAnthropic"]):
             timeout=self.timeout,
             key=self._key,
             limit=self.max_reply_bytes,
+            proxy=self._proxy,
             redirects=True,
         )
         status, reason, headers, body = answer.status, answer.reason, answer.headers, answer.body

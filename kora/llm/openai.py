@@ -58,6 +58,7 @@ class OpenAIProvider(RemoteModel[httpx.AsyncClient]):
             "max_completion_tokens" if "api.openai.com" in self.base_url else "max_tokens"
         )
         self._sessions = LoopBound(self._new_session, lambda s: s.close())
+        self._proxy = aio.env_proxy(self.base_url)
 
     def _new_client(self) -> httpx.AsyncClient:
         self._key = read_key(self.key_env, self.label, required=self.key_required)
@@ -105,6 +106,7 @@ class OpenAIProvider(RemoteModel[httpx.AsyncClient]):
             timeout=self.timeout,
             key=self._key,
             limit=self.max_reply_bytes,
+            proxy=self._proxy,
         )
         if answer.status >= 400:
             raise self._status_error(answer)
