@@ -177,6 +177,25 @@ def test_configured_rate_spaces_slots_and_reserves_at_most_a_horizon_ahead() -> 
     assert not reserved and wait > 0  # 1.05 s away: come back later
 
 
+def test_slots_a_pause_left_unused_are_given_out_but_never_older_ones() -> None:
+    """A process that could not take its slots for a moment (its event loop busy) gets
+    the ones that passed unused in the last `catch_up` seconds at once: the server saw
+    no request in them. A client that was idle longer, or a fresh one, gets no burst."""
+    policy = RatePolicy(600, adaptive=False, tuning=RateTuning(catch_up=0.3))  # 10/s
+    st, wait, _ = policy.reserve(None, 100.0)
+    assert wait == 0.0 and st.tat == pytest.approx(100.1)  # fresh: no credit
+    # the loop was busy: the next call asks at 100.35, and 100.1, 100.2, 100.3 passed
+    waits = []
+    for _ in range(5):
+        st, wait, _ = policy.reserve(st, 100.35)
+        waits.append(wait)
+    assert waits == pytest.approx([0.0, 0.0, 0.0, 0.05, 0.15])  # those three now, then 100.4
+    # after 2 s with no call at all: no burst, the schedule starts from now
+    st, wait, _ = policy.reserve(st, 102.5)
+    st, wait2, _ = policy.reserve(st, 102.5)
+    assert (wait, wait2) == pytest.approx((0.0, 0.1))
+
+
 def test_adaptive_rate_slow_start_cut_and_recovery() -> None:
     tuning = RateTuning(start_rate=10.0, decrease=0.5, hold=0.5, growth=0.1)
     policy = RatePolicy(None, adaptive=True, tuning=tuning)

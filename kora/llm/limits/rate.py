@@ -1,9 +1,11 @@
 """The request rate of one model: pure maths on a `RateState`, kept in a shared file by
 `kora.llm.limits.state` (all times wall-clock seconds).
 
-- A configured rate (`requests_per_minute`) is a next-slot time (GCRA without burst
-  credit): a call takes the next slot, then sleeps until it, at most `horizon` ahead (one
-  that would wait longer comes back later, so a change of rate takes effect at once).
+- A configured rate (`requests_per_minute`) is a next-slot time (GCRA): a call takes the
+  next slot, then sleeps until it, at most `horizon` ahead (one that would wait longer
+  comes back later, so a change of rate takes effect at once). The only burst credit is
+  for slots that passed unused in the last `catch_up` seconds while the process could not
+  take them (a pause of its event loop): nothing after an idle spell or at the start.
 - Without a configured limit the rate adapts (AIMD): it starts at `start_rate` and
   doubles every second while calls queue behind it (slow start). A 429 multiplies it by
   `decrease`, or by the share of calls accepted since the previous cut when that is
@@ -40,6 +42,7 @@ class RateTuning:
     # mostly timing jitter at the limit (or another user of the same key)
     min_rate: float = 1 / 60  # never below one call a minute
     horizon: float = 0.3  # seconds: a call reserves a slot at most this far ahead
+    catch_up: float = 0.3  # seconds: slots this recent that passed unused are given out
     long_pause: float = 5.0  # a Retry-After this long pauses every process
     idle_reset: float = 600.0  # seconds without calls after which the learnt rate is dropped
     max_hold: float = 60.0  # the longest a server's reset time may hold calls back
@@ -124,8 +127,13 @@ class RatePolicy:
         ceiling = self._ceiling(st)
         if not self.adaptive or st.rate > ceiling:
             st.rate = ceiling
-        start = max(now, st.tat, st.pause_until)
-        wait = start - now
+        # Slots that passed unused in the last `catch_up` seconds (the process was busy:
+        # a garbage collection, a job writing its files) are given out now: the server
+        # saw no request in them, so within any of its windows the count stays within
+        # the rate. Older ones are gone (an idle client earns no burst).
+        floor = now - t.catch_up if 0 < now - st.tat <= t.catch_up else now
+        start = max(floor, st.tat, st.pause_until)
+        wait = max(start - now, 0.0)
         if wait > t.horizon:
             return st, wait - t.horizon * random.uniform(0.3, 0.9), False
         if self.adaptive and st.rate < ceiling and wait > 0 and now >= st.hold_until:
