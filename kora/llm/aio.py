@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import urllib.request
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import aiohttp
 
 from kora.llm.base import ProviderError
 from kora.llm.bounds import read_body, timed_out
-from kora.llm.http import unreachable
+from kora.llm.config import ModelConfig
+from kora.llm.http import LoopBound, RemoteModel, identity, unreachable
 from kora.llm.retry import redact
+
+C = TypeVar("C")
 
 
 @dataclass(frozen=True)
@@ -70,12 +73,8 @@ async def post(
     provider's SDK or client did before: Anthropic's follows them, httpx does not)."""
     try:
         async with session.post(url, data=data, allow_redirects=redirects, proxy=proxy) as raw:
-            declared = raw.headers.get("content-length")
-            if raw.headers.get("content-encoding", "identity").strip().lower() not in (
-                "",
-                "identity",
-            ):
-                declared = None  # a compressed body's length is not its size
+            # the Content-Length of an encoded (compressed) body is not its size
+            declared = raw.headers.get("content-length") if identity(raw.headers) else None
             body = await read_body(raw.content.iter_chunked(1 << 16), limit, label, declared)
             return Answer(raw.status, raw.reason or "", raw.headers, body)
     except ProviderError:
@@ -89,3 +88,39 @@ async def post(
             f"{label}: connection failed ({type(exc).__name__}: {redact(str(exc), key)[:200]})",
             status=None,
         ) from None
+
+
+class AioModel(RemoteModel[C]):
+    """A model whose calls are POSTs over aiohttp (`_post`): a session for each event
+    loop with the headers the provider sends (`_session_headers`), and the proxy the
+    environment names for its endpoint. `RemoteModel`'s client stays for its batch API."""
+
+    def __init__(self, name: str, config: ModelConfig) -> None:
+        super().__init__(name, config)
+        self._sessions = LoopBound(
+            lambda: new_session(self.timeout, self._session_headers()), lambda s: s.close()
+        )
+        self._proxy = env_proxy(self.base_url)
+
+    def _session_headers(self) -> dict[str, str]:
+        """The headers of every call (reading the key, which `secrets` then names)."""
+        raise NotImplementedError
+
+    async def _post(self, url: str, data: bytes, *, redirects: bool = False) -> Answer:
+        """One call: its body read up to the model's size limit, never whole before it is
+        known to fit."""
+        return await post(
+            self._sessions.get(),
+            url,
+            data,
+            label=self.label,
+            timeout=self.timeout,
+            key=self._key,
+            limit=self.max_reply_bytes,
+            proxy=self._proxy,
+            redirects=redirects,
+        )
+
+    async def aclose(self) -> None:
+        await self._sessions.aclose()
+        await super().aclose()

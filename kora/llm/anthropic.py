@@ -27,14 +27,13 @@ import json
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import orjson
 
 from kora.llm import aio, prompt_cache
 from kora.llm.base import ProviderError, Request, Response, answer_schema, finish_reasons
 from kora.llm.faults import refusal
 from kora.llm.headers import from_anthropic
-from kora.llm.http import LoopBound, RemoteModel, read_key
+from kora.llm.http import read_key
 from kora.llm.retry import parse_retry_after, redact
 
 if TYPE_CHECKING:
@@ -54,11 +53,9 @@ _FINISH = finish_reasons(
 EMPTY_TURN = "(no reply)"
 
 
-class AnthropicProvider(RemoteModel["anthropic.AsyncAnthropic"]):
+class AnthropicProvider(aio.AioModel["anthropic.AsyncAnthropic"]):
     """One configured Anthropic model."""
 
-    # aiohttp's connection pool takes a connection in constant time (httpx's scans them all)
-    POOLS = 1
     KEY_ENV = "ANTHROPIC_API_KEY"
     API_VERSION = "2023-06-01"
     URL_ENV = "ANTHROPIC_BASE_URL"
@@ -69,11 +66,6 @@ class AnthropicProvider(RemoteModel["anthropic.AsyncAnthropic"]):
         form)."""
         url = url.rstrip("/")
         return url[: -len("/v1")] if url.endswith("/v1") else url
-
-    def __init__(self, name: str, config: Any) -> None:
-        super().__init__(name, config)
-        self._sessions = LoopBound(self._new_session, lambda s: s.close())
-        self._proxy = aio.env_proxy(self.base_url)
 
     def _new_client(self) -> anthropic.AsyncAnthropic:
         """The SDK's client, for Message Batches (imported only for them: importing the
@@ -94,19 +86,14 @@ class AnthropicProvider(RemoteModel["anthropic.AsyncAnthropic"]):
         self._key = key
         return key
 
-    def _new_session(self) -> aiohttp.ClientSession:
-        headers = {
+    def _session_headers(self) -> dict[str, str]:
+        return {
             "x-api-key": self._read_key(),
             "anthropic-version": self.API_VERSION,
             "content-type": "application/json",
             "accept": "application/json",
             "user-agent": "kora",
         }
-        return aio.new_session(self.timeout, headers)
-
-    async def aclose(self) -> None:
-        await self._sessions.aclose()
-        await super().aclose()
 
     def _params(self, request: Request) -> dict[str, Any]:
         params: dict[str, Any] = {
@@ -136,22 +123,13 @@ class AnthropicProvider(RemoteModel["anthropic.AsyncAnthropic"]):
         return params
 
     async def generate(self, request: Request) -> Response:
-        # the body is read up to the size limit (kora.llm.bounds), never whole before it
-        # is known to fit
-        answer = await aio.post(
-            self._sessions.get(),
-            f"{self.base_url}/v1/messages",
-            orjson.dumps(self._params(request)),
-            label=self.label,
-            timeout=self.timeout,
-            key=self._key,
-            limit=self.max_reply_bytes,
-            proxy=self._proxy,
-            redirects=True,
+        # redirects followed, as the SDK followed them
+        answer = await self._post(
+            f"{self.base_url}/v1/messages", orjson.dumps(self._params(request)), redirects=True
         )
-        status, reason, headers, body = answer.status, answer.reason, answer.headers, answer.body
-        if status >= 400:
-            raise self._refused(status, reason, headers, body)
+        headers, body = answer.headers, answer.body
+        if answer.status >= 400:
+            raise self._refused(answer.status, answer.reason, headers, body)
         try:
             return self._response(orjson.loads(body), request, from_anthropic(headers))
         except (orjson.JSONDecodeError, TypeError, ValueError, AttributeError):

@@ -32,15 +32,17 @@ async def send(
     limit: int | None = None,
     **kwargs: Any,
 ) -> httpx.Response:
-    """One request (the Batch API's, a chat service's), whatever its status. The body is read as it comes and given up past `limit`
-    bytes (a ProviderError naming its size and the limit); the response returned holds
-    it whole."""
+    """One request (the Batch API's, a chat service's), whatever its status. The body is
+    read as it comes and given up past `limit` bytes (a ProviderError naming its size and
+    the limit); the response returned holds it whole."""
     try:
         request = client.build_request(method, url, **kwargs)
         streamed = await client.send(request, stream=True)
         try:
             # the Content-Length of an encoded (compressed) body is not its size
-            declared = streamed.headers.get("content-length") if _identity(streamed) else None
+            declared = (
+                streamed.headers.get("content-length") if identity(streamed.headers) else None
+            )
             body = await read_body(streamed.aiter_bytes(), limit, label, declared)
         finally:
             await streamed.aclose()
@@ -68,9 +70,10 @@ async def send(
     )
 
 
-def _identity(resp: httpx.Response) -> bool:
-    """A body sent as it is (no content encoding): its Content-Length is its size."""
-    return resp.headers.get("content-encoding", "identity").strip().lower() in ("", "identity")
+def identity(headers: Any) -> bool:
+    """A body sent as it is (no content encoding): its Content-Length is its size.
+    `headers`: a case-insensitive mapping (httpx's or aiohttp's)."""
+    return headers.get("content-encoding", "identity").strip().lower() in ("", "identity")
 
 
 def _root_reason(exc: BaseException) -> str:
@@ -124,12 +127,16 @@ def read_key(env: str, label: str, *, required: bool) -> str | None:
     return key
 
 
+def bearer(key: str | None) -> dict[str, str]:
+    """The Authorization header of a key; none without one (a local server may need
+    none)."""
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
 def new_client(timeout: float, key: str | None, **headers: str) -> httpx.AsyncClient:
     """An httpx client for many concurrent calls (a client belongs to one event loop)."""
-    if key:
-        headers["Authorization"] = f"Bearer {key}"
     return httpx.AsyncClient(
-        headers=headers,
+        headers={**headers, **bearer(key)},
         timeout=httpx.Timeout(timeout, connect=min(timeout, 30.0)),
         limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
     )
@@ -139,34 +146,21 @@ C = TypeVar("C")
 
 
 class LoopBound(Generic[C]):
-    """A provider's clients, made anew for each event loop: a client's connections belong
-    to the loop that opened them, and each job (or test) may run several loops in turn.
+    """A provider's client, made anew for each event loop: a client's connections belong
+    to the loop that opened them, and each job (or test) may run several loops in turn."""
 
-    `spread` clients take the calls in turn. One httpx connection pool scans all of its
-    connections at every request and every answer, so at a top-tier provider limit (450
-    calls in flight) one pool costs more CPU than the rest of a call; sixteen pools of
-    thirty connections cost a sixteenth of it (bench/README.md, "Where the CPU goes")."""
-
-    def __init__(
-        self, make: Callable[[], C], close: Callable[[C], Awaitable[None]], spread: int = 1
-    ) -> None:
+    def __init__(self, make: Callable[[], C], close: Callable[[C], Awaitable[None]]) -> None:
         self._make = make
         self._close = close
-        self._spread = max(spread, 1)
         self._clients: list[C] = []
-        self._turn = 0
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def get(self) -> C:
         loop = asyncio.get_running_loop()
-        if self._loop is not loop:
-            self._clients = []
+        if self._loop is not loop or not self._clients:
+            self._clients = [self._make()]
             self._loop = loop
-        if len(self._clients) < self._spread:
-            self._clients.append(self._make())
-            return self._clients[-1]
-        self._turn = (self._turn + 1) % self._spread
-        return self._clients[self._turn]
+        return self._clients[0]
 
     async def aclose(self) -> None:
         clients, self._clients = self._clients, []
@@ -181,8 +175,6 @@ class RemoteModel(Generic[C]):
     `base_url`, else the provider's environment variable, else the public API), which
     variable holds the key, the timeout, and a client for each event loop."""
 
-    # connection pools its calls are spread over (LoopBound)
-    POOLS: ClassVar[int] = 16
     KEY_ENV: ClassVar[str]  # the provider's usual variables, and its public API
     URL_ENV: ClassVar[str]
     DEFAULT_URL: ClassVar[str]
@@ -197,7 +189,7 @@ class RemoteModel(Generic[C]):
         self.base_url = self.normalise_url(url)
         self.timeout = config.timeout or DEFAULT_TIMEOUT
         self.max_reply_bytes = config.max_reply_bytes
-        self._clients = LoopBound(self._new_client, self._close_client, self.POOLS)
+        self._clients = LoopBound(self._new_client, self._close_client)
         self._key: str | None = None
 
     def normalise_url(self, url: str) -> str:

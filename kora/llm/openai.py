@@ -15,7 +15,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import aiohttp
 import httpx
 import orjson
 
@@ -24,7 +23,7 @@ from kora.llm.base import ProviderError, Request, Response, finish_reasons
 from kora.llm.config import ModelConfig
 from kora.llm.faults import refusal, server_reason
 from kora.llm.headers import from_openai
-from kora.llm.http import LoopBound, RemoteModel, new_client, read_key
+from kora.llm.http import bearer, new_client, read_key
 from kora.llm.retry import parse_retry_after, redact
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -38,11 +37,10 @@ _FINISH = finish_reasons(
 )
 
 
-class OpenAIProvider(RemoteModel[httpx.AsyncClient]):
+class OpenAIProvider(aio.AioModel[httpx.AsyncClient]):
     """One configured model behind an OpenAI-compatible API: its calls over aiohttp
     (kora.llm.aio), the Batch API's few requests over httpx."""
 
-    POOLS = 1  # the Batch API's client: a handful of requests a run
     KEY_ENV = "OPENAI_API_KEY"
     URL_ENV = "OPENAI_BASE_URL"
     DEFAULT_URL = DEFAULT_BASE_URL
@@ -57,23 +55,14 @@ class OpenAIProvider(RemoteModel[httpx.AsyncClient]):
         self.tokens_field = (
             "max_completion_tokens" if "api.openai.com" in self.base_url else "max_tokens"
         )
-        self._sessions = LoopBound(self._new_session, lambda s: s.close())
-        self._proxy = aio.env_proxy(self.base_url)
 
     def _new_client(self) -> httpx.AsyncClient:
         self._key = read_key(self.key_env, self.label, required=self.key_required)
         return new_client(self.timeout, self._key)
 
-    def _new_session(self) -> aiohttp.ClientSession:
+    def _session_headers(self) -> dict[str, str]:
         self._key = read_key(self.key_env, self.label, required=self.key_required)
-        headers = {"Content-Type": "application/json"}
-        if self._key:  # a local server may need none: no Authorization header then
-            headers["Authorization"] = f"Bearer {self._key}"
-        return aio.new_session(self.timeout, headers)
-
-    async def aclose(self) -> None:
-        await self._sessions.aclose()
-        await super().aclose()
+        return {"Content-Type": "application/json", **bearer(self._key)}
 
     def _body(self, request: Request) -> dict[str, Any]:
         messages: list[dict[str, str]] = []
@@ -98,16 +87,7 @@ class OpenAIProvider(RemoteModel[httpx.AsyncClient]):
         native = request.schema is not None and self.config.structured_output == "ollama_format"
         if native:
             body, url = structured.ollama_body(body), structured.ollama_url(self.base_url)
-        answer = await aio.post(
-            self._sessions.get(),
-            url,
-            orjson.dumps(body),
-            label=self.label,
-            timeout=self.timeout,
-            key=self._key,
-            limit=self.max_reply_bytes,
-            proxy=self._proxy,
-        )
+        answer = await self._post(url, orjson.dumps(body))
         if answer.status >= 400:
             raise self._status_error(answer)
         try:

@@ -131,8 +131,8 @@ class RatePolicy:
         # a garbage collection, a job writing its files) are given out now: the server
         # saw no request in them, so within any of its windows the count stays within
         # the rate. Older ones are gone (an idle client earns no burst).
-        floor = now - t.catch_up if 0 < now - st.tat <= t.catch_up else now
-        start = max(floor, st.tat, st.pause_until)
+        earliest = st.tat if now - st.tat <= t.catch_up else now
+        start = max(earliest, st.pause_until)
         wait = max(start - now, 0.0)
         if wait > t.horizon:
             return st, wait - t.horizon * random.uniform(0.3, 0.9), False
