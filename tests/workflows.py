@@ -17,6 +17,7 @@ import hashlib
 import os
 import random
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -193,3 +194,28 @@ class Run:
             kind = tools[0]["name"] if tools else "text"
             calls[f"{rec.body['model'].removeprefix('claude-')}:{kind}"] += 1
         return calls, proc.stderr
+
+
+# --- a command line as a user types it -------------------------------------------------
+
+# a folder whose sitecustomize.py lets no host name but the loopback ones resolve
+OFFLINE = Path(__file__).resolve().parent / "offline"
+_REACHES_OUT = ("PROXY", "BASE_URL")  # what would give a process another way out
+
+
+def command(
+    workdir: Path, line: str, *, env: dict[str, str] | None = None, offline: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """`line` (`snakemake ...`, `kora ...`) run in `workdir` exactly as written: split as
+    a shell splits it, nothing added, this virtualenv's commands first on PATH. `offline`:
+    as on a machine with no network (tests/offline), no proxy, no base URL variables."""
+    run_env = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
+    run_env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{run_env.get('PATH', '')}"
+    if offline:
+        run_env = {k: v for k, v in run_env.items() if not k.upper().endswith(_REACHES_OUT)}
+        run_env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(OFFLINE), run_env.get("PYTHONPATH")) if p
+        )
+    return subprocess.run(
+        shlex.split(line), cwd=workdir, env=run_env, capture_output=True, text=True, timeout=600
+    )

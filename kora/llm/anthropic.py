@@ -34,12 +34,13 @@ from kora.llm.base import ProviderError, Request, Response, answer_schema, finis
 from kora.llm.faults import refusal
 from kora.llm.headers import from_anthropic
 from kora.llm.http import read_key
+from kora.llm.registry import ANTHROPIC_URL
 from kora.llm.retry import parse_retry_after, redact
 
 if TYPE_CHECKING:
     import anthropic
 
-DEFAULT_BASE_URL = "https://api.anthropic.com"
+DEFAULT_BASE_URL = ANTHROPIC_URL
 # the Messages API's stop_reason in the project's vocabulary (kora.benchmarks.schemas.FinishReason)
 _FINISH = finish_reasons(
     {

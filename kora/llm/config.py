@@ -6,7 +6,9 @@ The model layer owns these types so that it depends on nothing above it: the run
 
 from __future__ import annotations
 
+import os
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -105,6 +107,33 @@ class ModelConfig(_Strict):
     def is_service(self) -> bool:
         """A chat service with sessions (only ever a target), not an LLM provider."""
         return self.kind.is_service
+
+    def endpoint(self) -> tuple[str, str] | None:
+        """(URL, what set it) for where this model's calls go: its `base_url`
+        ("base_url"), else its provider's URL variable (that variable's name), else the
+        provider's public API ("public"); a service's fixed request URL ("http.turn.url").
+        None when no one address can be named: the offline mock, a templated URL."""
+        if self.kind.offline:
+            return None
+        if self.base_url:
+            return self.base_url, "base_url"
+        env = self.kind.url_env
+        if env and os.environ.get(env):
+            return os.environ[env], env
+        if self.kind.default_url:
+            return self.kind.default_url, "public"
+        if self.http is not None and "{" not in self.http.turn.url:
+            return self.http.turn.url, "http.turn.url"
+        return None
+
+    def public_api(self) -> bool:
+        """Whether its calls go to its provider's own public API."""
+        where, public = self.endpoint(), self.kind.default_url
+        return (
+            where is not None
+            and public is not None
+            and urlsplit(where[0]).hostname == urlsplit(public).hostname
+        )
 
     def output_settings(self) -> dict[str, Any]:
         """What changes a model's answers: rule params and cache keys use only these.

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import socket
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, Generic, TypeVar
 from urllib.parse import urlsplit
@@ -103,20 +102,6 @@ def unreachable(label: str, url: str, exc: BaseException) -> ProviderError:
         status=None,
         unreachable=True,
     )
-
-
-def probe(url: str, timeout: float = 5.0) -> str | None:
-    """Why no TCP connection to `url`'s host can be made, or None when one can."""
-    parts = urlsplit(url)
-    host = parts.hostname
-    if not host:
-        return "no host in the URL"
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    try:
-        socket.create_connection((host, port), timeout=timeout).close()
-    except OSError as exc:
-        return str(exc) or type(exc).__name__
-    return None
 
 
 def read_key(env: str, label: str, *, required: bool) -> str | None:

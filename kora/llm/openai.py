@@ -24,9 +24,10 @@ from kora.llm.config import ModelConfig
 from kora.llm.faults import refusal, server_reason
 from kora.llm.headers import from_openai
 from kora.llm.http import bearer, new_client, read_key
+from kora.llm.registry import OPENAI_URL
 from kora.llm.retry import parse_retry_after, redact
 
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_BASE_URL = OPENAI_URL
 # chat-completions finish_reason in the project's vocabulary (kora.benchmarks.schemas.FinishReason)
 _FINISH = finish_reasons(
     {

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# the providers' public APIs
+ANTHROPIC_URL = "https://api.anthropic.com"
+OPENAI_URL = "https://api.openai.com/v1"
+
 # prompt-cache write and read prices as multiples of the input price, by cache lifetime
 CachePrices = dict[str, tuple[float, float]]
 
@@ -33,6 +37,8 @@ class ProviderKind:
     # one's own, the key may not be needed
     local_servers: bool = False
     url_env: str | None = None  # the base URL's variable unless `base_url` says
+    # where its calls go when neither `base_url` nor `url_env` says: the public API
+    default_url: str | None = None
     # takes `structured_output` and `schema_bounds` (kora.llm.structured): the ways
     # OpenAI-compatible servers take an answer's schema
     structured_modes: bool = False
@@ -59,6 +65,7 @@ KINDS: dict[str, ProviderKind] = {
             batch=True,
             key_env="ANTHROPIC_API_KEY",
             url_env="ANTHROPIC_BASE_URL",
+            default_url=ANTHROPIC_URL,
             # 1.25x for a write kept 5 minutes, 2x for one kept an hour, 0.1x for a read
             cache_prices={"5m": (1.25, 0.1), "1h": (2.0, 0.1)},
         ),
@@ -70,6 +77,7 @@ KINDS: dict[str, ProviderKind] = {
             key_env="OPENAI_API_KEY",
             local_servers=True,
             url_env="OPENAI_BASE_URL",
+            default_url=OPENAI_URL,
             structured_modes=True,
             # caches on its own, without a write premium; a read at half the input price
             cache_prices={"5m": (1.0, 0.5), "1h": (1.0, 0.5)},

@@ -7,7 +7,12 @@ Snakefile's `onstart` runs them for the models the jobs to run will call.
 from __future__ import annotations
 
 import os
+import socket
+import threading
+import time
 from collections.abc import Iterable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from kora.config.schema import ROLES, KoraConfig, chain
 from kora.llm.service_config import ENV_REF
@@ -33,11 +38,6 @@ def models_for_jobs(config: KoraConfig, jobs: Iterable[tuple[str, dict[str, str]
     return names
 
 
-def _custom_url(base_url: str | None, url_env: str | None) -> bool:
-    url = base_url or os.environ.get(url_env or "") or ""
-    return bool(url) and "api.openai.com" not in url
-
-
 def missing_keys(config: KoraConfig, names: Iterable[str]) -> list[str]:
     """API-key variables these models need and the environment lacks."""
     missing = []
@@ -46,7 +46,7 @@ def missing_keys(config: KoraConfig, names: Iterable[str]) -> list[str]:
         kind = m.kind
         if m.api_key_env:
             env: str | None = m.api_key_env
-        elif kind.local_servers and _custom_url(m.base_url, kind.url_env):
+        elif kind.local_servers and not m.public_api():
             env = None  # a local OpenAI-compatible server (vLLM, Ollama) may need no key
         else:
             env = kind.key_env
@@ -59,28 +59,124 @@ def missing_keys(config: KoraConfig, names: Iterable[str]) -> list[str]:
     return missing
 
 
-def unreachable(config: KoraConfig, names: Iterable[str]) -> list[str]:
-    """Models among `names` whose own service (a configured or environment base URL)
-    cannot be reached at all: a wrong URL, or a service that is not running."""
-    from kora.llm.http import probe
+PROBE_TIMEOUT = 5.0  # seconds a connection may take before the host counts as slow
 
+
+@dataclass(frozen=True)
+class _Seen:
+    """What one connection attempt to a host's port met."""
+
+    what: str  # ok, unresolved, refused, failed or slow
+    reason: str = ""
+
+
+def _connect(host: str, port: int, timeout: float) -> _Seen:
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except socket.gaierror as exc:
+        return _Seen("unresolved", exc.strerror or str(exc))
+    except ConnectionRefusedError as exc:
+        return _Seen("refused", os.strerror(exc.errno) if exc.errno else str(exc))
+    except TimeoutError:
+        return _Seen("slow", f"no connection within {timeout:g} s")
+    except OSError as exc:  # no route, network down
+        return _Seen("failed", exc.strerror or str(exc) or type(exc).__name__)
+    return _Seen("ok")
+
+
+def _connect_all(addresses: set[tuple[str, int]], timeout: float) -> dict[tuple[str, int], _Seen]:
+    """Each address tried once, all at the same time: the run waits for the slowest one
+    alone, and a name lookup that hangs past the timeout counts as slow."""
+    seen: dict[tuple[str, int], _Seen] = {}
+
+    def attempt(address: tuple[str, int]) -> None:
+        seen[address] = _connect(*address, timeout)
+
+    # daemon threads: a lookup the OS never answers must not keep the run from ending
+    threads = [threading.Thread(target=attempt, args=(a,), daemon=True) for a in addresses]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + timeout + 1.0
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    late = _Seen("slow", f"no answer within {timeout:g} s")
+    return {a: seen.get(a, late) for a in addresses}
+
+
+def _address(url: str) -> tuple[str, int] | None:
+    parts = urlsplit(url)
+    if not parts.hostname:
+        return None
+    try:
+        port = parts.port
+    except ValueError:
+        return None
+    return parts.hostname, port or (443 if parts.scheme == "https" else 80)
+
+
+def _without_password(url: str) -> str:
+    parts = urlsplit(url)
+    if "@" in parts.netloc:  # from an environment variable: never shown with credentials
+        return parts._replace(netloc="****@" + parts.netloc.rpartition("@")[2]).geturl()
+    return url
+
+
+def _advice(source: str, seen: _Seen) -> str:
+    """What to check, by what set the address and what the attempt met."""
+    if source == "public":
+        return (
+            "check this machine's internet connection and DNS (behind a proxy, set "
+            "HTTPS_PROXY), or point the model at another server with base_url"
+        )
+    setting = "base_url" if source == "base_url" else source
+    if seen.what == "unresolved":
+        return f"is {setting} right?"
+    return f"is the service running, and is {setting} right?"
+
+
+def reachability(config: KoraConfig, names: Iterable[str]) -> tuple[dict[str, str], list[str]]:
+    """({model: why it stops the run}, warnings) for the models among `names` whose
+    address cannot be reached: a host that does not resolve or a port that refuses
+    (a wrong URL, a service not running, a machine with no network) stops the run, the
+    public APIs included; a host too slow to connect may be a passing fault, left to the
+    run's retries with a warning."""
     if any(os.environ.get(v) for v in _PROXY_ENV):
-        return []  # the proxy knows the way; a direct probe would mislead
-    out = []
+        return {}, []  # the proxy knows the way; a direct attempt would mislead
+    where = {}
     for name in sorted(set(names)):
-        m = config.models[name]
-        url = m.base_url or os.environ.get(m.kind.url_env or "", "")
-        if not url and m.http is not None and "{" not in m.http.turn.url:
-            url = m.http.turn.url  # an absolute URL without templates
-        if m.kind.offline or not url:
+        found = config.models[name].endpoint()
+        address = _address(found[0]) if found else None
+        if found and address:
+            where[name] = (found[0], found[1], address)
+    seen = _connect_all({a for _, _, a in where.values()}, PROBE_TIMEOUT)
+    errors: dict[str, str] = {}
+    warnings: list[str] = []
+    for name, (url, source, (host, port)) in where.items():
+        got = seen[(host, port)]
+        shown = _without_password(url)
+        if got.what == "ok":
             continue
-        why = probe(url)
-        if why is not None:
-            out.append(
-                f"model {name!r}: cannot connect to {url} ({why}): is the service "
-                "running, and is base_url right?"
+        if got.what == "slow":
+            warnings.append(
+                f"model {name!r}: {host}:{port} ({shown}) did not answer ({got.reason}); "
+                "the run starts, and its calls retry as for any slow service"
             )
-    return out
+            continue
+        what = {
+            "unresolved": f"the host {host} does not resolve",
+            "refused": f"{host}:{port} refused the connection",
+        }.get(got.what, f"no connection to {host}:{port}")
+        errors[name] = (
+            f"model {name!r}: cannot connect to {shown}: {what} ({got.reason[:200]}): "
+            f"{_advice(source, got)}"
+        )
+    return errors, warnings
+
+
+def unreachable(config: KoraConfig, names: Iterable[str]) -> list[str]:
+    """Why each model among `names` cannot be reached (kora.run.preflight.reachability)."""
+    errors, _ = reachability(config, names)
+    return [errors[n] for n in sorted(errors)]
 
 
 def spared_by_fallback(config: KoraConfig, names: Iterable[str], bad: Iterable[str]) -> set[str]:
@@ -103,17 +199,17 @@ def check_models(config: KoraConfig, names: Iterable[str]) -> tuple[list[str], l
     only a warning while another model of its chain can take its calls."""
     names = set(names)
     keys = {n: missing_keys(config, [n]) for n in names}
-    down = {n: unreachable(config, [n]) for n in names if not keys[n]}
-    problems = {n: keys[n] or down.get(n, []) for n in names}
+    down, slow = reachability(config, [n for n in names if not keys[n]])
+    problems = {n: keys[n] or ([down[n]] if n in down else []) for n in names}
     spared = spared_by_fallback(config, names, [n for n, p in problems.items() if p])
     errors: list[str] = []
     missing = [k for n in sorted(names) if n not in spared for k in keys[n]]
     if missing:
         errors.append("set the API keys this run needs: " + ", ".join(missing))
-    errors += [d for n in sorted(names) if n not in spared for d in down.get(n, [])]
+    errors += [down[n] for n in sorted(down) if n not in spared]
     warnings = [
         f"{p} (the next model of its fallback chain takes its calls)"
         for n in sorted(spared)
         for p in problems[n]
     ]
-    return errors, warnings
+    return errors, warnings + slow
