@@ -13,6 +13,7 @@ from kora.config.files import load_run_config
 from kora.run.dispatch import BROKERED, job_spec
 from kora.run.groups import split
 from kora.errors import KoraError
+from kora.llm.bill import bill_dir
 from kora.llm.lifecycle import lifecycle_notes
 from kora.llm.structured import config_warnings
 from kora.run.preflight import check_models, models_for_jobs
@@ -75,7 +76,11 @@ def shard_job_specs(jobs):
     ]
 
 
-_monitor = Monitor(Path(os.getcwd()), os.environ[RUN_ENV])
+_monitor = Monitor(
+    Path(os.getcwd()),
+    os.environ[RUN_ENV],
+    bill=bill_dir(Path(PIPELINE.config.cache_dir)),
+)
 _monitor.batches = Path(PIPELINE.config.cache_dir).parent / "batches"
 _started = time.time()
 _broker = None
@@ -119,6 +124,7 @@ onstart:
         if _broker is not None:
             send_ahead(_broker, _specs)
     # the line's total: the calls `kora plan` counts for the jobs this run runs
+    _monitor.shards = len(_specs)
     _monitor.plan(lambda: count_calls(PIPELINE, _specs))
     _monitor.start()
 

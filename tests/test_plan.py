@@ -51,7 +51,7 @@ def test_plan_before_and_after_a_run(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert float(before["total"][-1].lstrip("$").replace(",", "")) > 0
     run = snakemake(tmp_path, "results/tiny/results.json")
     assert run.returncode == 0, run.stderr[-2000:]
-    usage = orjson.loads((tmp_path / "results/tiny/usage.json").read_bytes())["total"]
+    usage = orjson.loads((tmp_path / "results/tiny/usage.json").read_bytes())["asked"]
     assert (usage["calls"], usage["cached"]) == (calls, repeated)
     after = plan(tmp_path, capsys)
     calls_after, stored, repeated, to_pay = (int(x) for x in after["total"][:4])
@@ -76,8 +76,7 @@ def test_seeds_and_scenarios_of_another_model_are_not_counted_as_stored(
     run = snakemake(tmp_path, "results/tiny/results.json")
     assert run.returncode == 0, run.stderr[-2000:]
     usage = orjson.loads((tmp_path / "results/tiny/usage.json").read_bytes())
-    paid = sum(u["calls"] - u["cached"] for u in usage["usage"])
-    assert paid == int(rows["total"][3])
+    assert usage["paidThisRun"]["calls"] == int(rows["total"][3])
 
 
 def test_plan_takes_a_target_given_after_configfile(
@@ -186,7 +185,7 @@ def test_the_plan_announces_the_demo_runs_calls_and_the_prefetch_wastes_none(
     calls, stored, repeated, _ = (int(x) for x in rows["total"][:4])
     run = snakemake(tmp_path, f"{results}/results.json")
     assert run.returncode == 0, run.stderr[-2000:]
-    usage = orjson.loads((tmp_path / results / "usage.json").read_bytes())["total"]
+    usage = orjson.loads((tmp_path / results / "usage.json").read_bytes())["asked"]
     assert (usage["calls"], usage["cached"]) == (calls, repeated) and stored == 0
     # the progress line's total is the plan's
     assert f"calls {calls}/{calls} " in run.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import orjson
 import pytest
 
 from kora.llm import retry
@@ -96,20 +97,40 @@ def test_the_total_counts_the_calls_of_the_jobs_to_run_only(tmp_path: Path) -> N
 
 
 @pytest.mark.timeout(30)
-def test_the_line_never_counts_down(tmp_path: Path) -> None:
-    """A call made ahead moves from the broker's snapshot to its job's between two
-    readings: the line's counters keep their highest value."""
-    from kora.run.progress import Monitor, Totals
+def test_the_line_says_what_the_bill_says_and_never_counts_twice(tmp_path: Path) -> None:
+    """The paid figures are the run's bill, not the jobs' snapshots: a call made ahead
+    and then used by its job is one paid call (the line once said 1.5x the tokens)."""
+    from kora.llm.bill import BillWriter
+    from kora.llm.config import Price
+    from kora.llm.files import write_over
+    from kora.run.progress import Monitor, progress_dir
 
-    monitor = Monitor(tmp_path, "run")
-    first = monitor._grown(Totals(calls=10, input_tokens=1000, cost=0.5))
-    second = monitor._grown(Totals(calls=12, input_tokens=900, cost=0.4))
-    assert (first.input_tokens, second.input_tokens) == (1000, 1000)
-    assert second.calls == 12 and second.cost == 0.5
-    line = format_totals(second, 20)
-    assert "calls 12/20 (0 answered from the call store, 0 failed)" in line
+    bill = BillWriter(tmp_path / "bill", "run")
+    price = Price(input=3.0, output=15.0)
+    bill.charge("m", "judge", Response("x", 1000, 100), price, key="k1", ahead=True)
+    bill.charge("m", "judge", Response("y", 500, 50), price, key="k2")
+    snapshots = progress_dir(tmp_path, "run")
+    # the job that used both (one made ahead, one its own), and the broker's count of
+    # calls made ahead not yet used (none)
+    write_over(
+        snapshots / "job.json",
+        orjson.dumps({"stage": "judgments", "calls": 2, "input_tokens": 1500, "closed": True}),
+    )
+    write_over(snapshots / "ahead-1.json", orjson.dumps({"stage": "ahead", "calls": 0}))
+    monitor = Monitor(tmp_path, "run", planned_calls=2, bill=tmp_path / "bill")
+    monitor.shards = 1
+    t = monitor.totals()
+    assert (t.paid.calls, t.paid.input_tokens, t.paid.output_tokens) == (2, 1500, 150)
+    assert t.paid.cost == pytest.approx((1500 * 3 + 150 * 15) / 1e6)
+    line = format_totals(t, 2, 1)
+    assert "calls 2/2 (0 from the call store, 0 failed) | shards 1/1 done" in line
+    assert f"paid 2 calls, tokens in 1,500 out 150, ${t.paid.cost:.4f}" in line
+    # read again: nothing new, nothing counted twice
+    assert monitor.totals().paid == t.paid
+    bill.charge("m", "judge", Response("z", 10, 1), price, key="k3")
+    assert monitor.totals().paid.calls == 3
     # a total below what is done already grows to it
-    assert "calls 12/12 " in format_totals(second, 8)
+    assert "calls 2/2 " in format_totals(t, 1, 1)
 
 
 @pytest.mark.timeout(60)

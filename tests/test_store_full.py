@@ -131,5 +131,5 @@ def test_a_run_whose_store_is_full_finishes_its_results_and_fails_loudly(tmp_pat
     results = orjson.loads((work / "results/tiny/results.json").read_bytes())
     assert results["complete"] and results["tests"] > 0  # the paid answers were used
     usage = orjson.loads((work / "results/tiny/usage.json").read_bytes())
-    assert usage["total"]["unstored"] > 0
+    assert usage["asked"]["unstored"] > 0
     assert not list((work / ".kora" / "cache").rglob("*.json"))

@@ -102,7 +102,7 @@ def test_end_to_end_mock_run(workflow_dir: Path) -> None:
         assert roles == ["user", "assistant"] * 3
         assert record["messages"][0]["content"] == record["scenario"]["firstUserMessage"]
     usage = orjson.loads((workflow_dir / "results/tiny/usage.json").read_bytes())
-    assert usage["total"]["calls"] > 0
+    assert usage["result"]["calls"] > 0
     # the run ends by saying where its results are, and how to get the report
     assert "kora: tiny: results/tiny/results.json" in run.stderr
     assert "snakemake --cores 2 results/tiny/report.html" in run.stderr

@@ -82,7 +82,7 @@ def job_stats(output: str) -> dict[str, int]:
     return {**counts, "total": int(total)}
 
 
-_PROGRESS = re.compile(r"^\[kora\] calls (\d+)\S* \((\d+) answered from the call store, ", re.M)
+_PROGRESS = re.compile(r"^\[kora\] calls (\d+)\S* \((\d+) from the call store, ", re.M)
 
 
 def progress(output: str) -> tuple[int, int]:

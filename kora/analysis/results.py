@@ -15,8 +15,9 @@ from kora import benchmarks
 from kora.benchmarks.schemas import PromptVariant
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.config.schema import KoraConfig, chain
+from kora.llm.bill import Charge
 from kora.llm.registry import kind_of
-from kora.llm.usage import Counts
+from kora.llm.usage import Counts, rested_on
 
 MOCK_NOTE = (
     "Made with the offline mock provider: these figures are placeholders produced without "
@@ -62,11 +63,77 @@ def read_status(files: Iterable[Path | str]) -> list[dict[str, Any]]:
 
 
 def sum_usage(statuses: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The calls the jobs asked for, by model and kind: how many, answered from the call
+    store, failed (their status files' `usage` rows)."""
     acc: dict[tuple[str, str], Counts] = defaultdict(Counts)
     for s in statuses:
         for u in s.get("usage", []):
             acc[(u["model"], u["stage"])] += Counts.from_dict(u)
     return [{"model": m, "stage": st, **a.as_dict()} for (m, st), a in sorted(acc.items())]
+
+
+def _priced(c: Counts) -> dict[str, Any]:
+    """A sum of paid calls, as usage.json says it."""
+    d = c.as_dict()
+    for k in ("cached", "failures", "unstored"):
+        d.pop(k, None)
+    return d
+
+
+def usage_doc(
+    target: str, statuses: list[dict[str, Any]], this_run: Iterable[Charge]
+) -> dict[str, Any]:
+    """usage.json: what the result cost (every call it rests on, once, paid in this run or
+    an earlier one), what the run writing it paid for those calls (`this_run`: its bill),
+    and the calls its jobs asked for."""
+    rested: dict[str, tuple[str, str, Counts]] = {}
+    for s in statuses:
+        for key, used in rested_on(s.get("calls", [])).items():
+            rested.setdefault(key, used)
+    result: dict[tuple[str, str], Counts] = defaultdict(Counts)
+    for model, stage, c in rested.values():
+        result[(model, stage)] += c
+    paid: dict[tuple[str, str], Counts] = defaultdict(Counts)
+    for charge in this_run:
+        if charge.key in rested:
+            model, stage, _ = rested[charge.key]
+            paid[(model, stage)] += charge.counts
+    asked = {(u["model"], u["stage"]): u for u in sum_usage(statuses)}
+    rows = []
+    for model, stage in sorted(set(result) | set(asked)):
+        a = asked.get((model, stage), {})
+        rows.append(
+            {
+                "model": model,
+                "stage": stage,
+                **_priced(result[(model, stage)]),
+                "paidThisRun": _priced(paid[(model, stage)]),
+                "asked": a.get("calls", 0),
+                "cached": a.get("cached", 0),
+                "failures": a.get("failures", 0),
+            }
+        )
+    by_stage: dict[str, float] = defaultdict(float)
+    by_model: dict[str, float] = defaultdict(float)
+    for (model, stage), c in result.items():
+        by_stage[stage] += c.cost
+        by_model[model] += c.cost
+    jobs = sum((Counts.from_dict(u) for u in asked.values()), Counts())
+    return {
+        "target": target,
+        "result": _priced(sum(result.values(), Counts())),
+        "paidThisRun": _priced(sum(paid.values(), Counts())),
+        "asked": {
+            "calls": jobs.calls,
+            "cached": jobs.cached,
+            "failures": jobs.failures,
+            # paid answers the call store could not keep (a full disk)
+            **({"unstored": jobs.unstored} if jobs.unstored else {}),
+        },
+        "usage": rows,
+        "costByStage": {k: round(v, 6) for k, v in sorted(by_stage.items())},
+        "costByModel": {k: round(v, 6) for k, v in sorted(by_model.items())},
+    }
 
 
 def stage_failures(statuses: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -148,6 +215,7 @@ def build_results(
     judgment_files: Sequence[Path | str],
     status_files: Sequence[Path | str],
     rejected_counts: int = 0,
+    this_run: Iterable[Charge] = (),
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(results.json, usage.json) documents for one target."""
     bm = benchmarks.get(meta.benchmark)
@@ -191,17 +259,4 @@ def build_results(
     if is_mock:
         results["mock"] = True
         results["note"] = MOCK_NOTE
-    rows = sum_usage(statuses)
-    by_stage: dict[str, float] = defaultdict(float)
-    by_model: dict[str, float] = defaultdict(float)
-    for u in rows:
-        by_stage[u["stage"]] += u["cost"]
-        by_model[u["model"]] += u["cost"]
-    usage: dict[str, Any] = {
-        "target": target,
-        "usage": rows,
-        "total": sum((Counts.from_dict(u) for u in rows), Counts()).as_dict(),
-        "costByStage": {k: round(v, 6) for k, v in sorted(by_stage.items())},
-        "costByModel": {k: round(v, 6) for k, v in sorted(by_model.items())},
-    }
-    return results, usage
+    return results, usage_doc(target, statuses, this_run)

@@ -25,6 +25,7 @@ SUBCOMMANDS = (
     "compare",
     "compare_targets",
     "stats",
+    "usage",
 )
 
 

@@ -20,7 +20,6 @@ the run says so at its end and fails.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -29,8 +28,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
+from kora.llm.answers import StructuredOutputError, parse_answer
 from kora.llm.base import (
     ChatMessage,
     Provider,
@@ -42,6 +42,7 @@ from kora.llm.base import (
     json_schema,
 )
 from kora.llm.batch import queue_for, supports_batches
+from kora.llm.bill import BillWriter
 from kora.llm.bounds import DEFAULT_TIMEOUT, check_size, deadline
 from kora.llm.cache import CallCache, cache_key
 from kora.llm.config import ModelConfig
@@ -52,54 +53,10 @@ from kora.llm.providers import create_provider
 from kora.llm.retry import RetryPolicy, retrying
 from kora.llm.usage import Usage
 
-__all__ = ["ModelClient", "StructuredOutputError", "Usage", "estimated_cost"]
+__all__ = ["ModelClient", "StructuredOutputError", "Usage", "estimated_cost", "parse_answer"]
 
 M = TypeVar("M", bound=BaseModel)
 log = logging.getLogger("kora.llm")
-
-
-def list_errors(exc: ValidationError, limit: int = 10) -> str:
-    """Every problem of a validation, one "- field: message" line each (up to `limit`)."""
-    return "\n".join(
-        f"- {'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}"
-        for err in exc.errors()[:limit]
-    )
-
-
-class StructuredOutputError(Exception):
-    """The model's structured answer failed validation twice."""
-
-
-def _extract_json(text: str) -> str:
-    """Tolerate a fenced or prefixed JSON answer (seen from OpenAI-compatible servers)."""
-    t = text.strip()
-    if t.startswith("```"):
-        t = t.split("\n", 1)[1] if "\n" in t else t[3:]
-        if t.rstrip().endswith("```"):
-            t = t.rstrip()[:-3]
-    start, end = t.find("{"), t.rfind("}")
-    if start > 0 and end > start:
-        t = t[start : end + 1]
-    return t.strip()
-
-
-def _loads(text: str) -> Any:
-    """JSON, also with raw control characters (a line break) inside its strings: the JSON
-    grammar of llama.cpp's servers lets a model write them."""
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return json.loads(text, strict=False)
-
-
-def parse_answer(schema: type[M], text: str) -> M | str:
-    """The answer as `schema`, or why it is not one (said to the model when asking again)."""
-    try:
-        return schema.model_validate(_loads(_extract_json(text)))
-    except json.JSONDecodeError as exc:
-        return f"the answer was not valid JSON ({exc})"
-    except ValidationError as exc:
-        return "the answer did not match the required schema:\n" + list_errors(exc)
 
 
 def estimated_cost(request: Request) -> Cost:
@@ -127,8 +84,11 @@ class ModelClient:
         state_dir: Path | None = None,
         ledger: Ledger | None = None,
         ahead: bool = False,
+        bill: BillWriter | None = None,
     ) -> None:
         self.name = name
+        # where each served answer is written down as it arrives (kora.llm.bill)
+        self.bill = bill
         # shared with the other clients of the process (kora.llm.ledger); `ahead`: this
         # client makes calls before the jobs that need them (kora.run.prefetch)
         self.ledger = ledger
@@ -192,6 +152,8 @@ class ModelClient:
             if hit is not None and (accept is None or accept(hit)):
                 paid = self.ledger is not None and not self.ahead and self.ledger.claim(key)
                 self.usage.add(self.name, stage, hit, self.config.cost_price, cached=not paid)
+                if not self.ahead:
+                    self.usage.use(key, self.name, stage, hit, self.config.cost_price)
                 return hit
         if key is None or self.ledger is None:
             return await self._send(request, stage, key, accept)
@@ -240,6 +202,16 @@ class ModelClient:
         def on_resume() -> None:
             self.usage.waiting -= 1
 
+        def charge(resp: Response) -> Response:
+            """Billed as it arrives, before any check of it (kora.llm.bill)."""
+            if self.bill is not None:
+                price = self.config.cost_price
+                model = self.config.model
+                self.bill.charge(
+                    self.name, stage, resp, price, api_model=model, key=key, ahead=self.ahead
+                )
+            return resp
+
         async def timed() -> Response:
             if structured in self.refused:  # refused while this call waited for its turn
                 raise self.refused[structured]
@@ -247,7 +219,7 @@ class ModelClient:
             # mock's time measures nothing, and would make its runs differ)
             started = time.monotonic()
             async with deadline(self.timeout, self.label):
-                resp = self._bounded(await self.provider.generate(request))
+                resp = self._bounded(charge(await self.provider.generate(request)))
             if self.is_mock:
                 return resp
             return replace(resp, meta={**resp.meta, "latency": time.monotonic() - started})
@@ -259,7 +231,7 @@ class ModelClient:
                 self.cache.root.parent / "batches",
                 self.cache.root,
             )
-            return self._bounded(await queue.ask(key, request))
+            return self._bounded(charge(await queue.ask(key, request)))
 
         try:
             if self._batched(key):
@@ -285,6 +257,10 @@ class ModelClient:
             self.usage.add(self.name, stage, None, self.config.cost_price, cached=False)
             raise
         self.usage.add(self.name, stage, resp, self.config.cost_price, cached=False)
+        if not self.ahead:
+            # a call without a store key (no call store) rests on its own answer
+            used = key if key is not None else f"unstored-{id(resp):x}-{time.monotonic_ns()}"
+            self.usage.use(used, self.name, stage, resp, self.config.cost_price)
         if key is not None and self.cache is not None and (accept is None or accept(resp)):
             self._store(key, resp, stage)
         return resp

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kora.llm.base import ChatMessage, ChatSession, Response
+from kora.llm.bill import BillWriter
 from kora.llm.client import ModelClient
 from kora.llm.usage import Usage
 
@@ -73,10 +74,11 @@ class EndpointTarget:
 
     is_mock = False
 
-    def __init__(self, inner: Any, name: str, usage: Usage) -> None:
+    def __init__(self, inner: Any, name: str, usage: Usage, bill: BillWriter | None = None) -> None:
         self.inner = inner
         self.name = name
         self.usage = usage
+        self.bill = bill
 
     async def open_session(self, spec: SessionSpec) -> Session:
         try:
@@ -90,7 +92,7 @@ class EndpointTarget:
         except Exception:
             self.usage.add(self.name, "target", None, None, cached=False)
             raise
-        return _CountedSession(session, self.name, self.usage)
+        return _CountedSession(session, self.name, self.usage, self.bill)
 
     async def aclose(self) -> None:
         await self.inner.aclose()
@@ -101,6 +103,7 @@ class _CountedSession:
     session: Any
     name: str
     usage: Usage
+    bill: BillWriter | None = None
 
     async def close(self, outcome: str = "completed") -> None:
         await self.session.close(outcome)
@@ -111,5 +114,7 @@ class _CountedSession:
         except Exception:
             self.usage.add(self.name, "target", None, None, cached=False)
             raise
+        if self.bill is not None:
+            self.bill.charge(self.name, "target", resp, None)
         self.usage.add(self.name, "target", resp, None, cached=False)
         return resp

@@ -88,6 +88,10 @@ class Usage:
     """Tokens and calls by (model, stage). Cached answers count as calls but cost nothing."""
 
     by: dict[tuple[str, str], Counts] = field(default_factory=lambda: defaultdict(Counts))
+    # each call the job's records rest on, by call-store key, with its answer's tokens and
+    # cost at the model's price, paid now or earlier: usage.json sums them (each once)
+    # into what the result cost
+    used: dict[str, tuple[str, str, Counts]] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
     waiting: int = 0  # calls sleeping before a retry, now
     last_retry: str = ""  # why the latest of them failed
@@ -105,6 +109,20 @@ class Usage:
         else:
             self.by[(model, stage)] = u + Counts.paid(resp, price)
 
+    def use(self, key: str, model: str, stage: str, resp: Response, price: Price | None) -> None:
+        """A call the job's records rest on (the first answer under its key)."""
+        if key not in self.used:
+            self.used[key] = (model, stage, Counts.paid(resp, price))
+
+    def used_records(self) -> list[list[Any]]:
+        """The calls the job's records rest on, for its status file: `[key, model, stage,
+        input, output, cache write, cache read tokens, cost]` each (`rested_on` reads them)."""
+        rows: list[list[Any]] = []
+        for key, (model, stage, c) in self.used.items():
+            tokens = [c.input_tokens, c.output_tokens, c.cache_write_tokens, c.cache_read_tokens]
+            rows.append([key, model, stage, *tokens, round(c.cost, 9)])
+        return rows
+
     def add_unstored(self, model: str, stage: str) -> None:
         """A paid answer the call store could not keep."""
         self.by[(model, stage)].unstored += 1
@@ -114,3 +132,13 @@ class Usage:
 
     def records(self) -> list[dict[str, Any]]:
         return [{"model": m, "stage": s, **u.as_dict()} for (m, s), u in sorted(self.by.items())]
+
+
+def rested_on(rows: list[list[Any]]) -> dict[str, tuple[str, str, Counts]]:
+    """A status file's `calls` (`Usage.used_records`) as `Usage.used` holds them."""
+    out: dict[str, tuple[str, str, Counts]] = {}
+    for key, model, stage, tin, tout, write, read, cost in rows:
+        counts = Counts(calls=1, input_tokens=tin, output_tokens=tout, cost=cost)
+        counts.cache_write_tokens, counts.cache_read_tokens = write, read
+        out[key] = (model, stage, counts)
+    return out

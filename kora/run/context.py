@@ -15,6 +15,7 @@ usage counters.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 from kora.benchmarks.base import Benchmark
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.llm.base import Provider
+from kora.llm.bill import OUTSIDE, BillWriter, bill_dir
 from kora.llm.cache import CallCache
 from kora.llm.chain import Asker, as_asker
 from kora.llm.client import ModelClient
@@ -31,6 +33,7 @@ from kora.llm.limits import Limiter, limiter_for
 from kora.llm.providers import create_provider
 from kora.llm.targets import EndpointTarget, LLMTarget, Target
 from kora.llm.usage import Usage
+from kora.run.progress import RUN_ENV
 
 log = logging.getLogger("kora")
 
@@ -75,9 +78,11 @@ class Pool:
     # the call store every client uses (default: the config's folder; `kora plan`'s
     # never writes)
     store: CallCache | None = None
-    # False: the models' calls take no request slots or tokens from the run's shared
-    # limits (`kora plan` sends nothing, and counts while a run may be sending)
-    paced: bool = True
+    # False: the models send nothing (`kora plan`, which counts while a run may be
+    # sending): their calls take no request slots or tokens from the run's shared limits,
+    # and are not written in the bill
+    sends: bool = True
+    _bills: dict[Path, BillWriter] = field(default_factory=dict)
     _providers: dict[tuple[str, str], Provider] = field(default_factory=dict)
     _taxonomies: dict[tuple[Any, ...], Taxonomy] = field(default_factory=dict)
 
@@ -88,6 +93,16 @@ class Pool:
         if key not in self._providers:
             self._providers[key] = create_provider(name, config)
         return self._providers[key]
+
+    def bill(self, store: Path) -> BillWriter | None:
+        """This process's writer of the bill beside the call store `store` (this run's
+        lines: the run's id, or `OUTSIDE` for a call outside a run)."""
+        if not self.sends:
+            return None
+        folder = bill_dir(store)
+        if folder not in self._bills:
+            self._bills[folder] = BillWriter(folder, os.environ.get(RUN_ENV) or OUTSIDE)
+        return self._bills[folder]
 
     def taxonomy(self, files: list[Path], benchmark: Benchmark) -> Taxonomy:
         """The taxonomy of a rule's declared input files, as its version reads them
@@ -101,6 +116,8 @@ class Pool:
         for p in self._providers.values():
             await p.aclose()
         self._providers.clear()
+        for bill in self._bills.values():
+            bill.close()
 
 
 @dataclass
@@ -128,10 +145,12 @@ class JobContext:
     def client(self, params: dict[str, Any]) -> ModelClient:
         name = params["name"]
         config = self.transport.model(params)
+        store = self.pool.store or CallCache(self.workdir / self.transport.cache_dir)
         return ModelClient(
             name,
             config,
-            cache=self.pool.store or CallCache(self.workdir / self.transport.cache_dir),
+            cache=store,
+            bill=self.pool.bill(store.root),
             usage=self.usage,
             provider=self.pool.provider(name, config),
             limiter=self._limiter(name, config),
@@ -140,7 +159,7 @@ class JobContext:
         )
 
     def _limiter(self, name: str, config: ModelConfig) -> Limiter:
-        if not self.pool.paced:
+        if not self.pool.sends:
             return Limiter(adaptive=False)
         return limiter_for(name, config, self.state_dir)
 
@@ -161,7 +180,8 @@ class JobContext:
 
         name = params["name"]
         endpoint = ServiceTarget(name, config, limiter=self._limiter(name, config))
-        target = EndpointTarget(endpoint, name, self.usage)
+        store = self.pool.store or CallCache(self.workdir / self.transport.cache_dir)
+        target = EndpointTarget(endpoint, name, self.usage, self.pool.bill(store.root))
         self._targets.append(target)
         return target
 

@@ -5,6 +5,7 @@ input, output and params."""
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -60,6 +61,8 @@ async def results(
 ) -> int:
     from kora.analysis.results import build_results
     from kora.io import iter_jsonl
+    from kora.llm.bill import bill_dir, charges
+    from kora.run.progress import RUN_ENV
     from kora.run.shards import check
 
     data = [*input.judgments, *input.conversations, *input.scenarios, *input.rejected]
@@ -73,12 +76,16 @@ async def results(
     ]
     rejected = sum(1 for f in input.rejected for _ in iter_jsonl(f))
     taxonomy = _taxonomy(input.taxonomy, ctx, benchmarks.get(params.meta.benchmark))
-    doc, usage = build_results(params.meta, taxonomy, input.judgments, status, rejected)
+    # what this run paid for the result's calls: its own lines of the bill
+    run = os.environ.get(RUN_ENV)
+    folder = bill_dir(ctx.workdir / ctx.transport.cache_dir)
+    bill = charges(folder, run=run) if run else ()
+    doc, usage = build_results(params.meta, taxonomy, input.judgments, status, rejected, bill)
     write_json(output.results, doc)
     write_json(output.usage, usage)
     log.info(
         "%s: %d tests in %d groups, %d failed; %s",
-        params.meta.target, doc["tests"], len(doc["scores"]), doc["failedTests"], usage["total"],
+        params.meta.target, doc["tests"], len(doc["scores"]), doc["failedTests"], usage["result"],
     )  # fmt: skip
     return 0
 

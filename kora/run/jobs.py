@@ -144,6 +144,7 @@ class ShardJob:
                 "errors": r.errors,
                 "models": self.models,
                 "usage": ctx.usage.records(),
+                "calls": ctx.usage.used_records(),
             },
             files,
         )

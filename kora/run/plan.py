@@ -157,7 +157,7 @@ def plan_pool(plan: Pipeline) -> tuple[Pool, PlanStore]:
     """Models that send nothing: the offline ones answer, the others from the store."""
     store = PlanStore(plan.workdir / plan.config.cache_dir)
     fixed = {name: StoreOnly() for name, m in plan.config.models.items() if not m.kind.offline}
-    pool = Pool(plan.workdir, fixed=fixed, store=store, paced=False)  # type: ignore[arg-type]
+    pool = Pool(plan.workdir, fixed=fixed, store=store, sends=False)  # type: ignore[arg-type]
     return pool, store
 
 

@@ -1,8 +1,11 @@
-"""Run-wide progress: calls done, failures, tokens and cost, across parallel jobs.
+"""Run-wide progress: calls done, failures, shards, and what the run has paid.
 
 Each job writes a small snapshot to `.kora/progress/<run>/<pid>.json` (at most once a
-second); the Snakemake process sums the snapshots of the run and prints one line every
-few seconds, so a user sees calls and money move, not only finished jobs.
+second): the calls it asked for, how far its shard is. The Snakemake process sums the
+snapshots of the run and prints one line every few seconds, so a user sees calls and
+money move, not only finished jobs. The money is not the snapshots': it is the run's
+bill (kora.llm.bill), read as it grows, so the line's last figures are what usage.json
+and `kora usage` say the run paid.
 """
 
 from __future__ import annotations
@@ -16,12 +19,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
+from kora.llm.bill import RunTail
 from kora.llm.files import write_over
 from kora.llm.masking import terminal_safe
 from kora.llm.usage import Counts
@@ -62,6 +66,7 @@ class ProgressReporter:
         )
         self._last = 0.0
         self._written = b""
+        self.closed = False
         self.update(report, force=True)
         # a snapshot every interval, not only when an item ends: calls waiting to retry
         # (a 529 storm, say) then show on the line instead of a silent pause
@@ -93,6 +98,7 @@ class ProgressReporter:
             **asdict(self.usage.totals()),
             "waiting": self.usage.waiting,
             "last_retry": self.usage.last_retry,
+            "closed": self.closed,
         }
         data = orjson.dumps(snapshot)
         if data == self._written:  # a shard waiting on its calls: nothing new to say
@@ -105,80 +111,75 @@ class ProgressReporter:
     def close(self) -> None:
         if self._ticker is not None:
             self._ticker.cancel()
+        self.closed = True
         self.update(self.report, force=True)
 
 
 @dataclass
-class Totals(Counts):
-    """The run's calls (summed over its shards' snapshots) and where its shards are
-    (`jobs`: shards begun; a Snakemake job holds a risk's shards, kora.run.groups)."""
+class Totals:
+    """Where the run is: the calls its jobs asked for (summed over their snapshots), its
+    shards, and what it paid (its bill, kora.llm.bill)."""
 
-    jobs: int = 0
-    items: int = 0
-    items_done: int = 0
-    items_failed: int = 0
+    calls: int = 0
+    cached: int = 0  # answered from the call store
+    failures: int = 0
+    unstored: int = 0  # paid answers the call store could not keep
+    shards: int = 0  # begun
+    shards_done: int = 0
+    shards_failed: int = 0  # done with failed items
     waiting: int = 0
     last_retry: str = ""
-    ahead: int = 0  # calls made ahead of their jobs, not yet asked for (kora.run.prefetch)
+    # calls made ahead of their jobs (kora.run.prefetch) that no job has used yet
+    unclaimed: int = 0
+    paid: Counts = field(default_factory=Counts)
 
 
-GROWING = (
-    "calls", "cached", "failures", "input_tokens", "output_tokens", "cost",
-    "cache_read_tokens", "cache_write_tokens", "cache_saved",
-)  # fmt: skip
-
-
-def read_totals(directory: Path) -> Totals:
-    calls = Counts()
-    jobs = items = items_done = items_failed = waiting = ahead = 0
-    last_retry = ""
+def read_totals(directory: Path, paid: Counts | None = None) -> Totals:
+    t = Totals(paid=paid or Counts())
     for f in directory.glob("*.json"):
         try:
             s: dict[str, Any] = orjson.loads(f.read_bytes())
         except (OSError, orjson.JSONDecodeError):
             continue
         if s.get("stage") == "ahead":
-            # paid already, no job's call yet: in the tokens and cost, not in the calls
-            made = Counts.from_dict(s)
-            ahead += made.calls
-            calls += replace(made, calls=0, cached=0, failures=0)
+            t.unclaimed += int(s.get("calls", 0))
             continue
-        jobs += 1
-        calls += Counts.from_dict(s)
-        items += int(s.get("items", 0))
-        items_done += int(s.get("items_done", 0))
-        items_failed += int(s.get("items_failed", 0))
-        waiting += int(s.get("waiting", 0))
+        c = Counts.from_dict(s)
+        t.calls += c.calls
+        t.cached += c.cached
+        t.failures += c.failures
+        t.unstored += c.unstored
+        t.shards += 1
+        if s.get("closed"):
+            t.shards_done += 1
+            t.shards_failed += bool(s.get("items_failed"))
+        t.waiting += int(s.get("waiting", 0))
         if s.get("waiting") and s.get("last_retry"):
-            last_retry = str(s["last_retry"])
-    return Totals(
-        **asdict(calls),
-        jobs=jobs,
-        items=items,
-        items_done=items_done,
-        items_failed=items_failed,
-        waiting=waiting,
-        last_retry=last_retry,
-        ahead=ahead,
-    )
+            t.last_retry = str(s["last_retry"])
+    return t
 
 
-def format_totals(t: Totals, planned_calls: int | None = None) -> str:
+def format_totals(t: Totals, planned_calls: int | None = None, shards: int | None = None) -> str:
     # the plan counts nominal calls where the store cannot tell: retries can add some
     total = f"/{max(planned_calls, t.calls)}" if planned_calls else ""
+    p = t.paid
     line = (
-        f"[kora] calls {t.calls}{total} ({t.cached} answered from the call store, "
-        f"{t.failures} failed) | "
-        f"items {t.items_done}/{t.items} ({t.items_failed} failed) in {t.jobs} shards | "
-        f"tokens in {t.input_tokens:,} out {t.output_tokens:,} | ${t.cost:.4f}"
+        f"[kora] calls {t.calls}{total} ({t.cached} from the call store, {t.failures} failed)"
+        f" | shards {t.shards_done}/{max(shards or 0, t.shards)} done"
     )
-    if t.cache_read_tokens or t.cache_write_tokens:
+    if t.shards_failed:
+        line += f" ({t.shards_failed} with failed items)"
+    line += (
+        f" | paid {p.calls} calls, tokens in {p.input_tokens:,} out {p.output_tokens:,}"
+        f", ${p.cost:.4f}"
+    )
+    if p.cache_read_tokens or p.cache_write_tokens:
         line += (
-            f" | prompt cache: {t.cache_read_tokens:,} tokens read, "
-            f"{t.cache_write_tokens:,} written, saved ${t.cache_saved:.4f}"
+            f" | prompt cache: {p.cache_read_tokens:,} tokens read, "
+            f"{p.cache_write_tokens:,} written, saved ${p.cache_saved:.4f}"
         )
-    if t.ahead:
-        line += f" | {t.ahead} made ahead of their jobs"
+    if t.unclaimed:
+        line += f" | {t.unclaimed} of them made ahead of the jobs that will use them"
     if t.unstored:
         line += f" | {t.unstored} paid answers NOT STORED (call store full?)"
     if t.waiting:
@@ -186,22 +187,51 @@ def format_totals(t: Totals, planned_calls: int | None = None) -> str:
     return line
 
 
+def paid_summary(t: Totals) -> str:
+    """What a run says it paid when it ends: its bill, the same figures as its last line."""
+    p = t.paid
+    line = (
+        f"this run paid {p.calls:,} calls: {p.input_tokens:,} input and {p.output_tokens:,} "
+        f"output tokens"
+    )
+    if p.cache_read_tokens or p.cache_write_tokens:
+        line += (
+            f" ({p.cache_write_tokens:,} written to the prompt cache, "
+            f"{p.cache_read_tokens:,} read from it)"
+        )
+    line += f", ${p.cost:.4f}"
+    if t.unclaimed:
+        line += (
+            f"; {t.unclaimed} of these calls were made ahead of jobs that did not run: their "
+            "answers are in the call store for the next run"
+        )
+    return line + " (`kora usage`: every run's bill)"
+
+
 class Monitor:
     """Prints run totals from the Snakemake process while jobs run."""
 
     def __init__(
-        self, workdir: Path, run_id: str, planned_calls: int | None = None, every: float = 5.0
+        self,
+        workdir: Path,
+        run_id: str,
+        planned_calls: int | None = None,
+        every: float = 5.0,
+        bill: Path | None = None,
     ) -> None:
         self.dir = progress_dir(workdir, run_id)
         self.planned = planned_calls
+        self.shards: int | None = None  # the run's shards, when known
         # where batch mode keeps its batches (kora.llm.batch); set from the config
         self.batches: Path | None = None
+        # the run's bill (kora.llm.bill): what the line says was paid
+        self.bill = RunTail(bill or workdir / ".kora" / "bill", run_id)
         self.started = time.time()
         self.every = every
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="kora-progress")
         self._last = ""
-        self._seen: Totals | None = None
+        self._lock = threading.Lock()
 
     def start(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -223,17 +253,12 @@ class Monitor:
 
         threading.Thread(target=work, daemon=True, name="kora-plan").start()
 
-    def _grown(self, now: Totals) -> Totals:
-        """Counters only grow: a call made ahead moves from the broker's snapshot to its
-        job's between two readings, and must not be counted twice, then once."""
-        seen = self._seen
-        if seen is not None:
-            now = replace(now, **{k: max(getattr(now, k), getattr(seen, k)) for k in GROWING})
-        self._seen = now
-        return now
+    def totals(self) -> Totals:
+        with self._lock:  # the bill is read on from where the last reading stopped
+            return read_totals(self.dir, self.bill.read())
 
-    def print(self) -> None:
-        line = format_totals(self._grown(read_totals(self.dir)), self.planned)
+    def print(self, totals: Totals | None = None) -> None:
+        line = format_totals(totals or self.totals(), self.planned, self.shards)
         if self.batches is not None and self.batches.is_dir():
             from kora.llm.batch import batch_counts
 
@@ -245,10 +270,11 @@ class Monitor:
             self._last = line
 
     def stop(self) -> Totals:
-        """The run's last line printed; its totals."""
+        """The run's last line printed, then what it paid; its totals."""
         self._stop.set()
-        self.print()
-        totals = read_totals(self.dir)
+        totals = self.totals()
+        self.print(totals)
+        print(f"kora: {paid_summary(totals)}", file=sys.stderr, flush=True)
         # the snapshots only serve this run's progress line
         shutil.rmtree(self.dir, ignore_errors=True)
         return totals
