@@ -178,7 +178,7 @@ def test_overlays_merge_over_config_yaml_and_errors_name_the_file(tmp_path: Any)
         ("grid:\n  risks: [a, b\n", r"bad\.yaml:\d+(:\d+)?: not valid YAML"),
         ("judges: [mock]\njudges: [sonnet]\n", r"bad\.yaml:2: duplicate key 'judges'"),
         ("grid:\n  seeds_per_task: 2\n  seeds_per_task: 3\n", r"bad\.yaml:3: duplicate key"),
-        ("- a\n- b\n", r"bad\.yaml: expected a mapping"),
+        ("- a\n- b\n", r"bad\.yaml: a list at its top level"),
     ],
 )
 def test_yaml_problems_name_the_file_and_line(tmp_path: Any, text: str, message: str) -> None:

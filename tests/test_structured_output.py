@@ -288,7 +288,8 @@ def test_check_config_explains_a_wrong_combination(model: dict[str, Any], words:
 
 
 def test_json_object_with_the_bounds_is_valid_but_warned_about() -> None:
-    cfg = check({"m": {"provider": "openai", "model": "s", "structured_output": "json_object"}})
+    local = {"provider": "openai", "model": "s", "base_url": "http://127.0.0.1:8080/v1"}
+    cfg = check({"m": {**local, "structured_output": "json_object"}})
     (note,) = config_warnings("m", cfg.models["m"])
     assert "schema_bounds: minimums" in note
     for bounds in (False, "minimums"):

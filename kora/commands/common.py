@@ -26,13 +26,10 @@ def configfile_option(parser: argparse.ArgumentParser) -> None:
 
 def raw_config(args: argparse.Namespace) -> dict[str, Any]:
     """config.yaml with the --configfile overlays merged over it, not validated."""
-    from kora.config.files import config_paths, merge, read_config_file
+    from kora.config.files import config_paths, merged, read_config_file
 
-    raw: dict[str, Any] = {}
-    for path in config_paths(getattr(args, "configfile", []), Path(".")):
-        if path.exists():
-            raw = merge(raw, read_config_file(path))
-    return raw
+    paths = config_paths(getattr(args, "configfile", []), Path("."))
+    return merged([read_config_file(p) if p.exists() else {} for p in paths])
 
 
 def benchmark_of_args(args: argparse.Namespace) -> Benchmark:

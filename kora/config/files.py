@@ -19,6 +19,7 @@ from kora.config.schema import KoraConfig, benchmark_of, taxonomy_dir_of
 from kora.errors import ConfigError
 
 BASE_CONFIG = "config.yaml"
+SNAKEMAKE_NO_MAPPING = "Config file must be given as JSON or YAML with keys at top level."
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -91,22 +92,44 @@ def read_config_file(path: Path | str) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     finally:
         loader.dispose()
+    # Snakemake reads each --configfile itself before the workflow and stops on these with
+    # words that name no file: this message is the one that does
     if data is None:
-        return {}
+        raise ConfigError(
+            f"{path}: holds no keys; a config file maps keys at its top level "
+            f"(Snakemake says of it: {SNAKEMAKE_NO_MAPPING!r})"
+        )
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
+        raise ConfigError(
+            f"{path}: a {type(data).__name__} at its top level; a config file maps keys there "
+            f"(Snakemake says of it: {SNAKEMAKE_NO_MAPPING!r})"
+        )
     return data
 
 
 def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """Snakemake's --configfile rule: nested mappings merge, other values replace."""
+    """`over` merged over `base` as Snakemake's update_config does: nested mappings merge,
+    other values replace, and an empty mapping changes nothing."""
     out = dict(base)
     for k, v in over.items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = merge(out[k], v)
+        if isinstance(v, dict):
+            below = out.get(k, {})
+            out[k] = merge(below if isinstance(below, dict) else {}, v) if v else below
         else:
             out[k] = v
     return out
+
+
+def merged(files: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """config.yaml's mapping (first) with the overlays' over it, in Snakemake's order:
+    the overlays merged with one another first, then over config.yaml (so a key that one
+    overlay drops and a later one sets again keeps config.yaml's other keys under it)."""
+    if not files:
+        return {}
+    overlays: dict[str, Any] = {}
+    for raw in files[1:]:
+        overlays = merge(overlays, raw)
+    return merge(files[0], overlays)
 
 
 def _sets(raw: dict[str, Any], loc: str) -> bool:
@@ -131,14 +154,60 @@ def attribute(sources: Sequence[tuple[str, dict[str, Any]]], loc: str) -> str:
 
 
 def config_paths(overlays: Sequence[Path | str], workdir: Path) -> list[Path]:
-    """config.yaml of the project, then the overlays (not config.yaml twice)."""
-    base = workdir / BASE_CONFIG
-    paths = [base]
+    """config.yaml of the project, then the overlays in their order (config.yaml among them
+    too when given: Snakemake merges it there again)."""
+    return [
+        workdir / BASE_CONFIG,
+        *(Path(p) if Path(p).is_absolute() else workdir / p for p in overlays),
+    ]
+
+
+def run_outputs_given(overlays: Sequence[Path | str], workdir: Path) -> list[str]:
+    """The overlays that are files a run makes (under a version's results folder, or a
+    report page), as the user wrote them: targets typed after `--configfile`, which
+    takes every value after it."""
+    from kora import benchmarks
+
+    results = {benchmarks.get(n).results_dir for n in benchmarks.VERSIONS}
+    found = []
     for p in overlays:
         path = Path(p) if Path(p).is_absolute() else workdir / p
-        if path.resolve() != base.resolve():
-            paths.append(path)
-    return paths
+        try:
+            first = path.resolve().relative_to(workdir.resolve()).parts[0]
+        except (ValueError, IndexError):
+            first = ""
+        if first in results or path.suffix == ".html":
+            found.append(str(_shown(path)))
+    return found
+
+
+def _refuse_run_outputs(overlays: Sequence[Path | str], workdir: Path) -> None:
+    made = run_outputs_given(overlays, workdir)
+    if not made:
+        return
+    files = [str(_shown(Path(p))) for p in overlays if str(_shown(Path(p))) not in made]
+    raise ConfigError(
+        f"{made[0]}: a file the run makes, read as a config file: --configfile takes every "
+        "value after it, so a target written after it is taken for one. Put the targets "
+        f"before --configfile: {snakemake_command(made, files)}"
+    )
+
+
+def snakemake_command(targets: Sequence[str], overlays: Sequence[str], cores: int = 2) -> str:
+    """A Snakemake command line to print for the user, runnable as printed: the targets
+    before `--configfile` (which takes every value after it), then the run's overlays."""
+    import shlex
+
+    parts = ["snakemake", "--cores", str(cores), *targets]
+    if overlays:
+        parts += ["--configfile", *overlays]
+    return shlex.join(parts)
+
+
+def shown_overlays(overlays: Sequence[Path | str]) -> list[str]:
+    """The overlays as a user types them: relative to the current folder when inside it
+    (Snakemake hands the workflow absolute paths)."""
+    return [str(_shown(Path(p))) for p in overlays]
 
 
 def load_run_config(
@@ -147,24 +216,23 @@ def load_run_config(
     workdir: Path | str = ".",
     values: dict[str, Any] | None = None,
 ) -> tuple[KoraConfig, Taxonomy]:
-    """The validated config of a run: config.yaml merged with `overlays`, in order.
+    """The validated config of a run: config.yaml merged with `overlays` as Snakemake
+    merges them. The Snakefile reads a run's config files with it, and `kora
+    check-config` and `kora plan` do too, so they accept exactly what a run accepts.
 
     `values` is the merged mapping when someone else merged it already (Snakemake, which
     also applies `--config key=value`); the files are still read, for their errors and to
     name the file at fault.
     """
     workdir = Path(workdir)
+    _refuse_run_outputs(overlays, workdir)
     sources: list[tuple[str, dict[str, Any]]] = []
-    merged: dict[str, Any] = {}
     for path in config_paths(overlays, workdir):
-        raw = read_config_file(path)
-        sources.append((str(_shown(path)), raw))
-        merged = merge(merged, raw)
-    if values is not None:
-        merged = values
-    bm = benchmark_of(merged)
-    taxonomy = bm.load_taxonomy(bm.taxonomy_paths(workdir / taxonomy_dir_of(merged)))
+        sources.append((str(_shown(path)), read_config_file(path)))
+    config_values = merged([raw for _, raw in sources]) if values is None else values
+    bm = benchmark_of(config_values)
+    taxonomy = bm.load_taxonomy(bm.taxonomy_paths(workdir / taxonomy_dir_of(config_values)))
     config = validate_config(
-        merged, taxonomy, workdir=workdir, source_of=lambda loc: attribute(sources, loc)
+        config_values, taxonomy, workdir=workdir, source_of=lambda loc: attribute(sources, loc)
     )
     return config, taxonomy

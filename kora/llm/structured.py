@@ -225,7 +225,8 @@ def config_problem(name: str, config: ModelConfig) -> tuple[str, str] | None:
             f"{loc}: batch mode sends OpenAI's Batch API requests, which take only "
             f"`structured_output: json_schema`, not {mode}; drop one of the two",
         )
-    if mode in ("json_object", "ollama_format") and "api.openai.com" in (config.base_url or ""):
+    # a model without base_url (and no OPENAI_BASE_URL) means OpenAI's own API too
+    if mode in ("json_object", "ollama_format") and config.public_api():
         return (
             f"{loc}.structured_output",
             f"{loc}.structured_output: {mode} is for a local server ({SENT_AS[mode]}); "

@@ -1,0 +1,184 @@
+"""`kora check-config` accepts only what the run accepts: every config in the table below is
+refused by the run's loader (the one the Snakefile reads the config files with) and by
+check-config, with the same message naming the file or the field; the slow test runs
+Snakemake itself on each. Overlays merge as Snakemake merges them."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kora.config.files import load_run_config
+from kora.errors import ConfigError
+from tests.helpers import REPO, copy_workflow
+from tests.workflows import command
+
+DEMO = "config/demo.yaml"
+
+# Snakemake reads the --configfile files itself before the workflow, and stops on one that
+# is not there or holds no mapping of keys, naming no file: its words for it
+SNAKEMAKE_NO_MAPPING = "Config file must be given as JSON or YAML with keys at top level."
+SNAKEMAKE_NOT_FOUND = "No such file or directory"
+SNAKEMAKE_NOT_YAML = "Config file is not valid JSON or YAML."
+
+# (id, files written in the project (the last overlays, after config/demo.yaml), what
+# both messages say, what Snakemake says instead when it refuses the file before the
+# workflow is read)
+BAD: list[tuple[str, dict[str, str], str, str | None]] = [
+    ("empty", {"bad.yaml": ""}, "bad.yaml: holds no keys", SNAKEMAKE_NO_MAPPING),
+    ("comments only", {"bad.yaml": "# to do\n"}, "bad.yaml: holds no keys", SNAKEMAKE_NO_MAPPING),
+    ("null", {"bad.yaml": "~\n"}, "bad.yaml: holds no keys", SNAKEMAKE_NO_MAPPING),
+    ("a list", {"bad.yaml": "- a\n"}, "bad.yaml: a list at its top level", SNAKEMAKE_NO_MAPPING),
+    ("a scalar", {"bad.yaml": "hello\n"}, "bad.yaml: a str at its top level", SNAKEMAKE_NO_MAPPING),
+    ("not there", {}, "bad.yaml: not found", SNAKEMAKE_NOT_FOUND),
+    (
+        "unclosed",
+        {"bad.yaml": "grid:\n  risks: [a, b\n"},
+        "bad.yaml:3:1: not valid YAML",
+        SNAKEMAKE_NOT_YAML,
+    ),
+    ("duplicate", {"bad.yaml": "judges: [mock]\njudges: [mock]\n"}, "bad.yaml:2: duplicate", None),
+    ("unknown key", {"bad.yaml": "grid: {seeds: 2}\n"}, "bad.yaml: unknown key 'grid.seeds'", None),
+    (
+        "wrong type",
+        {"bad.yaml": "grid: {seeds_per_task: two}\n"},
+        "bad.yaml: grid.seeds_per_task",
+        None,
+    ),
+    (
+        "out of range",
+        {"bad.yaml": "grid: {seeds_per_task: 0}\n"},
+        "bad.yaml: grid.seeds_per_task",
+        None,
+    ),
+    ("unknown risk", {"bad.yaml": "grid: {risks: [bogus]}\n"}, "bad.yaml: grid.risks", None),
+    ("even judges", {"bad.yaml": "judges: [mock, sonnet]\n"}, "bad.yaml: judges: 2 judges", None),
+    ("unknown model", {"bad.yaml": "seed_model: nobody\n"}, "bad.yaml: seed_model", None),
+    (
+        "structured_output on anthropic",
+        {"bad.yaml": "models: {sonnet: {structured_output: tool}}\n"},
+        "bad.yaml: models.sonnet.structured_output: only for OpenAI-compatible servers",
+        None,
+    ),
+    (
+        "ollama_format on OpenAI's public API",
+        {"bad.yaml": "models: {gpt: {structured_output: ollama_format}}\n"},
+        "bad.yaml: models.gpt.structured_output: ollama_format is for a local server",
+        None,
+    ),
+    (
+        "json_object on OpenAI's public API",
+        {"bad.yaml": "models: {gpt: {structured_output: json_object}}\n"},
+        "bad.yaml: models.gpt.structured_output: json_object is for a local server",
+        None,
+    ),
+    (
+        "json_object at api.openai.com",
+        {
+            "bad.yaml": "models: {gpt: {structured_output: json_object, "
+            "base_url: 'https://api.openai.com/v1/'}}\n"
+        },
+        "bad.yaml: models.gpt.structured_output: json_object is for a local server",
+        None,
+    ),
+    (
+        "a target after --configfile",
+        {"bad.yaml": '{"models": {"mock": {"roles": ["seeds"]}}}'},
+        "results/mock-target/results.json: a file the run makes, read as a config file",
+        None,
+    ),
+]
+# that last one is a results file written after --configfile: made where a run puts it
+AS_TARGET = {"a target after --configfile": "results/mock-target/results.json"}
+
+
+def project(tmp_path: Path) -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    copy_workflow(tmp_path)
+    shutil.copytree(REPO / "config", tmp_path / "config")
+    return tmp_path
+
+
+def lay_out(workdir: Path, case: str, files: dict[str, str]) -> list[str]:
+    """Write the case's files; the overlays as a user would give them."""
+    names = []
+    for name, text in files.items():
+        name = AS_TARGET.get(case, name)
+        (workdir / name).parent.mkdir(parents=True, exist_ok=True)
+        (workdir / name).write_text(text)
+        names.append(name)
+    return [DEMO, *(names or ["bad.yaml"])]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("case", "files", "says", "snakemake_says"), BAD, ids=[c[0] for c in BAD])
+def test_the_loader_and_check_config_refuse_alike(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    case: str,
+    files: dict[str, str],
+    says: str,
+    snakemake_says: str | None,
+) -> None:
+    from kora.commands.main import main
+
+    workdir = project(tmp_path)
+    monkeypatch.chdir(workdir)
+    overlays = lay_out(workdir, case, files)
+    with pytest.raises(ConfigError) as refused:
+        load_run_config(overlays, workdir=workdir)
+    message = str(refused.value)
+    assert says in message
+    assert main(["check-config", "--configfile", *overlays]) == 2
+    assert f"kora: error: {message}" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_snakemake_refuses_each_with_the_same_words(tmp_path: Path) -> None:
+    """The run itself (a dry run: the config is read before any job), beside check-config,
+    on every config of the table."""
+    for case, files, says, snakemake_says in BAD:
+        workdir = project(tmp_path / case.replace(" ", "-").replace("'", ""))
+        overlays = " ".join(lay_out(workdir, case, files))
+        run = command(
+            workdir,
+            f"snakemake -n --cores 1 results/mock-target/results.json --configfile {overlays}",
+        )
+        ran = run.stdout + run.stderr
+        check = command(workdir, f"kora check-config --configfile {overlays}")
+        checked = check.stdout + check.stderr
+        assert run.returncode != 0, f"{case}: the run accepted it\n{ran[-2000:]}"
+        assert check.returncode == 2, f"{case}: check-config accepted it\n{checked}"
+        assert says in checked, f"{case}\n{checked}"
+        if snakemake_says is None:
+            message = checked.strip().removeprefix("kora: error: ")
+            assert message in ran, f"{case}: the run said\n{ran[-2000:]}\ncheck-config\n{checked}"
+        else:  # refused by Snakemake before the workflow is read: its words, not ours
+            assert snakemake_says in ran, f"{case}\n{ran[-2000:]}"
+
+
+def test_overlays_merge_as_snakemake_merges_them(tmp_path: Path) -> None:
+    """Snakemake merges the --configfile files with one another first, then over
+    config.yaml: a target one overlay drops and a later one sets again keeps what
+    config.yaml says of it (here its model)."""
+    from snakemake.utils import update_config
+
+    from kora.config.files import read_config_file
+
+    workdir = project(tmp_path)
+    (workdir / "again.yaml").write_text("targets:\n  gpt-target: {prompts: [child]}\n")
+    overlays = [DEMO, "again.yaml"]
+    config, _ = load_run_config(overlays, workdir=workdir)
+    snakemakes: dict[str, Any] = {}
+    for f in overlays:
+        update_config(snakemakes, read_config_file(workdir / f))
+    merged = read_config_file(workdir / "config.yaml")
+    update_config(merged, snakemakes)
+    assert merged["targets"]["gpt-target"] == {"model": "gpt", "prompts": ["child"]}
+    target = config.targets["gpt-target"]
+    assert (target.model, target.prompts) == ("gpt", ["child"])
