@@ -81,6 +81,10 @@ def alpha(units: Sequence[Sequence[str | None]]) -> float | None:
     values = data[~np.isnan(data)]
     if len(units) < 2 or len(set(values.tolist())) < 2:
         return None
+    # alpha compares grades within a conversation: with no conversation graded by two
+    # raters (a bootstrap resample can draw none) there is nothing to compare
+    if not ((~np.isnan(data)).sum(axis=0) >= 2).any():
+        return None
     return _num(krippendorff.alpha(reliability_data=data, level_of_measurement="ordinal"))
 
 
