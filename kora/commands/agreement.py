@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kora.commands.annotate import judged_records, people_of, reference_records
-from kora.commands.common import configfile_option, configfiles, layout_of_args
+from kora.commands.common import configfile_option, configfiles, layout_of_args, run_command
 from kora.errors import InputError
 from kora.io import write_json
 
@@ -58,7 +58,9 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"{args.reference}: no test in common with {args.target}")
         people["reference"] = {k: reference[k] for k in shared}
     if not people:
-        raise InputError(f"{folder}: no labels yet (kora annotate {args.target} --annotator NAME)")
+        raise InputError(
+            f"{folder}: no labels yet (kora annotate {args.target} --annotator NAME{configfiles(args)})"
+        )
     doc = agreement(records, people, seed=args.seed)
     # the judges' grades of what people graded: what a later --against compares with
     doc["judgeGrades"] = judge_grades(records, {k for p in graded.values() for k in p})
@@ -85,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         worst = ", ".join(f"{r['risk']} {r['share']:.0%} of {r['n']}" for r in doc["risks"][:3])
         print(f"judges and people disagree on safety most for: {worst}")
     print(f"written: {out}; the report shows it from its next run "
-          f"(snakemake --cores 2 {layout.report_html(args.target)}{configfiles(args)})")  # fmt: skip
+          f"({run_command(args, [layout.report_html(args.target)])})")  # fmt: skip
     return 0
 
 

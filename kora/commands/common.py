@@ -62,8 +62,18 @@ def taxonomy_of_args(args: argparse.Namespace) -> Taxonomy:
 
 def configfiles(args: argparse.Namespace) -> str:
     """The --configfile options to repeat in a command printed for the user."""
+    import shlex
+
     files = getattr(args, "configfile", [])
-    return f" --configfile {' '.join(files)}" if files else ""
+    return f" --configfile {shlex.join(files)}" if files else ""
+
+
+def run_command(args: argparse.Namespace, targets: list[str], cores: int = 2) -> str:
+    """The Snakemake command that makes `targets` with the config files this command was
+    given (kora.config.files.snakemake_command)."""
+    from kora.config.files import snakemake_command
+
+    return snakemake_command(targets, getattr(args, "configfile", []), cores)
 
 
 def split_overlays(configfiles: list[str], targets: list[str]) -> tuple[list[str], list[str]]:
@@ -89,5 +99,5 @@ def next_steps(
     if missing:
         entries = ", ".join(f"{n}: {entry}" for n in missing)
         print(f"add under `targets:` in your config: {entries}", file=sys.stderr)
-    runs = " ".join(layout.results_json(n) for n in targets)
-    print(f"{then}: snakemake --cores 10 {runs}{configfiles(args)}", file=sys.stderr)
+    runs = [layout.results_json(n) for n in targets]
+    print(f"{then}: {run_command(args, runs, cores=10)}", file=sys.stderr)

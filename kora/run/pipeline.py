@@ -9,6 +9,7 @@ A rule's params are the only place its jobs take result-changing settings from
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -25,7 +26,7 @@ from kora.benchmarks.schemas import AGE_RANGES
 from kora.benchmarks.seedplan import SeedOrder
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.benchmarks.templates import template_path
-from kora.config.files import load_run_config
+from kora.config.files import load_run_config, shown_overlays, snakemake_command
 from kora.config.schema import KoraConfig
 from kora.errors import ConfigError
 from kora.io import read_jsonl
@@ -40,6 +41,9 @@ class Pipeline:
     config: KoraConfig
     taxonomy: Taxonomy
     workdir: Path
+    # the --configfile files as the user typed them: every command printed for the user
+    # names them again, or it would run with another config
+    overlays: tuple[str, ...] = ()
 
     @cached_property
     def benchmark(self) -> Benchmark:
@@ -59,7 +63,14 @@ class Pipeline:
     ) -> Pipeline:
         """config.yaml with `overlays` merged over it (see kora.config.files)."""
         config, taxonomy = load_run_config(overlays, workdir=workdir, values=values)
-        return cls(config, taxonomy, Path(workdir))
+        return cls(config, taxonomy, Path(workdir), tuple(shown_overlays(overlays)))
+
+    def _configfiles(self) -> str:
+        return f" --configfile {shlex.join(self.overlays)}" if self.overlays else ""
+
+    def command(self, *targets: str, cores: int = 2) -> str:
+        """The Snakemake command that makes `targets` with this run's config files."""
+        return snakemake_command(targets, self.overlays, cores)
 
     # --- the grid ---------------------------------------------------------------------
 
@@ -100,7 +111,7 @@ class Pipeline:
                 raise ConfigError(
                     f"targets.{target}.continued: no recordings under "
                     f"{self.layout.target_dir(target)}/recorded/; file them first with "
-                    f"`kora continue FILE --target {target}`"
+                    f"`kora continue FILE --target {target}{self._configfiles()}`"
                 )
             return {"recorded": self.layout.recorded(target, cell)}
         return {"scenarios": self.layout.scenarios(cell)}

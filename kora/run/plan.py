@@ -14,8 +14,10 @@ status files when there are any, else typical figures for each kind of call.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import defaultdict
 from collections.abc import Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -161,8 +163,25 @@ def plan_pool(plan: Pipeline) -> tuple[Pool, PlanStore]:
     return pool, store
 
 
+# The walk plays each unit's work through, and the work logs as it would in the run (a
+# scenario the validator rejects, a fallback taken): the run's jobs say those things;
+# from the plan they would be stray lines inside its answer (or the run's progress). A
+# context variable, so a walk in one thread leaves another thread's logs alone.
+_WALKING: ContextVar[bool] = ContextVar("kora_plan_walking", default=False)
+
+
+class _NotFromTheWalk(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not _WALKING.get()
+
+
+for _name in ("kora", "kora.llm"):
+    logging.getLogger(_name).addFilter(_NotFromTheWalk())
+
+
 async def count_jobs(plan: Pipeline, specs: Iterable[dict[str, Any]]) -> PlanReport:
     """The calls of these shard jobs (their specs), walked as the run walks them."""
+    walking = _WALKING.set(True)  # this task's context and the tasks it starts
     pool, store = plan_pool(plan)
     planner = Planner(store)
 
@@ -176,6 +195,7 @@ async def count_jobs(plan: Pipeline, specs: Iterable[dict[str, Any]]) -> PlanRep
         for job in walk.jobs():
             await job.ctx.aclose()
         await pool.aclose()
+        _WALKING.reset(walking)
     return planner.report
 
 

@@ -75,7 +75,7 @@ def written_summary(pipeline: Pipeline, since: float) -> list[str]:
         if _fresh(pipeline, report, since):
             lines.append(f"{target}: {results}; report {report} (open it in a browser)")
         elif _fresh(pipeline, results, since):
-            lines.append(f"{target}: {results}; for its report: snakemake --cores 2 {report}")
+            lines.append(f"{target}: {results}; for its report: {pipeline.command(report)}")
     if _fresh(pipeline, pipeline.layout.leaderboard_html(), since):
         lines.append(f"all targets: {pipeline.layout.leaderboard_html()}")
     return lines
