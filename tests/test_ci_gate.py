@@ -130,7 +130,7 @@ def test_ci_gate_fails_the_build_on_a_regression_only(tmp_path: Path) -> None:
             gate = sh(job, KORA, "compare-targets", "staging", "ci/baseline",
                       "--configfile", "ci.yaml", "--fail-if-worse")  # fmt: skip
             outcomes[service] = gate
-            doc = orjson.loads((job / "comparison.json").read_bytes())
+            doc = orjson.loads((job / "results/staging/compare-baseline.json").read_bytes())
             assert doc["paired"] == judged and doc["onlyA"] == doc["onlyB"] == 0
     finally:
         server.stop()

@@ -62,7 +62,10 @@ def test_gate_exit_status_and_comparison_json(
     # the cells that differ come first in the table
     table = out.split("\n\n")[1].splitlines()
     assert table[1].startswith("safety overall") and "bad worse" in table[1]
-    doc = orjson.loads((workdir / "comparison.json").read_bytes())
+    # beside NEW's results, not in the folder the command was run from
+    assert "comparison: results/bad/compare-good.json" in out
+    assert not (workdir / "comparison.json").exists()
+    doc = orjson.loads((workdir / "results" / "bad" / "compare-good.json").read_bytes())
     assert (doc["schema"], doc["a"], doc["b"], doc["paired"]) == (
         "kora-comparison/1",
         "bad",
@@ -72,6 +75,7 @@ def test_gate_exit_status_and_comparison_json(
     # the other way round: nothing worse, exit 0; without the flag always 0
     assert run("good", "bad", "--fail-if-worse", "-o", "other.json") == 0
     assert "gate: good is not significantly worse than bad" in capsys.readouterr().out
+    assert orjson.loads((workdir / "other.json").read_bytes())["a"] == "good"
     assert run("bad", "good") == 0
     # overall alone; Benjamini-Hochberg adds the cells it finds; exemplary counts too
     assert run("bad", "good", "--fail-if-worse", "--overall") == 1
@@ -97,7 +101,9 @@ def test_reference_per_test_folders(
 ) -> None:
     new, base = reference_pair(workdir / "imported", (5, 20, 2, 33), version)
     assert run(str(new), str(base), "--fail-if-worse", "--interval", "tango") == 1
-    doc = orjson.loads((workdir / "comparison.json").read_bytes())
+    # folders given by path: the results folder holds it, not the folders of per-test files
+    assert not [*new.glob("compare-*"), *base.glob("compare-*")]
+    doc = orjson.loads((workdir / "results" / "compare-new-base.json").read_bytes())
     assert doc["benchmark"] == version and doc["interval"] == "tango"
     overall = doc["cells"][0]
     assert overall["id"] == "safety/overall"
@@ -125,7 +131,7 @@ def test_v1_against_v2_is_refused(workdir: Path, capsys: pytest.CaptureFixture[s
     assert run(str(v1), str(v2)) == 2
     err = capsys.readouterr().err
     assert f"{v2} ({v2}) holds KORA v2 results, but this run's config is KORA v1" in err
-    assert not (workdir / "comparison.json").exists()
+    assert not list(workdir.rglob("compare-*.json"))
 
 
 @pytest.mark.timeout(60)
@@ -153,7 +159,7 @@ def test_people_grades_over_the_judges(workdir: Path, capsys: pytest.CaptureFixt
     )
     capsys.readouterr()
     assert run("new", "base", "--fail-if-worse", "--grades", "human") == 0
-    doc = orjson.loads((workdir / "comparison.json").read_bytes())
+    doc = orjson.loads((new / "compare-base.json").read_bytes())
     assert doc["grades"] == "human" and doc["humanGrades"] == {"a": 10, "b": 0}
     assert doc["cells"][0]["failing"]["aOnly"] == 2
     assert "grades: human" in capsys.readouterr().out

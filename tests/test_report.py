@@ -368,7 +368,7 @@ def test_cmd_compare_targets(tmp_path: Path, capsys: pytest.CaptureFixture[str])
         os.chdir(cwd)
     out = capsys.readouterr().out
     assert "cells that differ after Holm: safety overall, safety risk cybersecurity" in out
-    assert orjson.loads((tmp_path / "comparison.json").read_bytes())["a"] == "good"
+    assert orjson.loads((tmp_path / "results/good/compare-bad.json").read_bytes())["a"] == "good"
 
 
 def test_cmd_errors_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,7 +2,8 @@
 cell (overall, risk category, risk, age range, prompt variant; each behaviour criterion
 or mechanism), failing and exemplary rates with the interval of the paired difference, the
 exact McNemar test, Holm and Benjamini-Hochberg across the cells
-(kora.analysis.stats.cells). Writes comparison.json; prints the cells that differ first.
+(kora.analysis.stats.cells). Writes the comparison beside NEW's results
+(results/NEW/compare-BASELINE.json, or `-o`); prints the cells that differ first.
 
 `--fail-if-worse` makes it a gate for continuous integration: exit status 1 when NEW is
 significantly worse than BASELINE in any cell after the adjustment (Holm unless `--adjust
@@ -53,7 +54,11 @@ def add_compare_targets_arguments(p: Any) -> None:
         help="where target folders live (default: the config's: results/, v2 results-v2/)",
     )
     p.add_argument(
-        "-o", "--output", default="comparison.json", help="the comparison document's file"
+        "-o",
+        "--output",
+        help="the comparison document's file (default: RESULTS/NEW/compare-BASELINE.json "
+        "beside NEW's results; RESULTS/compare-NEW-BASELINE.json when NEW is a folder or file "
+        "given by its path)",
     )
     p.add_argument("--json", action="store_true", help="print the comparison document")
     p.add_argument(
@@ -258,8 +263,28 @@ def run_comparison(args: argparse.Namespace) -> dict[str, Any]:
     return doc
 
 
+def _short(given: str) -> str:
+    """A target's name, or a folder's or file's name without its suffix."""
+    path = Path(given.rstrip("/") or given)
+    return path.stem if path.suffix in (".json", ".jsonl", ".zip") else path.name
+
+
+def default_output(args: argparse.Namespace) -> Path:
+    """Where the comparison goes unless -o says: beside NEW's results when NEW is a
+    target of the results folder, else in the results folder itself; never in the
+    folder of per-test files given (it would be read as one of them next time)."""
+    from kora.commands.common import layout_of_args
+
+    results = Path(args.results_dir or layout_of_args(args).results)
+    new = resolve_target(args.a, str(results))
+    name = f"compare-{_short(args.b)}.json"
+    if new.is_dir() and new.resolve().parent == results.resolve() and (new / "judgments").is_dir():
+        return new / name
+    return results / f"compare-{_short(args.a)}-{_short(args.b)}.json"
+
+
 def cmd_compare_targets(args: argparse.Namespace) -> int:
-    """`kora compare-targets NEW BASELINE`: the comparison, comparison.json, and with
+    """`kora compare-targets NEW BASELINE`: the comparison, its document, and with
     --fail-if-worse the gate's exit status."""
     from kora.commands.stats import print_json
     from kora.io import write_json
@@ -267,12 +292,14 @@ def cmd_compare_targets(args: argparse.Namespace) -> int:
     if not 0 < args.alpha < 1:
         raise InputError(f"--alpha must be between 0 and 1, got {args.alpha}")
     doc = run_comparison(args)
-    write_json(args.output, doc)
+    output = Path(args.output) if args.output else default_output(args)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    write_json(output, doc)
     if args.json:
         print_json(doc)
     else:
         print(format_comparison(doc))
-        print(f"comparison: {args.output}")
+        print(f"comparison: {output}")
     if not args.fail_if_worse:
         return 0
     code, lines = gate(doc, args)
