@@ -6,7 +6,7 @@ lambda x the judge's rate on the conversations people did not grade, plus the me
 (person - lambda x judge) on those they did: lambda = 0 is the humans-only (classical)
 estimate, 1 plain PPI; by default lambda is the value of least estimated variance.
 
-Choices (the reasoning at length: /work/notes/ppi.md):
+Choices:
 
 - The target is the rate in the population the conversations are drawn from, as in the
   paper (and as the judge-only interval on N and a humans-only one on n estimate it).
@@ -18,20 +18,23 @@ Choices (the reasoning at length: /work/notes/ppi.md):
 - lambda minimises var(Y - lambda f)/n + lambda^2 var(f_u)/N_u exactly: cov(Y, f) /
   (var(f_labelled) + n/N_u var(f_unlabelled)), where PPI++ pools the two variances of f.
   Asymptotically the same; this one gives `se <= classical_se` in every sample.
-- `strata`: `kora annotate` samples a fixed number of conversations per stratum (risk x
-  age range x judge's grade), so inclusion probabilities differ between strata. Stratified
-  PPI is exact for that design: sum_h W_h theta_h, W_h = N_h/N, one lambda for all strata
+- `strata`: for graded items that are a stratified sample (a fixed number drawn in each
+  stratum, so inclusion probabilities differ between strata), or post-strata of a
+  uniform one. Stratified PPI: sum_h W_h theta_h, W_h = N_h/N, one lambda for all strata
   (a per-stratum one from 3 labels is noise), variance sum_h W_h^2 var_h plus
   (1/N) sum_h W_h (theta_h - theta)^2 as the strata's shares are themselves sampled (zero
   with one stratum, so one stratum is plain PPI). That is the estimator with weights
   N_h/n_h, with the design's variance. Weights alone are not taken: they cannot place the
   ungraded conversations in strata, nor see a stratum no one graded (`UnsampledStratum`).
+  The report does not use this module: its corrected rates are kora.analysis.stats.
+  corrected's (post-stratified on the judge's grade, score intervals), whose coverage at
+  a few failing grades this normal interval does not reach.
 - lambda acts in a stratum with at least 2 graded and 2 ungraded items and a judge that
   does not say one thing throughout; elsewhere the stratum's estimate is its humans-only
-  mean, and with 0/1 grades its interval is Wilson's, combined over strata by MOVER: the
-  normal interval misses low when a stratum has a few failing labels (coverage 0.91
-  against 0.944 in bench/ppi_coverage.py). A lone non-0/1 label's variance is bounded by
-  1/4, the most a value in [0, 1] can have.
+  mean, and where it acts in no stratum the lambda reported is 0, the one in effect.
+  With 0/1 grades such a stratum's interval is Wilson's, combined over strata by MOVER:
+  the normal interval misses low when a stratum has a few failing labels. A lone
+  non-0/1 label's variance is bounded by 1/4, the most a value in [0, 1] can have.
 - Estimate and bounds are clipped to [0, 1]; `se` is not, so standard errors compare.
 
 Own implementation rather than the `ppi-python` package: that pulls ~30 packages (numba,
@@ -158,6 +161,8 @@ def ppi_mean(
     c = float((w * w) @ var_f + w @ (g * g) / big_n)
     if lam is None:
         lam = min(1.0, max(0.0, b / c)) if c > 0 else 0.0
+    if not active.any():
+        lam = 0.0  # lambda acts nowhere: the estimate is the humans-only one, and says so
 
     z = float(norm.ppf(1 - alpha / 2))
     wilson_low, wilson_high = _wilson(ybar, n_h.astype(float), z)
