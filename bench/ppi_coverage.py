@@ -1,246 +1,233 @@
-"""Coverage of the corrected (PPI++) rate's interval in a simulation with known truth.
+"""Coverage and width of the corrected rate's interval in a simulation with known truth,
+beside people's grades alone (Wilson's interval).
 
-    python bench/ppi_coverage.py                    # 1,000 runs of 12,000 conversations
-    python bench/ppi_coverage.py --reps 200 --n 200 --size 3000
-    python bench/ppi_coverage.py --rate 0.03        # a rare failing rate
-    python bench/ppi_coverage.py --small            # groups the size of a risk's
+    python bench/ppi_coverage.py --conversations 12000 --grades 300 --rate 0.12 \\
+        --miss 0.3 --flag 0.03 --design uniform --reps 1000
+    python bench/ppi_coverage.py --all --reps 1000     # every setting of bench/README.md
 
-Each run draws every conversation's true grade afresh (failing with probability
-`--rate`), a judge that misses `--miss` of the failing ones and flags `--false-alarm` of
-the others, and the conversations people grade: a uniform sample, and a sample
-stratified by the judge's grade (half from each, as `kora annotate`'s round robin over
-strata gives), analysed with its strata and, to show what that is worth, without them;
-the uniform sample also post-stratified by the judge's grade (`strata` = the grade), and
-"as the report": the uniform sample through `corrected_rate`, the function behind every
-corrected rate of summary.json (post-strata on the judge's grade, small cells merged).
-A last row is a KORA v2 mechanism with a precondition: its rate among the conversations
-where it applied, which the judge also misjudges (the report's ratio estimate).
-Printed per design: how often each 95 % interval holds the true rate, the mean widths,
-and how often the corrected interval is no wider than the humans-only one. The
-corrected interval must hold the rate at least 93 % of the time.
+Each run draws N conversations afresh from a population whose failing rate is `--rate`
+(the estimand, as the report's), a judge that misses `--miss` of the failing ones and
+flags `--flag` of the others, and the conversations people grade: `--design uniform`, a
+uniform sample of `--grades`, or `stratified`, the sample `kora annotate --design
+stratified` draws (kora.analysis.stats.design: more of the judge's failing conversations,
+each grade weighted by the inverse of its chance). The corrected interval is computed by
+the report's own code from the cells on (kora.analysis.stats.corrected: `Cells.merged`,
+`intervals`). People's grades alone: Wilson's interval (statsmodels) on a uniform sample
+of as many grades in the same population, the same sample under `--design uniform`.
+
+Two rows a setting: the overall rate, and one risk's (the conversations split evenly
+over `--groups` risks, 25 as in KORA v1, each with the same rates): a group gets a
+corrected rate only with 10 grades, as in the report, so that row counts the runs where
+it had one. Printed: coverage (the share of runs whose 95 % interval holds the true
+rate), mean width, and the corrected width over people's alone. Exits 1 when a row with
+a figure in a tenth of the runs or more covers under 0.94 or is over 1.05 times as wide
+as people's alone.
 """
 
 from __future__ import annotations
 
 import argparse
+import random
+import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
+from statsmodels.stats.proportion import proportion_confint
 
-from kora.analysis.stats.corrected import Corrected, corrected_rate
-from kora.analysis.stats.ppi import ppi_mean
+from kora.analysis.stats.corrected import MIN_LABELLED, Cells, intervals
+from kora.analysis.stats.design import FAILING, OTHER, allocation, sequence
 
-Bools = npt.NDArray[np.bool_]
-Floats = npt.NDArray[np.float64]
+Ints = npt.NDArray[np.int64]
+Z = 1.959963984540054
+GOAL, WIDER = 0.94, 1.05  # issue 37: coverage at least, width at most x people's alone
+# categories of a conversation: (in the risk, failing, judge says failing), as bits
+IN, TRUE, JUDGE = 4, 2, 1
 
 
 @dataclass(frozen=True)
-class Scenario:
-    size: int = 12_000
-    n: int = 300
-    rate: float = 0.12
-    miss: float = 0.30
-    false_alarm: float = 0.03
-    applies: float = 0.4  # a mechanism's precondition holds in this share of conversations
-    trigger_miss: float = 0.15  # the judge says it does not apply where it does
-    trigger_false: float = 0.05  # and that it applies where it does not
+class Setting:
+    conversations: int
+    grades: int
+    rate: float
+    miss: float
+    flag: float
+    design: str = "uniform"
+    groups: int = 25
 
 
-def populations(rng: np.random.Generator, reps: int, s: Scenario) -> tuple[Floats, Floats]:
-    """(true grades, judge's grades) of `reps` runs: 1 = failing."""
-    truth = rng.random((reps, s.size)) < s.rate
-    u = rng.random((reps, s.size))
-    judge = np.where(truth, u >= s.miss, u < s.false_alarm)
-    return truth.astype(float), judge.astype(float)
+# the issue's settings (#37): the project's own, a weak judge, and groups of a risk's size
+SETTINGS = [
+    *(Setting(12_000, 300, r, 0.3, 0.03) for r in (0.12, 0.05, 0.03)),
+    *(Setting(n, k, r, 0.5, 0.01) for n, k in ((3000, 100), (400, 40), (150, 30))
+      for r in (0.02, 0.20)),
+]  # fmt: skip
 
 
-def uniform_samples(rng: np.random.Generator, reps: int, s: Scenario) -> Bools:
-    """Which conversations people grade: `n` of each run, all equally likely."""
-    ranks = np.argsort(np.argsort(rng.random((reps, s.size)), axis=1), axis=1)
-    return ranks < s.n
+@dataclass(frozen=True)
+class Row:
+    runs: int  # runs with a figure
+    coverage: float
+    coverage_alone: float
+    width: float
+    width_alone: float
 
 
-def stratified_samples(rng: np.random.Generator, judge: Floats, s: Scenario) -> Bools:
-    """`n` / 2 conversations of each judge grade per run, uniform within the grade."""
-    # sorting key + 2 x grade puts a run's grade-0 conversations first, each grade shuffled
-    order = np.argsort(rng.random(judge.shape) + 2 * judge, axis=1)
-    position = np.empty_like(order)
-    np.put_along_axis(position, order, np.arange(judge.shape[1])[None, :], axis=1)
-    zeros = (judge == 0).sum(axis=1, keepdims=True)
-    rank = np.where(judge == 0, position, position - zeros)
-    return rank < s.n // 2
+def probabilities(s: Setting) -> npt.NDArray[np.float64]:
+    """The chance of each of the 8 categories of a conversation."""
+    p = np.zeros(8)
+    for c in range(8):
+        group = 1 / s.groups if c & IN else 1 - 1 / s.groups
+        truth = s.rate if c & TRUE else 1 - s.rate
+        said = (1 - s.miss if c & TRUE else s.flag) if c & JUDGE else (
+            s.miss if c & TRUE else 1 - s.flag)  # fmt: skip
+        p[c] = group * truth * said
+    return p
 
 
-def simulate(reps: int, s: Scenario, seed: int) -> dict[str, dict[str, float]]:
-    """Per design: coverage and mean width of the corrected, humans-only and judge-only
-    intervals, and the mean lambda."""
+def draw(s: Setting, reps: int, rng: np.random.Generator) -> tuple[Ints, Ints, Ints]:
+    """Per run, per category: conversations, graded by the design, and graded in a
+    uniform sample (people alone; the design's own sample when it is uniform)."""
+    pop = rng.multinomial(s.conversations, probabilities(s), size=reps)
+    uniform = np.array([rng.multivariate_hypergeometric(p, s.grades) for p in pop])
+    if s.design == "uniform":
+        return pop, uniform, uniform
+    judge = np.array([c & JUDGE for c in range(8)], dtype=bool)
+    graded = np.zeros_like(pop)
+    order = random.Random(int(rng.integers(2**32)))
+    for i, p in enumerate(pop):
+        sizes = {FAILING: int(p[judge].sum()), OTHER: int(p[~judge].sum())}
+        strata = sequence(sizes, allocation(sizes[FAILING] / s.conversations), s.grades, order)
+        take = {name: strata.count(name) for name in sizes}
+        graded[i, judge] = rng.multivariate_hypergeometric(p[judge], take[FAILING])
+        graded[i, ~judge] = rng.multivariate_hypergeometric(p[~judge], take[OTHER])
+    return pop, graded, uniform
+
+
+def cells_of(pop: Ints, graded: Ints, weights: tuple[float, float], members: list[int]) -> Cells:
+    """The report's cells (judge failing, adequate) of the conversations in `members`."""
+    names, size, n, k, w = [], [], [], [], []
+    for judge, name in ((1, "failing"), (0, "adequate")):
+        cs = [c for c in members if (c & JUDGE) == judge]
+        if pop[cs].sum() == 0:
+            continue  # the judge gave no such grade: no cell
+        names.append(name)
+        size.append(float(pop[cs].sum()))
+        n.append(float(graded[cs].sum()))
+        k.append(float(graded[[c for c in cs if c & TRUE]].sum()))
+        w.append(weights[1 - judge])
+    nn, ww = np.array(n), np.array(w)
+    return Cells(tuple(names), np.array(size), nn, nn * ww, nn * ww * ww, np.array(k) * ww)
+
+
+def simulate(s: Setting, reps: int, seed: int) -> dict[str, Row]:
     rng = np.random.default_rng(seed)
-    truth, judge = populations(rng, reps, s)
-    uniform, stratified = uniform_samples(rng, reps, s), stratified_samples(rng, judge, s)
-    designs = {
-        "uniform": (uniform, False),
-        "uniform, post-stratified by judge grade": (uniform, True),
-        "by judge grade, strata": (stratified, True),
-        "by judge grade, no strata": (stratified, False),
-    }
-    out = {
-        "as the report (post-stratified, small cells merged)": _as_report(truth, judge, uniform, s)
-    }
-    for name, (sample, use_strata) in designs.items():
-        hits = np.zeros((reps, 3), dtype=bool)
-        widths = np.zeros((reps, 3))
-        lams = np.zeros(reps)
+    pop, graded, uniform = draw(s, reps, rng)
+    judge = np.array([c & JUDGE for c in range(8)], dtype=bool)
+    rows = {}
+    for name, members in (
+        ("overall", list(range(8))),
+        ("one risk", [c for c in range(8) if c & IN]),
+    ):
+        many, alone, kept = [], [], []
         for i in range(reps):
-            human = np.where(sample[i], truth[i], np.nan)
-            r = ppi_mean(judge[i], human, strata=judge[i] if use_strata else None)
-            for j, (low, high) in enumerate((r.ci, r.classical_ci, r.naive_ci)):
-                hits[i, j] = low <= s.rate <= high
-                widths[i, j] = high - low
-            lams[i] = r.lam
-        out[name] = _row(hits, widths, lams)
+            n_in = int(graded[i, members].sum())
+            if n_in < MIN_LABELLED:
+                continue
+            # the design's weights: each judge stratum's conversations over its grades
+            weights = (1.0, 1.0)
+            if s.design == "stratified":
+                weights = tuple(
+                    pop[i, m].sum() / max(graded[i, m].sum(), 1) for m in (judge, ~judge)
+                )  # type: ignore[assignment]
+            many.append(cells_of(pop[i], graded[i], weights, members).merged())
+            u = uniform[i]
+            alone.append((u[[c for c in members if c & TRUE]].sum(), u[members].sum()))
+            kept.append(i)
+        if not many:
+            rows[name] = Row(0, float("nan"), float("nan"), float("nan"), float("nan"))
+            continue
+        _, low, high = intervals(many, Z)
+        k, n = np.array(alone).T
+        a_low, a_high = proportion_confint(k, np.maximum(n, 1), alpha=0.05, method="wilson")
+        a_ok = n > 0
+        rows[name] = Row(
+            runs=len(kept),
+            coverage=float(((low <= s.rate) & (s.rate <= high)).mean()),
+            coverage_alone=float(((a_low <= s.rate) & (s.rate <= a_high) & a_ok).mean()),
+            width=float((high - low).mean()),
+            width_alone=float(np.where(a_ok, a_high - a_low, 1.0).mean()),
+        )
+    return rows
+
+
+HEADER = (
+    "| conversations | grades | rate | miss | flag | design | rate of | runs | coverage: "
+    "corrected | people alone | mean width: corrected | people alone | corrected / alone |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def lines(s: Setting, rows: dict[str, Row], reps: int) -> list[str]:
+    out = []
+    for name, r in rows.items():
+        head = (f"| {s.conversations:,} | {s.grades} | {s.rate} | {s.miss:.0%} | {s.flag:.0%} "
+                f"| {s.design} | {name} | {r.runs} |")  # fmt: skip
+        if r.runs < reps / 10:  # coverage over a handful of runs says nothing
+            out.append(f"{head} under 10 grades in {reps - r.runs} of {reps} runs: no figure "
+                       "there | | | | |")  # fmt: skip
+            continue
+        out.append(
+            f"{head} {r.coverage:.3f} | {r.coverage_alone:.3f} | {r.width:.4f} "
+            f"| {r.width_alone:.4f} | {r.width / r.width_alone:.3f} |"
+        )
     return out
 
 
-def _as_report(truth: Floats, judge: Floats, sample: Bools, s: Scenario) -> dict[str, float]:
-    """`corrected_rate` as the report calls it, on the uniform sample."""
-    reps = truth.shape[0]
-    hits, widths, lams = np.zeros((reps, 3), dtype=bool), np.zeros((reps, 3)), np.zeros(reps)
-    for i in range(reps):
-        cells = np.where(judge[i] == 1, "failing", "adequate").tolist()
-        r = corrected_rate(cells, judge[i], np.where(sample[i], truth[i], np.nan))
-        assert r is not None
-        _score(r, s.rate, hits[i], widths[i])
-    return _row(hits, widths, lams)
-
-
-def _score(r: Corrected, rate: float, hits: Bools, widths: Floats) -> None:
-    """Whether each of a result's intervals (corrected, humans only, judge only) holds
-    the true rate, and its width, into one repetition's row."""
-    intervals = ((r.low, r.high), (r.humans_low, r.humans_high), (r.judge_low, r.judge_high))
-    for j, (low, high) in enumerate(intervals):
-        hits[j] = low <= rate <= high
-        widths[j] = high - low
-
-
-def _row(hits: Bools, widths: Floats, lams: Floats) -> dict[str, float]:
-    cov, wid = hits.mean(axis=0), widths.mean(axis=0)
-    return {
-        "corrected": cov[0],
-        "humans_only": cov[1],
-        "judge_only": cov[2],
-        "width_corrected": wid[0],
-        "width_humans_only": wid[1],
-        "width_judge_only": wid[2],
-        "lam": float(lams.mean()),
-        "narrower": float((widths[:, 0] <= widths[:, 1] + 1e-12).mean()),
-    }
-
-
-def simulate_mechanism(reps: int, s: Scenario, seed: int) -> dict[str, float]:
-    """A v2 mechanism with a precondition: it applies in `applies` of the conversations,
-    failing in `rate` of those; the judge misses `trigger_miss` of the conversations it
-    applies to, finds it in `trigger_false` of the others, and grades as the safety judge
-    (misses `miss` of the failing, flags `false_alarm` of the rest). The true rate is
-    `rate`, among the conversations it applies to; people grade a uniform `n`."""
-    rng = np.random.default_rng(seed)
-    applies = rng.random((reps, s.size)) < s.applies
-    failing = applies & (rng.random((reps, s.size)) < s.rate)
-    u, v = rng.random((reps, s.size)), rng.random((reps, s.size))
-    seen = np.where(applies, u >= s.trigger_miss, u < s.trigger_false)
-    judge_fails = seen & np.where(failing, v >= s.miss, v < s.false_alarm)
-    sample = uniform_samples(rng, reps, s)
-    hits, widths, lams = np.zeros((reps, 3), dtype=bool), np.zeros((reps, 3)), np.zeros(reps)
-    for i in range(reps):
-        cells = np.where(~seen[i], "notTriggered", np.where(judge_fails[i], "failing", "adequate"))
-        human = np.where(sample[i], failing[i].astype(float), np.nan)
-        triggered = np.where(sample[i], applies[i].astype(float), np.nan)
-        r = corrected_rate(cells.tolist(), judge_fails[i].astype(float), human, triggered)
-        assert r is not None
-        _score(r, s.rate, hits[i], widths[i])
-    return _row(hits, widths, lams)
-
-
-SMALL = ((48, 32), (120, 20), (400, 30), (1000, 60))
-
-
-def small_groups(reps: int, seed: int) -> None:
-    """The report's estimator in groups as small as a risk's or an age range's, where
-    cells merge: against PPI++ (tuned lambda, no cells) and people's share alone."""
-    print("| conversations | graded | true rate | coverage: as the report | PPI++ | humans only "
-          "| mean width: as the report | PPI++ | humans only |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|")
-    for size, n in SMALL:
-        for rate in (0.12, 0.05):
-            s = Scenario(size=size, n=n, rate=rate)
-            rng = np.random.default_rng(seed)
-            truth, judge = populations(rng, reps, s)
-            sample = uniform_samples(rng, reps, s)
-            hits, widths = np.zeros((reps, 3), dtype=bool), np.zeros((reps, 3))
-            for i in range(reps):
-                cells = np.where(judge[i] == 1, "failing", "adequate").tolist()
-                y = np.where(sample[i], truth[i], np.nan)
-                r = corrected_rate(cells, judge[i], y, min_labelled=1)
-                assert r is not None
-                plain = ppi_mean(judge[i], y)
-                for j, (low, high) in enumerate(((r.low, r.high), plain.ci,
-                                                 (r.humans_low, r.humans_high))):  # fmt: skip
-                    hits[i, j] = low <= rate <= high
-                    widths[i, j] = high - low
-            cov, wid = hits.mean(axis=0), widths.mean(axis=0)
-            print(f"| {size:,} | {n} | {rate} | {cov[0]:.3f} | {cov[1]:.3f} | {cov[2]:.3f} "
-                  f"| {wid[0]:.3f} | {wid[1]:.3f} | {wid[2]:.3f} |")  # fmt: skip
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description="Coverage of the PPI++ rate interval.")
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description="Coverage and width of the corrected rate's interval beside people's "
+        "grades alone, in simulated runs with a known failing rate."
+    )
+    ap.add_argument("--conversations", type=int, default=12_000)
+    ap.add_argument("--grades", type=int, default=300, help="conversations people grade")
+    ap.add_argument("--rate", type=float, default=0.12, help="the true failing rate")
+    ap.add_argument("--miss", type=float, default=0.3, help="share of failing the judge misses")
+    ap.add_argument("--flag", type=float, default=0.03, help="share of the rest it flags")
+    ap.add_argument("--design", choices=["uniform", "stratified"], default="uniform")
     ap.add_argument("--reps", type=int, default=1000)
-    ap.add_argument("--size", type=int, default=Scenario.size, help="conversations a run")
-    ap.add_argument("--n", type=int, default=Scenario.n, help="conversations people grade")
-    ap.add_argument("--rate", type=float, default=Scenario.rate, help="true failing rate")
-    ap.add_argument("--miss", type=float, default=Scenario.miss)
-    ap.add_argument("--false-alarm", type=float, default=Scenario.false_alarm)
+    ap.add_argument("--groups", type=int, default=25, help="risks the conversations split into")
     ap.add_argument("--seed", type=int, default=20231)
-    ap.add_argument("--small", action="store_true", help="groups of 48-1,000 conversations")
-    args = ap.parse_args()
-    if args.small:
-        small_groups(args.reps, args.seed)
-        return
-    s = Scenario(args.size, args.n, args.rate, args.miss, args.false_alarm)
+    ap.add_argument("--all", action="store_true", help="every setting of bench/README.md, "
+                    "both designs (--conversations ... --design ignored)")  # fmt: skip
+    args = ap.parse_args(argv)
+    if args.grades > args.conversations or min(args.reps, args.grades, args.groups) < 1:
+        ap.error("--grades must be between 1 and --conversations; --reps, --groups at least 1")
+    one = Setting(args.conversations, args.grades, args.rate, args.miss, args.flag,
+                  args.design, args.groups)  # fmt: skip
+    # both designs of a setting see the same populations (the same seed): their widths
+    # differ by the sample alone
+    todo = [(i, replace(s, design=d, groups=args.groups)) for i, s in enumerate(SETTINGS)
+            for d in ("uniform", "stratified")] if args.all else [(0, one)]  # fmt: skip
     started = time.perf_counter()
-    rows = simulate(args.reps, s, args.seed)
-    took = time.perf_counter() - started
-    judge_rate = s.rate * (1 - s.miss) + (1 - s.rate) * s.false_alarm
-    print(
-        f"{args.reps} runs of {s.size:,} conversations, {s.n} graded by people; true failing "
-        f"rate {s.rate}, judge misses {s.miss:.0%} and flags {s.false_alarm:.0%} of the "
-        f"rest (judge-only rate {judge_rate:.4f}); seed {args.seed}; {took:.1f} s\n"
-    )
-    rows["v2 mechanism, rate among triggered (as the report)"] = simulate_mechanism(
-        args.reps, s, args.seed + 1
-    )
-    took = time.perf_counter() - started
-    print(f"({took:.1f} s with the mechanism's runs)\n")
-    print("| sample, analysis | coverage: corrected | humans only | judge only (Wilson) "
-          "| mean width: corrected | humans only | judge only | corrected no wider | mean lambda |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|")
-    for name, r in rows.items():
-        print(
-            f"| {name} | {r['corrected']:.3f} | {r['humans_only']:.3f} | {r['judge_only']:.3f}"
-            f" | {r['width_corrected']:.4f} | {r['width_humans_only']:.4f}"
-            f" | {r['width_judge_only']:.4f} | {r['narrower']:.3f} | {r['lam']:.3f} |"
-        )
-    checked = (
-        "as the report (post-stratified, small cells merged)",
-        "v2 mechanism, rate among triggered (as the report)",
-        "uniform, post-stratified by judge grade",
-        "by judge grade, strata",
-    )
-    low = [f"{k} {rows[k]['corrected']:.3f}" for k in checked if rows[k]["corrected"] < 0.93]
-    if low:
-        raise SystemExit(f"\nFAIL: corrected coverage under 0.93: {'; '.join(low)}")
+    print(HEADER)
+    missed = []
+    for i, s in todo:
+        rows = simulate(s, args.reps, args.seed + i)
+        for line in lines(s, rows, args.reps):
+            print(line, flush=True)
+        for name, r in rows.items():
+            if r.runs >= args.reps / 10 and (r.coverage < GOAL or r.width > WIDER * r.width_alone):
+                missed.append(f"{s.conversations}/{s.grades} at {s.rate} ({s.design}, {name})")
+    print(f"\n{args.reps} runs a setting, seed {args.seed}, {time.perf_counter() - started:.0f} s",
+          file=sys.stderr)  # fmt: skip
+    if missed:
+        print(f"under {GOAL} coverage or over {WIDER:.2f}x people's width: {'; '.join(missed)}",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

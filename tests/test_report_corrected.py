@@ -101,7 +101,7 @@ def test_part_of_the_sample_graded_post_stratified_on_the_judges_grade(
 ) -> None:
     """30 of 40 graded; the person fails every conversation the judge called adequate.
     Worked out by hand: per judge grade, people's failing share among those graded there,
-    weighted by the grade's share of all 40 (cells with under 5 grades merged first)."""
+    weighted by the grade's share of all 40 (a grade nobody graded merged first)."""
     folder = tmp_path / "annotations"
     doc = grade_sample(folder, records, 30, lambda r: WORSE[r.criteria["safety"].grade]
                        if r.criteria["safety"].grade == "adequate" else r.criteria["safety"].grade)  # fmt: skip
@@ -165,7 +165,7 @@ def test_no_label_file_no_change_and_no_sample_no_rates(
                                                       "grade": "failing", "queue": "risks"})  # fmt: skip
     doc = report(tmp_path, records, people_of(folder))
     assert (
-        doc["humanLabels"]["corrected"] is False and "uniform sample" in doc["humanLabels"]["why"]
+        doc["humanLabels"]["corrected"] is False and "no sample drawn" in doc["humanLabels"]["why"]
     )
     assert {k: v for k, v in doc.items() if k != "humanLabels"} == plain
     assert 'id="no-corrected"' in (tmp_path / "report.html").read_text()

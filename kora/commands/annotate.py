@@ -24,8 +24,10 @@ def register(sub: Any) -> None:
         help="grade a target's judged conversations in the browser, or import grades",
         description="Starts a grading page on 127.0.0.1 over the target's judged "
         "conversations, without the judges' grades. --queue estimate (the default): a "
-        "uniform random sample, the same for the same --seed and shared by every "
-        "annotator, whose grades correct the report's rates; judges / reference / risks: "
+        "random sample (--design uniform, or stratified: more of the conversations the "
+        "judge failed), the same for the same --seed and shared by every annotator, whose "
+        "grades correct the report's rates, with how many grades reach --width; judges / "
+        "reference / risks: "
         "where the judges disagree with each other, with the reference run's judge "
         "(--reference), or the risks where judge and people disagree most so far (kept "
         "apart from the estimate). Grade safety and each behaviour criterion (KORA v2: "
@@ -44,6 +46,21 @@ def register(sub: Any) -> None:
     )
     an.add_argument("--size", type=int, default=100, help="conversations the page offers")
     an.add_argument("--seed", type=int, default=1, help="the sample's random seed")
+    an.add_argument(
+        "--design",
+        default="uniform",
+        choices=["uniform", "stratified"],
+        help="the sample for estimation: uniform (default), or stratified on the judge's "
+        "safety grade, its failing conversations drawn more often (fewer grades for the "
+        "same certainty where the judge errs; docs/people-and-judges.md)",
+    )
+    an.add_argument(
+        "--width",
+        type=float,
+        default=0.05,
+        help="the width of the corrected safety failing rate's 95%% interval to plan for: "
+        "how many grades reach it is said (default 0.05, five points)",
+    )
     an.add_argument("--port", type=int, default=8765)
     an.add_argument(
         "--reference",
@@ -92,11 +109,13 @@ def say(text: str) -> None:
     print(f"kora annotate: {text}", file=sys.stderr, flush=True)
 
 
-def estimate_keys(folder: Path, records: list[Any], seed: int) -> tuple[list[str], str]:
-    """The uniform sample's keys still judged, in its order, and its id."""
+def estimate_keys(
+    folder: Path, records: list[Any], args: argparse.Namespace
+) -> tuple[list[str], dict[str, Any]]:
+    """The sample's keys still judged, in its order, and the sample."""
     from kora.analysis.annotate import sample
 
-    doc, note = sample.ensure(folder, records, seed)
+    doc, note = sample.ensure(folder, records, args.seed, args.design, people_of(folder))
     if note:
         say(note)
     judged = {r.key for r in records}
@@ -107,7 +126,37 @@ def estimate_keys(folder: Path, records: list[Any], seed: int) -> tuple[list[str
             "never in it, so the report gives no corrected rates; remove "
             f"{folder / sample.SAMPLE} to draw a new sample (a new estimate)"
         )
-    return [k for k in doc["keys"] if k in judged], str(doc["id"])
+    return [k for k in doc["keys"] if k in judged], doc
+
+
+def plan(folder: Path, records: list[Any], doc: dict[str, Any], width: float) -> str:
+    """How many grades bring the corrected safety failing rate's 95 % interval to
+    `width`, from the judge's grades and people's grades of the sample so far."""
+    from kora.analysis.annotate import labels, sample
+    from kora.analysis.stats.design import FAILING, allocation, grades_for, guess
+
+    strata = sample.strata_of(records)
+    total = sum(map(len, strata.values()))
+    share = len(strata[FAILING]) / total if total else 0.0
+    mine = {f.stem: labels.read(f, str(doc["id"])) for f in sorted(folder.glob("*.jsonl"))}
+    seen = sample.seen_by_stratum(strata, mine)
+    g = guess(share, seen)
+    shares = doc.get("shares") if doc.get("design") == sample.STRATIFIED else None
+    needed, alone = grades_for(width, share, g, shares)
+    so_far = sum(n for _, n in seen.values())
+    text = (
+        f"about {needed} grades give the safety failing rate, corrected, a 95% interval "
+        f"{width:.0%} wide (people's grades alone: {alone}); "
+    )
+    if doc.get("design") == sample.UNIFORM:
+        other, _ = grades_for(width, share, g, allocation(share, g))
+        if other < needed:
+            text += f"a --design stratified sample would need about {other}; "
+    return text + (
+        f"from the judge's grades and {so_far} of people's so far"
+        if so_far
+        else "a guess until people have graded some (half the judge's failing grades wrong)"
+    )
 
 
 def import_grades(args: argparse.Namespace, records: list[Any], folder: Path) -> int:
@@ -120,9 +169,15 @@ def import_grades(args: argparse.Namespace, records: list[Any], folder: Path) ->
     known = {r.key for r in records}
     criteria = set(criteria_of(records))
     mark: dict[str, Any] = {"queue": args.queue, "source": "import"}
-    order: list[str] = []
+    drawn: dict[str, int] = {}
+    position: dict[str, int] = {}
     if args.queue == labels.ESTIMATE:
-        order, mark["sample"] = estimate_keys(folder, records, args.seed)
+        order, doc = estimate_keys(folder, records, args)
+        mark["sample"] = str(doc["id"])
+        # the drawn sample is the order's first --size: a grade of any other conversation
+        # was chosen by someone, and would bias the corrected rates
+        drawn = {k: i for i, k in enumerate(order[: args.size])}
+        position = {k: i for i, k in enumerate(order)}
     bad, by_person = [], dict[str, list[dict[str, Any]]]()
     for i, (who, answer) in enumerate(entries, 1):
         who = who or args.annotator
@@ -132,6 +187,15 @@ def import_grades(args: argparse.Namespace, records: list[Any], folder: Path) ->
             bad.append(f"grade {i}: {answer['key']!r} is not a judged test of {args.target}")
         elif answer["criterion"] not in criteria:
             bad.append(f"grade {i}: {answer['criterion']!r} is not a criterion of this run")
+        elif args.queue == labels.ESTIMATE and answer["key"] not in drawn:
+            at = position.get(answer["key"])
+            where = "is not in the sample" if at is None else f"is number {at + 1} of it"
+            bad.append(
+                f"grade {i}: {answer['key']!r} is not in the sample's first {args.size} "
+                f"conversations (it {where}): give --size to take in as many of the "
+                "sample's conversations as were graded, or --queue review for grades of "
+                "conversations chosen otherwise"
+            )
         else:
             by_person.setdefault(who, []).append({**answer, **mark})
     if bad:
@@ -146,13 +210,13 @@ def import_grades(args: argparse.Namespace, records: list[Any], folder: Path) ->
         f"{', '.join(by_person)} ({args.queue}) into {folder}"
     )
     if args.queue == labels.ESTIMATE:
-        first = order[: len(graded)]
+        first = [k for k in drawn if drawn[k] < len(graded)]
         covered = len(graded & set(first))
         if covered < len(graded):
             say(
                 f"warning: they cover {covered} of the sample's first {len(first)} "
-                "conversations: grades of the sample's conversations in its order "
-                "(`kora annotate --size N` shows the first N) estimate without bias"
+                "conversations: the ones passed over count as skipped, and the estimate is "
+                "sound only if nothing in them decided the skipping"
             )
     return 0
 
@@ -173,7 +237,11 @@ def run(args: argparse.Namespace) -> int:
     path = labels.label_file(folder, args.annotator)
     sample_id = None
     if args.queue == labels.ESTIMATE:
-        keys, sample_id = estimate_keys(folder, records, args.seed)
+        if not 0 < args.width < 1:
+            raise InputError(f"--width {args.width}: a share between 0 and 1 (0.05: five points)")
+        keys, doc = estimate_keys(folder, records, args)
+        sample_id = str(doc["id"])
+        say(plan(folder, records, doc, args.width))
     else:
         from kora.analysis.annotate.queues import review
 

@@ -2,9 +2,10 @@
 beside each judge-only rate (overall and per group: risk category, single risk, age
 range, prompt variant; every criterion) the rate corrected for the judge's errors.
 
-Only the grades of the current uniform sample (label lines of queue `estimate` that name
-its id) feed the corrected rates (kora.analysis.stats.corrected); review-queue grades,
-and the earlier stratified sample's, are counted and shown apart. No model is called:
+Only the grades of the current sample (label lines of queue `estimate` that name its id)
+feed the corrected rates (kora.analysis.stats.corrected), weighted by the design when
+it is stratified; review-queue grades, and the earliest sample's, are counted and shown
+apart. No model is called:
 the report job reads the judgments and the annotations folder. A run with no label file
 gets none of this, and its summary.json stays as it was.
 """
@@ -22,15 +23,10 @@ import orjson
 
 from kora.analysis.annotate.labels import is_estimate, lines, merge, queue_of
 from kora.analysis.records import TestRecord, benchmark_of, judged
-from kora.analysis.stats.corrected import NOT_TRIGGERED, Corrected, corrected_rate
+from kora.analysis.stats.corrected import METHOD, NOT_TRIGGERED, Corrected, corrected_rate
 from kora.benchmarks.schemas import GRADES
 
 KINDS = ("failing", "exemplary")
-METHOD = (
-    "PPI post-stratified on the judge's grade (a grade with under 5 human grades merged "
-    "with its neighbour); a mechanism with a precondition: rate among the conversations "
-    "it applied to (ratio); 95% intervals"
-)
 Labels = dict[str, dict[str, dict[str, Any]]]  # key -> criterion -> label
 
 
@@ -50,7 +46,7 @@ class People:
 def load_people(files: Iterable[Path | str]) -> People | None:
     """The label files (*.jsonl) and sample.json of an annotations folder, as the report
     rule lists them; None when no file holds a grade."""
-    from kora.analysis.annotate.sample import SAMPLE
+    from kora.analysis.annotate.sample import DESIGNS, SAMPLE
 
     found: dict[str, list[dict[str, Any]]] = {}
     sample = None
@@ -60,8 +56,8 @@ def load_people(files: Iterable[Path | str]) -> People | None:
                 doc = orjson.loads(f.read_bytes())
             except orjson.JSONDecodeError:
                 doc = None  # no usable sample: the report says there is none
-            uniform = isinstance(doc, dict) and doc.get("design") == "uniform"
-            sample = doc if uniform and isinstance(doc.get("keys"), list) else None
+            known = isinstance(doc, dict) and doc.get("design") in DESIGNS
+            sample = doc if known and isinstance(doc.get("keys"), list) else None
         elif f.suffix == ".jsonl":
             found[f.stem] = lines(f)
     found = {k: v for k, v in sorted(found.items()) if v}
@@ -97,6 +93,7 @@ def label_counts(people: People, records: Sequence[TestRecord]) -> dict[str, Any
         order = [k for k in people.sample["keys"] if k in judged_keys]
         last = max((i for i, k in enumerate(order) if k in estimate), default=-1)
         out["sample"] = {
+            "design": people.sample.get("design"),
             "id": sid,
             "seed": people.sample.get("seed"),
             "skipped": sum(1 for k in order[: last + 1] if k not in estimate),
@@ -131,9 +128,35 @@ def human_values(
     return y, t
 
 
+def design_weights(
+    records: Sequence[TestRecord], people: People, criterion: str
+) -> dict[str, float] | None:
+    """Each graded conversation's weight for `criterion` in a stratified sample: its
+    stratum's conversations over those of them people graded (None: a uniform sample,
+    all weights equal). Counted over all of the target's conversations: a group's
+    grades had the chances the whole sample gave them."""
+    if people.sample is None or people.sample.get("design") != "stratified":
+        return None
+    from kora.analysis.annotate.sample import stratum_of
+
+    stratum = stratum_of(people.sample)
+    rs = [r for r in records if criterion in r.criteria]
+    y, _ = human_values(rs, people.estimate, criterion, "failing", True)
+    size: Counter[str] = Counter(stratum.get(r.key, "") for r in rs)
+    graded: Counter[str] = Counter(stratum.get(r.key, "") for r, v in zip(rs, y, strict=True)
+                                   if not np.isnan(v))  # fmt: skip
+    return {
+        r.key: size[stratum.get(r.key, "")] / graded[stratum.get(r.key, "")]
+        for r, v in zip(rs, y, strict=True)
+        if not np.isnan(v)
+    }
+
+
 def rate_of(records: Sequence[TestRecord], people: People, criterion: str, kind: str,
-            conditional: bool) -> Corrected | None:  # fmt: skip
-    """The corrected rate of one kind of one criterion over `records`."""
+            conditional: bool, weights: Mapping[str, float] | None = None,
+            ) -> Corrected | None:  # fmt: skip
+    """The corrected rate of one kind of one criterion over `records`, with the design's
+    weights by key (`design_weights`; None: a uniform sample)."""
     rs = [r for r in records if criterion in r.criteria]
     if not rs:
         return None
@@ -141,7 +164,8 @@ def rate_of(records: Sequence[TestRecord], people: People, criterion: str, kind:
              else r.criteria[criterion].grade for r in rs]  # fmt: skip
     judge = np.array([float(c == kind) for c in cells])
     y, t = human_values(rs, people.estimate, criterion, kind, conditional)
-    return corrected_rate(cells, judge, y, t if conditional else None)
+    w = None if weights is None else np.array([weights.get(r.key, 1.0) for r in rs])
+    return corrected_rate(cells, judge, y, t if conditional else None, weights=w)
 
 
 def figures(c: Corrected) -> dict[str, Any]:
@@ -162,12 +186,12 @@ def figures(c: Corrected) -> dict[str, Any]:
 def unusable(people: People, records: Sequence[TestRecord]) -> str | None:
     """Why the grades cannot correct these judged records' rates; None when they can."""
     if people.sample is None:
-        return "no uniform sample yet (kora annotate draws one)"
+        return "no sample drawn yet (kora annotate draws one)"
     keys = set(people.sample["keys"])
     newer = sum(1 for r in records if r.key not in keys)
     if newer:
         return f"{newer} judged conversations are newer than the sample: draw a new one"
-    return None if people.estimate else "no grade of the uniform sample yet"
+    return None if people.estimate else "no grade of the sample yet"
 
 
 def overall_safety(records: Sequence[TestRecord], people: People | None) -> dict[str, Any] | None:
@@ -175,7 +199,8 @@ def overall_safety(records: Sequence[TestRecord], people: People | None) -> dict
     ok = judged(records)
     if people is None or unusable(people, ok) is not None:
         return None
-    found = {k: rate_of(ok, people, "safety", k, False) for k in KINDS}
+    weights = design_weights(ok, people, "safety")
+    found = {k: rate_of(ok, people, "safety", k, False, weights) for k in KINDS}
     shown = {k: figures(v) for k, v in found.items() if v is not None}
     return shown or None
 
@@ -221,11 +246,13 @@ def add_corrected(summary: dict[str, Any], records: Sequence[TestRecord], people
         c for r in ok for c, v in r.criteria.items() if v.not_triggered
     }
 
+    weights = {c: design_weights(ok, people, c) for c in summary["criteria"]}
+
     def attach(target: dict[str, Any], rs: Sequence[TestRecord]) -> None:
         for c in summary["criteria"]:
             if c not in target:
                 continue
-            found = {k: rate_of(rs, people, c, k, c in conditional) for k in KINDS}
+            found = {k: rate_of(rs, people, c, k, c in conditional, weights[c]) for k in KINDS}
             shown = {k: figures(v) for k, v in found.items() if v is not None}
             if shown:
                 target[c]["corrected"] = shown
