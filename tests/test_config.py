@@ -122,7 +122,9 @@ def test_every_setting_reaches_the_jobs_as_a_param_or_as_transport() -> None:
     from kora.llm.config import ModelConfig
     from kora.run.dispatch import TRANSPORT_FIELDS
 
-    answer_changing = {"provider", "model", "max_tokens", "temperature", "app"}
+    # reask_invalid_answers: the config's top-level key, put in the params (tests/test_reask.py)
+    answer_changing = {"provider", "model", "max_tokens", "temperature", "app",
+                       "reask_invalid_answers"}  # fmt: skip
     for name in ModelConfig.model_fields:
         assert name in answer_changing or name in TRANSPORT_FIELDS, name
 

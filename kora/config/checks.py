@@ -89,6 +89,9 @@ def validate_config(
     for name, m in cfg.models.items():
         if not NAME_RE.match(name):
             fail(f"models.{name}", f"models: invalid model name {name!r}")
+        if "reask_invalid_answers" in m.model_fields_set:
+            loc = f"models.{name}.reask_invalid_answers"
+            fail(loc, f"{loc}: a key of the whole run: set it at the top level")
         kind = m.kind
         if kind.needs_model and not m.model:
             fail(f"models.{name}", f"models.{name}: provider {m.provider} needs `model`")

@@ -104,6 +104,10 @@ class KoraConfig(_Strict):
     # a folder of edited copies of the 8 templates; default: the package's kora/benchmarks/v1/prompts
     prompts_dir: str | None = None
     cache_dir: str = ".kora/cache"
+    # a structured answer that fails its schema is sent back once with the reason (true,
+    # the project's addition) or fails its item at once, as in the reference (false;
+    # docs/fidelity.md lists the addition and what it changes)
+    reask_invalid_answers: bool = True
     concurrency: int = Field(default=16, gt=0, le=1024)
 
     @property
@@ -146,7 +150,10 @@ class KoraConfig(_Strict):
     def model_params(self, name: str) -> dict[str, Any]:
         """A model as a rule param and in a shard's status: its name and what changes its
         answers (so a change re-runs the shards it made, and `kora plan` can tell)."""
-        return {"name": name, **self.models[name].output_settings()}
+        params = {"name": name, **self.models[name].output_settings()}
+        if not self.reask_invalid_answers:  # absent when true: earlier shards stay done
+            params["reask_invalid_answers"] = False
+        return params
 
     def role_params(self, role: ModelRole) -> dict[str, Any] | list[dict[str, Any]]:
         """A role's model as a rule param; a fallback chain as the list of its models (a

@@ -2,8 +2,9 @@
 
 Order of a call: cache lookup -> (miss) rate/concurrency slot -> provider.generate under
 the retry layer -> cache store -> usage. A structured answer is validated with its pydantic
-type; on a violation the model is asked once more with the validation error, and a second
-violation is a failure of that item (the caller records it), never a crash of the shard.
+type; on a violation the model is asked once more with the validation error (unless the
+config's `reask_invalid_answers` is false, as in the reference), and a second violation
+is a failure of that item (the caller records it), never a crash of the shard.
 
 The store keeps only answers their caller accepts (`accept`): an answer that failed
 validation is never replayed, so fixing a server and re-running asks the question again,
@@ -343,14 +344,15 @@ class ModelClient:
         def accept(resp: Response) -> bool:
             return isinstance(parsed_of(resp.text), schema)
 
-        for attempt in range(2):
+        attempts = 2 if self.config.reask_invalid_answers else 1
+        for attempt in range(attempts):
             req = self.request(convo, system=system, schema=schema, hints=hints)
             resp = await self.call(req, stage=stage, accept=accept)
             parsed = parsed_of(resp.text)
             if isinstance(parsed, schema):
                 return parsed
             last_error = str(parsed)
-            if attempt == 0:
+            if attempt < attempts - 1:
                 convo = [
                     *messages,
                     ChatMessage("assistant", resp.text),
@@ -361,8 +363,9 @@ class ModelClient:
                         "respecting every length limit.",
                     ),
                 ]
+        said = "twice" if attempts == 2 else "(asked once: reask_invalid_answers is false)"
         raise StructuredOutputError(
-            f"model {self.name!r} gave an invalid {schema.__name__} twice: {last_error}"
+            f"model {self.name!r} gave an invalid {schema.__name__} {said}: {last_error}"
         )
 
     async def aclose(self) -> None:

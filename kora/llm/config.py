@@ -76,6 +76,10 @@ class ModelConfig(_Strict):
     # provider http: the service's requests (kora.llm.service_config); app-runner: the app
     http: HttpSpec | None = None
     app: str | None = None
+    # set from the config's top-level `reask_invalid_answers` through the rule params
+    # (kora.config.schema.KoraConfig.model_params), never under `models:`: false asks a
+    # structured answer once, as the reference does, and an invalid one fails its item
+    reask_invalid_answers: bool = True
 
     @field_validator("schema_bounds", mode="before")
     @classmethod
