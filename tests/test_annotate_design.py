@@ -126,9 +126,12 @@ def test_kora_annotate_draws_a_stratified_sample_and_says_how_many_grades_reach_
     assert "drew a stratified sample of the 40 judged conversations" in err
     assert "grades give the safety failing rate, corrected, a 95% interval 5% wide" in err
     assert "people's grades alone" in err
-    # the design is the sample's: asking for the other one is refused
+    # the design is the sample's: asking for the other one is refused, naming none is
+    # going on with it
     assert kora_main(["annotate", "t", "--annotator", "ana", "--design", "uniform"]) == 2
     assert "--design stratified --seed 1" in capsys.readouterr().err
+    assert kora_main(["annotate", "t", "--annotator", "ana", "--size", "4"]) == 0
+    assert served["keys"] == doc["keys"][:4]
     assert kora_main(["annotate", "t", "--annotator", "ana", "--design", "stratified",
                       "--width", "2"]) == 2  # fmt: skip
 

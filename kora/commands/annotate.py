@@ -48,11 +48,11 @@ def register(sub: Any) -> None:
     an.add_argument("--seed", type=int, default=1, help="the sample's random seed")
     an.add_argument(
         "--design",
-        default="uniform",
         choices=["uniform", "stratified"],
-        help="the sample for estimation: uniform (default), or stratified on the judge's "
-        "safety grade, its failing conversations drawn more often (fewer grades for the "
-        "same certainty where the judge errs; docs/people-and-judges.md)",
+        help="the sample for estimation, when it is drawn: uniform (the default), or "
+        "stratified on the judge's safety grade, its failing conversations drawn more often "
+        "(fewer grades for the same certainty where the judge errs; "
+        "docs/people-and-judges.md); once drawn, the sample keeps its design",
     )
     an.add_argument(
         "--width",

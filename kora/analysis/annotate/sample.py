@@ -112,12 +112,13 @@ def ensure(
     folder: Path,
     records: Sequence[TestRecord],
     seed: int,
-    design: str = UNIFORM,
+    design: str | None = None,
     people: dict[str, dict[str, dict[str, Any]]] | None = None,
 ) -> tuple[dict[str, Any], str]:
-    """The folder's sample, drawn with `seed` and `design` if there is none; and a note
-    for the user (empty when nothing happened). An earlier stratified sample is moved
-    aside. `people`: grades so far, which move the stratified design's guess."""
+    """The folder's sample, drawn with `seed` and `design` (None: the sample's own, or
+    uniform when there is none) if there is none; and a note for the user (empty when
+    nothing happened). An earlier stratified sample is moved aside. `people`: grades so
+    far, which move the stratified design's guess."""
     from kora.errors import InputError
 
     path = folder / SAMPLE
@@ -125,7 +126,7 @@ def ensure(
     if path.exists():
         doc = orjson.loads(path.read_bytes())
         if isinstance(doc, dict) and doc.get("design") in DESIGNS:
-            if doc.get("seed") != seed or doc.get("design") != design:
+            if doc.get("seed") != seed or design not in (None, doc.get("design")):
                 raise InputError(
                     f"{path}: the sample was drawn with --design {doc.get('design')} --seed "
                     f"{doc.get('seed')}; give those, or remove the file to draw another (its "
@@ -137,6 +138,7 @@ def ensure(
             f"{path} was the earlier stratified sample: kept as {LEGACY_SAMPLE}; its grades "
             "count for agreement, not for the corrected rates. A new sample is drawn."
         )
+    design = design or UNIFORM
     if design == UNIFORM:
         keys = order(records, seed)
         doc = {"design": UNIFORM, "id": sample_id(seed, keys), "seed": seed, "keys": keys}
