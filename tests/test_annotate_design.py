@@ -113,7 +113,8 @@ def test_kora_annotate_draws_a_stratified_sample_and_says_how_many_grades_reach_
     from kora.commands.main import main as kora_main
 
     served = serve_nothing(monkeypatch)
-    argv = ["annotate", "t", "--annotator", "ana", "--design", "stratified", "--size", "10"]
+    argv = ["annotate", "t", "--annotator", "ana", "--design", "stratified", "--size", "10",
+            "--width", "0.3"]  # fmt: skip
     assert kora_main(argv) == 0
     err = capsys.readouterr().err
     doc = sample.load(tmp_path / "results/t/annotations")
@@ -124,7 +125,7 @@ def test_kora_annotate_draws_a_stratified_sample_and_says_how_many_grades_reach_
     )
     assert served["keys"] == doc["keys"][:10] and served["sample"] == doc["id"]
     assert "drew a stratified sample of the 40 judged conversations" in err
-    assert "grades give the safety failing rate, corrected, a 95% interval 5% wide" in err
+    assert "grades give the safety failing rate, corrected, a 95% interval 30% wide" in err
     assert "people's grades alone" in err
     # the design is the sample's: asking for the other one is refused, naming none is
     # going on with it
@@ -220,3 +221,18 @@ def test_a_sample_drawn_with_another_seed_or_design_is_refused(
     assert sample.ensure(folder, project, 1, "stratified") == (doc, "")
     with pytest.raises(InputError, match="--design stratified --seed 1"):
         sample.ensure(folder, project, 1, "uniform")
+
+
+def test_a_width_no_sample_of_the_run_can_reach_is_said_to_be_out_of_reach(
+    project: list[TestRecord],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from kora.commands.main import main as kora_main
+
+    serve_nothing(monkeypatch)
+    assert kora_main(["annotate", "t", "--annotator", "ana", "--width", "0.02"]) == 0
+    err = capsys.readouterr().err
+    assert "no number of grades of these 40 conversations gives" in err
+    assert "a 95% interval 2% wide" in err

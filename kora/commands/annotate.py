@@ -144,10 +144,20 @@ def plan(folder: Path, records: list[Any], doc: dict[str, Any], width: float) ->
     shares = doc.get("shares") if doc.get("design") == sample.STRATIFIED else None
     needed, alone = grades_for(width, share, g, shares)
     so_far = sum(n for _, n in seen.values())
-    text = (
-        f"about {needed} grades give the safety failing rate, corrected, a 95% interval "
-        f"{width:.0%} wide (people's grades alone: {alone}); "
-    )
+    if needed > total:
+        # the estimand is the rate of the population these conversations come from: more
+        # grades than conversations would not narrow it further
+        text = (
+            f"no number of grades of these {total} conversations gives the safety failing "
+            f"rate, corrected, a 95% interval {width:.0%} wide (about {needed} would be "
+            f"needed; people's grades alone: {alone}): run more conversations, or plan "
+            "for a wider --width; "
+        )
+    else:
+        text = (
+            f"about {needed} grades give the safety failing rate, corrected, a 95% interval "
+            f"{width:.0%} wide (people's grades alone: {alone}); "
+        )
     if doc.get("design") == sample.UNIFORM:
         other, _ = grades_for(width, share, g, allocation(share, g))
         if other < needed:
