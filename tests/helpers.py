@@ -34,7 +34,7 @@ def copy_workflow(dest: Path) -> Path:
     """A runnable copy of the workflow (Snakefile, rules, scripts, taxonomy) in `dest`."""
     for name in ("Snakefile", "config.yaml"):
         shutil.copy(REPO / name, dest / name)
-    for d in ("rules", "scripts", "envs"):
+    for d in ("rules", "scripts", "envs", "profiles"):
         shutil.copytree(REPO / d, dest / d)
     shutil.copytree(REPO / "data" / "taxonomy", dest / "data" / "taxonomy")
     return dest

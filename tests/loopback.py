@@ -388,6 +388,19 @@ class _LLMServer(LoopbackServer):
         self.cache_reads = 0
         self.cache_writes = 0
         self._incoming = 0
+        # what the server billed: each answer it served (a batch's when the batch is made),
+        # its tokens by kind as the client reads them (input apart from the prompt cache's)
+        self.served: Counter[str] = Counter()
+
+    def bill(self, tin: int, tout: int, write: int = 0, read: int = 0) -> None:
+        with self.lock:
+            self.served.update(
+                calls=1,
+                input_tokens=tin,
+                output_tokens=tout,
+                cache_write_tokens=write,
+                cache_read_tokens=read,
+            )
 
     def request_tokens(self, body: Any) -> int:
         """The tokens a request is charged on arrival."""
@@ -551,6 +564,13 @@ class AnthropicServer(_LLMServer):
             text = answer if isinstance(answer, str) else json.dumps(answer)
             content = [{"type": "text", "text": text}]
             stop = "end_turn"
+        usage = {**self._input_usage(body), "output_tokens": _tokens(content)}
+        self.bill(
+            usage["input_tokens"],
+            usage["output_tokens"],
+            usage.get("cache_creation_input_tokens", 0),
+            usage.get("cache_read_input_tokens", 0),
+        )
         return Reply.json(
             200,
             {
@@ -561,7 +581,7 @@ class AnthropicServer(_LLMServer):
                 "content": content,
                 "stop_reason": stop,
                 "stop_sequence": None,
-                "usage": {**self._input_usage(body), "output_tokens": _tokens(content)},
+                "usage": usage,
             },
         )
 
@@ -871,6 +891,8 @@ class OpenAIServer(_LLMServer):
         if self.tokens is not None:
             with self.lock:
                 self.tokens.debit(_tokens(text), time.time())
+        cached = self._cached(body["messages"])
+        self.bill(_tokens(body["messages"]) - cached, _tokens(text), 0, cached)
         return Reply.json(
             200,
             {
@@ -891,7 +913,7 @@ class OpenAIServer(_LLMServer):
                     "total_tokens": _tokens(body["messages"]) + _tokens(text),
                     # OpenAI caches prompts of 1,024 tokens or more by itself, in steps of
                     # 128: `cached_share` of such a prompt is served from its cache here
-                    "prompt_tokens_details": {"cached_tokens": self._cached(body["messages"])},
+                    "prompt_tokens_details": {"cached_tokens": cached},
                 },
             },
         )

@@ -58,6 +58,19 @@ BAD: list[tuple[str, dict[str, str], str, str | None]] = [
     ("even judges", {"bad.yaml": "judges: [mock, sonnet]\n"}, "bad.yaml: judges: 2 judges", None),
     ("unknown model", {"bad.yaml": "seed_model: nobody\n"}, "bad.yaml: seed_model", None),
     (
+        "a budget in dollars and tokens",
+        {"bad.yaml": "budget: {usd: 5, tokens: 1000}\n"},
+        "bad.yaml: budget: give one of `usd` (dollars) or `tokens`",
+        None,
+    ),
+    ("a budget of nothing", {"bad.yaml": "budget: {usd: 0}\n"}, "bad.yaml: budget.usd", None),
+    (
+        "a budget in dollars without prices",
+        {"bad.yaml": "budget: {usd: 5}\ntargets: {gpt: {model: gpt}}\n"},
+        "bad.yaml: budget: a budget in dollars needs a `price` on every paid model; gpt has",
+        None,
+    ),
+    (
         "structured_output on anthropic",
         {"bad.yaml": "models: {sonnet: {structured_output: tool}}\n"},
         "bad.yaml: models.sonnet.structured_output: only for OpenAI-compatible servers",

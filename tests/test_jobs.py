@@ -77,10 +77,10 @@ def test_a_refused_request_stops_the_job_as_a_config_error_and_ends_the_other_it
 
     with pytest.raises(FatalProviderError, match="HTTP 500") as info:
         run_all(work, [0, 1, 2])
-    assert info.value.config is True
+    assert info.value.why == "config"
     with pytest.raises(FatalProviderError) as down:
         run_all(lambda i: _raise(ProviderError("no route", unreachable=True)), [0])
-    assert down.value.config is False
+    assert down.value.why == "service"
 
 
 async def _raise(exc: BaseException) -> int:
@@ -95,9 +95,9 @@ def test_the_closing_summary_tells_fixing_the_config_from_retrying_later(
     from kora.run.stops import closing_summary, note_stop, rerun_advice
 
     monkeypatch.setenv(RUN_ENV, "run1")
-    note_stop(tmp_path, "judgments a", "model 'j': HTTP 500: refused\n  To fix: x", config=True)
-    note_stop(tmp_path, "judgments b", "model 'j': HTTP 500: refused\n  To fix: x", config=True)
-    note_stop(tmp_path, "conversations a", "model 't': cannot connect", config=False)
+    note_stop(tmp_path, "judgments a", "model 'j': HTTP 500: refused\n  To fix: x", why="config")
+    note_stop(tmp_path, "judgments b", "model 'j': HTTP 500: refused\n  To fix: x", why="config")
+    note_stop(tmp_path, "conversations a", "model 't': cannot connect", why="service")
     lines = closing_summary(tmp_path, "run1")
     text = "\n".join(lines)
     assert "Fix the config first" in lines[0]

@@ -89,8 +89,8 @@ def test_a_file_that_cannot_be_written_is_not_left_half_written(
 
 @pytest.mark.timeout(10)
 def test_the_run_line_and_its_end_say_how_many_answers_were_not_kept() -> None:
-    assert unstored_warning(Counts(), ".kora/cache") is None
-    said = unstored_warning(Counts(unstored=3), ".kora/cache")
+    assert unstored_warning(0, ".kora/cache") is None
+    said = unstored_warning(3, ".kora/cache")
     assert said is not None and "could not keep 3 paid answers" in said
     assert "3 paid answers NOT STORED" in format_totals(Totals(unstored=3))
     assert Counts.from_dict(Counts(unstored=2).as_dict()).unstored == 2

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
 
 from kora.benchmarks import VERSIONS
@@ -57,14 +59,16 @@ def main(argv: list[str] | None = None) -> int:
 
         print(terminal_safe(f"kora: error: {exc}"), file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # output piped into `head` and closed early: not an error of ours (before OSError,
+        # which it is one of)
+        with contextlib.suppress(OSError):
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - Python flushes it at exit
+        return 0
     except OSError as exc:  # a file named on the command line that cannot be read
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"kora: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
-    except BrokenPipeError:
-        # output piped into `head` and closed early: not an error of ours
-        sys.stderr.close()
-        return 0
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from kora.commands.common import configfile_option
 from kora.config.schema import KoraConfig, chain
 from kora.errors import ConfigError
 from kora.llm.base import ChatMessage, ProviderError
+from kora.llm.bill import BillWriter, bill_dir
 from kora.llm.config import ModelConfig
 from kora.llm.retry import RetryPolicy
 from kora.llm.structured import DEFAULT, SENT_AS
@@ -113,6 +114,10 @@ async def ping_target(cfg: KoraConfig, target: str, out: list[str]) -> Pong:
     return Pong("target", model, True, time.monotonic() - started, reply_text)
 
 
+# a ping's calls are paid like any: written in the workspace's bill (ping_all sets it)
+_BILL: list[BillWriter] = []
+
+
 def _client(name: str, config: ModelConfig) -> ModelClient:
     from kora.llm.client import ModelClient
     from kora.llm.limits import Limiter
@@ -124,6 +129,7 @@ def _client(name: str, config: ModelConfig) -> ModelClient:
         usage=Usage(),
         limiter=Limiter(None, None),
         retry_policy=PING_RETRY,
+        bill=_BILL[-1] if _BILL else None,
     )
 
 
@@ -219,6 +225,7 @@ async def ping_all(
 ) -> tuple[list[str], bool]:
     lines: list[str] = []
     ok = True
+    _BILL[:] = [BillWriter(bill_dir(Path(cfg.cache_dir)), "ping")]
     checks: list[tuple[str, str | None]] = [("target", cfg.targets[target].model)]
     calls: dict[str, Rendered] = {}
     if roles:

@@ -53,8 +53,14 @@ def print_plan(args: argparse.Namespace) -> int:
         print(f"kora: warning: {note}", file=sys.stderr)
     report = asyncio.run(plan_calls(plan, targets))
     costs, saved = estimate_cost(plan.config, report, targets, workdir, plan.benchmark)
-    shards = len(plan.cells())
-    print(f"plan for {', '.join(targets)}: {shards} shard{'s' if shards != 1 else ''}")
+    from kora.run.plan import target_jobs
+
+    cells, shards = len(plan.cells()), len(target_jobs(plan, targets))
+    # a shard is one cell's file of one stage: what the run's progress line counts
+    print(
+        f"plan for {', '.join(targets)}: {cells} cell{'s' if cells != 1 else ''} of the grid "
+        f"(risk x age range x motivation), {shards} shards"
+    )
     head = f"{'stage':<14}{'items':>8}{'calls':>9}{'stored':>9}{'repeated':>10}{'to pay':>9}"
     print(f"{head}{'est. cost':>12}")
     total_cost: float | None = 0.0
@@ -87,4 +93,31 @@ def print_plan(args: argparse.Namespace) -> int:
             f"prompt caching: the estimate is ${saved:,.2f} lower than without it "
             "(at the share of input the provider's cache served in earlier runs)"
         )
+    if cfg.budget is not None:
+        print(against_budget(plan, report, total_cost))
     return 0
+
+
+def against_budget(plan: Pipeline, report: Any, cost: float | None) -> str:
+    """The estimate beside the config's budget and what the workspace's bill holds."""
+    from kora.llm.bill import bill_dir, total
+    from kora.llm.budget import amount, measure
+    from kora.run.plan import estimate_tokens
+
+    b = plan.config.budget
+    assert b is not None
+    billed = measure(b.unit, total(bill_dir(plan.workdir / plan.config.cache_dir)))
+    need = cost if b.unit == "usd" else estimate_tokens(report, plan.workdir, plan.benchmark)
+    line = (
+        f"budget {amount(b.unit, b.limit)}: {amount(b.unit, billed)} billed in this "
+        "workspace so far (`kora usage`)"
+    )
+    if need is None:
+        return line + "; this plan's cost is unknown (set `price` on every paid model)"
+    left = b.limit - billed - need
+    if left >= 0:
+        return line + f"; this plan's estimate {amount(b.unit, need)} leaves {amount(b.unit, left)}"
+    return (
+        line + f"; this plan's estimate {amount(b.unit, need)} is {amount(b.unit, -left)} over "
+        "it: the run will stop at the budget, its results unfinished"
+    )

@@ -142,6 +142,23 @@ def validate_config(
         if llm and cfg.models[name].is_service:
             fail(loc, f"{role}: {name!r} is a chat service; it can only be a target")
 
+    if cfg.budget is not None:
+        b = cfg.budget
+        if (b.usd is None) == (b.tokens is None):
+            fail("budget", "budget: give one of `usd` (dollars) or `tokens`, e.g. {usd: 25}")
+        if b.usd is not None:
+            used = {n for role in ROLES for n in chain(getattr(cfg, role))} | set(cfg.judges)
+            used |= {t.model for t in cfg.targets.values() if t.model is not None}
+            models = {n: cfg.models[n] for n in used if n in cfg.models}
+            unpriced = [n for n, m in models.items() if m.price is None and m.kind.billed]
+            if unpriced:
+                fail(
+                    "budget",
+                    f"budget: a budget in dollars needs a `price` on every paid model; "
+                    f"{', '.join(sorted(unpriced))} has none (set it, or use "
+                    "`budget: {tokens: N}`)",
+                )
+
     for role in ROLES:
         names = chain(getattr(cfg, role))
         if not names:

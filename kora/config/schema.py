@@ -53,6 +53,24 @@ class GridConfig(_Strict):
     random_seed: int = Field(default=42, ge=0, le=2**32 - 1)
 
 
+class BudgetConfig(BaseModel):
+    """`budget:` no call starts that could take the workspace's bill past it (kora.llm.budget):
+    US dollars (every paid model needs its `price`) or tokens of every kind."""
+
+    # not strict: `--config 'budget={usd: 40}'` gives Snakemake's strings, "40"
+    model_config = ConfigDict(extra="forbid")
+    usd: float | None = Field(default=None, gt=0)
+    tokens: int | None = Field(default=None, gt=0)
+
+    @property
+    def unit(self) -> Literal["usd", "tokens"]:
+        return "usd" if self.usd is not None else "tokens"
+
+    @property
+    def limit(self) -> float:
+        return float(self.usd if self.usd is not None else self.tokens or 0)
+
+
 # a model name, or a fallback chain: the models to try in order when one fails (canonical
 # KORA v2's comma-separated model lists); a chain of one is the same as its name
 ModelRole = str | list[str]
@@ -108,6 +126,7 @@ class KoraConfig(_Strict):
     # the project's addition) or fails its item at once, as in the reference (false;
     # docs/fidelity.md lists the addition and what it changes)
     reask_invalid_answers: bool = True
+    budget: BudgetConfig | None = None
     concurrency: int = Field(default=16, gt=0, le=1024)
 
     @property

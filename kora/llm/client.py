@@ -1,7 +1,9 @@
 """Everything around a model call, once for every provider.
 
 Order of a call: cache lookup -> (miss) rate/concurrency slot -> provider.generate under
-the retry layer -> cache store -> usage. A structured answer is validated with its pydantic
+the retry layer (the answer billed as it arrives, kora.llm.paying) -> cache store ->
+usage. A request once sent is carried to its answer and stored even when its caller is
+cancelled (kora.llm.ledger). A structured answer is validated with its pydantic
 type; on a violation the model is asked once more with the validation error (unless the
 config's `reask_invalid_answers` is false, as in the reference), and a second violation
 is a failure of that item (the caller records it), never a crash of the shard.
@@ -45,11 +47,13 @@ from kora.llm.base import (
 from kora.llm.batch import queue_for, supports_batches
 from kora.llm.bill import BillWriter
 from kora.llm.bounds import DEFAULT_TIMEOUT, check_size, deadline
+from kora.llm.budget import Budget, BudgetReached
 from kora.llm.cache import CallCache, cache_key
 from kora.llm.config import ModelConfig
 from kora.llm.ledger import Ledger
 from kora.llm.limits import Cost, Limiter, estimate_input_tokens, limited, limiter_for
 from kora.llm.masking import masker_for
+from kora.llm.paying import Payer
 from kora.llm.providers import create_provider
 from kora.llm.retry import RetryPolicy, retrying
 from kora.llm.usage import Usage
@@ -86,10 +90,11 @@ class ModelClient:
         ledger: Ledger | None = None,
         ahead: bool = False,
         bill: BillWriter | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self.name = name
-        # where each served answer is written down as it arrives (kora.llm.bill)
-        self.bill = bill
+        # each answer written in the bill as it arrives, each call within the budget
+        self.payer = Payer(name, config.model, config.cost_price, bill, budget)
         # shared with the other clients of the process (kora.llm.ledger); `ahead`: this
         # client makes calls before the jobs that need them (kora.run.prefetch)
         self.ledger = ledger
@@ -203,27 +208,32 @@ class ModelClient:
         def on_resume() -> None:
             self.usage.waiting -= 1
 
-        def charge(resp: Response) -> Response:
-            """Billed as it arrives, before any check of it (kora.llm.bill)."""
-            if self.bill is not None:
-                price = self.config.cost_price
-                model = self.config.model
-                self.bill.charge(
-                    self.name, stage, resp, price, api_model=model, key=key, ahead=self.ahead
-                )
+        def keep(resp: Response) -> Response:
+            if key is not None and self.cache is not None and (accept is None or accept(resp)):
+                self._store(key, resp, stage)
             return resp
+
+        async def exchange() -> Response:
+            # the answer's own time, not the waits for the limiter or between retries (a
+            # mock's time measures nothing, and would make its runs differ)
+            started = time.monotonic()
+            paying = self.payer.paying(request, stage=stage, key=key, ahead=self.ahead)
+            async with paying as arrived, deadline(self.timeout, self.label):
+                resp = self._bounded(arrived(await self.provider.generate(request)))
+            if not self.is_mock:
+                resp = replace(resp, meta={**resp.meta, "latency": time.monotonic() - started})
+            return keep(resp)
 
         async def timed() -> Response:
             if structured in self.refused:  # refused while this call waited for its turn
                 raise self.refused[structured]
-            # the answer's own time, not the waits for the limiter or between retries (a
-            # mock's time measures nothing, and would make its runs differ)
-            started = time.monotonic()
-            async with deadline(self.timeout, self.label):
-                resp = self._bounded(charge(await self.provider.generate(request)))
-            if self.is_mock:
-                return resp
-            return replace(resp, meta={**resp.meta, "latency": time.monotonic() - started})
+            sent = asyncio.ensure_future(exchange())
+            if self.ledger is None:
+                return await sent
+            # sent, it is carried to its answer, billed and stored, whatever befalls the
+            # caller (kora.llm.ledger)
+            self.ledger.send(key, sent)
+            return await asyncio.shield(sent)
 
         async def batched() -> Response:
             assert key is not None and self.cache is not None
@@ -232,7 +242,9 @@ class ModelClient:
                 self.cache.root.parent / "batches",
                 self.cache.root,
             )
-            return self._bounded(charge(await queue.ask(key, request)))
+            paying = self.payer.paying(request, stage=stage, key=key, ahead=self.ahead)
+            async with paying as arrived:
+                return keep(self._bounded(arrived(await queue.ask(key, request))))
 
         try:
             if self._batched(key):
@@ -252,6 +264,8 @@ class ModelClient:
                     on_retry=on_retry,
                     on_resume=on_resume,
                 )
+        except BudgetReached:
+            raise  # not sent: no failed call of the model's
         except Exception as exc:
             if isinstance(exc, ProviderError) and exc.config_error:
                 self.refused.setdefault(structured, exc)
@@ -262,8 +276,6 @@ class ModelClient:
             # a call without a store key (no call store) rests on its own answer
             used = key if key is not None else f"unstored-{id(resp):x}-{time.monotonic_ns()}"
             self.usage.use(used, self.name, stage, resp, self.config.cost_price)
-        if key is not None and self.cache is not None and (accept is None or accept(resp)):
-            self._store(key, resp, stage)
         return resp
 
     def _bounded(self, resp: Response) -> Response:

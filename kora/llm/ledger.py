@@ -8,6 +8,11 @@ cost in the job's status and in usage.json), once, and as a stored answer after 
 
 An answer the call store could not keep (a full disk) is kept here instead, for the rest
 of the process: a job that asks for it uses it rather than paying for it again.
+
+A request once sent is carried to its answer even when the job that asked is cancelled
+(its script went away, the run is being stopped): the answer is paid for, so it is billed
+and stored. When the process is asked to stop (`stop`), no new request goes out
+(`RunStopping`), and `drain` waits for the ones in flight.
 """
 
 from __future__ import annotations
@@ -20,9 +25,17 @@ from kora.llm.base import ProviderError, Response
 from kora.llm.usage import Counts
 
 
+class RunStopping(BaseException):
+    """The process is stopping: a call not yet sent is not sent. A BaseException, as a
+    cancellation is: no item records it as its failure, no job writes its shard."""
+
+
 @dataclass
 class Ledger:
     _inflight: dict[str, asyncio.Future[Response]] = field(default_factory=dict)
+    # requests sent and not yet answered, by call-store key where they have one
+    _sending: dict[asyncio.Future[Response], str | None] = field(default_factory=dict)
+    stopping: bool = False
     # calls made ahead and not yet asked for by their job: what they cost so far
     _ahead: dict[str, Counts] = field(default_factory=dict)
     # their sum, kept as they come and go: the broker reports it every second, and a
@@ -38,7 +51,34 @@ class Ledger:
         return self._refused.setdefault(model, {})
 
     def inflight(self, key: str) -> asyncio.Future[Response] | None:
-        return self._inflight.get(key)
+        """The call asking this question now, or the request of one that was cancelled
+        after sending it (its answer is on its way to the call store)."""
+        found = self._inflight.get(key)
+        if found is None:
+            found = next((t for t, k in self._sending.items() if k == key), None)
+        return found
+
+    def send(self, key: str | None, request: asyncio.Future[Response]) -> None:
+        """A request goes out; RunStopping instead when the process is stopping."""
+        if self.stopping:
+            request.cancel()
+            raise RunStopping()
+        self._sending[request] = key
+
+        def done(t: asyncio.Future[Response]) -> None:
+            self._sending.pop(t, None)
+            if not t.cancelled():
+                t.exception()  # retrieved: its caller may be gone
+
+        request.add_done_callback(done)
+
+    def stop(self) -> None:
+        self.stopping = True
+
+    async def drain(self) -> None:
+        """Until every request sent has its answer (or its error)."""
+        while self._sending:
+            await asyncio.wait(list(self._sending))
 
     def start(self, key: str) -> asyncio.Future[Response]:
         fut: asyncio.Future[Response] = asyncio.get_running_loop().create_future()

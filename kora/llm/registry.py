@@ -54,6 +54,11 @@ class ProviderKind:
         """A chat service with sessions (only ever a target), not an LLM provider."""
         return self.make is None
 
+    @property
+    def billed(self) -> bool:
+        """Charges by the token: what its calls cost is known only with a `price`."""
+        return not self.offline and not self.is_service
+
 
 KINDS: dict[str, ProviderKind] = {
     k.name: k

@@ -116,11 +116,12 @@ class Usage:
 
     def used_records(self) -> list[list[Any]]:
         """The calls the job's records rest on, for its status file: `[key, model, stage,
-        input, output, cache write, cache read tokens, cost]` each (`rested_on` reads them)."""
+        input, output, cache write, cache read tokens, cost, what the prompt cache saved]`
+        each (`rested_on` reads them)."""
         rows: list[list[Any]] = []
         for key, (model, stage, c) in self.used.items():
             tokens = [c.input_tokens, c.output_tokens, c.cache_write_tokens, c.cache_read_tokens]
-            rows.append([key, model, stage, *tokens, round(c.cost, 9)])
+            rows.append([key, model, stage, *tokens, round(c.cost, 9), round(c.cache_saved, 9)])
         return rows
 
     def add_unstored(self, model: str, stage: str) -> None:
@@ -137,8 +138,9 @@ class Usage:
 def rested_on(rows: list[list[Any]]) -> dict[str, tuple[str, str, Counts]]:
     """A status file's `calls` (`Usage.used_records`) as `Usage.used` holds them."""
     out: dict[str, tuple[str, str, Counts]] = {}
-    for key, model, stage, tin, tout, write, read, cost in rows:
+    for key, model, stage, tin, tout, write, read, cost, saved in rows:
         counts = Counts(calls=1, input_tokens=tin, output_tokens=tout, cost=cost)
         counts.cache_write_tokens, counts.cache_read_tokens = write, read
+        counts.cache_saved = saved
         out[key] = (model, stage, counts)
     return out

@@ -28,9 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kora.llm.ledger import RunStopping
 from kora.run.dispatch import BROKER_ENV
 from kora.run.protocol import (
     SEND_TIMEOUT,
+    STOPPED,
     PrefetchRequest,
     ProtocolError,
     Reply,
@@ -40,6 +42,9 @@ from kora.run.protocol import (
 )
 
 log = logging.getLogger("kora.run.broker")
+# seconds a stopping broker waits for the requests in flight to be answered: they are paid
+# for, and kept, whatever the run does next
+DRAIN = 30.0
 # one line of JSON a message: the run's job specs for prefetching can take megabytes
 # (a full grid's 4,500 jobs), far past asyncio's 64 KiB default
 MESSAGE_LIMIT = 1 << 30
@@ -91,6 +96,14 @@ async def _report_ahead(pool: Any) -> None:
         await asyncio.sleep(1.0)
 
 
+async def _last_ahead(pool: Any) -> None:
+    """The count of calls made ahead and not used, once more as the broker stops: the
+    run's closing line reads it after the broker is gone."""
+    reporter = asyncio.create_task(_report_ahead(pool))
+    await asyncio.sleep(0)  # its first write is done before its first wait
+    reporter.cancel()
+
+
 ahead = _Ahead()
 
 
@@ -114,7 +127,18 @@ async def _serve_job(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
         return
     job = asyncio.create_task(execute(request.spec, pool, where="the run's broker"))
     gone = asyncio.create_task(reader.read())  # ends when the job's script does
-    await asyncio.wait({job, gone}, return_when=asyncio.FIRST_COMPLETED)
+    try:
+        await asyncio.wait({job, gone}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        # the broker is stopping (the run was stopped): the script is told so, and ends
+        # quietly, rather than find the connection closed and run the job itself
+        job.cancel()
+        with contextlib.suppress(BaseException):
+            await job
+        with contextlib.suppress(ConnectionError, OSError):
+            writer.write(Reply(STOPPED).encode())
+            writer.close()
+        raise
     if not job.done():
         job.cancel()
         with contextlib.suppress(BaseException):
@@ -125,6 +149,8 @@ async def _serve_job(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
     try:
         outcome = job.result()
         reply = Reply(outcome.status, outcome.message)
+    except RunStopping:  # the run is being stopped: the job's next call was not sent
+        reply = Reply(STOPPED)
     except Exception:  # a bug: the job fails with its traceback, the broker goes on
         reply = Reply(1, traceback.format_exc())
     with contextlib.suppress(ConnectionError):
@@ -144,10 +170,20 @@ async def serve(path: Path, parent: int) -> None:
         )
     finally:
         os.umask(old)
-    stop = asyncio.Event()
+    stop, now = asyncio.Event(), asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    interrupts = 0
+
+    def on_signal(sig: int) -> None:
+        # a stop keeps every answer paid for; a second Ctrl-C (SIGINT: the run's own
+        # SIGTERM may come between the two of a group's) stops now
+        nonlocal interrupts
+        interrupts += sig == signal.SIGINT
+        (now if interrupts > 1 else stop).set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, on_signal, sig)
 
     async def watch_parent() -> None:
         while os.getppid() == parent:
@@ -157,8 +193,16 @@ async def serve(path: Path, parent: int) -> None:
     watcher = asyncio.create_task(watch_parent())
     async with server:
         await stop.wait()
+        # no request goes out any more; those in flight are answered, billed and stored
+        # (up to DRAIN seconds, or a second signal)
+        pool.ledger.stop()
+        draining = asyncio.create_task(pool.ledger.drain())
+        hurry = asyncio.create_task(now.wait())
+        await asyncio.wait({draining, hurry}, timeout=DRAIN, return_when=asyncio.FIRST_COMPLETED)
+        hurry.cancel()
     watcher.cancel()
     ahead.cancel()
+    await _last_ahead(pool)
     # every call made ahead should have been asked for by its job: one that was not is
     # a call the run paid for nothing (kora.run.walk walks exactly the jobs' units)
     log.info("calls made ahead that no job asked for: %d", pool.ledger.unclaimed().calls)
@@ -199,12 +243,19 @@ class Broker:
 
     process: subprocess.Popen[bytes]
     path: Path
+    asked: bool = False  # to stop: a second signal would cut its calls in flight short
+
+    def ask_to_stop(self) -> None:
+        """Stop without waiting: the calls in flight are answered, the jobs told `stopped`."""
+        if self.process.poll() is None and not self.asked:
+            self.asked = True
+            self.process.terminate()
 
     def stop(self) -> None:
         if self.process.poll() is None:
-            self.process.terminate()
+            self.ask_to_stop()
             try:
-                self.process.wait(timeout=10)
+                self.process.wait(timeout=DRAIN + 10)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()

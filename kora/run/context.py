@@ -22,8 +22,10 @@ from typing import Any
 
 from kora.benchmarks.base import Benchmark
 from kora.benchmarks.taxonomy import Taxonomy
+from kora.config.schema import BudgetConfig
 from kora.llm.base import Provider
-from kora.llm.bill import OUTSIDE, BillWriter, bill_dir
+from kora.llm.bill import OUTSIDE, BillWriter, bill_dir, total
+from kora.llm.budget import Budget, budget_file, measure
 from kora.llm.cache import CallCache
 from kora.llm.chain import Asker, as_asker
 from kora.llm.client import ModelClient
@@ -46,9 +48,15 @@ class Transport:
     models: dict[str, dict[str, Any]]
     cache_dir: str = ".kora/cache"
     concurrency: int = 16
+    budget: dict[str, Any] | None = None  # the config's `budget` (kora.llm.budget)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"models": self.models, "cache_dir": self.cache_dir, "concurrency": self.concurrency}
+        return {
+            "models": self.models,
+            "cache_dir": self.cache_dir,
+            "concurrency": self.concurrency,
+            "budget": self.budget,
+        }
 
     def model(self, params: dict[str, Any]) -> ModelConfig:
         """A model's full config: its params (what changes answers) + its transport."""
@@ -83,6 +91,7 @@ class Pool:
     # and are not written in the bill
     sends: bool = True
     _bills: dict[Path, BillWriter] = field(default_factory=dict)
+    _budgets: dict[Path, Budget] = field(default_factory=dict)
     _providers: dict[tuple[str, str], Provider] = field(default_factory=dict)
     _taxonomies: dict[tuple[Any, ...], Taxonomy] = field(default_factory=dict)
 
@@ -103,6 +112,23 @@ class Pool:
         if folder not in self._bills:
             self._bills[folder] = BillWriter(folder, os.environ.get(RUN_ENV) or OUTSIDE)
         return self._bills[folder]
+
+    def budget(self, store: Path, given: dict[str, Any] | None) -> Budget | None:
+        """The run's budget (`given`: the config's `budget`), shared with every process of
+        the run through its state file; a job run outside a run has none."""
+        run = os.environ.get(RUN_ENV)
+        if given is None or not self.sends or not run:
+            return None
+        cfg = BudgetConfig.model_validate(given)
+        path = budget_file(store, run)
+        if path in self._budgets:
+            return self._budgets[path]
+        if not path.exists():  # a job started without the run's start (a cluster node
+            # that cannot see it yet): the bill so far, as the start would have written
+            spent = measure(cfg.unit, total(bill_dir(store)))
+            Budget.start(path, cfg.unit, cfg.limit, spent)
+        self._budgets[path] = Budget(path, cfg.unit, cfg.limit)
+        return self._budgets[path]
 
     def taxonomy(self, files: list[Path], benchmark: Benchmark) -> Taxonomy:
         """The taxonomy of a rule's declared input files, as its version reads them
@@ -151,6 +177,7 @@ class JobContext:
             config,
             cache=store,
             bill=self.pool.bill(store.root),
+            budget=self.pool.budget(store.root, self.transport.budget),
             usage=self.usage,
             provider=self.pool.provider(name, config),
             limiter=self._limiter(name, config),

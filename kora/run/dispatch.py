@@ -13,11 +13,12 @@ cluster node, or without a broker, the job runs in its own process exactly the s
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import sys
 from typing import Any
 
-from kora.run.protocol import JobRequest, Reply, connect, read_line
+from kora.run.protocol import STOPPED, JobRequest, Reply, connect, read_line
 
 BROKER_ENV = "KORA_BROKER"  # "<host>|<socket path>" of the run's broker
 TRANSPORT_FIELDS = (
@@ -75,6 +76,8 @@ def transport(config: Any, params: dict[str, Any]) -> dict[str, Any]:
         },
         "cache_dir": str(config.get("cache_dir", ".kora/cache")),
         "concurrency": int(config.get("concurrency", 16)),
+        # a cap on the bill (kora.llm.budget): it never changes an answer
+        "budget": config.get("budget") or None,
     }
 
 
@@ -89,6 +92,10 @@ def job_spec(rule: str, smk: Any) -> dict[str, Any]:
         "log": [str(f) for f in smk.log],
         "transport": transport(smk.config, params),
     }
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt  # a job in its own process then cancels its calls in order
 
 
 def submit(spec: dict[str, Any]) -> tuple[int, str] | None:
@@ -115,13 +122,20 @@ def submit(spec: dict[str, Any]) -> tuple[int, str] | None:
 
 
 def run(rule: str, smk: Any) -> None:
-    """The whole of a rule's script: run its job, say what went wrong, exit with its status."""
-    spec = job_spec(rule, smk)
-    done = submit(spec) if rule in BROKERED else None
-    if done is None:
-        from kora.run.entries import run_here
+    """The whole of a rule's script: run its job, say what went wrong, exit with its status.
 
-        done = run_here(spec)
+    A stop (SIGINT, SIGTERM, the broker's `stopped`) ends it quietly: the run's closing
+    lines say what was done and how to go on, a traceback per job would bury them."""
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        spec = job_spec(rule, smk)
+        done = submit(spec) if rule in BROKERED else None
+        if done is None:
+            from kora.run.entries import run_here
+
+            done = run_here(spec)
+    except KeyboardInterrupt:
+        raise SystemExit(STOPPED) from None
     status, message = done
     if message:
         from kora.llm.masking import terminal_safe  # it may quote a server's words

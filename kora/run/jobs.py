@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kora.llm.base import BlockedError, ProviderError
+from kora.llm.budget import BudgetReached
 from kora.run.progress import ProgressReporter
 from kora.run.shards import keep_token, new_token, write_records, write_status
-from kora.run.stops import note_stop
+from kora.run.stops import StopKind, note_stop
 
 if TYPE_CHECKING:
     from kora.run.context import JobContext
@@ -31,13 +32,14 @@ R = TypeVar("R")
 
 
 class FatalProviderError(Exception):
-    """An error that no retry and no other item can get past (a bad or missing key, a
-    request the server refuses). `config`: fixing the config is what gets past it, not
-    running again later (a service that could not be reached)."""
+    """An error that no retry and no other item can get past. `why` says what gets past
+    it: `config`, fixing the config (a bad or missing key, a request the server refuses);
+    `service`, running again once the service is up (it could not be reached); `budget`,
+    a higher budget (kora.llm.budget)."""
 
-    def __init__(self, message: str, *, config: bool = False) -> None:
+    def __init__(self, message: str, *, why: StopKind = "config") -> None:
         super().__init__(message)
-        self.config = config
+        self.why = why
 
 
 @dataclass
@@ -52,9 +54,10 @@ class JobReport:
 
 def is_fatal(exc: BaseException) -> bool:
     """A rejected or missing key, a request the server refuses as invalid (a configuration
-    error, kora.llm.faults), or a service that cannot be reached, fails every item alike:
-    the job stops rather than record the same error for each of them."""
-    return (
+    error, kora.llm.faults), a service that cannot be reached, or a budget with no room
+    left, fails every item alike: the job stops rather than record the same error for
+    each of them."""
+    return isinstance(exc, BudgetReached) or (
         isinstance(exc, ProviderError)
         and not isinstance(exc, BlockedError)
         and (
@@ -66,9 +69,13 @@ def is_fatal(exc: BaseException) -> bool:
     )
 
 
-def fatal(exc: ProviderError) -> FatalProviderError:
-    """The job's stop for a fatal error: one the config must fix, or the service's state."""
-    return FatalProviderError(str(exc), config=not exc.unreachable)
+def fatal(exc: BaseException) -> FatalProviderError:
+    """The job's stop for a fatal error: one the config must fix, the service's state, or
+    the budget."""
+    if isinstance(exc, BudgetReached):
+        return FatalProviderError(str(exc), why="budget")
+    unreachable = isinstance(exc, ProviderError) and exc.unreachable
+    return FatalProviderError(str(exc), why="service" if unreachable else "config")
 
 
 async def run_items(
@@ -88,7 +95,7 @@ async def run_items(
             try:
                 result = await work(item)
             except Exception as exc:
-                if isinstance(exc, ProviderError) and is_fatal(exc):
+                if is_fatal(exc):
                     raise fatal(exc) from None
                 report.failed += 1
                 report.errors.append({"item": label(item), "error": f"{type(exc).__name__}: {exc}"})
@@ -189,7 +196,7 @@ async def run_shard_job(
             progress=progress,
         )
     except FatalProviderError as exc:
-        note_stop(ctx.workdir, f"{job.stage} {job.shard}", str(exc), config=exc.config)
+        note_stop(ctx.workdir, f"{job.stage} {job.shard}", str(exc), why=exc.why)
         raise
     finally:
         progress.close()

@@ -258,6 +258,16 @@ def stage_calls(benchmark: Benchmark) -> dict[str, list[tuple[str, float]]]:
     return {**STAGE_CALLS, "judgments": [(s, 1 / len(judged)) for s in judged]}
 
 
+def estimate_tokens(report: PlanReport, workdir: Path, benchmark: Benchmark) -> float:
+    """The tokens of every kind the calls still to pay will take (a budget in tokens)."""
+    tokens = tokens_per_call(workdir)
+    return sum(
+        count.to_pay * share * sum(tokens[sub])
+        for stage, count in report.stages.items()
+        for sub, share in stage_calls(benchmark)[stage]
+    )
+
+
 def estimate_cost(
     raw_cfg: Any, report: PlanReport, targets: list[str], workdir: Path, benchmark: Benchmark
 ) -> tuple[dict[str, float | None], float]:
@@ -293,7 +303,7 @@ def estimate_cost(
             for m in models:
                 price = raw_cfg.models[m].cost_price
                 if price is None:
-                    if not raw_cfg.models[m].kind.offline and not raw_cfg.models[m].is_service:
+                    if raw_cfg.models[m].kind.billed:
                         out[stage] = None
                     continue
                 tin, tout, tw, tr = (round(x) for x in tokens[sub])

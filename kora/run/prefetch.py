@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kora.benchmarks.templates import prompts_from
+from kora.llm.ledger import RunStopping
 from kora.llm.registry import kind_of
 from kora.run.context import JobContext, Pool, Transport
 from kora.run.jobs import is_fatal
@@ -82,6 +83,9 @@ class Prefetch:
             try:
                 with prompts_from(job.prompts_dir):
                     result = await job.stage.work(job, unit)
+            except RunStopping as exc:  # the run is being stopped: nothing more ahead
+                self.stopped = exc
+                return None
             except Exception as exc:
                 self.failed += 1
                 if is_fatal(exc):

@@ -280,9 +280,8 @@ class Monitor:
         return totals
 
 
-def unstored_warning(totals: Counts, store: str) -> str | None:
-    """What a run says at its end when the call store could not keep paid answers."""
-    n = totals.unstored
+def unstored_warning(n: int, store: str) -> str | None:
+    """What a run says at its end when the call store could not keep `n` paid answers."""
     if not n:
         return None
     return (

@@ -16,6 +16,10 @@ from typing import Any
 SEND_TIMEOUT = 30.0
 
 
+# a job's status when the run was stopped while it ran (128 + SIGINT, as a shell says it)
+STOPPED = 130
+
+
 class ProtocolError(Exception):
     """A message that is not what the other side must send."""
 

@@ -13,7 +13,8 @@ Snakemake, and pyproject.toml pins the releases they passed on.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 
@@ -69,3 +70,99 @@ def isolated_software(workflow: Any) -> bool:
     container): their jobs must then make their calls themselves, in that environment."""
     methods = _get(workflow, "deployment_settings.deployment_method")
     return bool(methods)
+
+
+def stale_locks(workdir: Path, store_lock: Path) -> list[Path]:
+    """The locks (`.snakemake/locks/`) a Snakemake killed outright left in `workdir`, when
+    no Snakemake of the workspace is alive: none holds the call store's lock
+    (kora.run.runlock, `store_lock`) and none runs in the folder. Empty when the locks may
+    be a live run's."""
+    locks = sorted((workdir / ".snakemake" / "locks").glob("*.lock"))
+    if not locks or _held(store_lock) or _snakemake_alive_in(workdir):
+        return []
+    return locks
+
+
+def _held(path: Path) -> bool:
+    """Whether a process holds the flock on `path` (the kernel drops it with the holder)."""
+    import fcntl
+    import os
+
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # and a lock taken here with it
+    return False
+
+
+def _snakemake_alive_in(workdir: Path) -> bool:
+    """Whether another Snakemake process runs in `workdir` on this machine (Linux's /proc;
+    elsewhere, or where /proc cannot be read, assume one does)."""
+    import os
+
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True
+    here = workdir.resolve()
+    mine = {os.getpid(), os.getppid()}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) in mine:
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            cwd = (entry / "cwd").resolve()
+        except OSError:
+            continue
+        if cwd == here and _is_snakemake(argv):
+            return True
+    return False
+
+
+def _is_snakemake(argv: list[bytes]) -> bool:
+    """`snakemake ...`, `python .../bin/snakemake ...` or `python -m snakemake ...`: not a
+    job's script under `.snakemake/scripts/`."""
+    words = [w.decode(errors="replace") for w in argv[:3]]
+    if words and Path(words[0]).name == "snakemake":
+        return True
+    if len(words) > 1 and Path(words[1]).name == "snakemake":
+        return True
+    return words[1:3] == ["-m", "snakemake"]
+
+
+# a job's files shown when Snakemake reports it: a KORA job holds a risk's cells, 60
+# files and more, and a failed run listed every one of them for every job
+SHOWN_FILES = 3
+
+
+def tidy_job_reports(stopping: Callable[[], bool]) -> None:
+    """Snakemake's reports of a job (its start, its failure) name a few of its files and
+    count the rest; while the run is being stopped (`stopping()`), the failures of the
+    jobs the stop ended are not reported at all (the run's closing lines say what
+    happened)."""
+    import logging
+
+    from snakemake_interface_logger_plugins.common import LogEvent
+
+    class Tidy(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            event = getattr(record, "event", None)
+            if stopping() and (
+                event == LogEvent.JOB_ERROR
+                or (event == LogEvent.ERROR and getattr(record, "exception", "") == "RuleException")
+            ):
+                return False
+            if event in (LogEvent.JOB_INFO, LogEvent.JOB_ERROR):
+                for name in ("input", "output", "log"):
+                    files = getattr(record, name, None)
+                    if isinstance(files, list) and len(files) > SHOWN_FILES:
+                        more = f"(and {len(files) - SHOWN_FILES} more)"
+                        setattr(record, name, [*files[:SHOWN_FILES], more])
+            return True
+
+    logging.getLogger("snakemake.logging").addFilter(Tidy())

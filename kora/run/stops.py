@@ -3,8 +3,8 @@
 A job that stops on an error no retry gets past (kora.run.jobs.FatalProviderError) leaves a
 note in `.kora/stops/<run>/`; when the run ends in error, `closing_summary` reads the
 notes and says which kind it was: a configuration error (running the same command again
-would fail the same way: fix the config first) or a service that could not be reached
-(start it, or retry later).
+would fail the same way: fix the config first), a service that could not be reached
+(start it, or retry later), or the budget (raise it to go on).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import os
 import shutil
 import uuid
 from pathlib import Path
+from typing import Literal
 
 import orjson
 
@@ -25,20 +26,23 @@ def stops_dir(workdir: Path, run_id: str) -> Path:
     return workdir / ".kora" / "stops" / run_id
 
 
-def note_stop(workdir: Path, where: str, message: str, *, config: bool) -> None:
+StopKind = Literal["config", "service", "budget"]
+
+
+def note_stop(workdir: Path, where: str, message: str, *, why: StopKind) -> None:
     """Leave the reason a job stopped for the run's closing summary (outside a run: none)."""
     run_id = os.environ.get(RUN_ENV)
     if not run_id:
         return
-    note = {"where": where, "message": message, "config": config}
+    note = {"where": where, "message": message, "why": why}
     # the job's own message says it too: a note that cannot be written is no failure
     with contextlib.suppress(OSError):
         write_atomic(stops_dir(workdir, run_id) / f"{uuid.uuid4().hex}.json", orjson.dumps(note))
 
 
-def closing_summary(workdir: Path, run_id: str) -> list[str]:
+def closing_summary(workdir: Path, run_id: str, *, raise_budget: str = "") -> list[str]:
     """The lines that end a run stopped by such errors (none when no job left a note); the
-    notes are removed."""
+    notes are removed. `raise_budget`: the command that goes on with a higher budget."""
     folder = stops_dir(workdir, run_id)
     notes: list[dict[str, object]] = []
     for f in sorted(folder.glob("*.json")):
@@ -48,11 +52,20 @@ def closing_summary(workdir: Path, run_id: str) -> list[str]:
             continue
     shutil.rmtree(folder, ignore_errors=True)
     lines: list[str] = []
-    for config in (True, False):
-        messages = list(dict.fromkeys(str(n["message"]) for n in notes if n["config"] is config))
+    budget = [str(n["message"]) for n in notes if n.get("why") == "budget"]
+    if budget:
+        # every job that met it says the same: the last words are the run's
+        lines.append(f"the run stopped at its budget: {budget[-1]}.")
+        lines.append(
+            "Every answer paid for is in the call store; to go on, raise the budget: "
+            f"{raise_budget}".rstrip(": ")
+        )
+        return lines
+    for why in ("config", "service"):
+        messages = list(dict.fromkeys(str(n["message"]) for n in notes if n.get("why") == why))
         if not messages:
             continue
-        if config:
+        if why == "config":
             lines.append(
                 "the run stopped on a configuration error: running the same command again "
                 "as it is would fail the same way. Fix the config first:"

@@ -1,0 +1,251 @@
+"""One `snakemake` run as the Snakefile drives it: its start, its end, and a stop.
+
+`rules/common.smk` makes a `RunSession` when the workflow is read and calls `start` in
+`onstart`, `succeeded` in `onsuccess` and `failed` in `onerror`; everything in between
+(the store's lock, the checks before the first job, the budget, the broker and its calls
+made ahead, the progress line, what a stop does) is here, typed and tested.
+
+A stop (Ctrl-C at a terminal, SIGINT to Snakemake alone as `timeout -s INT` and CI
+runners send it, SIGTERM) ends the run's jobs at once, keeps every answer that arrived
+(the call store) and what was paid (the bill), and ends with a few lines: what is done,
+what was paid, the command to go on with. That command is the one typed: the workflow
+profile (`profiles/default/`) re-runs what a stop cut short, and a lock left by a
+Snakemake killed outright is cleared when no Snakemake of the workspace is alive.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import shlex
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kora.errors import KoraError
+from kora.llm.bill import bill_dir, total
+from kora.llm.budget import Budget, amount, budget_file, measure
+from kora.llm.lifecycle import lifecycle_notes
+from kora.llm.structured import config_warnings
+from kora.run import requests
+from kora.run.broker import Broker, send_ahead, start_broker
+from kora.run.pipeline import Pipeline
+from kora.run.plan import count_calls
+from kora.run.preflight import check_models, models_for_jobs
+from kora.run.progress import Monitor, Totals, unstored_warning
+from kora.run.runlock import RunLock, hold
+from kora.run.stops import closing_summary, rerun_advice
+
+# a job's parts as kora.run.seam.job_parts gives them: rule, wildcards, input, output,
+# params, log
+JobParts = tuple[str, dict[str, str], Any, Any, Any, Any]
+
+
+def say(line: str) -> None:
+    print(f"kora: {line}", file=sys.stderr, flush=True)
+
+
+def go_on_command(argv: Sequence[str], config: dict[str, Any] | None = None) -> str:
+    """The command line that was typed, to type again (`config`: `--config` values to
+    add, replacing the same keys given before)."""
+    words = ["snakemake", *argv[1:]]
+    if config:
+        kept: list[str] = []
+        skip = False
+        for i, w in enumerate(words):
+            if skip:
+                skip = False
+                continue
+            if w == "--config" and i + 1 < len(words) and words[i + 1].split("=")[0] in config:
+                skip = True
+                continue
+            kept.append(w)
+        words = [*kept, "--config", *(f"{k}={v}" for k, v in config.items())]
+    return shlex.join(words)
+
+
+def _round_up(x: float) -> str:
+    """`x` rounded up to two significant figures, as a budget is written."""
+    if x <= 0:
+        return "0"
+    step = 10 ** (math.floor(math.log10(x)) - 1)
+    return f"{math.ceil(x / step - 1e-9) * step:.10g}"
+
+
+@dataclass
+class RunSession:
+    pipeline: Pipeline
+    run_id: str
+    argv: list[str] = field(default_factory=lambda: list(sys.argv))
+    monitor: Monitor = field(init=False)
+    started: float = field(default_factory=time.time)
+    broker: Broker | None = None
+    lock: RunLock | None = None
+    budget: Budget | None = None
+    stopped_by: str | None = None  # the signal that stopped the run
+
+    def __post_init__(self) -> None:
+        store = self.store
+        self.monitor = Monitor(self.pipeline.workdir, self.run_id, bill=bill_dir(store))
+        self.monitor.batches = store.parent / "batches"
+
+    @property
+    def store(self) -> Path:
+        return self.pipeline.workdir / self.pipeline.config.cache_dir
+
+    def start(
+        self,
+        jobs: list[JobParts],
+        specs: list[dict[str, Any]],
+        *,
+        shared: bool,
+    ) -> None:
+        """Before the first job: the store's lock, the checks, the budget, the broker (when
+        the jobs run on this machine, in this environment: `shared`), the progress line.
+        A KoraError says why the run cannot start."""
+        config = self.pipeline.config
+        # one run at a time on the call store (kora.run.runlock): a second one, started
+        # with --nolock, would pay for the calls the first is paying for
+        self.lock = hold(self.store, "snakemake run")
+        models = models_for_jobs(config, [(name, wc) for name, wc, *_ in jobs])
+        # a missing key or a service down would fail every call of the run one by one:
+        # stop before any job (unless a fallback chain has another model to take its calls)
+        errors, warnings = check_models(config, models)
+        if errors:
+            raise KoraError("\n".join(errors))
+        for note in warnings:
+            say(f"warning: {note}")
+        for note in lifecycle_notes(config.models, models):
+            say(f"warning: {note}")
+        for name in sorted(models):
+            for note in config_warnings(name, config.models[name]):
+                say(f"warning: {note}")
+        self._start_budget()
+        # One process makes the model calls of every job on this machine (kora.run.broker)
+        # and works through the run's shard jobs ahead of them (kora.run.prefetch).
+        # KORA_NO_BROKER=1 runs every job in its own process (the results are the same).
+        if shared and not os.environ.get("KORA_NO_BROKER"):
+            self.broker = start_broker(self.run_id, Path(self.pipeline.layout.log("broker")))
+            if self.broker is not None:
+                send_ahead(self.broker, specs)
+        # the line's total: the calls `kora plan` counts for the jobs this run runs
+        self.monitor.shards = len(specs)
+        self.monitor.plan(lambda: count_calls(self.pipeline, specs))
+        self.monitor.start()
+        self._on_stop()
+
+    def _start_budget(self) -> None:
+        """The budget's state for every process of the run, from the bill so far; a run
+        whose budget is spent already stops here."""
+        b = self.pipeline.config.budget
+        if b is None:
+            return
+        spent = measure(b.unit, total(bill_dir(self.store)))
+        self.budget = Budget.start(budget_file(self.store, self.run_id), b.unit, b.limit, spent)
+        left = b.limit - spent
+        say(
+            f"budget {amount(b.unit, b.limit)}: {amount(b.unit, spent)} billed in this "
+            f"workspace so far (`kora usage`), {amount(b.unit, max(left, 0))} left"
+        )
+        if left <= 0:
+            raise KoraError(
+                "the budget is spent before the run starts. To go on, raise it: "
+                + self.raise_budget()
+            )
+
+    def raise_budget(self, totals: Totals | None = None) -> str:
+        """The command that goes on with a budget that should see the run through: what
+        is billed, and the calls still to make at this run's cost a call so far, with
+        half as much again for the room each call holds while in flight."""
+        b = self.pipeline.config.budget
+        if b is None:
+            return go_on_command(self.argv)
+        need = 2 * b.limit
+        if totals is not None and self.budget is not None and totals.paid.calls:
+            per_call = measure(b.unit, totals.paid) / totals.paid.calls
+            left = max((self.monitor.planned or 0) - totals.calls, 0)
+            need = max(self.budget.spent() + 1.5 * per_call * left, 1.25 * b.limit)
+        more = (
+            f"{{usd: {_round_up(need)}}}" if b.unit == "usd" else f"{{tokens: {_round_up(need)}}}"
+        )
+        return go_on_command(self.argv, {"budget": more})
+
+    def _on_stop(self) -> None:
+        """SIGINT and SIGTERM to the Snakemake process: its jobs in the broker end now (a
+        job's script answered `stopped` exits quietly), then Snakemake's own handling
+        (it stops scheduling and waits for the jobs, which are done)."""
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            before = signal.getsignal(sig)
+
+            def handler(signum: int, frame: Any, before: Any = before) -> None:
+                if self.stopped_by is None:
+                    self.stopped_by = signal.Signals(signum).name
+                    if self.broker is not None:
+                        self.broker.ask_to_stop()
+                if callable(before):
+                    before(signum, frame)
+                elif before == signal.SIG_DFL and signum == signal.SIGINT:
+                    raise KeyboardInterrupt
+
+            with contextlib.suppress(ValueError):  # not the main thread: nothing to catch
+                signal.signal(sig, handler)
+
+    def _finish(self) -> Totals:
+        if self.broker is not None:
+            self.broker.stop()  # first: its last count of calls made ahead
+        return self.monitor.stop()
+
+    def succeeded(self) -> int:
+        """The run's end when Snakemake says every job succeeded: its exit status (results
+        with failed tests, and paid answers the store could not keep, fail the run)."""
+        totals = self._finish()
+        for line in requests.written_summary(self.pipeline, since=self.started):
+            say(line)
+        # tests that failed must not look like a finished run: name them, exit non-zero
+        incomplete = requests.incomplete_results(self.pipeline, since=self.started)
+        if incomplete:
+            say(
+                "the run finished with failures:\n"
+                + "\n".join(incomplete)
+                + "\n"
+                + rerun_advice(incomplete)
+            )
+        failed = self._unstored(totals) or bool(incomplete)
+        self._release()
+        return 1 if failed else 0
+
+    def failed(self) -> int | None:
+        """The run's end when a job failed or the run was stopped: when a signal stopped
+        it, the status a shell gives such a stop (128 + the signal's number)."""
+        totals = self._finish()
+        lines = closing_summary(
+            self.pipeline.workdir, self.run_id, raise_budget=self.raise_budget(totals)
+        )
+        if self.stopped_by is not None and not lines:
+            lines = [
+                f"the run was stopped ({self.stopped_by}): {totals.shards_done} of "
+                f"{max(self.monitor.shards or 0, totals.shards)} shards done; every answer "
+                "paid for is in the call store, and the next run does not pay for it again",
+                f"to go on: {go_on_command(self.argv)}",
+            ]
+        for line in lines:
+            say(line)
+        self._unstored(totals)
+        self._release()
+        return None if self.stopped_by is None else 128 + signal.Signals[self.stopped_by]
+
+    def _unstored(self, totals: Totals) -> bool:
+        """Paid answers the call store could not keep (a full disk): said loudly."""
+        warning = unstored_warning(totals.unstored, self.pipeline.config.cache_dir)
+        if warning:
+            say(f"ERROR: {warning}")
+        return warning is not None
+
+    def _release(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
