@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from kora import benchmarks
 from kora.benchmarks.schemas import AGE_RANGES
 from kora.benchmarks.taxonomy import Taxonomy
-from kora.config.schema import NAME_RE, PROVIDERS, ROLES, KoraConfig, chain
+from kora.config.schema import NAME_RE, ROLES, KoraConfig, chain
 from kora.config.urls import url_problem
 from kora.errors import ConfigError
 from kora.llm.config import ModelConfig
@@ -68,12 +68,8 @@ def validate_config(
             fail(loc, f"unknown key {loc!r}")
         if err["type"] == "missing":
             fail(loc.rsplit(".", 1)[0] if "." in loc else "", f"missing required key {loc!r}")
-        if loc.endswith(".provider") and err["type"] == "literal_error":
-            fail(
-                loc,
-                f"{loc}: unknown provider {err['input']!r} "
-                f"(expected one of {', '.join(PROVIDERS)})",
-            )
+        if loc.endswith(".provider") and err["type"] == "value_error":
+            fail(loc, f"{loc}: {err['ctx']['error']}")
         if "age_ranges" in loc and err["type"] == "literal_error":
             fail(
                 loc,
@@ -124,10 +120,10 @@ def validate_config(
             fail(*found)
         if m.app is not None and not kind.needs_app:
             fail(f"models.{name}.app", f"models.{name}.app: only for `provider: app-runner`")
-        if m.base_url is not None and (problem := url_problem(m.base_url, m.provider)):
+        if m.base_url is not None and (problem := url_problem(m.base_url, m.kind)):
             fail(f"models.{name}.base_url", f"models.{name}.base_url: {problem}")
         for step, req in (m.http.requests() if m.http is not None else {}).items():
-            if problem := url_problem(req.url, m.provider, template=True):
+            if problem := url_problem(req.url, m.kind, template=True):
                 loc = f"models.{name}.http.{step}.url"
                 fail(loc, f"{loc}: {problem}")
 

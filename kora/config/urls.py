@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from urllib.parse import SplitResult, urlsplit
 
+from kora.llm.registry import ProviderKind
 
-def url_problem(url: str, provider: str, *, template: bool = False) -> str | None:
+
+def url_problem(url: str, kind: ProviderKind, *, template: bool = False) -> str | None:
     """Why `url` cannot be used (None: it can); `template`: an http request's URL, whose
     host may come from a template."""
     try:
@@ -22,7 +24,7 @@ def url_problem(url: str, provider: str, *, template: bool = False) -> str | Non
     except ValueError as exc:
         return f"not a valid URL ({exc})"
     if parts.username is not None or parts.password is not None:
-        return credentials_problem(parts, provider)
+        return credentials_problem(parts, kind)
     if template:
         return None
     if parts.scheme not in ("http", "https"):
@@ -32,10 +34,10 @@ def url_problem(url: str, provider: str, *, template: bool = False) -> str | Non
     return None
 
 
-def credentials_problem(parts: SplitResult, provider: str) -> str:
+def credentials_problem(parts: SplitResult, kind: ProviderKind) -> str:
     host = parts.netloc.rpartition("@")[2]
     shown = parts._replace(netloc=f"****@{host}").geturl()
-    if provider == "http":
+    if kind.described:  # its requests, headers included, are in the config
         how = (
             'for basic auth, under `http:` put `headers: {Authorization: "Basic '
             '${MY_SERVICE_AUTH}"}` and export MY_SERVICE_AUTH=$(printf %s user:password | '

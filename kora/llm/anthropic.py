@@ -34,13 +34,11 @@ from kora.llm.base import ProviderError, Request, Response, answer_schema, finis
 from kora.llm.faults import refusal
 from kora.llm.headers import from_anthropic
 from kora.llm.http import read_key
-from kora.llm.registry import ANTHROPIC_URL
 from kora.llm.retry import parse_retry_after, redact
 
 if TYPE_CHECKING:
     import anthropic
 
-DEFAULT_BASE_URL = ANTHROPIC_URL
 # the Messages API's stop_reason in the project's vocabulary (kora.benchmarks.schemas.FinishReason)
 _FINISH = finish_reasons(
     {
@@ -57,10 +55,7 @@ EMPTY_TURN = "(no reply)"
 class AnthropicProvider(aio.AioModel["anthropic.AsyncAnthropic"]):
     """One configured Anthropic model."""
 
-    KEY_ENV = "ANTHROPIC_API_KEY"
     API_VERSION = "2023-06-01"
-    URL_ENV = "ANTHROPIC_BASE_URL"
-    DEFAULT_URL = DEFAULT_BASE_URL
 
     def normalise_url(self, url: str) -> str:
         """The SDK appends `/v1/messages`; accept a base given with `/v1` (the AI SDK's

@@ -13,15 +13,13 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kora.llm.bounds import DEFAULT_MAX_REPLY_BYTES
-from kora.llm.registry import ProviderKind, kind_of
+from kora.llm.registry import KINDS, ProviderKind, kind_of
 from kora.llm.service_config import HttpSpec
 
 # how an OpenAI-compatible server is sent a structured answer's schema, and whether with
 # its length and count bounds (kora.llm.structured)
 StructuredOutput = Literal["json_schema", "json_object", "ollama_format", "tool", "prompt"]
 SchemaBounds = bool | Literal["minimums"]
-
-Provider = Literal["anthropic", "openai", "http", "chat-endpoint", "app-runner", "mock"]
 
 
 class _Strict(BaseModel):
@@ -40,7 +38,7 @@ class Price(_Strict):
 
 
 class ModelConfig(_Strict):
-    provider: Provider
+    provider: str  # a kind of kora.llm.registry's table
     model: str | None = None
     max_tokens: int | None = Field(default=None, gt=0)
     temperature: float | None = Field(default=None, ge=0, le=2)
@@ -80,6 +78,13 @@ class ModelConfig(_Strict):
     # (kora.config.schema.KoraConfig.model_params), never under `models:`: false asks a
     # structured answer once, as the reference does, and an invalid one fails its item
     reask_invalid_answers: bool = True
+
+    @field_validator("provider")
+    @classmethod
+    def _known_kind(cls, name: str) -> str:
+        if name not in KINDS:
+            raise ValueError(f"unknown provider {name!r} (expected one of {', '.join(KINDS)})")
+        return name
 
     @field_validator("schema_bounds", mode="before")
     @classmethod

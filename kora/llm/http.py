@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
@@ -156,22 +156,20 @@ class LoopBound(Generic[C]):
 
 class RemoteModel(Generic[C]):
     """What every provider of a model behind a web API holds: the model's name and
-    config, a label that names it in every error, where the service is (the config's
-    `base_url`, else the provider's environment variable, else the public API), which
-    variable holds the key, the timeout, and a client for each event loop."""
-
-    KEY_ENV: ClassVar[str]  # the provider's usual variables, and its public API
-    URL_ENV: ClassVar[str]
-    DEFAULT_URL: ClassVar[str]
+    config, a label that names it in every error, where the service is
+    (`ModelConfig.endpoint`: the config's `base_url`, else the provider's environment
+    variable, else the public API), which variable holds the key, the timeout, and a
+    client for each event loop."""
 
     def __init__(self, name: str, config: ModelConfig) -> None:
         self.name = name
         self.config = config
         self.model = config.model or ""
         self.label = f"model {name!r} ({self.model})"
-        self.key_env = config.api_key_env or self.KEY_ENV
-        url = config.base_url or os.environ.get(self.URL_ENV) or self.DEFAULT_URL
-        self.base_url = self.normalise_url(url)
+        # the provider's variables and public API: its kind's (kora.llm.registry)
+        self.key_env = config.api_key_env or config.kind.key_env or ""
+        where = config.endpoint()
+        self.base_url = self.normalise_url(where[0] if where else "")
         self.timeout = config.timeout or DEFAULT_TIMEOUT
         self.max_reply_bytes = config.max_reply_bytes
         self._clients = LoopBound(self._new_client, self._close_client)

@@ -85,13 +85,13 @@ def lifecycle_notes(
     today = today or dt.date.today()
     if table is None:
         # only when one of the models is Anthropic's
-        if not any(models[n].provider == "anthropic" for n in set(names)):
+        if not any(models[n].kind.retirements for n in set(names)):
             return []
         table = _anthropic_table()
     notes = []
     for name in sorted(set(names)):
         m = models[name]
-        if m.provider != "anthropic" or not m.model or m.model not in table:
+        if not m.kind.retirements or not m.model or m.model not in table:
             continue
         when = table[m.model]
         date = parse_date(when)

@@ -24,10 +24,8 @@ from kora.llm.config import ModelConfig
 from kora.llm.faults import refusal, server_reason
 from kora.llm.headers import from_openai
 from kora.llm.http import bearer, new_client, read_key
-from kora.llm.registry import OPENAI_URL
 from kora.llm.retry import parse_retry_after, redact
 
-DEFAULT_BASE_URL = OPENAI_URL
 # chat-completions finish_reason in the project's vocabulary (kora.benchmarks.schemas.FinishReason)
 _FINISH = finish_reasons(
     {
@@ -41,10 +39,6 @@ _FINISH = finish_reasons(
 class OpenAIProvider(aio.AioModel[httpx.AsyncClient]):
     """One configured model behind an OpenAI-compatible API: its calls over aiohttp
     (kora.llm.aio), the Batch API's few requests over httpx."""
-
-    KEY_ENV = "OPENAI_API_KEY"
-    URL_ENV = "OPENAI_BASE_URL"
-    DEFAULT_URL = DEFAULT_BASE_URL
 
     def __init__(self, name: str, config: ModelConfig) -> None:
         super().__init__(name, config)

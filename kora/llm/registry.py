@@ -1,8 +1,8 @@
 """Every kind of model a config can name, with what it can do: one table, read everywhere a
 kind matters (config checks, the roles it may fill, its keys, its prices, how it is made).
 
-Each factory imports its SDK only when a model of that kind is used (`import anthropic`
-alone costs more than a second of CPU).
+How a kind's provider is made is kora.llm.providers' (it imports the provider modules,
+which read this table).
 """
 
 from __future__ import annotations
@@ -22,10 +22,9 @@ class ProviderKind:
     """What a `provider:` value stands for."""
 
     name: str
-    # "module:Class" of the provider answering single calls (any role), imported when a
-    # model of the kind is used; without one, a chat service with sessions that can only
-    # be a target (kora.llm.service)
-    make: str | None = None
+    # a chat service with sessions (kora.llm.service), only ever a target; the others
+    # answer single calls in any role, made by kora.llm.providers
+    service: bool = False
     offline: bool = False  # answers on this machine, deterministic and free (the mock)
     needs_model: bool = False
     needs_base_url: bool = False
@@ -49,10 +48,13 @@ class ProviderKind:
     keeps_sessions: bool = False
     cache_prices: CachePrices = field(default_factory=dict)
 
+    # publishes the dates its models are retired on (kora.llm.lifecycle)
+    retirements: bool = False
+
     @property
     def is_service(self) -> bool:
         """A chat service with sessions (only ever a target), not an LLM provider."""
-        return self.make is None
+        return self.service
 
     @property
     def billed(self) -> bool:
@@ -65,8 +67,8 @@ KINDS: dict[str, ProviderKind] = {
     for k in (
         ProviderKind(
             "anthropic",
-            make="kora.llm.anthropic:AnthropicProvider",
             needs_model=True,
+            retirements=True,
             batch=True,
             key_env="ANTHROPIC_API_KEY",
             url_env="ANTHROPIC_BASE_URL",
@@ -76,7 +78,6 @@ KINDS: dict[str, ProviderKind] = {
         ),
         ProviderKind(
             "openai",
-            make="kora.llm.openai:OpenAIProvider",
             needs_model=True,
             batch=True,
             key_env="OPENAI_API_KEY",
@@ -87,16 +88,18 @@ KINDS: dict[str, ProviderKind] = {
             # caches on its own, without a write premium; a read at half the input price
             cache_prices={"5m": (1.0, 0.5), "1h": (1.0, 0.5)},
         ),
-        ProviderKind("mock", make="kora.llm.mock:MockProvider", offline=True, batch=True),
-        ProviderKind("http", described=True),
+        ProviderKind("mock", offline=True, batch=True),
+        ProviderKind("http", service=True, described=True),
         ProviderKind(
             "chat-endpoint",
+            service=True,
             needs_base_url=True,
             variants=("child",),
             keeps_sessions=True,
         ),
         ProviderKind(
             "app-runner",
+            service=True,
             needs_base_url=True,
             needs_app=True,
             variants=("default",),

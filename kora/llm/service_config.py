@@ -220,11 +220,14 @@ def find(data: Any, path: str) -> Any:
     return cur
 
 
+# the services whose requests are a published contract, not described in the config
+CONTRACTS = {"chat-endpoint": CHAT_ENDPOINT, "app-runner": APP_RUNNER}
+
+
 def spec_for(provider: str, http: HttpSpec | None) -> HttpSpec:
-    if provider == "chat-endpoint":
-        return CHAT_ENDPOINT
-    if provider == "app-runner":
-        return APP_RUNNER
+    """A service's requests: its contract's, or (`http`) as its config describes them."""
+    if provider in CONTRACTS:
+        return CONTRACTS[provider]
     if http is None:
         raise ValueError("an http model needs an `http` section")
     return http
