@@ -171,11 +171,11 @@ def raw_config(**roles: Any) -> dict[str, Any]:
 
 def test_a_role_may_name_a_chain_and_a_chain_of_one_is_its_model() -> None:
     cfg = validate_config(raw_config(seed_model=["a", "b"], user_model=["a"]), TAXONOMY)
-    assert cfg.stage_models("seeds")["seed"] == [cfg.model_params("a"), cfg.model_params("b")]
+    assert cfg.role_params(cfg.seed_model) == [cfg.model_params("a"), cfg.model_params("b")]
     # a single name and a list of one give the same rule params: nothing re-runs
     one = validate_config(raw_config(), TAXONOMY)
-    assert cfg.stage_models("scenarios")["user"] == one.stage_models("scenarios")["user"]
-    assert one.stage_models("seeds")["seed"] == one.model_params("a")
+    assert cfg.role_params(cfg.user_model) == one.role_params(one.user_model)
+    assert one.role_params(one.seed_model) == one.model_params("a")
 
 
 @pytest.mark.parametrize(

@@ -69,7 +69,7 @@ def test_the_key_is_the_runs_and_reaches_the_jobs_through_their_params() -> None
     # on (the default), the params are what they were: no shard made before re-runs
     assert "reask_invalid_answers" not in on.model_params("sonnet")
     off = validate_config({**base(), "reask_invalid_answers": False}, TAXONOMY)
-    params = off.stage_models("judgments")["judges"][0]
+    params = off.model_params(off.judges[0])
     assert params["reask_invalid_answers"] is False
     # a job's client built from those params asks once
     job = Transport(models={}).model(params)

@@ -182,24 +182,6 @@ class KoraConfig(_Strict):
             return self.model_params(names[0])
         return [self.model_params(n) for n in names]
 
-    def stage_models(self, stage: str, target: str | None = None) -> dict[str, Any]:
-        """The models behind a stage's shards, by role."""
-        if stage == "seeds":
-            return {"seed": self.role_params(self.seed_model)}
-        if stage == "scenarios":
-            return {
-                "expand": self.role_params(self.expand_model),
-                "user": self.role_params(self.user_model),
-            }
-        if stage == "conversations":
-            assert target is not None
-            model = self.targets[target].model
-            return {
-                "target": None if model is None else self.model_params(model),
-                "user": self.role_params(self.user_model),
-            }
-        return {"judges": [self.model_params(j) for j in self.judges]}
-
     def skipped_prompts(self, target: str) -> list[PromptVariant]:
         asked = self.asked_prompts(target)
         return [p for p in PROMPT_VARIANTS if p in asked and p not in self.target_prompts(target)]

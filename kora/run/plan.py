@@ -26,14 +26,13 @@ import orjson
 
 from kora.benchmarks.base import Benchmark
 from kora.benchmarks.templates import prompts_from
-from kora.config.schema import chain
 from kora.llm.base import Request, Response
 from kora.llm.cache import CallCache
 from kora.llm.registry import kind_of
 from kora.run.context import JobContext, Pool, Transport
 from kora.run.pipeline import Pipeline
 from kora.run.stages import STAGES
-from kora.run.stages.base import Job
+from kora.run.stages.base import Job, role_models
 from kora.run.walk import UNKNOWN, Walk, jobs_of
 
 # (input tokens, output tokens) per call of each kind when nothing better is known
@@ -47,12 +46,6 @@ TYPICAL_TOKENS = {
     "judge_safety": (2600, 350),
     "judge_behavior": (2400, 450),
     "judge_mechanisms": (3200, 1200),
-}
-# each stage's calls by kind, as shares of its calls
-STAGE_CALLS = {
-    "seeds": [("seeds", 1.0)],
-    "scenarios": [("expand", 1 / 3), ("validate", 1 / 3), ("first_message", 1 / 3)],
-    "conversations": [("target", 0.6), ("child", 0.4)],
 }
 
 
@@ -252,19 +245,13 @@ def tokens_per_call(workdir: Path) -> dict[str, tuple[float, float, float, float
     return out
 
 
-def stage_calls(benchmark: Benchmark) -> dict[str, list[tuple[str, float]]]:
-    """Each stage's calls by kind: the judges' by the templates its version judges with."""
-    judged = benchmark.stage_templates["judgments"]
-    return {**STAGE_CALLS, "judgments": [(s, 1 / len(judged)) for s in judged]}
-
-
 def estimate_tokens(report: PlanReport, workdir: Path, benchmark: Benchmark) -> float:
     """The tokens of every kind the calls still to pay will take (a budget in tokens)."""
     tokens = tokens_per_call(workdir)
     return sum(
         count.to_pay * share * sum(tokens[sub])
         for stage, count in report.stages.items()
-        for sub, share in stage_calls(benchmark)[stage]
+        for sub, (_, share) in STAGES[stage].calls(benchmark).items()
     )
 
 
@@ -278,28 +265,19 @@ def estimate_cost(
 
     tokens = tokens_per_call(workdir)
     saved = 0.0
-    model_for = {
-        # a fallback chain's later models answer only what the first cannot: priced
-        # at the first
-        "seeds": chain(raw_cfg.seed_model)[:1],
-        "scenarios": chain(raw_cfg.expand_model)[:1],
-        "judgments": list(raw_cfg.judges),
-    }
     out: dict[str, float | None] = {}
     for stage, count in report.stages.items():
         todo = count.to_pay
         cost = 0.0
-        for sub, share in stage_calls(benchmark)[stage]:
-            if stage == "conversations":
-                models = (
-                    [raw_cfg.targets[t].model for t in targets]
-                    if sub == "target"
-                    else chain(raw_cfg.user_model)[:1]
-                )
-            elif stage == "scenarios" and sub == "first_message":
-                models = chain(raw_cfg.user_model)[:1]
+        for sub, (role, share) in STAGES[stage].calls(benchmark).items():
+            # a fallback chain's later models answer only what the first cannot: priced
+            # at the first; a judge's or a target's calls spread over them all
+            if role == "target":
+                models = [m for t in targets for m in role_models(raw_cfg, role, t)]
+            elif role == "judges":
+                models = role_models(raw_cfg, role)
             else:
-                models = model_for[stage]
+                models = role_models(raw_cfg, role)[:1]
             for m in models:
                 price = raw_cfg.models[m].cost_price
                 if price is None:

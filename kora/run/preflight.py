@@ -21,21 +21,15 @@ _PROXY_ENV = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PRO
 
 
 def models_for_jobs(config: KoraConfig, jobs: Iterable[tuple[str, dict[str, str]]]) -> set[str]:
-    """The models that jobs of these (rule, wildcards) will call."""
-    names: set[str] = set()
-    for rule, wc in jobs:
-        if rule == "seeds":
-            names |= set(chain(config.seed_model))
-        elif rule == "scenarios":
-            names |= {*chain(config.expand_model), *chain(config.user_model)}
-        elif rule == "conversations":
-            target = config.targets.get(wc.get("target", ""))
-            names |= set(chain(config.user_model))
-            if target is not None and target.model is not None:
-                names.add(target.model)
-        elif rule == "judgments":
-            names |= set(config.judges)
-    return names
+    """The models that jobs of these (rule, wildcards) will call: their stages' roles."""
+    from kora.run.stages import STAGES
+
+    return {
+        m
+        for rule, wc in jobs
+        if rule in STAGES
+        for m in STAGES[rule].models(config, wc.get("target"))
+    }
 
 
 def missing_keys(config: KoraConfig, names: Iterable[str]) -> list[str]:

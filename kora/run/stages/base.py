@@ -70,6 +70,22 @@ class Spec(BaseModel):
 # a role's model as a rule param (KoraConfig.role_params): one, or a fallback chain
 RoleParams = dict[str, Any] | list[dict[str, Any]]
 
+# the roles a stage's calls are made in: the config's role keys, its judges, the target
+Role = str
+
+
+def role_models(config: KoraConfig, role: Role, target: str | None = None) -> list[str]:
+    """The models of a role in the order they are tried (a chain's), as the config names
+    them; the target's model, none for recorded conversations."""
+    from kora.config.schema import chain
+
+    if role == "judges":
+        return list(config.judges)
+    if role == "target":
+        model = config.targets[target].model if target is not None else None
+        return [] if model is None else [model]
+    return chain(getattr(config, role))
+
 
 class Cell(Spec):
     """The grid cell of a shard (its wildcards, as a param)."""
@@ -178,7 +194,7 @@ class Stage(ABC):
         }
 
     @abstractmethod
-    def models(self, pipeline: Rules) -> dict[str, Any]:
+    def model_params(self, pipeline: Rules) -> dict[str, Any]:
         """The params naming the models the stage calls, and what else changes its calls."""
 
     def params(self, pipeline: Rules) -> dict[str, Any]:
@@ -186,12 +202,25 @@ class Stage(ABC):
         return {
             "benchmark": pipeline.benchmark.name,
             "cell": pipeline.cell,
-            **self.models(pipeline),
+            **self.model_params(pipeline),
             "retry": pipeline.retry_param(self.data(pipeline)),
         }
 
     # whether its jobs are per target (conversations, judgments) or per cell only
     by_target: ClassVar[bool] = False
+
+    # the kinds of call its units make (each call's `stage`, usage.json's kinds): the role
+    # whose model makes it, and its share of the stage's calls (`kora plan`'s estimate)
+    call_kinds: ClassVar[dict[str, tuple[Role, float]]]
+
+    def calls(self, benchmark: Benchmark) -> dict[str, tuple[Role, float]]:
+        """Its kinds of call under a benchmark version."""
+        return self.call_kinds
+
+    def models(self, config: KoraConfig, target: str | None = None) -> set[str]:
+        """Every model its jobs (for `target`) call: the run's checks cover these."""
+        roles = {role for role, _ in self.calls(benchmarks.get(config.benchmark)).values()}
+        return {m for role in roles for m in role_models(config, role, target)}
 
     def log(self, pipeline: Rules) -> str:
         return pipeline.layout.log(self.name, *((TARGET,) if self.by_target else ()), CELL)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from kora.benchmarks.outcomes import Conversation, Message
 from kora.benchmarks.schemas import PromptVariant, Scenario
@@ -48,7 +48,12 @@ class ConversationsStage(Stage):
     def sources(self, pipeline: Rules, wc: dict[str, str]) -> dict[str, Any]:
         return pipeline.conversations_sources(wc)
 
-    def models(self, pipeline: Rules) -> dict[str, Any]:
+    call_kinds: ClassVar[dict[str, tuple[str, float]]] = {
+        "target": ("target", 0.6),
+        "child": ("user_model", 0.4),
+    }
+
+    def model_params(self, pipeline: Rules) -> dict[str, Any]:
         return {
             "target": lambda wc: wc.target,
             "target_model": lambda wc: pipeline.target_model_params(wc.target),

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from kora.benchmarks.base import Benchmark
 from kora.benchmarks.outcomes import Conversation, Judgment
 from kora.run.jobs import ShardJob
 from kora.run.shards import read_shard
@@ -35,7 +36,13 @@ class JudgmentsStage(Stage):
     def sources(self, pipeline: Rules, wc: dict[str, str]) -> dict[str, Any]:
         return {"conversations": pipeline.layout.conversations(wc["target"], pipeline.cell_of(wc))}
 
-    def models(self, pipeline: Rules) -> dict[str, Any]:
+    def calls(self, benchmark: Benchmark) -> dict[str, tuple[str, float]]:
+        """One call a judge per template its version judges with (v1: safety, then
+        behaviour; v2: safety, then mechanisms)."""
+        judged = benchmark.stage_templates["judgments"]
+        return {kind: ("judges", 1 / len(judged)) for kind in judged}
+
+    def model_params(self, pipeline: Rules) -> dict[str, Any]:
         return {"target": lambda wc: wc.target, "judges": pipeline.judges_params()}
 
     def clients(self, job: Job) -> Any:

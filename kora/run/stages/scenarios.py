@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from kora.benchmarks.schemas import RejectedScenario, Scenario, ScenarioSeed
 from kora.run.jobs import ShardJob
@@ -61,7 +61,13 @@ class ScenariosStage(Stage):
     def sources(self, pipeline: Rules, wc: dict[str, str]) -> dict[str, Any]:
         return {"seeds": pipeline.layout.seeds(pipeline.cell_of(wc))}
 
-    def models(self, pipeline: Rules) -> dict[str, Any]:
+    call_kinds: ClassVar[dict[str, tuple[str, float]]] = {
+        "expand": ("expand_model", 1 / 3),
+        "validate": ("expand_model", 1 / 3),
+        "first_message": ("user_model", 1 / 3),
+    }
+
+    def model_params(self, pipeline: Rules) -> dict[str, Any]:
         return {
             "expand_model": pipeline.role_params("expand_model"),
             "user_model": pipeline.role_params("user_model"),

@@ -4,7 +4,7 @@ one call per planned seed order of the shard (kora.benchmarks.v2.plan)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from kora.benchmarks.base import Benchmark
 from kora.benchmarks.schemas import ScenarioSeed
@@ -72,7 +72,9 @@ class SeedsStage(Stage):
     def data(self, pipeline: Rules) -> str:
         return pipeline.layout.seeds()
 
-    def models(self, pipeline: Rules) -> dict[str, Any]:
+    call_kinds: ClassVar[dict[str, tuple[str, float]]] = {"seeds": ("seed_model", 1.0)}
+
+    def model_params(self, pipeline: Rules) -> dict[str, Any]:
         return {
             **pipeline.seeds_plan_params(),
             "model": pipeline.role_params("seed_model"),
