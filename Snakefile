@@ -18,6 +18,15 @@ include: "rules/report.smk"
 include: "rules/requests.smk"
 
 
+# rules that only gather what the shards hold and draw it, calling no model: under a
+# cluster executor they run on the submitting machine, not as jobs of their own
+localrules:
+    all,
+    results,
+    report,
+    leaderboard,
+
+
 rule all:
     default_target: True
     input:
