@@ -25,8 +25,7 @@ from kora.errors import ConfigError
 from kora.llm.base import ChatMessage, ProviderError
 from kora.llm.client import ModelClient, Usage
 from kora.llm.config import ModelConfig
-from kora.llm.masking import Masker, terminal_safe
-from kora.llm.retry import redact
+from kora.llm.masking import Masker, redact, terminal_safe
 from kora.llm.service import ServiceTarget
 from tests.loopback import Fault, OpenAIServer
 from tests.misbehaving import Misbehaving, body, echo_token, token_forms

@@ -21,7 +21,7 @@ from kora.llm.base import ProviderError
 from kora.llm.bounds import read_body, timed_out
 from kora.llm.config import ModelConfig
 from kora.llm.http import LoopBound, RemoteModel, identity, unreachable
-from kora.llm.retry import redact
+from kora.llm.masking import redact
 
 C = TypeVar("C")
 

@@ -34,7 +34,8 @@ from kora.llm.base import ProviderError, Request, Response, answer_schema, finis
 from kora.llm.faults import refusal
 from kora.llm.headers import from_anthropic
 from kora.llm.http import read_key
-from kora.llm.retry import parse_retry_after, redact
+from kora.llm.masking import redact
+from kora.llm.retry import parse_retry_after
 
 if TYPE_CHECKING:
     import anthropic
@@ -47,6 +48,14 @@ _FINISH = finish_reasons(
         "refusal": ("refusal",),
     }
 )
+
+
+def _served(model: Any) -> dict[str, str]:
+    """The model id the answer says served it (a dated snapshot where the config names an
+    alias): the manifest counts answers by it."""
+    return {"model": model} if isinstance(model, str) and model else {}
+
+
 # The Messages API rejects a turn that is empty or only whitespace; a target that answered
 # nothing is shown this instead in the later turns (its transcript keeps the reply as given).
 EMPTY_TURN = "(no reply)"
@@ -169,7 +178,7 @@ class AnthropicProvider(aio.AioModel["anthropic.AsyncAnthropic"]):
             limit_input_tokens=int(field(usage, "input_tokens") or 0)
             + int(field(usage, "cache_creation_input_tokens") or 0),
             finish_reason=_FINISH.get(str(stop), "other"),
-            meta={"stop_reason": stop},
+            meta={"stop_reason": stop, **_served(get(msg, "model"))},
             limits=limits,
         )
 

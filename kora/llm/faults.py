@@ -9,7 +9,7 @@ filter flagging a prompt) is that request's failure, not the model's.
 
 The server's reason is shown as readable text: its lines kept (not `\\u000a`), a Python
 traceback the server appended left out, pydantic's error records in a few words, control
-characters still escaped and the key masked (`kora.llm.retry.redact`).
+characters still escaped and the key masked (`kora.llm.masking.redact`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from typing import Any
 
 import orjson
 
-from kora.llm.retry import redact
+from kora.llm.base import BlockedError, ProviderError
+from kora.llm.budget import BudgetReached
+from kora.llm.masking import redact
 
 # a 4xx about one request's content, not about the model's settings
 _ONE_REQUEST = re.compile(
@@ -137,4 +139,21 @@ def refusal(
         f"{label}: HTTP {status}: the server refused the request, and retrying cannot help: "
         f"{shown}\n  To fix: {advice(name, status, reason, mode)}",
         True,
+    )
+
+
+def is_fatal(exc: BaseException) -> bool:
+    """A rejected or missing key, a request the server refuses as invalid (a configuration
+    error, kora.llm.faults), a service that cannot be reached, or a budget with no room
+    left, fails every item alike: the job stops rather than record the same error for
+    each of them."""
+    return isinstance(exc, BudgetReached) or (
+        isinstance(exc, ProviderError)
+        and not isinstance(exc, BlockedError)
+        and (
+            exc.status in (401, 403)
+            or exc.config_error
+            or exc.unreachable
+            or (exc.status is None and not exc.retryable)
+        )
     )

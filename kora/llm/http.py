@@ -15,7 +15,7 @@ import httpx
 from kora.llm.base import ProviderError
 from kora.llm.bounds import DEFAULT_TIMEOUT, read_body, timed_out
 from kora.llm.config import ModelConfig
-from kora.llm.retry import redact
+from kora.llm.masking import redact
 
 __all__ = ["DEFAULT_TIMEOUT", "LoopBound", "RemoteModel", "read_key", "send"]
 

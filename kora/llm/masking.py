@@ -29,6 +29,7 @@ import base64
 import binascii
 import functools
 import re
+import unicodedata
 from collections.abc import Iterable
 
 MASK = "****"
@@ -144,3 +145,16 @@ def terminal_safe(text: str) -> str:
     """`text` with nothing a terminal would act on: no escape sequence, no control
     character but newline and tab, no bidirectional override."""
     return _CONTROLS.sub("", _SEQUENCES.sub("", text))
+
+
+def redact(text: str, secret: str | None) -> str:
+    """`text` (from a server, for a user's terminal and logs) with `secret` masked in
+    every form it may come back in (kora.llm.masking), and control and
+    bidirectional-format characters shown as escapes, so that no server can move the
+    cursor, clear the screen or reorder the line. Cut the result, never the text: a
+    secret on the cut would survive in part."""
+    text = mask(text, secret)
+    return "".join(
+        c if c.isprintable() and unicodedata.category(c) != "Cf" else f"\\u{ord(c):04x}"
+        for c in text
+    )

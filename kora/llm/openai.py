@@ -24,7 +24,8 @@ from kora.llm.config import ModelConfig
 from kora.llm.faults import refusal, server_reason
 from kora.llm.headers import from_openai
 from kora.llm.http import bearer, new_client, read_key
-from kora.llm.retry import parse_retry_after, redact
+from kora.llm.masking import redact
+from kora.llm.retry import parse_retry_after
 
 # chat-completions finish_reason in the project's vocabulary (kora.benchmarks.schemas.FinishReason)
 _FINISH = finish_reasons(
@@ -116,7 +117,11 @@ class OpenAIProvider(aio.AioModel[httpx.AsyncClient]):
                 finish_reason="refusal"
                 if refused
                 else _FINISH.get(str(choice.get("finish_reason")), "other"),
-                meta={"finish_reason": choice.get("finish_reason")},
+                meta={
+                    "finish_reason": choice.get("finish_reason"),
+                    # the model id the server says answered (a dated snapshot behind an alias)
+                    **({"model": data["model"]} if isinstance(data.get("model"), str) else {}),
+                },
                 limits=None if resp is None else from_openai(resp.headers, time.time()),
             )
         except (KeyError, IndexError, TypeError, AttributeError, ValueError):

@@ -13,7 +13,8 @@ import orjson
 
 from kora.llm.base import ProviderError, Request, Response
 from kora.llm.http import send
-from kora.llm.retry import parse_retry_after, redact
+from kora.llm.masking import redact
+from kora.llm.retry import parse_retry_after
 
 
 class _Provider(Protocol):

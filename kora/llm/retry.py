@@ -20,12 +20,9 @@ import os
 import random
 import re
 import time
-import unicodedata
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
-
-from kora.llm.masking import mask
 
 T = TypeVar("T")
 
@@ -93,19 +90,6 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
     except (TypeError, ValueError, IndexError):
         return None
     return max(0.0, when.timestamp() - time.time())
-
-
-def redact(text: str, secret: str | None) -> str:
-    """`text` (from a server, for a user's terminal and logs) with `secret` masked in
-    every form it may come back in (kora.llm.masking), and control and
-    bidirectional-format characters shown as escapes, so that no server can move the
-    cursor, clear the screen or reorder the line. Cut the result, never the text: a
-    secret on the cut would survive in part."""
-    text = mask(text, secret)
-    return "".join(
-        c if c.isprintable() and unicodedata.category(c) != "Cf" else f"\\u{ord(c):04x}"
-        for c in text
-    )
 
 
 async def retrying(

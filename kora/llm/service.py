@@ -35,8 +35,8 @@ from kora.llm.bounds import DEFAULT_TIMEOUT, deadline
 from kora.llm.config import ModelConfig
 from kora.llm.http import LoopBound, read_key, send
 from kora.llm.limits import Limiter, limited, limiter_for
-from kora.llm.masking import Masker, cut
-from kora.llm.retry import RetryPolicy, parse_retry_after, redact
+from kora.llm.masking import Masker, cut, redact
+from kora.llm.retry import RetryPolicy, parse_retry_after
 from kora.llm.service_config import (
     AGE_FOR_RANGE,
     ENV_REF,

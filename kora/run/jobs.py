@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kora.llm.base import BlockedError, ProviderError
+from kora.llm.base import ProviderError
 from kora.llm.budget import BudgetReached
+from kora.llm.faults import is_fatal
 from kora.run.progress import ProgressReporter
 from kora.run.shards import keep_token, new_token, write_records, write_status
 from kora.run.stops import StopKind, note_stop
@@ -50,23 +51,6 @@ class JobReport:
     done: int = 0
     failed: int = 0
     errors: list[dict[str, str]] = field(default_factory=list)
-
-
-def is_fatal(exc: BaseException) -> bool:
-    """A rejected or missing key, a request the server refuses as invalid (a configuration
-    error, kora.llm.faults), a service that cannot be reached, or a budget with no room
-    left, fails every item alike: the job stops rather than record the same error for
-    each of them."""
-    return isinstance(exc, BudgetReached) or (
-        isinstance(exc, ProviderError)
-        and not isinstance(exc, BlockedError)
-        and (
-            exc.status in (401, 403)
-            or exc.config_error
-            or exc.unreachable
-            or (exc.status is None and not exc.retryable)
-        )
-    )
 
 
 def fatal(exc: BaseException) -> FatalProviderError:

@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kora.benchmarks.templates import prompts_from
+from kora.llm.faults import is_fatal
 from kora.llm.ledger import RunStopping
 from kora.llm.registry import kind_of
 from kora.run.context import JobContext, Pool, Transport
-from kora.run.jobs import is_fatal
 from kora.run.stages import STAGES
 from kora.run.stages.base import Job
 from kora.run.walk import Walk, jobs_of
