@@ -3,7 +3,8 @@
 A provider charges for each answer it sends, whatever happens to it next: a job cut
 short, a call made ahead of a job that never asked for it, an answer too large to keep, a
 structured answer that missed its schema. So each answer is one line in
-`<store's parent>/bill/<run>/<host>-<pid>.jsonl` before anything else is done with it.
+`<store's parent>/bill/<run>/<host>-<pid>.jsonl` before anything else is done with it,
+with the model id the provider said served it (`served`) where it said one.
 The line goes out in one `write` on a file opened for appending, the way the call store
 writes its entries (no fsync): a killed process loses only the calls still in flight.
 
@@ -50,6 +51,7 @@ class Charge:
     key: str | None = None  # its call-store key: which call it answered
     batch: str | None = None  # the provider's batch, when it came in one
     ahead: bool = False  # made ahead of its job (kora.run.prefetch)
+    served: str | None = None  # the model id the provider said answered (a dated snapshot)
 
     def line(self) -> bytes:
         c = self.counts
@@ -65,7 +67,7 @@ class Charge:
         if c.cache_write_tokens or c.cache_read_tokens:
             doc["cw"], doc["cr"] = c.cache_write_tokens, c.cache_read_tokens
             doc["saved"] = round(c.cache_saved, 9)
-        for name in ("api_model", "key", "batch"):
+        for name in ("api_model", "served", "key", "batch"):
             if getattr(self, name) is not None:
                 doc[name] = getattr(self, name)
         if self.ahead:
@@ -96,6 +98,7 @@ class Charge:
                 key=d.get("key"),
                 batch=d.get("batch"),
                 ahead=bool(d.get("ahead", False)),
+                served=d["served"] if isinstance(d.get("served"), str) else None,
             )
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
             return None
@@ -146,6 +149,7 @@ class BillWriter:
             key=key,
             batch=str(batch) if batch else None,
             ahead=ahead,
+            served=served if isinstance(served := resp.meta.get("model"), str) else None,
         )
         # the bill must not cost the answer: a full disk is said by the call store's
         # write of the same answer, which follows

@@ -42,12 +42,27 @@ class CallCache:
     def _path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"
 
+    def entry_path(self, key: str) -> Path:
+        """Where the answer of `key` is kept (its bytes are what a result's manifest hashes)."""
+        return self._path(key)
+
+    def read(self, key: str) -> bytes | None:
+        """The stored entry of `key` as written, None when there is none (a store kept
+        elsewhere, such as a bundle, reads its own way)."""
+        try:
+            return self._path(key).read_bytes()
+        except OSError:
+            return None
+
     def get(self, key: str) -> Response | None:
         """The stored answer, or None when there is none or it is not a whole, sound
         entry (it is then fetched again, never a failure of the item)."""
+        data = self.read(key)
+        if data is None:
+            return None
         try:
-            raw = orjson.loads(self._path(key).read_bytes())
-        except (OSError, orjson.JSONDecodeError):
+            raw = orjson.loads(data)
+        except orjson.JSONDecodeError:
             return None
         if not isinstance(raw, dict) or raw.get("key") != key:
             return None
@@ -62,6 +77,8 @@ class CallCache:
         latency = raw.get("latency")
         if isinstance(latency, (int, float)) and not isinstance(latency, bool) and latency >= 0:
             meta["latency"] = float(latency)  # the answer's time when it was made
+        if isinstance(raw.get("served"), str):
+            meta["model"] = raw["served"]  # the model id the provider said answered
         return Response(
             text=text,
             input_tokens=int(tin),
@@ -81,6 +98,12 @@ class CallCache:
                 "output_tokens": response.output_tokens,
                 "finish_reason": response.finish_reason,
                 **({"batch": response.meta["batch"]} if response.meta.get("batch") else {}),
+                # the provider's own id of the model that answered (absent in older entries)
+                **(
+                    {"served": served}
+                    if isinstance(served := response.meta.get("model"), str)
+                    else {}
+                ),
                 **(
                     {
                         "cache_write_tokens": response.cache_write_tokens,
