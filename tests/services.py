@@ -1,4 +1,4 @@
-"""Chat services of the shapes README's examples describe, as loopback servers.
+"""Chat services of the shapes docs/targets-and-services.md describes, as loopback servers.
 
 - `StatelessChatServer` (config/examples/stateless-json.yaml): no history on the server;
   every turn carries the transcript; bearer token required.

@@ -1,4 +1,4 @@
-"""Chat services as targets from config alone: the README's examples, `kora ping`,
+"""Chat services as targets from config alone: the services of config/examples/, `kora ping`,
 sessions, blocked apps and secrets, against loopback services of each shape."""
 
 from __future__ import annotations

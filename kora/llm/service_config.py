@@ -33,7 +33,8 @@ from pydantic import BaseModel, ConfigDict, Field
 # A deployed chat endpoint takes one age, not a range (spec section 6): the middle of it.
 AGE_FOR_RANGE: dict[str, int] = {"7to9": 8, "10to12": 11, "13to17": 15}
 
-# what a request's templates can use (described in README "Any chat service as a target")
+# what a request's templates can use (described in docs/targets-and-services.md, "Any chat
+# product as a target")
 TEMPLATE_VARIABLES = {
     "message": "the child's newest message",
     "messages": "the whole transcript so far, a list of {role, content}, newest last",
