@@ -1,4 +1,4 @@
-"""Snakemake entry point of rule conversations: its job, run by kora.run.entries.conversations (see kora.run.dispatch)."""
+"""The `script:` of rule conversations: kora.run.dispatch runs its job, in the broker or here."""
 
 from typing import Any
 

@@ -1,4 +1,4 @@
-"""Snakemake entry point of rule judgments: its job, run by kora.run.entries.judgments (see kora.run.dispatch)."""
+"""The `script:` of rule judgments: kora.run.dispatch runs its job, in the broker or here."""
 
 from typing import Any
 

@@ -1,4 +1,4 @@
-"""Snakemake entry point of rule leaderboard: its job, run by kora.run.entries.leaderboard (see kora.run.dispatch)."""
+"""The `script:` of rule leaderboard: kora.run.dispatch runs its job, in the broker or here."""
 
 from typing import Any
 

@@ -1,4 +1,4 @@
-"""Snakemake entry point of rule report: its job, run by kora.run.entries.report (see kora.run.dispatch)."""
+"""The `script:` of rule report: kora.run.dispatch runs its job, in the broker or here."""
 
 from typing import Any
 

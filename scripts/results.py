@@ -1,4 +1,4 @@
-"""Snakemake entry point of rule results: its job, run by kora.run.entries.results (see kora.run.dispatch)."""
+"""The `script:` of rule results: kora.run.dispatch runs its job, in the broker or here."""
 
 from typing import Any
 

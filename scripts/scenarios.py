@@ -1,4 +1,4 @@
-"""Snakemake entry point of rule scenarios: its job, run by kora.run.entries.scenarios (see kora.run.dispatch)."""
+"""The `script:` of rule scenarios: kora.run.dispatch runs its job, in the broker or here."""
 
 from typing import Any
 

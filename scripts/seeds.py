@@ -1,4 +1,4 @@
-"""Snakemake entry point of rule seeds: its job, run by kora.run.entries.seeds (see kora.run.dispatch)."""
+"""The `script:` of rule seeds: kora.run.dispatch runs its job, in the broker or here."""
 
 from typing import Any
 

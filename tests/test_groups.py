@@ -75,7 +75,7 @@ def test_each_cell_of_a_job_gets_the_spec_a_job_of_its_own_had(grid: Path, stage
     own = [p.job_spec(stage, {**wc, "age": a, "motivation": m}) for a in AGES for m in MOTIVATIONS]
     assert len(cells) == len(own) == 4
     for cell, alone in zip(cells, own, strict=True):
-        # the plan's spec leaves the retry token out (kora.run.pipeline.job_spec)
+        # the plan's spec leaves the retry token out (kora.run.pipeline.Pipeline.job_spec)
         assert cell["params"].pop("retry") == ""
         alone["params"].pop("retry")
         assert orjson.loads(orjson.dumps(cell)) == orjson.loads(orjson.dumps(alone))

@@ -40,7 +40,7 @@ from kora.llm.retry import parse_retry_after
 if TYPE_CHECKING:
     import anthropic
 
-# the Messages API's stop_reason in the project's vocabulary (kora.benchmarks.schemas.FinishReason)
+# the Messages API's stop_reason in the project's words (kora.llm.base.FinishReason)
 _FINISH = finish_reasons(
     {
         "stop": ("end_turn", "stop_sequence", "tool_use"),

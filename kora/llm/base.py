@@ -66,7 +66,7 @@ class Response:
     # the input tokens the provider's input-token limit counted, when not input_tokens
     # (Anthropic: cache writes count, reads do not; OpenAI: cached tokens count)
     limit_input_tokens: int | None = None
-    # why the answer ended, mapped onto kora.benchmarks.schemas.FinishReason (None: not said)
+    # why the answer ended, in FinishReason's words above (None: the API did not say)
     finish_reason: FinishReason | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     # the provider's rate-limit headers on this answer (never stored with it)

@@ -144,7 +144,7 @@ class BatchQueue:
             self._fail(keys, exc)
             return
         path = self.folder / f"{batch_id}.json"
-        # written before any waiting: a killed run finds it (kora.llm.batch._resume)
+        # written before any waiting: a killed run finds it (BatchQueue._resume)
         self._write(path, batch_id, keys, "in_progress")
         log.info("batch %s of %s: %d requests sent", batch_id, self.provider.name, len(keys))
         await self._wait(batch_id, keys, path)

@@ -27,7 +27,7 @@ from kora.llm.http import bearer, new_client, read_key
 from kora.llm.masking import redact
 from kora.llm.retry import parse_retry_after
 
-# chat-completions finish_reason in the project's vocabulary (kora.benchmarks.schemas.FinishReason)
+# chat-completions' finish_reason in the project's words (kora.llm.base.FinishReason)
 _FINISH = finish_reasons(
     {
         "stop": ("stop", "tool_calls", "function_call"),

@@ -1,7 +1,7 @@
 """Empty and cut-short replies of the target: why each reply ended, as its API said.
 
 A conversation records, per target reply, its finish reason and whether it was empty
-(`kora.benchmarks.schemas.TargetTurn`). A reply cut at the length limit, blocked by the provider's
+(`kora.benchmarks.outcomes.TargetTurn`). A reply cut at the length limit, blocked by the provider's
 filter, refused through the API or empty is still judged as it stands; the report counts
 them and flags them in the conversation browser, so a reader can tell a target that
 answered badly from one that did not answer. Records without turns (imported, older runs)
