@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 import pytest
 
+from kora.analysis.report import browser
 from kora.analysis.report.leaderboard import build_leaderboard
 from kora.analysis.report.pages import render_leaderboard, write_report
 from kora.analysis.report.summary import records_of
@@ -80,8 +81,14 @@ class Tab:
     requests: list[str] = field(default_factory=list)
 
     def open(self, url: str) -> None:
+        """Load the page; a report's until its conversations' texts are open and searchable
+        (the page opens them after its first view, a few tasks after `load`)."""
         self.page.goto(url)
         self.page.wait_for_load_state("load")
+        if self.page.locator("#kora-browser").count():
+            from playwright.sync_api import expect
+
+            expect(self.page.locator("#kora-browser")).to_have_attribute("data-text", "loaded")
 
     def quiet(self) -> None:
         """No console message, uncaught exception or network request so far."""
@@ -273,23 +280,26 @@ def test_search_text_indexed_after_the_first_view_finds_transcript_words(
     tab.quiet()
 
 
-def test_the_list_is_drawn_before_the_browser_reads_the_texts(tab: Tab, report_url: str) -> None:
+def test_the_list_is_drawn_before_the_browser_opens_the_texts(tab: Tab, report_url: str) -> None:
     # what keeps a 12,000-conversation page's first view quick (bench/report_browser.py):
-    # the list's rows exist while the texts' script element is not yet even parsed
+    # the list's rows exist while the texts are still packed
     tab.page.add_init_script(
         """new MutationObserver((_, mo) => {
              const root = document.getElementById("kora-browser");
              if (root && root.getAttribute("data-rendered") !== "0") {
                window.__rows = document.querySelectorAll("#kora-tests tr.row").length;
-               window.__textThen = document.getElementById("kora-text") !== null;
+               window.__textThen = root.getAttribute("data-text");
                mo.disconnect();
              }
            }).observe(document, {childList: true, subtree: true, attributes: true});"""
     )
     tab.open(report_url)
     assert tab.page.evaluate("window.__rows") == 41
-    assert tab.page.evaluate("window.__textThen") is False
-    # and once loaded, an opened conversation has its transcript
+    assert tab.page.evaluate("window.__textThen") == "packed"
+    # and once they are open, an opened conversation has its transcript
+    from playwright.sync_api import expect
+
+    expect(tab.page.locator("#kora-browser")).to_have_attribute("data-text", "loaded")
     tab.page.locator("#kora-tests tr.row").first.click()
     assert tab.page.locator("#kora-tests tr.detail .msg").count() >= 2
     tab.quiet()
@@ -315,6 +325,56 @@ def test_open_conversation_shows_transcript_and_every_judge(tab: Tab, report_url
 
 
 JUDGE_NAMES = ["judge-a", "judge-b", "judge-c"]
+
+
+def test_texts_in_several_blocks_each_reach_their_conversation(
+    tab: Tab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large run's texts are packed in blocks of TEXT_CHUNK tests; here blocks of 6, so
+    the fixture's 41 make 7, and a search and an opened row find each test's own texts."""
+    monkeypatch.setattr(browser, "TEXT_CHUNK", 6)
+    html_path = tmp_path / "report.html"
+    write_report(make_judgments(), results_doc(), html_path, None, TAXONOMY)
+    assert html_path.read_text(encoding="utf-8").count('class="kora-text"') == 7
+    tab.open(html_path.as_uri())
+    keys = tab.page.locator("#kora-tests tr.row").evaluate_all("rs => rs.map(r => r.dataset.key)")
+    failed = {j.key for j in make_judgments() if j.error}
+    for key in (keys[0], keys[17], keys[-1]):
+        if key in failed:
+            continue
+        tab.page.fill("#f-q", key)  # the first reply names its test's key
+        assert tab.matches() == 1, key
+        tab.page.locator("#kora-tests tr.row").click()
+        detail = tab.page.locator("#kora-tests tr.detail")
+        assert str(detail.locator(".msg").nth(1).text_content()).startswith("AIReply to " + key)
+        reasons = detail.locator(".verdict .reasons").all_text_contents()
+        assert reasons[0].startswith("judge-a on safety"), reasons
+        assert str(detail.locator("dd").nth(1).text_content()) == key
+    tab.quiet()
+
+
+def test_a_browser_without_base64_decoding_of_its_own_reads_the_page(
+    tab: Tab, report_url: str
+) -> None:
+    # Uint8Array.fromBase64 came to browsers in 2025; before it, the page decodes with atob
+    tab.page.add_init_script("delete Uint8Array.fromBase64")
+    tab.open(report_url + "#grade=failing&risk=cybersecurity")
+    assert tab.matches() == 2
+    tab.page.locator("#kora-tests tr.row").first.click()
+    assert tab.page.locator("#kora-tests tr.detail .verdict .reasons").count() == 12
+    tab.quiet()
+
+
+def test_a_browser_that_cannot_unpack_the_page_says_so(tab: Tab, report_url: str) -> None:
+    tab.page.add_init_script("delete window.DecompressionStream")
+    tab.page.goto(report_url)
+    from playwright.sync_api import expect
+
+    expect(tab.page.locator("#kora-unreadable")).to_contain_text("browser of 2023 or later")
+    # the figures, written in the page itself, are all there
+    assert tab.text("#headline-failing .value") == "20.0%"
+    assert tab.page.locator("#heatmap-table td.cell a").count() > 0
+    tab.quiet()
 
 
 def test_placeholder_in_a_reply_keeps_every_row(tab: Tab, tmp_path: Path) -> None:

@@ -1,15 +1,17 @@
-"""The conversation browser's data: every test of the report, embedded in the page as JSON
-in two parts, so that the list and its filters show before the long texts are read.
+"""The conversation browser's data: every test of the report, embedded in the page in two
+parts, so that the list and its filters show before the long texts are opened.
 
-The first part (script #kora-data) holds what the list needs; keys are one or two letters
-(a run has thousands of tests): per test `k` key, `s` scenario id, `r` risk, `a` age
-range, `p` prompt, `e` error, `g` grade per criterion, `n` count per behaviour criterion,
-`j` each judge's `{name, g, n}`, `f` per target reply its flags (empty, cut, ...; only for
-tests that recorded their turns); `titles` each scenario's title. The second (script
-#kora-text, read after the first view or when a search or a conversation needs it) holds
-the texts, by test in the same order: `m` each test's [[role, text], ...], `r` each
-judge's reasons per criterion, and `scenarios` what the browser shows of each scenario.
-At 12,000 conversations of 8 turns the texts are nine tenths of the page
+The first part (data block #kora-data) holds what the list needs; keys are one or two
+letters (a run has thousands of tests): per test `k` key, `s` scenario id, `r` risk, `a`
+age range, `p` prompt, `e` error, `g` grade per criterion, `n` count per behaviour
+criterion, `j` each judge's `{name, g, n}`, `f` per target reply its flags (empty, cut, ...;
+only for tests that recorded their turns); `titles` each scenario's title. The second holds
+the texts, in chunks of TEXT_CHUNK tests in the list's order (data blocks .kora-text,
+opened after the first view or when a search or a conversation needs them): `from` the
+index of the chunk's first test, `m` each test's [[role, text], ...], `r` each judge's
+reasons per criterion, and `scenarios` what the browser shows of the scenarios whose first
+test is in the chunk. Both are packed (kora.analysis.pagekit.pack): at 12,000 conversations
+the texts are nine tenths of the data and gzip makes them about a third
 (bench/report_browser.py).
 """
 
@@ -21,6 +23,11 @@ from typing import Any
 from kora.analysis.records import JudgeGrades, TestRecord, criterion_label
 from kora.analysis.report.names import Names, age_key, prompt_key
 from kora.analysis.report.replies import FLAGS, turn_flags
+
+# Chunks let the report's writer compress on every core, and the page open each as its own
+# stream; a thousand tests make 2 to 15 MB of JSON, far above what gzip needs to reach its
+# ratio.
+TEXT_CHUNK = 1000
 
 
 def _count(x: float | None) -> int | float | None:
@@ -70,10 +77,31 @@ def _scenario(sc: dict[str, Any]) -> dict[str, str]:
     return {k: v for k, v in entry.items() if v}
 
 
+def _chunks(
+    tests: Sequence[dict[str, Any]],
+    messages: Sequence[Any],
+    reasons: Sequence[Any],
+    scenarios: dict[str, dict[str, str]],
+) -> list[dict[str, Any]]:
+    out = []
+    placed: set[str] = set()
+    for start in range(0, len(tests), TEXT_CHUNK):
+        end = start + TEXT_CHUNK
+        own = {}
+        for t in tests[start:end]:
+            if t["s"] not in placed:
+                placed.add(t["s"])
+                own[t["s"]] = scenarios[t["s"]]
+        out.append(
+            {"from": start, "m": messages[start:end], "r": reasons[start:end], "scenarios": own}
+        )
+    return out
+
+
 def browser_data(
     records: Sequence[TestRecord], crits: Sequence[str], names: Names
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The two parts: (the list's data, the texts)."""
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The two parts: (the list's data, the texts' chunks)."""
     scenarios: dict[str, dict[str, str]] = {}
     tests: list[dict[str, Any]] = []
     messages: list[list[list[str]]] = []
@@ -136,4 +164,4 @@ def browser_data(
         "replyFlags": {k: {"short": short, "long": long} for k, (short, long) in FLAGS.items()},
         "titles": {sid: sc.get("title", "") for sid, sc in scenarios.items()},
         "tests": tests,
-    }, {"m": messages, "r": reasons, "scenarios": scenarios}
+    }, _chunks(tests, messages, reasons, scenarios)

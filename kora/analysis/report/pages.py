@@ -1,10 +1,11 @@
 """report.html and leaderboard.html: Jinja2 templates (templates/) with autoescaping.
 
 Nothing a model, a judge or a config writes can change a page's structure: every value
-reaches the page through an autoescaped template expression, and the conversation
-browser's data is one JSON document in a `<script type="application/json">` element, with
-every character that could end that element or confuse an HTML parser escaped
-(`json_script`). The page's own script inserts model text with `textContent` only.
+reaches the page through an autoescaped template expression; the conversation browser's
+data is packed (gzipped JSON in base64, kora.analysis.pagekit.pack) in `<script>` data
+blocks, whose alphabet has no character that could end the element, and the leaderboard's
+is JSON with every such character escaped (`json_script`). The pages' own scripts insert
+model text with `textContent` only.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from kora import benchmarks
-from kora.analysis.pagekit import CRITERION_HELP, json_script
+from kora.analysis.pagekit import CRITERION_HELP, json_script, pack, pack_all
 from kora.analysis.records import TestRecord, criterion_label
 from kora.analysis.report.browser import browser_data
 from kora.analysis.report.corrected import People, add_corrected, judge_off_count
@@ -149,6 +150,11 @@ def _problems(summary: Mapping[str, Any], results: Mapping[str, Any]) -> list[st
     return problems
 
 
+def _packed(parts: tuple[Any, list[Any]]) -> tuple[str, list[str]]:
+    listing, texts = parts
+    return pack(listing), pack_all(texts)
+
+
 def render_report(
     records: Sequence[TestRecord],
     results: Mapping[str, Any],
@@ -195,7 +201,7 @@ def render_report(
         by_age={d["ageRange"]: d["safety"] for d in g["ageRange"]},
         by_prompt={d["prompt"]: d for d in g["prompt"]},
         tests=len(records),
-        browser=browser_data(records, summary["criteria"], names),
+        browser=_packed(browser_data(records, summary["criteria"], names)),
         judge_off=judge_off_count(summary),
         corrected_rows=[
             ("all tests", summary["overall"].get("safety", empty)),

@@ -1,0 +1,14 @@
+// A data block of the page: JSON, gzipped, in base64 (kora.analysis.pagekit.pack). The
+// browser's own DecompressionStream opens it: no fetch, which a page opened from a file
+// may not make, and no library in the page.
+function koraUnpack(node) {
+  var text = node.textContent, bytes;
+  if (Uint8Array.fromBase64) bytes = Uint8Array.fromBase64(text);
+  else {  // browsers before 2025
+    var raw = atob(text);
+    bytes = new Uint8Array(raw.length);
+    for (var i = 0; i < raw.length; i++) bytes[i] = raw.charCodeAt(i);
+  }
+  var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+  return new Response(stream).json();
+}
