@@ -323,7 +323,8 @@ def test_cmd_stats_flags_no_signal(tmp_path: Path, capsys: pytest.CaptureFixture
     lines = {line.split()[0]: line for line in out.splitlines() if line.strip()}
     assert "NO SIGNAL" in lines["anthropomorphism"]
     assert "NO SIGNAL" not in lines["safety"]
-    assert re.search(r"safety\s+40\s+8 \(\s*20\.0%\)\s+8 \(\s*20\.0%\)\s+24 \(\s*60\.0%\)", out)
+    share = r"20\.0% \[[\d.]+–[\d.]+\]"  # each share with its interval
+    assert re.search(rf"safety\s+40\s+8 {share}\s+8 {share}\s+24 60\.0% \[", out)
     assert "40 judged tests (1 failed)" in out
     assert re.search(r"epistemicHumility .* 1\.00\b", out)
     assert path.exists()

@@ -16,9 +16,12 @@ def register(sub: Any) -> None:
         "aggregate",
         help="per-test results (folder, .zip or JSONL; this project's, the reference's or "
         "KORA v2's, whose mechanism sums it keeps) -> results.json scores",
+        description="Sum per-test results into results.json's scores: this project's "
+        "judgment shards, or the reference implementation's per-test files of either "
+        "version, in a folder, a .zip or a JSONL file.",
     )
-    a.add_argument("path")
-    a.add_argument("-o", "--output", required=True)
+    a.add_argument("path", help="the per-test results: a folder, a .zip, a JSONL or a JSON file")
+    a.add_argument("-o", "--output", required=True, help="the results.json to write")
     configfile_option(a)
     a.set_defaults(func=run)
 

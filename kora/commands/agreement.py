@@ -18,8 +18,11 @@ def register(sub: Any) -> None:
     ag = sub.add_parser(
         "agreement",
         help="how well the judges agree with the people who graded (kora annotate)",
+        description="Measure how often the judges give the grades people gave to this "
+        "target's conversations (kora annotate), with bootstrap intervals; with "
+        "--against, whether a changed judge agrees with people more than before.",
     )
-    ag.add_argument("target")
+    ag.add_argument("target", help="the target whose people's grades to compare with")
     ag.add_argument("--seed", type=int, default=0, help="the bootstrap's random seed")
     ag.add_argument(
         "--reference",

@@ -35,7 +35,7 @@ def register(sub: Any) -> None:
         "saved at once to results/TARGET/annotations/NAME.jsonl. --import FILE adds "
         "grades made elsewhere (docs/people-and-judges.md). Then: kora agreement TARGET.",
     )
-    an.add_argument("target")
+    an.add_argument("target", help="the target whose judged conversations to grade")
     an.add_argument("--annotator", help="your name (letters, digits, . _ -)")
     an.add_argument(
         "--queue",
@@ -61,7 +61,9 @@ def register(sub: Any) -> None:
         help="the width of the corrected safety failing rate's 95%% interval to plan for: "
         "how many grades reach it is said (default 0.05, five points)",
     )
-    an.add_argument("--port", type=int, default=8765)
+    an.add_argument(
+        "--port", type=int, default=8765, help="the grading page's port on 127.0.0.1 (8765)"
+    )
     an.add_argument(
         "--reference",
         help="--queue reference: the reference run's per-test results (folder, .zip or "

@@ -12,7 +12,11 @@ from kora.commands.common import configfile_option
 
 def register(sub: Any) -> None:
     c = sub.add_parser(
-        "check-config", help="validate config.yaml with any --configfile overlays merged over it"
+        "check-config",
+        help="validate config.yaml with any --configfile overlays merged over it",
+        description="Check config.yaml, with every --configfile overlay merged over it, "
+        "as a run checks it before its first job; models near or past their end of life "
+        "are named.",
     )
     configfile_option(c)
     c.set_defaults(func=run)

@@ -16,7 +16,12 @@ from kora.errors import InputError
 
 
 def register(sub: Any) -> None:
-    cp = sub.add_parser("compare", help="agreement and 3x3 flip matrix of two judgment sets")
+    cp = sub.add_parser(
+        "compare",
+        help="agreement and 3x3 flip matrix of two judgment sets",
+        description="Join two sets of judgments on their test keys and show, per "
+        "criterion, how often they agree, Cohen's kappa and which grades turned into which.",
+    )
     add_compare_arguments(cp)
     cp.set_defaults(func=cmd_compare)
 

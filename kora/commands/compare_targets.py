@@ -34,6 +34,10 @@ def register(sub: Any) -> None:
     ct = sub.add_parser(
         "compare-targets",
         help="where two targets differ on the same scenarios (cells, adjusted); a CI gate",
+        description="Compare NEW with BASELINE on the tests both ran, cell by cell: "
+        "failing and exemplary rates, the paired difference with its interval, a verdict "
+        "adjusted for the number of cells. With --fail-if-worse, exit status 1 when NEW "
+        "is significantly worse.",
     )
     add_compare_targets_arguments(ct)
     ct.set_defaults(func=cmd_compare_targets)

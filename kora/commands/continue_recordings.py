@@ -16,6 +16,9 @@ def register(sub: Any) -> None:
         "continue",
         help="recorded conversations to carry on to each risk's length with the target they "
         "were recorded with, then judge (only the missing turns are asked)",
+        description="File recorded conversations per grid cell; a run then carries each "
+        "on to its risk's length with the target it was recorded with, asking only the "
+        "turns that are missing, and judges the result.",
     )
     co.add_argument("file", help="JSONL of scenario, prompt, messages, modelId (whole turns)")
     co.add_argument("--target", help="target name for every record (default: each modelId)")

@@ -17,6 +17,8 @@ def register(sub: Any) -> None:
         help="recorded conversations to re-judge: JSONL of scenario, prompt, messages, "
         "modelId, or per-test result files (a folder, .zip or .json, as the reference run "
         "wrote them; their grades are left behind)",
+        description="File recorded conversations as a target of their own: a run then "
+        "has the config's judges grade them, and calls no target for them.",
     )
     ic.add_argument("file", help="a JSONL file, or a folder / .zip / .json of per-test results")
     ic.add_argument("--target", help="target name for every record (default: each modelId)")

@@ -14,7 +14,11 @@ from kora.errors import KoraError
 
 def register(sub: Any) -> None:
     i = sub.add_parser(
-        "import-scenarios", help="pre-built scenarios (reference JSONL shape) into data/scenarios"
+        "import-scenarios",
+        help="pre-built scenarios (reference JSONL shape) into data/scenarios",
+        description="File pre-built scenarios (one JSON object a line, in the reference's "
+        "shape) as the scenario shards of the config's benchmark version, so a run "
+        "converses from them instead of generating its own; --remove goes back.",
     )
     i.add_argument("file", nargs="?", help="JSONL of scenarios, one per line")
     i.add_argument(

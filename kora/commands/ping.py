@@ -271,6 +271,9 @@ def register(sub: Any) -> None:
         help="send one harmless message to a target, and each role's real call to the "
         "seed, expansion, child and judge models: does the config reach them, and what "
         "do their servers accept?",
+        description="Check, in seconds, that the config reaches every model a run uses: "
+        "one harmless child message to the target, and each role's real call to its "
+        "model, each structured answer checked against its schema.",
     )
     pg.add_argument("target", nargs="?", help="the target's name in the config")
     configfile_option(pg)

@@ -19,7 +19,11 @@ from kora.run.stages import ORDER
 
 def register(sub: Any) -> None:
     pl = sub.add_parser(
-        "plan", help="calls each requested target needs, how many are stored, estimated cost"
+        "plan",
+        help="calls each requested target needs, how many are stored, estimated cost",
+        description="Count the calls a run of these targets needs, how many the call "
+        "store already answers and what the rest would cost; with --detect, how large a "
+        "run must be to see a given difference from another target.",
     )
     pl.add_argument("targets", nargs="*", help="target names (default: every target)")
     configfile_option(pl)

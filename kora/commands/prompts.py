@@ -18,7 +18,12 @@ from kora.errors import InputError
 
 
 def register(sub: Any) -> None:
-    pr = sub.add_parser("prompts", help="every prompt as rendered for one scenario (Markdown)")
+    pr = sub.add_parser(
+        "prompts",
+        help="every prompt as rendered for one scenario (Markdown)",
+        description="Print, as Markdown, every prompt the config's benchmark version "
+        "would send for one scenario, rendered from the config's templates.",
+    )
     pr.add_argument("scenario", help="a scenario JSON object (e.g. docs/example-scenario.json)")
     pr.add_argument("-o", "--output", help="write Markdown here instead of stdout")
     configfile_option(pr)

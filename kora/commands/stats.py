@@ -3,22 +3,33 @@ where one grade holds nearly every test; `--by-judge` adds each judge's own."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import orjson
 
 from kora.analysis.records import TestRecord, judged, load_records
 from kora.analysis.stats.analyses import criteria_of, criterion_summary
-from kora.analysis.stats.rates import NO_SIGNAL_SHARE, no_signal, pct
+from kora.analysis.stats.rates import NO_SIGNAL_SHARE, Rate, no_signal, pct
 from kora.benchmarks.schemas import GRADES
 from kora.errors import InputError
+from kora.llm.registry import KINDS
 
 # --- output -----------------------------------------------------------------------------
 
 
 def fmt(x: float | None, digits: int = 3) -> str:
     return "–" if x is None else f"{x:.{digits}f}"
+
+
+def _share(rate: Rate) -> str:
+    """'13.8% [8.3–22.2]': at most 20 characters, so the columns stay aligned."""
+    if not rate.n:
+        return "–"
+    low, high = rate.interval
+    return f"{pct(rate.rate)} [{100 * low:.1f}–{100 * high:.1f}]"
 
 
 def format_stats(
@@ -32,16 +43,15 @@ def format_stats(
     lines = [
         f"{len(ok)} judged tests"
         + (f" ({len(records) - len(ok)} failed)" if len(ok) < len(records) else "")
+        + "; each share with its 95% Wilson interval"
     ]
     lines.append(
-        f"{'criterion':<20} {'n':>6}  {'failing':>15}  {'adequate':>15}  {'exemplary':>15}  {'mean count':>10}"
+        f"{'criterion':<20} {'n':>6}  {'  failing':<26}  {'  adequate':<26}  {'  exemplary':<26}  {'mean count':>10}"
     )
     for c in crits:
         s = criterion_summary([r.criteria[c] for r in ok if c in r.criteria])
         n = s["n"]
-        cells = [
-            f"{s['counts'][g]:>6} ({pct(s['counts'][g] / n if n else None):>6})" for g in GRADES
-        ]
+        cells = [f"{s['counts'][g]:>5} {_share(Rate(s['counts'][g], n)):<20}" for g in GRADES]
         mean = fmt(s.get("meanOccurrences"), 2)
         flag = "  NO SIGNAL" if no_signal(s["counts"], threshold) else ""
         extra = f"  ({s['notTriggered']} not triggered)" if s.get("notTriggered") else ""
@@ -64,6 +74,45 @@ def stats_document(
     return out
 
 
+def _json_object(path: Path) -> dict[str, Any]:
+    try:
+        doc = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _offline(models: Any) -> bool:
+    """Whether a status file's `models` (role -> model, or role -> [models]) name a provider
+    that answers offline."""
+    if not isinstance(models, dict):
+        return False
+    entries = [m for v in models.values() for m in (v if isinstance(v, list) else [v])]
+    kinds = [KINDS.get(str(m.get("provider"))) for m in entries if isinstance(m, dict)]
+    return any(k is not None and k.offline for k in kinds)
+
+
+def mock_evidence(paths: Sequence[str | Path]) -> Path | None:
+    """The file that says these tests were made with the offline mock provider, if one
+    does: the target's results.json, found in the folder given or above it, else (no
+    results.json yet) the first shard status file under the folder given."""
+    for given in map(Path, paths):
+        if given.suffix == ".zip":  # an archive of per-test files says nothing of its models
+            continue
+        start = given if given.is_dir() else given.parent
+        # a judgment shard's folder is four below its target's: results/T/judgments/r/a/
+        above = [f / "results.json" for f in [start, *start.parents][:5]]
+        results = next((f for f in above if f.is_file()), None)
+        if results is not None:
+            if _json_object(results).get("mock") is True:
+                return results
+            continue
+        status = next(start.rglob("*.status.json"), None) if start.is_dir() else None
+        if status is not None and _offline(_json_object(status).get("models")):
+            return status
+    return None
+
+
 def _by_judge(records: Sequence[TestRecord]) -> dict[str, list[TestRecord]]:
     """Each judge's own verdicts, as records of their own."""
     out: dict[str, list[TestRecord]] = {}
@@ -80,7 +129,13 @@ def print_json(obj: Any) -> None:
 
 
 def register(sub: Any) -> None:
-    st = sub.add_parser("stats", help="grade distribution per criterion; flags NO SIGNAL")
+    st = sub.add_parser(
+        "stats",
+        help="grade distribution per criterion; flags NO SIGNAL",
+        description="Each criterion's grades: counts, shares with their 95% Wilson "
+        "intervals, the mean occurrence count, and NO SIGNAL where one grade holds nearly "
+        "every test. Warns when the tests were made with the offline mock provider.",
+    )
     add_stats_arguments(st)
     st.set_defaults(func=cmd_stats)
 
@@ -107,8 +162,17 @@ def cmd_stats(args: Any) -> int:
     records = load_records(paths)
     if not records:
         raise InputError(f"{', '.join(map(str, paths))}: no judged tests found")
+    mock = mock_evidence(paths)
+    if mock is not None:
+        print(
+            f"kora: warning: these tests were made with the offline mock provider ({mock}): "
+            "its answers are placeholders, so the figures below measure nothing",
+            file=sys.stderr,
+        )
     if getattr(args, "json", False):
         doc = stats_document(records, threshold, criteria)
+        if mock is not None:
+            doc["mock"] = True
         if getattr(args, "by_judge", False):
             doc["judges"] = {
                 j: stats_document(rs, threshold, criteria) for j, rs in _by_judge(records).items()
