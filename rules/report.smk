@@ -7,13 +7,20 @@ rule report:
     input:
         judgments=lambda wc: PIPELINE.judgment_files(wc.target),
         results=PIPELINE.layout.results_json(),
+        # linked from the report and summary.json
+        manifest=PIPELINE.layout.manifest_json(),
         taxonomy=PIPELINE.taxonomy_files(),
         # `kora agreement`'s figures, once people have graded (kora annotate)
         agreement=lambda wc: PIPELINE.agreement_files(wc.target),
         # people's grades (kora annotate): they correct the report's rates
         annotations=lambda wc: PIPELINE.annotation_files(wc.target),
     output:
-        html=PIPELINE.layout.report_html(),
+        html=report(
+            PIPELINE.layout.report_html(),
+            category="Results",
+            subcategory="{target}",
+            labels={"target": "{target}", "file": "report.html"},
+        ),
         summary=PIPELINE.layout.summary_json(),
     log:
         PIPELINE.layout.log("report", "{target}"),
@@ -38,8 +45,16 @@ rule leaderboard:
             f for files in PIPELINE.leaderboard_annotations().values() for f in files
         ],
     output:
-        html=PIPELINE.layout.leaderboard_html(),
-        data=PIPELINE.layout.leaderboard_json(),
+        html=report(
+            PIPELINE.layout.leaderboard_html(),
+            category="Leaderboard",
+            labels={"file": "leaderboard.html"},
+        ),
+        data=report(
+            PIPELINE.layout.leaderboard_json(),
+            category="Leaderboard",
+            labels={"file": "leaderboard.json"},
+        ),
     log:
         PIPELINE.layout.log("report", "leaderboard"),
     conda:

@@ -2,8 +2,22 @@ rule results:
     input:
         unpack(lambda wc: PIPELINE.results_inputs(wc.target)),
     output:
-        results=PIPELINE.layout.results_json(),
+        results=report(
+            PIPELINE.layout.results_json(),
+            category="Results",
+            subcategory="{target}",
+            labels={"target": "{target}", "file": "results.json"},
+        ),
         usage=PIPELINE.layout.usage_json(),
+        # what the result was made of and by (docs/results-format.md)
+        manifest=report(
+            PIPELINE.layout.manifest_json(),
+            category="Provenance",
+            subcategory="{target}",
+            labels={"target": "{target}", "file": "manifest.json"},
+        ),
+        # one row per test, for DuckDB, pandas or Hugging Face datasets
+        table=PIPELINE.layout.conversations_parquet(),
     log:
         PIPELINE.layout.log("results", "{target}"),
     conda:
@@ -12,6 +26,8 @@ rule results:
         # what results.json reports about the run: a change re-writes it even when no
         # shard changed (e.g. a role renamed)
         meta=lambda wc: PIPELINE.results_meta(wc.target),
+        # the result's config as its manifest carries it (credentials masked)
+        config=lambda wc: PIPELINE.public_config(wc.target),
         # renewed when a shard is missing: Snakemake then rebuilds it (see kora.run.shards)
         retry=lambda wc: missing_token(
             PIPELINE.layout.results_json(wc.target),

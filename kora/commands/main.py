@@ -28,6 +28,8 @@ SUBCOMMANDS = (
     "compare_targets",
     "stats",
     "usage",
+    "bundle",
+    "export",
 )
 
 

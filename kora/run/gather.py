@@ -44,16 +44,22 @@ class ResultsInput(_Spec):
     seeds: list[Path] = []
     seeds_status: list[Path] = []
     taxonomy: list[Path]
+    templates: list[Path] = []  # hashed into the manifest
 
 
 class ResultsOutput(_Spec):
     results: Path
     usage: Path
+    # what the result was made of (kora.analysis.manifest) and its tests as one table
+    # (kora.analysis.parquet); `kora replay` rebuilds results.json without them
+    manifest: Path | None = None
+    table: Path | None = None
 
 
 class ResultsParams(_Spec):
     meta: ResultsMeta
     retry: str
+    config: dict[str, Any] = {}  # the result's config, credentials masked (the manifest's)
 
 
 async def results(
@@ -83,6 +89,21 @@ async def results(
     doc, usage = build_results(params.meta, taxonomy, input.judgments, status, rejected, bill)
     write_json(output.results, doc)
     write_json(output.usage, usage)
+    if output.table is not None:
+        from kora.analysis.parquet import write_conversations
+
+        by_name = {m.name: m.id for m in taxonomy.motivations}
+        write_conversations(input.judgments, output.table, by_name)
+    if output.manifest is not None:
+        from kora.analysis.manifest import write_manifest
+
+        write_manifest(
+            output.manifest, meta=params.meta, config=params.config,
+            stage_templates=benchmarks.get(params.meta.benchmark).stage_templates,
+            templates=input.templates, taxonomy=input.taxonomy, data=[*data, *input.seeds],
+            status_files=status, store=ctx.workdir / ctx.transport.cache_dir,
+            results=output.results, workdir=ctx.workdir,
+        )  # fmt: skip
     log.info(
         "%s: %d tests in %d groups, %d failed; %s",
         params.meta.target, doc["tests"], len(doc["scores"]), doc["failedTests"], usage["result"],
@@ -93,6 +114,7 @@ async def results(
 class ReportInput(_Spec):
     judgments: list[Path]
     results: Path
+    manifest: Path | None = None  # the result's manifest, linked
     taxonomy: list[Path]
     agreement: list[Path] = []  # what `kora agreement` wrote, once it has run
     annotations: list[Path] = []  # people's label files and sample.json (kora annotate)
@@ -120,7 +142,12 @@ async def report(
     records = load_records(input.judgments)
     agreement = orjson.loads(input.agreement[0].read_bytes()) if input.agreement else None
     people = load_people(input.annotations) if input.annotations else None
-    summary = write_report(records, doc, output.html, output.summary, taxonomy, agreement, people)
+    manifest = None
+    if input.manifest is not None:  # linked from the report's folder
+        manifest = os.path.relpath(input.manifest, output.html.parent)
+    summary = write_report(
+        records, doc, output.html, output.summary, taxonomy, agreement, people, manifest
+    )
     log.info(
         "%s: report of %d tests (%d failed) in %.1f s",
         params.target, summary["tests"], summary["errors"], time.monotonic() - started,

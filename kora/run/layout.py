@@ -74,6 +74,12 @@ class Layout:
     def summary_json(self, target: str = TARGET) -> str:
         return f"{self.results}/{target}/summary.json"
 
+    def manifest_json(self, target: str = TARGET) -> str:
+        return f"{self.results}/{target}/manifest.json"
+
+    def conversations_parquet(self, target: str = TARGET) -> str:
+        return f"{self.results}/{target}/conversations.parquet"
+
     def agreement_json(self, target: str = TARGET) -> str:
         return f"{self.results}/{target}/agreement.json"
 

@@ -283,7 +283,29 @@ class Pipeline:
             if stage == "scenarios":
                 out["rejected"] = [rejected_of(p) for p in data]
         out["taxonomy"] = self.taxonomy_files()
+        # what the manifest hashes as it is on disk: an edited template re-writes it
+        out["templates"] = self.result_templates(target)
         return out
+
+    def result_stages(self, target: str) -> list[str]:
+        """The stages whose work a target's result rests on (an import's are not run)."""
+        stages = ["judgments"]
+        if not self.target_imported(target):
+            stages.insert(0, "conversations")
+        made = not (self.target_imported(target) or self.target_continued(target))
+        if made and not self.imported:
+            stages[:0] = ["seeds", "scenarios"]
+        return stages
+
+    def result_templates(self, target: str) -> list[str]:
+        found = [t for stage in self.result_stages(target) for t in self.templates(stage)]
+        return list(dict.fromkeys(found))
+
+    def public_config(self, target: str) -> dict[str, Any]:
+        """The config of a target's result as its manifest and bundle carry it."""
+        from kora.config.public import public_config
+
+        return public_config(self.config, target)
 
     def results_input_files(self, target: str) -> list[str]:
         return [f for files in self.results_inputs(target).values() for f in files]

@@ -219,12 +219,16 @@ def write_report(
     taxonomy: Taxonomy | None = None,
     agreement: Mapping[str, Any] | None = None,
     people: People | None = None,
+    manifest: str | None = None,
 ) -> dict[str, Any]:
     """Write report.html (and summary.json); returns the summary. `agreement`: what
     `kora agreement` found of the judges against people, shown in its own section;
-    `people`: their grades (kora.analysis.report.corrected), which correct the rates."""
+    `people`: their grades (kora.analysis.report.corrected), which correct the rates;
+    `manifest`: where the result's manifest is, relative to the report (linked)."""
     records = records_of(judgments)
     summary = build_summary(records, results, taxonomy)
+    if manifest is not None:
+        summary["manifest"] = manifest
     if agreement is not None:
         # the judge's grades it keeps for `kora agreement --against` stay out of it
         summary["humanAgreement"] = {k: v for k, v in agreement.items() if k != "judgeGrades"}

@@ -1,0 +1,295 @@
+"""A result's bundle: one zip file holding everything the result rests on, so that anyone
+can rebuild it without a key or a network (`kora replay`).
+
+Inside:
+
+- `bundle.json`: what the bundle is, and the SHA-256 of every other member but the
+  answers, and of the report (rebuilt, not carried: it is the largest file);
+- `manifest.json`, the result's own (kora.analysis.manifest), which holds its config;
+- the result's files as written: results.json, summary.json, usage.json;
+- `prompts/<stem>.jinja`: the templates as the run read them, `taxonomy/`: its taxonomy;
+- every data shard with its status file, at its path in the project: seeds, scenarios
+  (and the ones validation turned down), conversations, judgments; and what a run takes
+  as given: an import's record, recordings carried on, people's grades;
+- `answers/<k[:2]>/<k>.json`: each stored answer the result rests on, as the call store
+  keeps it, and `answers.index`, whose SHA-256 is the manifest's answers digest.
+
+Nothing is taken that the manifest does not name or that has changed since it was
+written: a template edited, a shard rebuilt, an answer gone from the store stops the
+bundle, naming the file. Members are written in a fixed order with a fixed time, so the
+same result always gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from kora.analysis.manifest import (
+    PROJECT,
+    answers_index,
+    rested_keys,
+    sha256_bytes,
+    sha256_file,
+)
+from kora.analysis.results import read_status
+from kora.errors import KoraError
+from kora.io import write_atomic
+from kora.llm.base import Response
+from kora.llm.cache import CallCache
+
+FORMAT = 1
+INDEX = "bundle.json"
+MANIFEST = "manifest.json"
+ANSWERS_INDEX = "answers.index"
+ANSWERS = "answers"
+PROMPTS = "prompts"
+TAXONOMY = "taxonomy"
+# the result's own files carried as they are (the report only by its digest)
+CARRIED = ("results.json", "summary.json", "usage.json")
+REBUILT_ONLY = ("report.html",)
+_EPOCH = (1980, 1, 1, 0, 0, 0)
+
+
+class BundleError(KoraError):
+    """A result that cannot be bundled as it is, or a file that is not a bundle."""
+
+
+def status_path(shard: str) -> str | None:
+    """The status file of a data shard (a scenarios shard's rejected ones share it)."""
+    if shard.endswith(".rejected.jsonl") or not shard.endswith(".jsonl"):
+        return None
+    return shard[: -len(".jsonl")] + ".status.json"
+
+
+def answer_member(key: str) -> str:
+    return f"{ANSWERS}/{key[:2]}/{key}.json"
+
+
+@dataclass
+class _Members:
+    files: dict[str, bytes] = field(default_factory=dict)
+
+    def add(self, name: str, data: bytes) -> None:
+        self.files[name] = data
+
+
+def _read_named(path: str, workdir: Path, expected: str, what: str) -> bytes:
+    """A file the manifest names, checked against its digest there."""
+    full = Path(path)
+    if not full.is_absolute():
+        found = [root / full for root in (workdir, PROJECT) if (root / full).exists()]
+        full = found[0] if found else workdir / full
+    try:
+        data = full.read_bytes()
+    except OSError as exc:
+        raise BundleError(f"{what} {path}: {exc.strerror or exc}") from None
+    if sha256_bytes(data) != expected:
+        raise BundleError(
+            f"{what} {path} changed since the result was made (its SHA-256 differs from the "
+            "manifest's): run the workflow again, then bundle"
+        )
+    return data
+
+
+def _optional(workdir: Path, rel: str | Path) -> Iterator[tuple[str, bytes]]:
+    """A file or a folder's files the result may rest on, where they exist."""
+    path = workdir / rel
+    if path.is_file():
+        yield str(Path(rel)), path.read_bytes()
+    elif path.is_dir():
+        for f in sorted(p for p in path.rglob("*") if p.is_file()):
+            yield str(f.relative_to(workdir)), f.read_bytes()
+
+
+@dataclass(frozen=True)
+class Bundled:
+    path: Path
+    bytes: int
+    files: int
+    answers: int
+
+
+def make_bundle(
+    out: Path,
+    *,
+    workdir: Path,
+    target_dir: str,
+    extra: list[str],
+) -> Bundled:
+    """Bundle the result in `target_dir` (relative to `workdir`) into `out`. `extra`:
+    files and folders the run takes as given, carried where they exist (an import's
+    record, recordings, people's grades)."""
+    target = workdir / target_dir
+    try:
+        manifest_bytes = (target / MANIFEST).read_bytes()
+    except OSError:
+        raise BundleError(
+            f"{target_dir}/{MANIFEST} not found: run the workflow for this target first "
+            "(its results job writes the manifest)"
+        ) from None
+    manifest = orjson.loads(manifest_bytes)
+    m = _Members()
+    m.add(MANIFEST, manifest_bytes)
+    results = _read_named(
+        f"{target_dir}/results.json", workdir, manifest["results"]["sha256"], "results file"
+    )
+    m.add(f"{target_dir}/results.json", results)
+    outputs: dict[str, str] = {}
+    for name in CARRIED[1:]:
+        path = target / name
+        if not path.exists():
+            raise BundleError(f"{target_dir}/{name} not found: make the report first")
+        m.add(f"{target_dir}/{name}", path.read_bytes())
+    for name in REBUILT_ONLY:
+        path = target / name
+        if not path.exists():
+            raise BundleError(f"{target_dir}/{name} not found: make the report first")
+        outputs[f"{target_dir}/{name}"] = sha256_file(path)
+    for stem, t in manifest["templates"].items():
+        m.add(f"{PROMPTS}/{stem}.jinja", _read_named(t["path"], workdir, t["sha256"], "template"))
+    for path, digest in manifest["taxonomy"].items():
+        m.add(f"{TAXONOMY}/{Path(path).name}", _read_named(path, workdir, digest, "taxonomy file"))
+    status_files = []
+    for path, digest in manifest["data"].items():
+        m.add(path, _read_named(path, workdir, digest, "data file"))
+        status = status_path(path)
+        if status is not None and (workdir / status).exists():
+            m.add(status, (workdir / status).read_bytes())
+            status_files.append(workdir / status)
+    for rel in extra:
+        for name, data in _optional(workdir, rel):
+            m.files.setdefault(name, data)
+
+    store = CallCache(workdir / manifest["config"]["effective"].get("cache_dir", ".kora/cache"))
+    keys = rested_keys(read_status(status_files))
+    index, entries = answers_index(keys, store)
+    if sha256_bytes(index) != manifest["answers"]["sha256"]:
+        raise BundleError(
+            "the call store no longer holds the answers this result rests on as they were "
+            f"when it was made ({len(entries)} of {len(keys)} found): run the workflow "
+            "again, then bundle"
+        )
+    m.add(ANSWERS_INDEX, index)
+    for key, data in entries.items():
+        m.add(answer_member(key), data)
+
+    answers = set(map(answer_member, entries))
+    doc = {
+        "bundle": FORMAT,
+        "target": manifest["target"],
+        "benchmark": manifest["benchmark"],
+        "targetDir": target_dir,
+        "files": {n: sha256_bytes(d) for n, d in sorted(m.files.items()) if n not in answers},
+        "rebuiltOnly": outputs,
+    }
+    m.add(INDEX, orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+    _write_zip(out, m.files)
+    return Bundled(out, out.stat().st_size, len(m.files) - len(entries), len(entries))
+
+
+def _write_zip(out: Path, files: Mapping[str, bytes]) -> None:
+    import io
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED, compresslevel=6) as z:
+        for name in [INDEX, *sorted(n for n in files if n != INDEX)]:
+            info = zipfile.ZipInfo(name, date_time=_EPOCH)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            z.writestr(info, files[name])
+    write_atomic(out, buf.getvalue())
+
+
+class Bundle:
+    """A bundle opened for reading."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self.zip = zipfile.ZipFile(path)
+            self.index: dict[str, Any] = orjson.loads(self.zip.read(INDEX))
+            self.manifest: dict[str, Any] = orjson.loads(self.zip.read(MANIFEST))
+        except (OSError, zipfile.BadZipFile, KeyError, orjson.JSONDecodeError) as exc:
+            raise BundleError(f"{path}: not a result bundle ({exc})") from None
+        if self.index.get("bundle") != FORMAT:
+            raise BundleError(f"{path}: bundle format {self.index.get('bundle')!r} unknown")
+        self.names = set(self.zip.namelist())
+
+    @property
+    def target(self) -> str:
+        return str(self.index["target"])
+
+    @property
+    def target_dir(self) -> str:
+        return str(self.index["targetDir"])
+
+    def read(self, name: str) -> bytes | None:
+        if name not in self.names:
+            return None
+        return self.zip.read(name)
+
+    def changed_files(self) -> list[str]:
+        """Members whose bytes are not those bundle.json recorded (or that are gone)."""
+        out = []
+        for name, digest in self.index["files"].items():
+            data = self.read(name)
+            if data is None or sha256_bytes(data) != digest:
+                out.append(name)
+        return out
+
+    def answer_keys(self) -> dict[str, str]:
+        """Each answer's key and the SHA-256 its entry had (`-`: not in the store)."""
+        out = {}
+        for line in (self.read(ANSWERS_INDEX) or b"").decode().splitlines():
+            key, _, digest = line.partition(" ")
+            out[key] = digest
+        return out
+
+    def changed_answers(self) -> list[str]:
+        """Keys whose stored answer is not the one the result rested on."""
+        out = []
+        for key, digest in self.answer_keys().items():
+            data = self.read(answer_member(key))
+            if digest == "-":
+                if data is not None:
+                    out.append(key)
+            elif data is None or sha256_bytes(data) != digest:
+                out.append(key)
+        return out
+
+    def files_under(self, prefix: str) -> list[str]:
+        return sorted(n for n in self.names if n.startswith(prefix))
+
+    def close(self) -> None:
+        self.zip.close()
+
+
+class BundleStore(CallCache):
+    """The call store of a bundle: its answers only, read from the zip; answers a replay
+    makes (none should be) are kept in memory."""
+
+    def __init__(self, bundle: Bundle) -> None:
+        super().__init__(Path(".kora-bundle-store"))
+        self.bundle = bundle
+        self.memory: dict[str, Response] = {}
+        self.used: set[str] = set()
+
+    def read(self, key: str) -> bytes | None:
+        data = self.bundle.read(answer_member(key))
+        if data is not None:
+            self.used.add(key)
+        return data
+
+    def get(self, key: str) -> Response | None:
+        if key in self.memory:
+            return self.memory[key]
+        return super().get(key)
+
+    def put(self, key: str, response: Response) -> None:
+        self.memory[key] = response

@@ -1,0 +1,296 @@
+"""manifest.json: what a result was made of and by, so a reader can check it.
+
+Written by the results job beside results.json. It names this project's version (and
+its commit when run from a checkout), the software around it, the benchmark version, the
+SHA-256 of every template, taxonomy and data file the result was made from as they are
+on disk, the config with credentials masked (kora.config.public), each model with the
+ids its provider said served it, when the calls were made, and one digest of every
+stored answer the result rests on (`answers_index`): a changed answer changes it.
+
+The answers' digest is the SHA-256 of an index of `<key> <sha256 of the entry>` lines,
+sorted by key (`-` for an answer the store does not hold: an answer that failed its schema
+and was asked again, or one the store could not keep). `kora bundle` writes that index
+into the bundle; `kora replay` checks each answer against it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import platform
+import subprocess
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from kora.analysis.results import read_status
+from kora.io import write_json
+from kora.llm.bill import Charge, bill_dir, charges
+from kora.llm.cache import CallCache
+from kora.llm.registry import kind_of
+from kora.llm.structured import DEFAULT as OPENAI_DEFAULT
+
+FORMAT = 1
+MANIFEST = "manifest.json"
+# what the manifest says of an answer whose provider named no model
+NOT_REPORTED = "(not reported)"
+# packages whose versions can change what a run sends, reads or computes
+PACKAGES = (
+    "snakemake",
+    "anthropic",
+    "openai",
+    "httpx",
+    "aiohttp",
+    "duckdb",
+    "jinja2",
+    "pydantic",
+    "orjson",
+    "numpy",
+    "scipy",
+)
+PROJECT = Path(__file__).resolve().parents[2]
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: Path | str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def config_digest(config: Mapping[str, Any]) -> str:
+    return sha256_bytes(orjson.dumps(config, option=orjson.OPT_SORT_KEYS))
+
+
+def rested_keys(statuses: Iterable[Mapping[str, Any]]) -> dict[str, tuple[str, str]]:
+    """Every call-store key the result rests on, with its model and kind of call (the
+    shards' status files' `calls`, kora.llm.usage.Usage.used_records)."""
+    out: dict[str, tuple[str, str]] = {}
+    for s in statuses:
+        for row in s.get("calls", []):
+            out.setdefault(str(row[0]), (str(row[1]), str(row[2])))
+    return out
+
+
+def answers_index(keys: Iterable[str], store: CallCache) -> tuple[bytes, dict[str, bytes]]:
+    """The index of the stored answers of `keys` and each one's entry as stored (absent:
+    not in the store)."""
+    lines, entries = [], {}
+    for key in sorted(set(keys)):
+        data = store.read(key)
+        if data is None:
+            lines.append(f"{key} -\n")
+        else:
+            entries[key] = data
+            lines.append(f"{key} {sha256_bytes(data)}\n")
+    return "".join(lines).encode(), entries
+
+
+def served_model(entry: bytes) -> str:
+    try:
+        doc = orjson.loads(entry)
+    except orjson.JSONDecodeError:
+        return NOT_REPORTED
+    served = doc.get("served") if isinstance(doc, dict) else None
+    return served if isinstance(served, str) and served else NOT_REPORTED
+
+
+def _git(*args: str) -> str | None:
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(PROJECT), *args], capture_output=True, text=True, timeout=30
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def project_facts() -> dict[str, Any]:
+    """This project's version; its commit and whether tracked files differ from it, when
+    the code runs from a git checkout."""
+    try:
+        version = importlib.metadata.version("kora")
+    except importlib.metadata.PackageNotFoundError:
+        version = None
+    out: dict[str, Any] = {"name": "kora", "version": version}
+    if (PROJECT / ".git").exists():
+        commit = _git("rev-parse", "HEAD")
+        status = _git("status", "--porcelain", "--untracked-files=no")
+        if commit is not None:
+            out["commit"] = commit.strip()
+            out["dirty"] = bool(status and status.strip())
+    return out
+
+
+def software() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def structured_mode(model: Mapping[str, Any]) -> str | None:
+    """How the model was asked for a structured answer."""
+    kind = kind_of(str(model["provider"]))
+    if kind.offline:
+        return "mock"
+    if kind.is_service:
+        return None  # a target only: never asked for one
+    if kind.structured_modes:
+        return str(model.get("structured_output") or OPENAI_DEFAULT)
+    return "tool"  # Anthropic: a forced tool call with the schema as its input
+
+
+def shown_path(path: Path | str, workdir: Path) -> str:
+    """A file as the manifest names it: inside the project's folder or this package's
+    checkout, relative to it, so the same files read elsewhere are named the same."""
+    full = Path(path).resolve()
+    for root in (workdir.resolve(), PROJECT):
+        if full.is_relative_to(root):
+            return str(full.relative_to(root))
+    return str(full)
+
+
+def _files(paths: Iterable[Path | str], workdir: Path) -> dict[str, str]:
+    out = {}
+    for p in paths:
+        path = Path(p)
+        if not path.exists():
+            continue
+        out[shown_path(path, workdir)] = sha256_file(path)
+    return out
+
+
+def _when(t: float | None) -> str | None:
+    if t is None:
+        return None
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def build_manifest(
+    *,
+    target: str,
+    benchmark: str,
+    stage_templates: Mapping[str, Sequence[str]],
+    config: Mapping[str, Any],
+    roles: Mapping[str, Sequence[str]],
+    templates: Iterable[Path],
+    taxonomy: Iterable[Path],
+    data: Iterable[Path],
+    statuses: Sequence[Mapping[str, Any]],
+    store: CallCache,
+    bill: Iterable[Charge],
+    results: Path,
+    workdir: Path,
+) -> tuple[dict[str, Any], bytes]:
+    """The manifest of one result, and its answers' index (`answers_index`)."""
+    workdir = workdir.resolve()
+    rested = rested_keys(statuses)
+    index, entries = answers_index(rested, store)
+    stage_of = {stem: stage for stage, stems in stage_templates.items() for stem in stems}
+    shown_templates = {}
+    for path in sorted(templates, key=lambda p: Path(p).name):
+        stem = Path(path).stem
+        rel = _files([path], workdir)
+        for name, digest in rel.items():
+            shown_templates[stem] = {"stage": stage_of.get(stem), "path": name, "sha256": digest}
+
+    served: dict[str, Counter[str]] = defaultdict(Counter)
+    for key, (model, _) in rested.items():
+        entry = entries.get(key)
+        if entry is not None:
+            served[model][served_model(entry)] += 1
+    models = {}
+    for name, m in config.get("models", {}).items():
+        models[name] = {
+            "roles": list(roles.get(name, [])),
+            "provider": m["provider"],
+            "model": m.get("model"),
+            "sampling": {"temperature": m.get("temperature"), "max_tokens": m.get("max_tokens")},
+            "structuredOutput": structured_mode(m),
+            "answers": sum(served[name].values()),
+            "served": dict(sorted(served[name].items())),
+        }
+
+    times = [c.t for c in bill if c.key is not None and c.key in rested]
+    asked = cached = failed = 0
+    for s in statuses:
+        for u in s.get("usage", []):
+            asked += int(u.get("calls", 0))
+            cached += int(u.get("cached", 0))
+            failed += int(u.get("failures", 0))
+    doc = {
+        "manifest": FORMAT,
+        "target": target,
+        "benchmark": benchmark,
+        "results": {"path": results.name, "sha256": sha256_file(results)},
+        "project": project_facts(),
+        "software": software(),
+        "config": {"sha256": config_digest(config), "effective": config},
+        "templates": shown_templates,
+        "taxonomy": _files(taxonomy, workdir),
+        "data": _files(sorted(data), workdir),
+        "models": models,
+        "calls": {
+            "first": _when(min(times, default=None)),
+            "last": _when(max(times, default=None)),
+            "asked": asked,
+            "fromStore": cached,
+            "made": asked - cached - failed,
+            "failed": failed,
+        },
+        "answers": {
+            "count": len(rested),
+            "stored": len(entries),
+            "sha256": sha256_bytes(index),
+        },
+    }
+    return doc, index
+
+
+def write_manifest(
+    path: Path,
+    *,
+    meta: Any,
+    config: Mapping[str, Any],
+    stage_templates: Mapping[str, Sequence[str]],
+    templates: Iterable[Path],
+    taxonomy: Iterable[Path],
+    data: Iterable[Path],
+    status_files: Iterable[Path],
+    store: Path,
+    results: Path,
+    workdir: Path,
+) -> dict[str, Any]:
+    """Write the manifest of the result `results` (its results job's inputs and params:
+    `meta` is kora.analysis.results.ResultsMeta); the document written."""
+    doc, _ = build_manifest(
+        target=meta.target,
+        benchmark=meta.benchmark,
+        stage_templates=stage_templates,
+        config=config,
+        roles={name: m.get("roles", []) for name, m in meta.models.items()},
+        templates=templates,
+        taxonomy=taxonomy,
+        data=data,
+        statuses=read_status(status_files),
+        store=CallCache(store),
+        # every run's bill: answers taken from the store were paid by an earlier run
+        bill=charges(bill_dir(store)),
+        results=results,
+        workdir=workdir,
+    )
+    write_json(path, doc)
+    return doc
