@@ -81,14 +81,16 @@ class Tab:
     requests: list[str] = field(default_factory=list)
 
     def open(self, url: str) -> None:
-        """Load the page; a report's until its conversations' texts are open and searchable
-        (the page opens them after its first view, a few tasks after `load`)."""
+        """Load the page, and wait until its packed data is open (a few tasks after `load`):
+        a report's conversation texts searchable, a leaderboard's side-by-side view ready."""
+        from playwright.sync_api import expect
+
         self.page.goto(url)
         self.page.wait_for_load_state("load")
         if self.page.locator("#kora-browser").count():
-            from playwright.sync_api import expect
-
             expect(self.page.locator("#kora-browser")).to_have_attribute("data-text", "loaded")
+        if self.page.locator("#kora-compare").count():
+            expect(self.page.locator("#kora-compare")).to_have_attribute("data-ready", "1")
 
     def quiet(self) -> None:
         """No console message, uncaught exception or network request so far."""

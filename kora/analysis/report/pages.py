@@ -2,10 +2,9 @@
 
 Nothing a model, a judge or a config writes can change a page's structure: every value
 reaches the page through an autoescaped template expression; the conversation browser's
-data is packed (gzipped JSON in base64, kora.analysis.pagekit.pack) in `<script>` data
-blocks, whose alphabet has no character that could end the element, and the leaderboard's
-is JSON with every such character escaped (`json_script`). The pages' own scripts insert
-model text with `textContent` only.
+and the leaderboard's conversations are packed (gzipped JSON in base64,
+kora.analysis.pagekit.pack) in `<script>` data blocks, whose alphabet has no character that
+could end the element. The pages' own scripts insert model text with `textContent` only.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from kora import benchmarks
-from kora.analysis.pagekit import CRITERION_HELP, json_script, pack, pack_all
+from kora.analysis.pagekit import CRITERION_HELP, pack, pack_all
 from kora.analysis.records import TestRecord, criterion_label
 from kora.analysis.report.browser import browser_data
 from kora.analysis.report.corrected import People, add_corrected, judge_off_count
@@ -98,7 +97,7 @@ def environment() -> Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters.update(pct=pct, pvalue=pvalue, json_script=json_script)
+    env.filters.update(pct=pct, pvalue=pvalue)
     env.globals.update(
         rate=rate_of,
         bar_parts=bar_parts,
@@ -261,7 +260,7 @@ def render_leaderboard(
         short_labels=SHORT_LABELS,
         pairs=pairs,
         ranking=doc.get("ranking"),
-        side=side_by_side(pairs, records or {}, names),
+        side=pack(side_by_side(pairs, records or {}, names)),
         alpha=doc["alpha"],
         names=names,
         corrected_ranked=[

@@ -7,8 +7,7 @@
   function unpack(n) { return Promise.resolve(n).then(koraUnpack); }
   function unreadable(e) {
     root.textContent = "";
-    root.appendChild(koraEl("p", {cls: "banner warn", id: "kora-unreadable",
-      text: "This browser could not open the conversations packed in this page (" + e + "). A browser of 2023 or later opens them."}));
+    root.appendChild(koraEl("p", {cls: "banner warn", id: "kora-unreadable", text: koraUnreadable(e)}));
   }
   unpack(node).then(start, unreadable);
 

@@ -12,3 +12,8 @@ function koraUnpack(node) {
   var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
   return new Response(stream).json();
 }
+
+// what a page says in place of its data when koraUnpack failed with `e`
+function koraUnreadable(e) {
+  return "This browser could not open the conversations packed in this page (" + e + "). A browser of 2023 or later opens them.";
+}
