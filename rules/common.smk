@@ -4,12 +4,9 @@ import os
 import sys
 import uuid
 from pathlib import Path
-from types import SimpleNamespace
 
 from kora.run import requests, seam
 from kora.config.files import load_run_config
-from kora.run.dispatch import BROKERED, job_spec
-from kora.run.groups import split
 from kora.errors import KoraError
 from kora.run.progress import RUN_ENV
 from kora.run.runlock import lock_path
@@ -60,32 +57,16 @@ def _needrun():
     return [seam.job_parts(job) for job in seam.jobs_to_run(workflow)]
 
 
-def shard_job_specs(jobs):
-    # each cell of each shard job (a job holds a risk's cells: kora.run.groups)
-    return [
-        cell
-        for name, _, i, o, p, log in jobs
-        if name in BROKERED
-        for cell in split(
-            job_spec(
-                name,
-                SimpleNamespace(input=i, output=o, params=p, log=log, config=config),
-            )
-        )
-    ]
-
-
 # the run's start, end and stops (kora.run.session)
 SESSION = RunSession(PIPELINE, os.environ[RUN_ENV])
 seam.tidy_job_reports(lambda: SESSION.stopped_by is not None)
 
 
 onstart:
-    _needed = _needrun()
     try:
         SESSION.start(
-            _needed,
-            shard_job_specs(_needed),
+            _needrun(),
+            config,
             # the broker serves jobs that run here (not under a cluster executor) and in
             # this environment (not in software environments of their own, --use-conda)
             shared=seam.runs_locally(workflow)

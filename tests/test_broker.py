@@ -82,7 +82,8 @@ def test_the_same_results_with_or_without_the_broker(
         b = (alone / "results/tiny" / name).read_bytes()
         assert a == b, name
     usage = orjson.loads((project / "results/tiny/usage.json").read_bytes())
-    assert usage["total"]["calls"] > usage["total"]["cached"]  # paid calls counted as paid
+    assert usage["paidThisRun"]["calls"] > 0  # calls made ahead counted as paid, once
+    assert usage["asked"]["calls"] > usage["asked"]["cached"]
 
 
 @pytest.mark.slow
@@ -96,8 +97,10 @@ def test_the_whole_run_can_be_handed_to_the_broker(
 ) -> None:
     """The specs of a full grid take megabytes in one message; the broker reads them and
     makes their calls ahead (here, mock seed calls)."""
+    from dataclasses import replace
+
     from kora.run.broker import send_ahead, start_broker
-    from kora.run.dispatch import transport
+    from kora.run.jobspec import JobSpec
     from tests.helpers import REPO
 
     copy_workflow(tmp_path)
@@ -116,16 +119,19 @@ def test_the_whole_run_can_be_handed_to_the_broker(
                 "seeds_per_task": 2,
                 "retry": "",
             }
-            specs.append({
-                "rule": "seeds",
-                "input": {"prompts": prompts, "taxonomy": taxonomy},
-                "output": {"data": "x.jsonl", "status": "x.status.json"},
-                "params": params,
-                "log": [],
-                "transport": transport({"models": {"mock": {"provider": "mock"}}}, params),
-            })  # fmt: skip
-    specs += [dict(specs[0], rule="unknown-rule", pad="x" * 100_000) for _ in range(20)]
-    assert len(orjson.dumps(specs)) > 2_000_000
+            specs.append(
+                JobSpec.of(
+                    "seeds",
+                    {"prompts": prompts, "taxonomy": taxonomy},
+                    {"data": "x.jsonl", "status": "x.status.json"},
+                    params,
+                    [],
+                    {"models": {"mock": {"provider": "mock"}}},
+                )
+            )
+    padded = {**specs[0].params, "pad": "x" * 100_000}
+    specs += [replace(specs[0], rule="unknown-rule", params=padded) for _ in range(20)]
+    assert len(orjson.dumps([s.as_json() for s in specs])) > 2_000_000
     monkeypatch.setenv("KORA_RUN_ID", "aheadtest")
     broker = start_broker("aheadtest", tmp_path / "broker.log", workdir=tmp_path)
     assert broker is not None
@@ -152,6 +158,9 @@ def test_a_broker_that_takes_no_message_is_given_up_and_the_run_goes_on(tmp_path
 
     from kora.run.broker import Broker, send_ahead
     from kora.run.dispatch import BROKER_ENV, submit
+    from kora.run.jobspec import JobSpec
+
+    seeds = JobSpec("seeds", {}, {}, {}, [], {})
 
     path = tmp_path / "stuck.sock"
     server = socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM)
@@ -159,12 +168,12 @@ def test_a_broker_that_takes_no_message_is_given_up_and_the_run_goes_on(tmp_path
     server.listen(1)  # accepts connections, never reads nor answers
     try:
         stuck = Broker(process=subprocess.Popen(["true"]), path=path)
-        assert send_ahead(stuck, [{"rule": "seeds"}] * 3, timeout=0.5) is False
+        assert send_ahead(stuck, [seeds] * 3, timeout=0.5) is False
         # a job whose broker closes the connection without an answer runs itself
         server.close()
         path.unlink()
         os.environ[BROKER_ENV] = f"{socketlib.gethostname()}|{path}"
-        assert submit({"rule": "seeds"}) is None
+        assert submit(seeds) is None
     finally:
         os.environ.pop(BROKER_ENV, None)
         server.close()
@@ -172,13 +181,21 @@ def test_a_broker_that_takes_no_message_is_given_up_and_the_run_goes_on(tmp_path
 
 @pytest.mark.timeout(30)
 def test_the_broker_reads_only_the_messages_it_knows() -> None:
-    from kora.run.protocol import JobRequest, PrefetchRequest, ProtocolError, Reply, decode_request
+    from kora.run.jobspec import JobSpec
+    from kora.run.protocol import (
+        JobRequest,
+        Outcome,
+        PrefetchRequest,
+        ProtocolError,
+        decode_request,
+    )
 
-    assert decode_request(JobRequest({"rule": "seeds"}).encode()) == JobRequest({"rule": "seeds"})
-    assert decode_request(PrefetchRequest([{"a": 1}]).encode()) == PrefetchRequest([{"a": 1}])
-    assert Reply.decode(Reply(1, "x").encode()) == Reply(1, "x")
-    for bad in (b"{}\n", b"[1]\n", b"nonsense\n", b'{"job": 3}\n'):
+    job = JobSpec("seeds", {"prompts": ["a"]}, {"data": "b"}, {"retry": ""}, ["c"], {})
+    assert decode_request(JobRequest(job).encode()) == JobRequest(job)
+    assert decode_request(PrefetchRequest([job]).encode()) == PrefetchRequest([job])
+    assert Outcome.decode(Outcome(1, "x").encode()) == Outcome(1, "x")
+    for bad in (b"{}\n", b"[1]\n", b"nonsense\n", b'{"job": 3}\n', b'{"job": {"rule": 1}}\n'):
         with pytest.raises(ProtocolError):
             decode_request(bad)
     with pytest.raises(ProtocolError):
-        Reply.decode(b'{"message": "no status"}\n')
+        Outcome.decode(b'{"message": "no status"}\n')

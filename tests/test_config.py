@@ -120,7 +120,7 @@ def test_every_setting_reaches_the_jobs_as_a_param_or_as_transport() -> None:
     settings kora.run.dispatch passes by model name: a setting in neither is lost on the way
     to the job (the token limits were, until this test)."""
     from kora.llm.config import ModelConfig
-    from kora.run.dispatch import TRANSPORT_FIELDS
+    from kora.run.jobspec import TRANSPORT_FIELDS
 
     # reask_invalid_answers: the config's top-level key, put in the params (tests/test_reask.py)
     answer_changing = {"provider", "model", "max_tokens", "temperature", "app",

@@ -11,8 +11,8 @@ import orjson
 import pytest
 import yaml
 
-from kora.run.dispatch import job_spec
 from kora.run.groups import split
+from kora.run.jobspec import JobSpec
 from kora.run.pipeline import Pipeline
 from tests.helpers import copy_workflow
 from tests.workflows import TINY, job_stats, snakemake
@@ -39,19 +39,13 @@ class _Wc(SimpleNamespace):
         return vars(self).items()
 
 
-def _rule_job(p: Pipeline, stage: str, wc: dict[str, str]) -> dict[str, Any]:
+def _rule_job(p: Pipeline, stage: str, wc: dict[str, str]) -> JobSpec:
     """The spec a rule's script builds from what Snakemake hands it for these wildcards."""
     w = _Wc(**wc)
     params = {k: v(w) if callable(v) else v for k, v in p.rule_params(stage).items()}
     output = {k: [f.format(**wc) for f in v] for k, v in p.rule_output(stage).items()}
-    smk = SimpleNamespace(
-        input=p.rule_input(stage)(w),
-        output=output,
-        params=params,
-        log=[f.format(**wc) for f in p.rule_log(stage)],
-        config=p.raw_config,
-    )
-    return job_spec(stage, smk)
+    logs = [f.format(**wc) for f in p.rule_log(stage)]
+    return JobSpec.of(stage, p.rule_input(stage)(w), output, params, logs, p.raw_config)
 
 
 @pytest.mark.timeout(120)
@@ -76,9 +70,20 @@ def test_each_cell_of_a_job_gets_the_spec_a_job_of_its_own_had(grid: Path, stage
     assert len(cells) == len(own) == 4
     for cell, alone in zip(cells, own, strict=True):
         # the plan's spec leaves the retry token out (kora.run.pipeline.Pipeline.job_spec)
-        assert cell["params"].pop("retry") == ""
-        alone["params"].pop("retry")
-        assert orjson.loads(orjson.dumps(cell)) == orjson.loads(orjson.dumps(alone))
+        assert cell.params.pop("retry") == ""
+        alone.params.pop("retry")
+        assert orjson.loads(orjson.dumps(cell.as_json())) == orjson.loads(
+            orjson.dumps(alone.as_json())
+        )
+
+
+def test_every_stage_runs_in_the_broker() -> None:
+    """The scripts' list of brokered rules (a literal, so they import nothing heavy) is the
+    stages' list: a new stage would otherwise run its calls outside the broker."""
+    from kora.run.dispatch import BROKERED
+    from kora.run.stages import STAGES
+
+    assert set(STAGES) == BROKERED
 
 
 @pytest.mark.timeout(300)

@@ -117,6 +117,7 @@ def test_memory_risks_get_a_memory_scenario() -> None:
 def test_scenarios_job_records_a_scenario_that_never_validates(tmp_path: Path) -> None:
     from kora.run.context import Pool
     from kora.run.entries import execute
+    from kora.run.jobspec import JobSpec
     from kora.run.shards import write_records, write_status
 
     seeds = [reference_scenario("violence_and_physical_harm").seed]
@@ -127,7 +128,7 @@ def test_scenarios_job_records_a_scenario_that_never_validates(tmp_path: Path) -
     _, scripted = client(expansion_script(["fail", "fail"]), "m")
     out, rejected = tmp_path / "s.jsonl", tmp_path / "s.rejected.jsonl"
     model = {"name": "m", "provider": "mock", "model": None}
-    spec = {
+    spec = JobSpec(**{
         "rule": "scenarios",
         "input": {
             "seeds": str(seeds_path),
@@ -142,7 +143,7 @@ def test_scenarios_job_records_a_scenario_that_never_validates(tmp_path: Path) -
                    "expand_model": model, "user_model": model, "retry": ""},
         "log": [str(tmp_path / "s.log")],
         "transport": {"models": {"m": {}}, "cache_dir": ".kora/cache", "concurrency": 4},
-    }  # fmt: skip
+    })  # fmt: skip
     outcome = run(execute(spec, Pool(tmp_path, fixed={"m": scripted})))
     assert outcome.status == 0
     assert out.read_bytes() == b""

@@ -2,7 +2,7 @@
 
 Started by the Snakefile's `onstart` (`start_broker`), stopped by `onsuccess`/`onerror`;
 it listens on a Unix socket that only this user can open. Each connection is one job: a
-line of JSON (kora.run.dispatch.job_spec) in, a line of JSON `{status, message}` out when the
+line of JSON (a kora.run.jobspec.JobSpec) in, a line of JSON `{status, message}` out when the
 job is done. A job whose script goes away (Snakemake killed it, Ctrl-C) is cancelled: its
 finished calls are in the call store, as with any killed job. The broker exits when the
 Snakemake process that started it is gone, so a `kill -9` of the run leaves nothing
@@ -30,12 +30,13 @@ from typing import Any
 
 from kora.llm.ledger import RunStopping
 from kora.run.dispatch import BROKER_ENV
+from kora.run.jobspec import JobSpec
 from kora.run.protocol import (
     SEND_TIMEOUT,
     STOPPED,
+    Outcome,
     PrefetchRequest,
     ProtocolError,
-    Reply,
     connect,
     decode_request,
     read_line,
@@ -57,7 +58,7 @@ class _Ahead:
     task: asyncio.Task[None] | None = None
     reporter: asyncio.Task[None] | None = None
 
-    def start(self, specs: list[dict[str, Any]], pool: Any) -> None:
+    def start(self, specs: list[JobSpec], pool: Any) -> None:
         from kora.run.prefetch import Prefetch
 
         if self.task is not None:
@@ -121,7 +122,7 @@ async def _serve_job(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
         return
     if isinstance(request, PrefetchRequest):  # from onstart: every shard job of the run
         ahead.start(request.specs, pool)
-        writer.write(Reply(0).encode())
+        writer.write(Outcome(0).encode())
         await writer.drain()
         writer.close()
         return
@@ -136,7 +137,7 @@ async def _serve_job(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
         with contextlib.suppress(BaseException):
             await job
         with contextlib.suppress(ConnectionError, OSError):
-            writer.write(Reply(STOPPED).encode())
+            writer.write(Outcome(STOPPED).encode())
             writer.close()
         raise
     if not job.done():
@@ -147,12 +148,11 @@ async def _serve_job(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
         return
     gone.cancel()
     try:
-        outcome = job.result()
-        reply = Reply(outcome.status, outcome.message)
+        reply = job.result()
     except RunStopping:  # the run is being stopped: the job's next call was not sent
-        reply = Reply(STOPPED)
+        reply = Outcome(STOPPED)
     except Exception:  # a bug: the job fails with its traceback, the broker goes on
-        reply = Reply(1, traceback.format_exc())
+        reply = Outcome(1, traceback.format_exc())
     with contextlib.suppress(ConnectionError):
         writer.write(reply.encode())
         await writer.drain()
@@ -263,7 +263,7 @@ class Broker:
         os.environ.pop(BROKER_ENV, None)
 
 
-def send_ahead(broker: Broker, specs: list[dict[str, Any]], timeout: float = SEND_TIMEOUT) -> bool:
+def send_ahead(broker: Broker, specs: list[JobSpec], timeout: float = SEND_TIMEOUT) -> bool:
     """Hand the broker every shard job of the run, to make their calls ahead of them;
     False (and the run goes on without working ahead) when it does not take them."""
     try:

@@ -18,87 +18,21 @@ import socket
 import sys
 from typing import Any
 
-from kora.run.protocol import STOPPED, JobRequest, Reply, connect, read_line
+from kora.run.jobspec import JobSpec
+from kora.run.protocol import STOPPED, JobRequest, Outcome, connect, read_line
 
 BROKER_ENV = "KORA_BROKER"  # "<host>|<socket path>" of the run's broker
-TRANSPORT_FIELDS = (
-    "base_url",
-    "api_key_env",
-    "requests_per_minute",
-    "input_tokens_per_minute",
-    "output_tokens_per_minute",
-    "tokens_per_minute",
-    "max_concurrency",
-    "timeout",
-    "max_reply_bytes",
-    "follow_redirects",
-    "price",
-    "prompt_cache",
-    "cache_ttl",
-    "batch",
-    "structured_output",
-    "schema_bounds",
-    # a chat service's requests: the params carry them without their headers
-    "http",
-)
-# rules whose jobs call models; the others (aggregation, reports) are CPU work that would
-# hold up the broker's event loop, so they run in their own process
+# rules whose jobs call models (every stage of kora.run.stages: tests/test_groups.py); the
+# others (aggregation, reports) are CPU work that would hold up the broker's event loop,
+# so they run in their own process. A literal: the scripts import nothing heavy
 BROKERED = frozenset({"seeds", "scenarios", "conversations", "judgments"})
-
-
-def _files(named: Any) -> dict[str, Any]:
-    """A Snakemake Namedlist of files as {name: path or [paths]}."""
-    return {
-        name: str(value) if isinstance(value, str) else [str(v) for v in value]
-        for name, value in named.items()
-    }
-
-
-def model_names(params: Any) -> set[str]:
-    """Every model named in a rule's params (a mapping with `name` and `provider`)."""
-    if isinstance(params, dict):
-        if isinstance(params.get("name"), str) and "provider" in params:
-            return {params["name"]}
-        return {n for v in params.values() for n in model_names(v)}
-    if isinstance(params, list | tuple):
-        return {n for v in params for n in model_names(v)}
-    return set()
-
-
-def transport(config: Any, params: dict[str, Any]) -> dict[str, Any]:
-    """The run-wide settings the job's models need that do not change results (see
-    kora.run.context): taken from the config by model name, for the models its params name."""
-    models = config.get("models") or {}
-    return {
-        "models": {
-            n: {k: v for k, v in (models.get(n) or {}).items() if k in TRANSPORT_FIELDS}
-            for n in sorted(model_names(params))
-        },
-        "cache_dir": str(config.get("cache_dir", ".kora/cache")),
-        "concurrency": int(config.get("concurrency", 16)),
-        # a cap on the bill (kora.llm.budget): it never changes an answer
-        "budget": config.get("budget") or None,
-    }
-
-
-def job_spec(rule: str, smk: Any) -> dict[str, Any]:
-    """Everything a job is: its rule and exactly that rule's declared files and params."""
-    params = dict(smk.params.items())
-    return {
-        "rule": rule,
-        "input": _files(smk.input),
-        "output": _files(smk.output),
-        "params": params,
-        "log": [str(f) for f in smk.log],
-        "transport": transport(smk.config, params),
-    }
 
 
 def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt  # a job in its own process then cancels its calls in order
 
 
-def submit(spec: dict[str, Any]) -> tuple[int, str] | None:
+def submit(spec: JobSpec) -> Outcome | None:
     """Run the job in the broker and wait; None when no broker serves this machine (or it
     went away before answering: the job then runs here, its calls from the store)."""
     where = os.environ.get(BROKER_ENV, "")
@@ -117,8 +51,7 @@ def submit(spec: dict[str, Any]) -> tuple[int, str] | None:
         return None
     if line is None:
         return None
-    reply = Reply.decode(line)
-    return reply.status, reply.message
+    return Outcome.decode(line)
 
 
 def run(rule: str, smk: Any) -> None:
@@ -128,7 +61,7 @@ def run(rule: str, smk: Any) -> None:
     lines say what was done and how to go on, a traceback per job would bury them."""
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        spec = job_spec(rule, smk)
+        spec = JobSpec.of(rule, smk.input, smk.output, smk.params, smk.log, smk.config)
         done = submit(spec) if rule in BROKERED else None
         if done is None:
             from kora.run.entries import run_here
@@ -136,7 +69,7 @@ def run(rule: str, smk: Any) -> None:
             done = run_here(spec)
     except KeyboardInterrupt:
         raise SystemExit(STOPPED) from None
-    status, message = done
+    status, message = done.status, done.message
     if message:
         from kora.llm.masking import terminal_safe  # it may quote a server's words
 

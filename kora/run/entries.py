@@ -11,9 +11,7 @@ import asyncio
 import logging
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -25,20 +23,14 @@ from kora.run.gather import ENTRIES
 from kora.run.groups import split
 from kora.run.joblog import job_log
 from kora.run.jobs import FatalProviderError
+from kora.run.jobspec import JobSpec
+from kora.run.protocol import Outcome
 from kora.run.stages import STAGES
 
 log = logging.getLogger("kora")
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """A job's exit status and what it tells the user (its stderr)."""
-
-    status: int
-    message: str = ""
-
-
-async def execute(spec: dict[str, Any], pool: Pool, where: str = "its own") -> Outcome:
+async def execute(spec: JobSpec, pool: Pool, where: str = "its own") -> Outcome:
     """Run one job from its spec, each of its cells side by side (kora.run.groups); errors
     a user can act on become a message, not a traceback (anything else is a bug and
     propagates). The job fails if a cell does, and says each different message once (a
@@ -51,12 +43,11 @@ async def execute(spec: dict[str, Any], pool: Pool, where: str = "its own") -> O
     return Outcome(max(o.status for o in outcomes), "\n".join(messages))
 
 
-async def _execute(spec: dict[str, Any], pool: Pool, where: str) -> Outcome:
-    rule = spec["rule"]
-    logs = spec.get("log") or []
-    with job_log(logs[0] if logs else None):
+async def _execute(spec: JobSpec, pool: Pool, where: str) -> Outcome:
+    rule = spec.rule
+    with job_log(spec.log[0] if spec.log else None):
         started = time.monotonic()
-        ctx = JobContext(pool, Transport(**spec["transport"]))
+        ctx = JobContext(pool, Transport(**spec.transport))
         log.info("%s job in process %d (%s)", rule, os.getpid(), where)
         try:
             if rule in STAGES:
@@ -78,27 +69,26 @@ async def _execute(spec: dict[str, Any], pool: Pool, where: str) -> Outcome:
         return Outcome(status)
 
 
-def run_here(spec: dict[str, Any]) -> tuple[int, str]:
-    """Run one job in this process (no broker serves it): its exit status and message."""
+def run_here(spec: JobSpec) -> Outcome:
+    """Run one job in this process (no broker serves it)."""
 
-    async def main() -> tuple[int, str]:
+    async def main() -> Outcome:
         pool = Pool(Path.cwd())
         try:
-            outcome = await execute(spec, pool)
+            return await execute(spec, pool)
         finally:
             await pool.aclose()
-        return outcome.status, outcome.message
 
     return asyncio.run(main())
 
 
-async def _gather(rule: str, spec: dict[str, Any], ctx: JobContext) -> int:
+async def _gather(rule: str, spec: JobSpec, ctx: JobContext) -> int:
     entry = ENTRIES[rule]
     try:
         args = (
-            entry.input.model_validate(spec["input"]),
-            entry.output.model_validate(spec["output"]),
-            entry.params.model_validate(spec["params"]),
+            entry.input.model_validate(spec.input),
+            entry.output.model_validate(spec.output),
+            entry.params.model_validate(spec.params),
         )
     except ValidationError as exc:
         raise ValueError(f"rule {rule}: its job spec does not match: {describe(exc)}") from None

@@ -18,15 +18,15 @@ shard) re-runs the whole risk's job; its other cells are answered from the call 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
+from kora.run.jobspec import JobSpec
 from kora.run.stages import STAGES
-from kora.run.stages.base import Rules
+from kora.run.stages.base import Rules, Sources
 
-# inputs every cell of a job shares: given once, not per cell
-SHARED_INPUTS = frozenset({"prompts", "taxonomy"})
-# params that differ from cell to cell; the others are the same for every cell of a job
-CELL_PARAMS = frozenset({"cell", "retry", "orders"})
+# inputs every cell of a job shares (those every shard rule declares): given once
+SHARED_INPUTS = frozenset(Sources.model_fields)
 
 
 class Wildcards:
@@ -80,7 +80,8 @@ def params(pipeline: Rules, stage: str, parts: list[tuple[str, str]]) -> dict[st
     """The params every cell shares (values, or functions of the job's wildcards), and
     `cells`: each cell's own."""
     every = STAGES[stage].params(pipeline)
-    own = {k: v for k, v in every.items() if k in CELL_PARAMS}
+    per_cell = STAGES[stage].per_cell
+    own = {k: v for k, v in every.items() if k in per_cell}
 
     def cells(wc: Any) -> list[dict[str, Any]]:
         out = []
@@ -89,26 +90,23 @@ def params(pipeline: Rules, stage: str, parts: list[tuple[str, str]]) -> dict[st
             out.append({k: v(w) if callable(v) else v for k, v in own.items()})
         return out
 
-    return {**{k: v for k, v in every.items() if k not in CELL_PARAMS}, "cells": cells}
+    return {**{k: v for k, v in every.items() if k not in per_cell}, "cells": cells}
 
 
-def split(spec: dict[str, Any]) -> list[dict[str, Any]]:
-    """A job's spec (kora.run.dispatch.job_spec) as the specs of its cells, each what a
-    job of that one cell would be; a spec of one cell as it is."""
-    shared = dict(spec["params"])
+def split(spec: JobSpec) -> list[JobSpec]:
+    """A job's spec as the specs of its cells, each what a job of that one cell would be;
+    a spec of one cell as it is."""
+    shared = dict(spec.params)
     cells = shared.pop("cells", None)
     if cells is None:
         return [spec]
-    out = []
-    for i, own in enumerate(cells):
-        out.append(
-            {
-                "rule": spec["rule"],
-                "input": {k: v if k in SHARED_INPUTS else v[i] for k, v in spec["input"].items()},
-                "output": {k: v[i] for k, v in spec["output"].items()},
-                "params": {**shared, **own},
-                "log": [spec["log"][i]] if spec.get("log") else [],
-                "transport": spec["transport"],
-            }
+    return [
+        replace(
+            spec,
+            input={k: v if k in SHARED_INPUTS else v[i] for k, v in spec.input.items()},
+            output={k: v[i] for k, v in spec.output.items()},
+            params={**shared, **own},
+            log=[spec.log[i]] if spec.log else [],
         )
-    return out
+        for i, own in enumerate(cells)
+    ]

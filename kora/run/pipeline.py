@@ -31,6 +31,7 @@ from kora.config.schema import KoraConfig
 from kora.errors import ConfigError
 from kora.io import read_jsonl
 from kora.run import groups
+from kora.run.jobspec import JobSpec
 from kora.run.layout import Layout
 from kora.run.shards import rejected_of, retry_token, status_of
 from kora.run.stages import STAGES
@@ -156,12 +157,10 @@ class Pipeline:
     def rule_log(self, stage: str) -> list[str]:
         return groups.logs(self, stage, self.cell_parts)
 
-    def job_spec(self, stage: str, wc: Mapping[str, str]) -> dict[str, Any]:
-        """The spec of one cell's job, as a rule's job hands it on (kora.run.dispatch.job_spec,
-        then kora.run.groups.split): what `kora plan` walks when no Snakemake run gives
-        the jobs."""
-        from kora.run.dispatch import transport
-
+    def job_spec(self, stage: str, wc: Mapping[str, str]) -> JobSpec:
+        """The spec of one cell's job, as a rule's job hands it on (JobSpec.of, then
+        kora.run.groups.split): what `kora plan` walks when no Snakemake run gives the
+        jobs."""
         w = groups.Wildcards(dict(wc))
         # the retry token is left out: evaluating it may renew a damaged shard's token,
         # which is Snakemake's business, not a plan's
@@ -169,16 +168,14 @@ class Pipeline:
             k: ("" if k == "retry" else v(w) if callable(v) else v)
             for k, v in STAGES[stage].params(self).items()
         }
-        params = orjson.loads(orjson.dumps(params))
-        out = {k: v.format(**wc) for k, v in STAGES[stage].outputs(self).items()}
-        return {
-            "rule": stage,
-            "input": STAGES[stage].inputs(self, dict(wc)),
-            "output": out,
-            "params": params,
-            "log": [STAGES[stage].log(self).format(**wc)],
-            "transport": transport(self.raw_config, params),
-        }
+        return JobSpec.of(
+            stage,
+            STAGES[stage].inputs(self, dict(wc)),
+            {k: v.format(**wc) for k, v in STAGES[stage].outputs(self).items()},
+            orjson.loads(orjson.dumps(params)),
+            [STAGES[stage].log(self).format(**wc)],
+            self.raw_config,
+        )
 
     @cached_property
     def raw_config(self) -> dict[str, Any]:

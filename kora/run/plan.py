@@ -30,6 +30,7 @@ from kora.llm.base import Request, Response
 from kora.llm.cache import CallCache
 from kora.llm.registry import kind_of
 from kora.run.context import JobContext, Pool, Transport
+from kora.run.jobspec import JobSpec
 from kora.run.pipeline import Pipeline
 from kora.run.stages import STAGES
 from kora.run.stages.base import Job, role_models
@@ -172,14 +173,14 @@ for _name in ("kora", "kora.llm"):
     logging.getLogger(_name).addFilter(_NotFromTheWalk())
 
 
-async def count_jobs(plan: Pipeline, specs: Iterable[dict[str, Any]]) -> PlanReport:
+async def count_jobs(plan: Pipeline, specs: Iterable[JobSpec]) -> PlanReport:
     """The calls of these shard jobs (their specs), walked as the run walks them."""
     walking = _WALKING.set(True)  # this task's context and the tasks it starts
     pool, store = plan_pool(plan)
     planner = Planner(store)
 
-    def make(spec: dict[str, Any]) -> Job:
-        return STAGES[spec["rule"]].job(spec, JobContext(pool, Transport(**spec["transport"])))
+    def make(spec: JobSpec) -> Job:
+        return STAGES[spec.rule].job(spec, JobContext(pool, Transport(**spec.transport)))
 
     walk = Walk(planner, concurrent=False).add(jobs_of(specs, make))
     try:
@@ -192,7 +193,7 @@ async def count_jobs(plan: Pipeline, specs: Iterable[dict[str, Any]]) -> PlanRep
     return planner.report
 
 
-def target_jobs(plan: Pipeline, targets: list[str]) -> list[dict[str, Any]]:
+def target_jobs(plan: Pipeline, targets: list[str]) -> list[JobSpec]:
     """Every shard job behind these targets' results, as their rules declare them."""
     out = []
     made = [t for t in targets if not plan.target_imported(t) and not plan.target_continued(t)]
@@ -208,7 +209,7 @@ def target_jobs(plan: Pipeline, targets: list[str]) -> list[dict[str, Any]]:
     return out
 
 
-def count_calls(plan: Pipeline, specs: list[dict[str, Any]]) -> int:
+def count_calls(plan: Pipeline, specs: list[JobSpec]) -> int:
     """The calls these shard jobs will make (the run's progress line shows it as the
     total: the Snakemake process counts it beside the run, in a thread of its own)."""
     return asyncio.run(count_jobs(plan, specs)).calls

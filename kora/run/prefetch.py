@@ -32,6 +32,7 @@ from kora.llm.faults import is_fatal
 from kora.llm.ledger import RunStopping
 from kora.llm.registry import kind_of
 from kora.run.context import JobContext, Pool, Transport
+from kora.run.jobspec import JobSpec
 from kora.run.stages import STAGES
 from kora.run.stages.base import Job
 from kora.run.walk import Walk, jobs_of
@@ -60,12 +61,12 @@ class Prefetch:
         self.walk = Walk(self)
 
     @classmethod
-    def of(cls, specs: list[dict[str, Any]], pool: Pool) -> Prefetch:
+    def of(cls, specs: list[JobSpec], pool: Pool) -> Prefetch:
         run = cls(pool)
 
-        def make(spec: dict[str, Any]) -> Job:
-            ctx = JobContext(pool, Transport(**spec["transport"]), ahead=True)
-            return STAGES[spec["rule"]].job(spec, ctx)
+        def make(spec: JobSpec) -> Job:
+            ctx = JobContext(pool, Transport(**spec.transport), ahead=True)
+            return STAGES[spec.rule].job(spec, ctx)
 
         run.walk.add(jobs_of(specs, make))
         return run

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import socket
 from dataclasses import dataclass
-from typing import Any
+
+from kora.run.jobspec import JobSpec
 
 # connecting, sending and (for the prefetch hand-over) the acknowledgement: a broker that
 # does not take a message in this time is treated as gone
@@ -26,27 +27,28 @@ class ProtocolError(Exception):
 
 @dataclass(frozen=True)
 class JobRequest:
-    """Run this job (its spec: kora.run.dispatch.job_spec) and answer when it is done."""
+    """Run this job and answer when it is done."""
 
-    spec: dict[str, Any]
+    spec: JobSpec
 
     def encode(self) -> bytes:
-        return json.dumps({"job": self.spec}).encode() + b"\n"
+        return json.dumps({"job": self.spec.as_json()}).encode() + b"\n"
 
 
 @dataclass(frozen=True)
 class PrefetchRequest:
     """Every shard job of the run, to make their calls ahead of them."""
 
-    specs: list[dict[str, Any]]
+    specs: list[JobSpec]
 
     def encode(self) -> bytes:
-        return json.dumps({"prefetch": self.specs}).encode() + b"\n"
+        return json.dumps({"prefetch": [s.as_json() for s in self.specs]}).encode() + b"\n"
 
 
 @dataclass(frozen=True)
-class Reply:
-    """A job's exit status and what it tells the user."""
+class Outcome:
+    """A job's exit status and what it tells the user (its stderr): what the job's runner
+    (kora.run.entries) returns, and the broker's answer on the wire."""
 
     status: int
     message: str = ""
@@ -55,7 +57,7 @@ class Reply:
         return json.dumps({"status": self.status, "message": self.message}).encode() + b"\n"
 
     @classmethod
-    def decode(cls, line: bytes) -> Reply:
+    def decode(cls, line: bytes) -> Outcome:
         try:
             obj = json.loads(line)
             return cls(int(obj["status"]), str(obj.get("message", "")))
@@ -68,10 +70,13 @@ def decode_request(line: bytes) -> JobRequest | PrefetchRequest:
         obj = json.loads(line)
     except ValueError as exc:
         raise ProtocolError(f"not JSON: {exc}") from None
-    if isinstance(obj, dict) and isinstance(obj.get("job"), dict):
-        return JobRequest(obj["job"])
-    if isinstance(obj, dict) and isinstance(obj.get("prefetch"), list):
-        return PrefetchRequest(obj["prefetch"])
+    try:
+        if isinstance(obj, dict) and isinstance(obj.get("job"), dict):
+            return JobRequest(JobSpec.from_json(obj["job"]))
+        if isinstance(obj, dict) and isinstance(obj.get("prefetch"), list):
+            return PrefetchRequest([JobSpec.from_json(s) for s in obj["prefetch"]])
+    except (TypeError, ValueError) as exc:
+        raise ProtocolError(f"a request that is no job: {exc}") from None
     raise ProtocolError("neither a job nor a prefetch request")
 
 

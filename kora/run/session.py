@@ -34,11 +34,14 @@ from kora.llm.lifecycle import lifecycle_notes
 from kora.llm.structured import config_warnings
 from kora.run import requests
 from kora.run.broker import Broker, send_ahead, start_broker
+from kora.run.groups import split
+from kora.run.jobspec import JobSpec
 from kora.run.pipeline import Pipeline
 from kora.run.plan import count_calls
 from kora.run.preflight import check_models, models_for_jobs
 from kora.run.progress import Monitor, Totals, unstored_warning
 from kora.run.runlock import RunLock, hold
+from kora.run.stages import STAGES
 from kora.run.stops import closing_summary, rerun_advice
 
 # a job's parts as kora.run.seam.job_parts gives them: rule, wildcards, input, output,
@@ -98,16 +101,18 @@ class RunSession:
     def store(self) -> Path:
         return self.pipeline.workdir / self.pipeline.config.cache_dir
 
-    def start(
-        self,
-        jobs: list[JobParts],
-        specs: list[dict[str, Any]],
-        *,
-        shared: bool,
-    ) -> None:
-        """Before the first job: the store's lock, the checks, the budget, the broker (when
+    def start(self, jobs: list[JobParts], values: dict[str, Any], *, shared: bool) -> None:
+        """Before the first job (`jobs`: those the run executes; `values`: Snakemake's config,
+        --config included): the store's lock, the checks, the budget, the broker (when
         the jobs run on this machine, in this environment: `shared`), the progress line.
         A KoraError says why the run cannot start."""
+        # each cell of each shard job, as its script will hand it on (kora.run.groups)
+        specs = [
+            cell
+            for name, _, i, o, p, log in jobs
+            if name in STAGES
+            for cell in split(JobSpec.of(name, i, o, p, log, values))
+        ]
         config = self.pipeline.config
         # one run at a time on the call store (kora.run.runlock): a second one, started
         # with --nolock, would pay for the calls the first is paying for

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from kora.run.jobspec import JobSpec
 from kora.run.stages import ORDER, STAGES
 from kora.run.stages.base import Job
 
@@ -121,8 +122,6 @@ class Walk:
             await w
 
 
-def jobs_of(
-    specs: Iterable[dict[str, Any]], make: Callable[[dict[str, Any]], Job | None]
-) -> list[Job]:
+def jobs_of(specs: Iterable[JobSpec], make: Callable[[JobSpec], Job | None]) -> list[Job]:
     """The shard jobs among job specs (`make` gives a job its context, or leaves it out)."""
-    return [j for s in specs if s["rule"] in STAGES and (j := make(s)) is not None]
+    return [j for s in specs if s.rule in STAGES and (j := make(s)) is not None]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -32,6 +32,7 @@ from kora.benchmarks.taxonomy import Shard, Taxonomy
 from kora.io import describe
 from kora.run.context import JobContext
 from kora.run.jobs import ShardJob, run_shard_job
+from kora.run.jobspec import JobSpec
 from kora.run.layout import CELL, TARGET
 from kora.run.shards import status_of
 
@@ -132,7 +133,6 @@ class Job:
     output: Any
     params: Any
     ctx: JobContext
-    spec: dict[str, Any] = field(repr=False)
 
     @cached_property
     def benchmark(self) -> Benchmark:
@@ -208,6 +208,9 @@ class Stage(ABC):
 
     # whether its jobs are per target (conversations, judgments) or per cell only
     by_target: ClassVar[bool] = False
+    # the params that differ from cell to cell of a job holding a risk's cells
+    # (kora.run.groups); the others are the same for every cell
+    per_cell: ClassVar[frozenset[str]] = frozenset({"cell", "retry"})
 
     # the kinds of call its units make (each call's `stage`, usage.json's kinds): the role
     # whose model makes it, and its share of the stage's calls (`kora plan`'s estimate)
@@ -227,15 +230,14 @@ class Stage(ABC):
 
     # --- a job -------------------------------------------------------------------------
 
-    def job(self, spec: dict[str, Any], ctx: JobContext) -> Job:
+    def job(self, spec: JobSpec, ctx: JobContext) -> Job:
         try:
             return Job(
                 self,
-                self.input_model.model_validate(spec["input"]),
-                self.output_model.model_validate(spec["output"]),
-                self.params_model.model_validate(spec["params"]),
+                self.input_model.model_validate(spec.input),
+                self.output_model.model_validate(spec.output),
+                self.params_model.model_validate(spec.params),
                 ctx,
-                spec,
             )
         except ValidationError as exc:
             raise ValueError(

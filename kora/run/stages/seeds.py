@@ -73,6 +73,8 @@ class SeedsStage(Stage):
         return pipeline.layout.seeds()
 
     call_kinds: ClassVar[dict[str, tuple[str, float]]] = {"seeds": ("seed_model", 1.0)}
+    # a v2 seed plan's orders differ from cell to cell too
+    per_cell = frozenset({"cell", "retry", "orders"})
 
     def model_params(self, pipeline: Rules) -> dict[str, Any]:
         return {

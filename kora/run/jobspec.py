@@ -1,0 +1,102 @@
+"""What a job is, as it travels: its rule and exactly that rule's declared files, params
+and log, with the run-wide settings its calls need (`JobSpec`).
+
+One builder (`JobSpec.of`) makes it from what Snakemake hands a rule's script, from the
+jobs the run's start lists (for the broker's calls ahead and the progress line's count),
+and from `kora plan`'s walk of the jobs a run would make. The standard library only: a
+job's script imports this, and its start must stay cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+# the settings of a model that carry its calls without changing an answer: a job takes
+# them from the run's config by model name, never from its params (kora.run.context)
+TRANSPORT_FIELDS = (
+    "base_url",
+    "api_key_env",
+    "requests_per_minute",
+    "input_tokens_per_minute",
+    "output_tokens_per_minute",
+    "tokens_per_minute",
+    "max_concurrency",
+    "timeout",
+    "max_reply_bytes",
+    "follow_redirects",
+    "price",
+    "prompt_cache",
+    "cache_ttl",
+    "batch",
+    "structured_output",
+    "schema_bounds",
+    # a chat service's requests: the params carry them without their headers
+    "http",
+)
+
+
+def model_names(params: Any) -> set[str]:
+    """Every model named in a rule's params (a mapping with `name` and `provider`)."""
+    if isinstance(params, dict):
+        if isinstance(params.get("name"), str) and "provider" in params:
+            return {params["name"]}
+        return {n for v in params.values() for n in model_names(v)}
+    if isinstance(params, list | tuple):
+        return {n for v in params for n in model_names(v)}
+    return set()
+
+
+def transport(config: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """The run-wide settings the job's models need that do not change results (see
+    kora.run.context): taken from the config by model name, for the models its params name."""
+    models = config.get("models") or {}
+    return {
+        "models": {
+            n: {k: v for k, v in (models.get(n) or {}).items() if k in TRANSPORT_FIELDS}
+            for n in sorted(model_names(params))
+        },
+        "cache_dir": str(config.get("cache_dir", ".kora/cache")),
+        "concurrency": int(config.get("concurrency", 16)),
+        # a cap on the bill (kora.llm.budget): it never changes an answer
+        "budget": config.get("budget") or None,
+    }
+
+
+def _files(named: Any) -> dict[str, Any]:
+    """A rule's named files (Snakemake's Namedlist, or a mapping) as {name: path or [paths]}."""
+    return {
+        name: str(value) if isinstance(value, str) else [str(v) for v in value]
+        for name, value in named.items()
+    }
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    rule: str
+    input: dict[str, Any]
+    output: dict[str, Any]
+    params: dict[str, Any]
+    log: list[str]
+    transport: dict[str, Any]
+
+    @classmethod
+    def of(
+        cls, rule: str, input: Any, output: Any, params: Any, log: Iterable[Any], config: Any
+    ) -> JobSpec:
+        """A job from its rule's declared parts (mappings or Snakemake's Namedlists) and
+        the run's config."""
+        own = dict(params.items())
+        return cls(
+            rule, _files(input), _files(output), own, [str(f) for f in log], transport(config, own)
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Any) -> JobSpec:
+        if not isinstance(data, dict) or set(data) != {f.name for f in fields(cls)}:
+            raise ValueError("not a job spec")
+        return cls(**data)
