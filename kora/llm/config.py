@@ -76,8 +76,9 @@ class ModelConfig(_Strict):
     app: str | None = None
     # set from the config's top-level `reask_invalid_answers` through the rule params
     # (kora.config.schema.KoraConfig.model_params), never under `models:`: false asks a
-    # structured answer once, as the reference does, and an invalid one fails its item
-    reask_invalid_answers: bool = True
+    # structured answer once, as the reference does, and an invalid one fails its item;
+    # left out of a dump, which a config read back from it would refuse under `models:`
+    reask_invalid_answers: bool = Field(default=True, exclude=True)
 
     @field_validator("provider")
     @classmethod
