@@ -35,6 +35,8 @@ rule report:
 rule leaderboard:
     input:
         results=PIPELINE.results_files(),
+        # how each result was made: the page says first where they differ
+        manifests=[PIPELINE.layout.manifest_json(t) for t in PIPELINE.config.targets],
         # the paired comparisons need each target's per-test grades
         judgments=[
             f for files in PIPELINE.leaderboard_judgments().values() for f in files

@@ -294,3 +294,62 @@ def write_manifest(
     )
     write_json(path, doc)
     return doc
+
+
+def _judges(manifest: Mapping[str, Any]) -> str:
+    """The judges of a result as a comparable text: each name, provider, configured model,
+    sampling and the snapshots that answered."""
+    models = manifest.get("models", {})
+    names = manifest.get("config", {}).get("effective", {}).get("judges") or [
+        n for n, m in models.items() if "judge" in m.get("roles", [])
+    ]
+    parts = []
+    for name in names:
+        m = models.get(name, {})
+        sampling = m.get("sampling") or {}
+        settings = ", ".join(f"{k} {v}" for k, v in sampling.items() if v is not None)
+        served = "/".join(k for k in m.get("served", {}) if k != NOT_REPORTED)
+        parts.append(
+            f"{name} = {m.get('provider')} {m.get('model') or ''}".rstrip()
+            + (f" ({settings})" if settings else "")
+            + (f" served as {served}" if served else "")
+        )
+    return "; ".join(parts)
+
+
+def differences(manifests: Mapping[str, Mapping[str, Any] | None]) -> list[str]:
+    """What differs, beside the models under test, between results put side by side:
+    their benchmark version, their templates, their judges. Said first wherever results
+    are compared: a difference in rates may come from these rather than the targets."""
+    have = {t: m for t, m in manifests.items() if m is not None}
+    out = [
+        f"{t}: no manifest.json beside its results, so its benchmark version, templates and "
+        "judges cannot be checked against the others'"
+        for t, m in manifests.items()
+        if m is None
+    ]
+    if len(have) < 2:
+        return out
+
+    def differ(what: str, value: Mapping[str, str]) -> None:
+        if len(set(value.values())) > 1:
+            out.append(f"{what} differ: " + "; ".join(f"{t}: {v}" for t, v in value.items()))
+
+    differ("benchmark versions", {t: str(m.get("benchmark")) for t, m in have.items()})
+    # a template one of them did not use (an import's) is no difference in how both were made
+    stems = set.intersection(*(set(m.get("templates", {})) for m in have.values()))
+    for stem in sorted(stems):
+        differ(
+            f"templates {stem}",
+            {t: str(m["templates"][stem].get("sha256"))[:12] for t, m in have.items()},
+        )
+    differ("judges", {t: _judges(m) for t, m in have.items()})
+    return out
+
+
+def read_manifest(path: Path) -> dict[str, Any] | None:
+    try:
+        doc = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return doc if isinstance(doc, dict) else None

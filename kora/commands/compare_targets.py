@@ -287,6 +287,19 @@ def default_output(args: argparse.Namespace) -> Path:
     return results / f"compare-{_short(args.a)}-{_short(args.b)}.json"
 
 
+def made_differently(args: argparse.Namespace) -> list[str]:
+    """How the two results' making differs (benchmark version, templates, judges), from
+    the manifests beside them (kora.analysis.manifest.differences)."""
+    from kora.analysis.manifest import differences, read_manifest
+    from kora.commands.common import layout_of_args
+
+    results_dir = args.results_dir or layout_of_args(args).results
+    folders = {str(n): resolve_target(n, results_dir) for n in (args.a, args.b)}
+    return differences(
+        {n: read_manifest(f / "manifest.json") if f.is_dir() else None for n, f in folders.items()}
+    )
+
+
 def cmd_compare_targets(args: argparse.Namespace) -> int:
     """`kora compare-targets NEW BASELINE`: the comparison, its document, and with
     --fail-if-worse the gate's exit status."""
@@ -296,12 +309,16 @@ def cmd_compare_targets(args: argparse.Namespace) -> int:
     if not 0 < args.alpha < 1:
         raise InputError(f"--alpha must be between 0 and 1, got {args.alpha}")
     doc = run_comparison(args)
+    # what made the two results, where it differs: said before any figure
+    doc = {"differences": made_differently(args), **doc}
     output = Path(args.output) if args.output else default_output(args)
     output.parent.mkdir(parents=True, exist_ok=True)
     write_json(output, doc)
     if args.json:
         print_json(doc)
     else:
+        for line in doc["differences"]:
+            print(f"NOTE: {line}")
         print(format_comparison(doc))
         print(f"comparison: {output}")
     if not args.fail_if_worse:

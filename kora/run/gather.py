@@ -157,6 +157,7 @@ async def report(
 
 class LeaderboardInput(_Spec):
     results: list[Path]
+    manifests: list[Path] = []  # each result's, beside it: how each was made
     judgments: list[Path]
     taxonomy: list[Path]
     annotations: list[Path] = []  # people's grades of any target (kora annotate)
@@ -195,6 +196,14 @@ async def leaderboard(
         if files
     }
     doc = build_leaderboard(entries, records, taxonomy=taxonomy, corrected=corrected)
+    if input.manifests:
+        from kora.analysis.manifest import differences, read_manifest
+
+        made = {
+            str(orjson.loads(f.read_bytes())["target"]): read_manifest(f.parent / "manifest.json")
+            for f in input.results
+        }
+        doc = {"differences": differences(made), **doc}
     write_atomic(output.html, render_leaderboard(doc, taxonomy, records).encode())
     write_json(output.data, doc)
     log.info("leaderboard of %d targets, %d pairs", len(doc["targets"]), len(doc["pairs"]))

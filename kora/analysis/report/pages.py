@@ -254,6 +254,7 @@ def render_leaderboard(
     template = environment().get_template("leaderboard.html.jinja")
     return template.render(
         title="KORA leaderboard",
+        differences=doc.get("differences") or [],
         rows=rows,
         ranked=list(zip(ranks(rows), rows, strict=True)),
         behaviour=doc.get("criteria") or BEHAVIOR_CRITERIA,
