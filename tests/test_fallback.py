@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from kora import benchmarks
+from kora.benchmarks.expand import ScenarioValidationError, expand_with_fallback
 from kora.benchmarks.messages import ChildMessageError, child_message
 from kora.benchmarks.schemas import ScenarioValidation
 from kora.benchmarks.taxonomy import load_taxonomy
@@ -24,7 +25,6 @@ from kora.errors import ConfigError
 from kora.llm.base import ChatMessage, Request
 from kora.llm.chain import ModelChain, as_asker
 from kora.llm.client import StructuredOutputError, Usage
-from kora.run.stages.expand import ScenarioValidationError, expand_with_fallback
 from tests.fakes import client
 from tests.helpers import REPO
 from tests.test_stages import expansion_script, reference_scenario

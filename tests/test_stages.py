@@ -9,6 +9,8 @@ import orjson
 import pytest
 
 from kora import benchmarks
+from kora.benchmarks.converse import converse
+from kora.benchmarks.expand import ScenarioValidationError, expand_seed
 from kora.benchmarks.judging import js_round, median_grade
 from kora.benchmarks.messages import ChildMessageError, child_message
 from kora.benchmarks.outcomes import (
@@ -25,8 +27,6 @@ from kora.benchmarks.v1.judge import combine, judge_conversation
 from kora.llm.base import Request
 from kora.llm.client import StructuredOutputError
 from kora.llm.targets import LLMTarget
-from kora.run.stages.converse import converse
-from kora.run.stages.expand import ScenarioValidationError, expand_seed
 from tests.fakes import client
 from tests.helpers import REPO, upstream
 

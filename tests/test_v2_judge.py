@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from kora import benchmarks
+from kora.benchmarks.converse import converse
 from kora.benchmarks.outcomes import (
     BehaviorCriterionAssessment,
     Conversation,
@@ -22,7 +23,6 @@ from kora.benchmarks.v2.judge import combine_mechanisms, judge_conversation
 from kora.benchmarks.v2.schemas import mechanism_assessment
 from kora.llm.base import Request
 from kora.llm.targets import LLMTarget
-from kora.run.stages.converse import converse
 from tests.fakes import client
 from tests.helpers import MECHANISMS, REPO, upstream
 

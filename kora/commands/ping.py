@@ -76,8 +76,8 @@ def _short(text: str, limit: int = 300) -> str:
 
 
 async def ping_target(cfg: KoraConfig, target: str, out: list[str]) -> Pong:
+    from kora.benchmarks.converse import target_system_prompt_for
     from kora.llm.limits import Limiter
-    from kora.run.stages.converse import target_system_prompt_for
 
     model = cfg.targets[target].model
     if model is None:

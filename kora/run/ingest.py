@@ -218,7 +218,7 @@ def parse_conversations(
         if not record.messages or record.messages[0].role != "user":
             raise InputError(f"{where}: field messages: must start with the child's message")
         if whole_turns:
-            from kora.run.stages.converse import check_pairs
+            from kora.benchmarks.converse import check_pairs
 
             try:
                 check_pairs(record.messages)

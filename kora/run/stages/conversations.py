@@ -1,5 +1,5 @@
 """The conversations stage: each scenario of a cell, once per prompt variant of the target,
-talked through between the simulated child and the target (kora.run.stages.converse); or,
+talked through between the simulated child and the target (kora.benchmarks.converse); or,
 for a continued target, its recordings carried on to the risk's length."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from kora.benchmarks.converse import conversation_calls, converse, turn_calls
 from kora.benchmarks.outcomes import Conversation, Message
 from kora.benchmarks.schemas import PromptVariant, Scenario
 from kora.benchmarks.testkeys import TestKey
@@ -15,7 +16,6 @@ from kora.llm.base import BlockedError
 from kora.run.jobs import ShardJob
 from kora.run.shards import read_shard
 from kora.run.stages.base import Job, RoleParams, Rules, ShardParams, Sources, Stage, as_read
-from kora.run.stages.converse import conversation_calls, converse, turn_calls
 
 # (scenario, prompt variant, recorded messages to carry on or None)
 Test = tuple[Scenario, PromptVariant, list[Message] | None]

@@ -1,5 +1,5 @@
 """The scenarios stage: each seed of a cell expanded, validated and given the child's first
-message (kora.run.stages.expand); a seed that never validates is kept as rejected."""
+message (kora.benchmarks.expand); a seed that never validates is kept as rejected."""
 
 from __future__ import annotations
 
@@ -8,6 +8,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from kora.benchmarks.expand import (
+    ScenarioValidationError,
+    expand_with_fallback,
+    rejected_record,
+)
 from kora.benchmarks.schemas import RejectedScenario, Scenario, ScenarioSeed
 from kora.run.jobs import ShardJob
 from kora.run.shards import read_shard, rejected_of
@@ -20,11 +25,6 @@ from kora.run.stages.base import (
     Sources,
     Stage,
     as_read,
-)
-from kora.run.stages.expand import (
-    ScenarioValidationError,
-    expand_with_fallback,
-    rejected_record,
 )
 
 log = logging.getLogger("kora")
