@@ -43,7 +43,7 @@ log = logging.getLogger("kora")
 @dataclass(frozen=True)
 class Transport:
     """The run-wide settings a job takes from the config rather than its params (built by
-    kora.run.dispatch.transport from the config, for the models the params name)."""
+    kora.run.jobspec.transport from the config, for the models the params name)."""
 
     models: dict[str, dict[str, Any]]
     cache_dir: str = ".kora/cache"
