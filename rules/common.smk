@@ -5,7 +5,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from kora.run import requests, seam
+from kora.run import misdirected, seam
 from kora.config.files import load_run_config
 from kora.errors import KoraError
 from kora.run.progress import RUN_ENV
@@ -46,9 +46,9 @@ wildcard_constraints:
     **PIPELINE.wildcard_constraints(),
 
 
-def misdirected(path):
+def stop_misdirected(path):
     # the input function of rules/requests.smk: what is wrong with a file asked of the run
-    raise WorkflowError(requests.unknown_request(PIPELINE, [path]))
+    raise WorkflowError(misdirected.unknown_request(PIPELINE, [path]))
 
 
 def _needrun():

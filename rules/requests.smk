@@ -5,13 +5,13 @@
 
 rule unknown_target:
     input:
-        lambda wc: misdirected(PIPELINE.layout.target_file(wc.unknown, wc.file)),
+        lambda wc: stop_misdirected(PIPELINE.layout.target_file(wc.unknown, wc.file)),
     output:
         PIPELINE.layout.target_file("{unknown}"),
     log:
         PIPELINE.layout.log("requests", "{unknown}", "{file}"),
     wildcard_constraints:
-        unknown=requests.unknown_targets(PIPELINE),
+        unknown=misdirected.unknown_targets(PIPELINE),
         file=r"results\.json|usage\.json|report\.html|summary\.json",
     conda:
         "../envs/kora.yaml"
@@ -19,13 +19,13 @@ rule unknown_target:
         "false"
 
 
-for _other in requests.other_results_dirs(PIPELINE):
+for _other in misdirected.other_results_dirs(PIPELINE):
 
     rule:
         name:
             f"other_version_{_other.replace('-', '_')}"
         input:
-            lambda wc, root=_other: misdirected(
+            lambda wc, root=_other: stop_misdirected(
                 PIPELINE.layout.anywhere(root).format(path=wc.path)
             ),
         output:

@@ -32,7 +32,7 @@ from kora.llm.bill import bill_dir, total
 from kora.llm.budget import Budget, amount, budget_file, measure
 from kora.llm.lifecycle import lifecycle_notes
 from kora.llm.structured import config_warnings
-from kora.run import requests
+from kora.run import written
 from kora.run.broker import Broker, send_ahead, start_broker
 from kora.run.groups import split
 from kora.run.jobspec import JobSpec
@@ -209,10 +209,10 @@ class RunSession:
         """The run's end when Snakemake says every job succeeded: its exit status (results
         with failed tests, and paid answers the store could not keep, fail the run)."""
         totals = self._finish()
-        for line in requests.written_summary(self.pipeline, since=self.started):
+        for line in written.written_summary(self.pipeline, since=self.started):
             say(line)
         # tests that failed must not look like a finished run: name them, exit non-zero
-        incomplete = requests.incomplete_results(self.pipeline, since=self.started)
+        incomplete = written.incomplete_results(self.pipeline, since=self.started)
         if incomplete:
             say(
                 "the run finished with failures:\n"

@@ -1,6 +1,7 @@
-"""What the run says about the files asked of it: a file under a target the config lacks or
-under another benchmark version's folder (before any job), and at the end where its
-results are and which of them are incomplete."""
+"""A file asked of the run that no rule of its can make: one under a target the config
+lacks, or under another benchmark version's folder. Snakemake alone would say it has no
+rule for it; rules/requests.smk's rules catch such a request and stop the run before any
+job, naming what is wrong."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kora import benchmarks
-from kora.analysis.results import failure_summary
 from kora.run.pipeline import Pipeline
 
 
@@ -58,33 +58,3 @@ def unknown_request(pipeline: Pipeline, paths: Sequence[str]) -> str | None:
                 "add it under `targets:`, or give the --configfile that defines it"
             )
     return None
-
-
-def _fresh(pipeline: Pipeline, path: str, since: float) -> bool:
-    try:
-        return (pipeline.workdir / path).stat().st_mtime >= since
-    except FileNotFoundError:
-        return False
-
-
-def written_summary(pipeline: Pipeline, since: float) -> list[str]:
-    """Where this run's results and reports are (files written since `since`)."""
-    lines = []
-    for target in pipeline.config.targets:
-        results, report = pipeline.layout.results_json(target), pipeline.layout.report_html(target)
-        if _fresh(pipeline, report, since):
-            lines.append(f"{target}: {results}; report {report} (open it in a browser)")
-        elif _fresh(pipeline, results, since):
-            lines.append(f"{target}: {results}; for its report: {pipeline.command(report)}")
-    if _fresh(pipeline, pipeline.layout.leaderboard_html(), since):
-        lines.append(f"all targets: {pipeline.layout.leaderboard_html()}")
-    return lines
-
-
-def incomplete_results(pipeline: Pipeline, since: float) -> list[str]:
-    """Failure summaries of the results files this run wrote."""
-    return [
-        summary
-        for f in pipeline.results_files()
-        if _fresh(pipeline, f, since) and (summary := failure_summary(pipeline.workdir / f))
-    ]
