@@ -1,5 +1,5 @@
 """A result's bundle: one zip file holding everything the result rests on, so that anyone
-can rebuild it without a key or a network (`kora replay`).
+can rebuild it without a key or a network (`kora replay`, kora.run.rebuild).
 
 Inside:
 

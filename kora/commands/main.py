@@ -29,6 +29,7 @@ SUBCOMMANDS = (
     "stats",
     "usage",
     "bundle",
+    "replay",
     "export",
 )
 

@@ -1,0 +1,274 @@
+"""`kora replay`: a result rebuilt from its bundle (kora.analysis.bundle), with no key and
+no network, and checked against what was published.
+
+The bundle's config, templates and taxonomy are laid out in an empty folder, and every
+shard job behind the result runs again, stage after stage, exactly as a run's jobs do
+(kora.run.entries), except that every model answers from the bundle's answers and from
+nothing else: a call the bundle cannot answer fails its item, naming the call's key, and
+never leaves the machine. Then results.json, summary.json and the report are made from
+the rebuilt shards by the same code as the run's results and report jobs.
+
+What was taken as given is laid out as it is, not rebuilt: an import's scenarios or
+conversations, recordings carried on, people's grades, and the conversations of a chat
+service, whose replies are never stored (kora.llm.targets.EndpointTarget).
+
+Then each rebuilt file is compared with the bundle's: identical, or every file and
+answer that differs is named.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from kora.analysis.bundle import (
+    CARRIED,
+    MANIFEST,
+    PROMPTS,
+    TAXONOMY,
+    Bundle,
+    BundleStore,
+    status_path,
+)
+from kora.analysis.manifest import rested_keys, sha256_bytes, sha256_file
+from kora.llm.base import ProviderError, Request, Response
+from kora.llm.cache import cache_key
+from kora.llm.registry import kind_of
+from kora.run.context import Pool
+from kora.run.entries import execute
+from kora.run.jobspec import JobSpec
+from kora.run.pipeline import Pipeline
+from kora.run.plan import target_jobs
+
+log = logging.getLogger("kora")
+# cells of one stage rebuilt side by side: enough to keep a core busy, few enough that
+# the shards read at once stay small
+CELLS_AT_ONCE = 32
+ORDER = ("seeds", "scenarios", "conversations", "judgments")
+
+
+class NotInBundle:
+    """A model that answers nothing: the bundle's store answers what it holds, and a call
+    it does not hold comes here, fails its item, and is named."""
+
+    def __init__(self, name: str, identity: dict[str, Any], missing: dict[str, str]) -> None:
+        self.name = name
+        self.label = f"model {name!r}"
+        self.identity = identity
+        self.missing = missing
+
+    async def generate(self, request: Request) -> Response:
+        key = cache_key(self.identity, request)
+        self.missing[key] = self.name
+        raise ProviderError(
+            f"{self.label}: the bundle holds no answer to this call ({key})", retryable=False
+        )
+
+    async def aclose(self) -> None:
+        return None
+
+
+@dataclass
+class Replay:
+    """What a replay found."""
+
+    seconds: float = 0.0
+    changed_members: list[str] = field(default_factory=list)  # altered in the bundle
+    changed_answers: list[str] = field(default_factory=list)  # keys
+    answers_digest_ok: bool = True
+    missing_answers: dict[str, str] = field(default_factory=dict)  # key -> model
+    differing: list[str] = field(default_factory=list)  # rebuilt files that differ
+    rebuilt_shards: int = 0
+    given: list[str] = field(default_factory=list)  # what was laid out, not rebuilt
+    notes: list[str] = field(default_factory=list)
+    failed_jobs: list[str] = field(default_factory=list)
+    answer_of: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    @property
+    def identical(self) -> bool:
+        return not (
+            self.changed_members
+            or self.changed_answers
+            or not self.answers_digest_ok
+            or self.missing_answers
+            or self.differing
+            or self.failed_jobs
+        )
+
+
+def _config_of(bundle: Bundle) -> dict[str, Any]:
+    """The result's config, reading the bundle's templates, taxonomy and answers."""
+    cfg = dict(bundle.manifest["config"]["effective"])
+    cfg["prompts_dir"] = PROMPTS
+    cfg["taxonomy_dir"] = TAXONOMY
+    cfg["cache_dir"] = ".kora/cache"  # never read: the bundle's store answers
+    cfg.pop("budget", None)  # nothing is paid
+    return cfg
+
+
+def _lay_out(bundle: Bundle, work: Path, names: list[str]) -> None:
+    for name in names:
+        data = bundle.read(name)
+        if data is None:
+            continue
+        path = work / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+
+def _rebuilt_stages(pipeline: Pipeline, target: str) -> list[str]:
+    stages = pipeline.result_stages(target)
+    model = pipeline.config.targets[target].model
+    if model is not None and kind_of(pipeline.config.models[model].provider).is_service:
+        # a chat service's replies are not stored: its conversations are taken as given
+        stages = [s for s in stages if s != "conversations"]
+    return stages
+
+
+async def _stage(specs: list[JobSpec], pool: Pool, found: Replay) -> None:
+    slots = asyncio.Semaphore(CELLS_AT_ONCE)
+
+    async def one(spec: JobSpec) -> None:
+        async with slots:
+            outcome = await execute(spec, pool, "a replay")
+        if outcome.status:
+            found.failed_jobs.append(f"{spec.rule} {spec.log[0] if spec.log else ''}: "
+                                     f"{outcome.message}")  # fmt: skip
+
+    await asyncio.gather(*(one(s) for s in specs))
+
+
+def _gather_spec(pipeline: Pipeline, target: str, rule: str, work: Path) -> JobSpec:
+    layout = pipeline.layout
+    if rule == "results":
+        inputs: dict[str, Any] = dict(pipeline.results_inputs(target))
+        output = {"results": layout.results_json(target), "usage": layout.usage_json(target)}
+        params: dict[str, Any] = {"meta": pipeline.results_meta(target), "retry": ""}
+    else:
+        inputs = {
+            "judgments": pipeline.judgment_files(target),
+            "results": layout.results_json(target),
+            "manifest": layout.manifest_json(target),
+            "taxonomy": pipeline.taxonomy_files(),
+            "agreement": pipeline.agreement_files(target),
+            "annotations": pipeline.annotation_files(target),
+        }
+        output = {"html": layout.report_html(target), "summary": layout.summary_json(target)}
+        params = {"target": target}
+    logs = [str(work / layout.log("replay", rule, target))]
+    return JobSpec.of(rule, inputs, output, params, logs, pipeline.raw_config)
+
+
+async def _rebuild(bundle: Bundle, work: Path, found: Replay) -> None:
+    target = bundle.target
+    (work / "config.yaml").write_text(yaml.safe_dump(_config_of(bundle), sort_keys=False))
+    taxonomy = bundle.files_under(f"{TAXONOMY}/")
+    prompts = bundle.files_under(f"{PROMPTS}/")
+    _lay_out(bundle, work, taxonomy + prompts)
+    pipeline = Pipeline.load([], work)
+    stages = _rebuilt_stages(pipeline, target)
+
+    jobs = target_jobs(pipeline, [target])
+    rebuilt = {o for spec in jobs if spec.rule in stages for o in _outputs(spec)}
+    data = [n for n in bundle.manifest["data"] if n not in rebuilt]
+    # what is taken as given: every shard no rebuilt job writes, its status beside it,
+    # and the other files the bundle carries for the run (imports, recordings, grades)
+    given = [*data, *(s for n in data if (s := status_path(n)) is not None)]
+    skip = {*rebuilt, *taxonomy, *prompts, MANIFEST}
+    carried = {f"{bundle.target_dir}/{n}" for n in CARRIED}
+    others = [
+        n
+        for n in bundle.index["files"]
+        if n not in skip and n not in carried and not n.endswith(".status.json")
+        and not n.startswith(("answers", "bundle.json"))
+    ]  # fmt: skip
+    _lay_out(bundle, work, sorted({*given, *others}))
+    found.given = sorted(n for n in {*given, *others} if bundle.read(n) is not None)
+
+    missing: dict[str, str] = {}
+    fixed = {
+        name: NotInBundle(name, m.output_settings(), missing)
+        for name, m in pipeline.config.models.items()
+    }
+    store = BundleStore(bundle)
+    pool = Pool(work, fixed=fixed, store=store, sends=False)  # type: ignore[arg-type]
+    try:
+        for stage in ORDER:
+            if stage in stages:
+                await _stage([s for s in jobs if s.rule == stage], pool, found)
+        found.rebuilt_shards = len(rebuilt)
+        await _stage([_gather_spec(pipeline, target, "results", work)], pool, found)
+        # the report links the manifest the bundle carries
+        manifest = work / pipeline.layout.manifest_json(target)
+        manifest.write_bytes(bundle.read(MANIFEST) or b"")
+        await _stage([_gather_spec(pipeline, target, "report", work)], pool, found)
+    finally:
+        await pool.aclose()
+    found.missing_answers = missing
+    unused = set(bundle.answer_keys()) - store.used
+    if unused and not found.failed_jobs:
+        found.notes.append(f"{len(unused)} answers of the bundle were not asked for")
+
+    for name in sorted(rebuilt | {n for n in data if n.endswith(".jsonl")}):
+        if name.endswith(".status.json"):
+            continue
+        _compare(bundle, work, name, found)
+    for name in CARRIED[:2]:
+        _compare(bundle, work, f"{bundle.target_dir}/{name}", found)
+    for name, digest in bundle.index["rebuiltOnly"].items():
+        path = work / name
+        if not path.exists() or sha256_file(path) != digest:
+            found.differing.append(name)
+    results = work / bundle.target_dir / "results.json"
+    if results.exists() and sha256_file(results) != bundle.manifest["results"]["sha256"]:
+        found.differing.append(f"{bundle.target_dir}/results.json (against the manifest)")
+
+
+def _outputs(spec: JobSpec) -> list[str]:
+    out = []
+    for value in spec.output.values():
+        out += [value] if isinstance(value, str) else list(value)
+    return [o for o in out if not o.endswith(".status.json")]
+
+
+def _compare(bundle: Bundle, work: Path, name: str, found: Replay) -> None:
+    want = bundle.read(name)
+    path = work / name
+    got = path.read_bytes() if path.exists() else None
+    if want is None and got is None:
+        return
+    if want is None or got is None or sha256_bytes(want) != sha256_bytes(got):
+        found.differing.append(name)
+
+
+def replay(path: Path, work: Path) -> Replay:
+    """Rebuild the bundle at `path` in the empty folder `work`, and compare."""
+    started = time.monotonic()
+    found = Replay()
+    bundle = Bundle(path)
+    try:
+        found.changed_members = bundle.changed_files()
+        found.changed_answers = bundle.changed_answers()
+        index = bundle.read("answers.index") or b""
+        found.answers_digest_ok = sha256_bytes(index) == bundle.manifest["answers"]["sha256"]
+        statuses = [orjson.loads(bundle.read(n) or b"{}") for n in bundle.files_under("")
+                    if n.endswith(".status.json")]  # fmt: skip
+        found.answer_of = rested_keys(statuses)
+        cwd = Path.cwd()
+        os.chdir(work)  # the jobs read and write relative to the project, as in a run
+        try:
+            asyncio.run(_rebuild(bundle, work, found))
+        finally:
+            os.chdir(cwd)
+    finally:
+        bundle.close()
+    found.seconds = time.monotonic() - started
+    return found
