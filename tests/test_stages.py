@@ -375,7 +375,7 @@ def test_invalid_structured_answer_is_asked_again_then_fails() -> None:
 
 def test_a_rejected_key_stops_the_job_instead_of_failing_every_item() -> None:
     from kora.llm.base import ProviderError
-    from kora.run.jobs import FatalProviderError, JobReport, run_items
+    from kora.run.shard_run import FatalProviderError, JobReport, run_items
 
     class Progress:
         def update(self, report: JobReport) -> None:

@@ -22,9 +22,9 @@ from kora.run.context import JobContext, Pool, Transport
 from kora.run.gather import ENTRIES
 from kora.run.groups import split
 from kora.run.joblog import job_log
-from kora.run.jobs import FatalProviderError
 from kora.run.jobspec import JobSpec
 from kora.run.protocol import Outcome
+from kora.run.shard_run import FatalProviderError
 from kora.run.stages import STAGES
 
 log = logging.getLogger("kora")

@@ -1,6 +1,6 @@
 """Why a run stopped, for the closing summary of the Snakemake process.
 
-A job that stops on an error no retry gets past (kora.run.jobs.FatalProviderError) leaves a
+A job that stops on an error no retry gets past (kora.run.shard_run.FatalProviderError) leaves a
 note in `.kora/stops/<run>/`; when the run ends in error, `closing_summary` reads the
 notes and says which kind it was: a configuration error (running the same command again
 would fail the same way: fix the config first), a service that could not be reached

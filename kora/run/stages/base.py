@@ -31,9 +31,9 @@ from kora.benchmarks.schemas import AgeRange
 from kora.benchmarks.taxonomy import Shard, Taxonomy
 from kora.io import describe
 from kora.run.context import JobContext
-from kora.run.jobs import ShardJob, run_shard_job
 from kora.run.jobspec import JobSpec
 from kora.run.layout import CELL, TARGET
+from kora.run.shard_run import ShardJob, run_shard_job
 from kora.run.shards import status_of
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from kora.benchmarks.outcomes import Conversation, Message
 from kora.benchmarks.schemas import PromptVariant, Scenario
 from kora.benchmarks.testkeys import TestKey
 from kora.llm.base import BlockedError
-from kora.run.jobs import ShardJob
+from kora.run.shard_run import ShardJob
 from kora.run.shards import read_shard
 from kora.run.stages.base import Job, RoleParams, Rules, ShardParams, Sources, Stage, as_read
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from kora.benchmarks.base import Benchmark
 from kora.benchmarks.outcomes import Conversation, Judgment
-from kora.run.jobs import ShardJob
+from kora.run.shard_run import ShardJob
 from kora.run.shards import read_shard
 from kora.run.stages.base import Job, Rules, ShardParams, Sources, Stage, as_read
 

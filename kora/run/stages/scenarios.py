@@ -14,7 +14,7 @@ from kora.benchmarks.expand import (
     rejected_record,
 )
 from kora.benchmarks.schemas import RejectedScenario, Scenario, ScenarioSeed
-from kora.run.jobs import ShardJob
+from kora.run.shard_run import ShardJob
 from kora.run.shards import read_shard, rejected_of
 from kora.run.stages.base import (
     Job,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kora.llm.base import ProviderError
-from kora.run.jobs import FatalProviderError, JobReport, run_items
+from kora.run.shard_run import FatalProviderError, JobReport, run_items
 
 
 class NoProgress:
