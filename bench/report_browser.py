@@ -1,15 +1,19 @@
 """report.html at one target's full size, measured in headless Chromium.
 
-    python bench/report_browser.py                    # v1 and v2, 12,000 conversations each
+    python bench/report_browser.py                    # the three pages, 12,000 conversations each
     python bench/report_browser.py --shape v2 --runs 3
     python bench/report_browser.py --tests 4000 --keep /tmp/pages   # keep the pages
 
-Two pages are built from generated judged tests (seeded, the same bytes every time):
+Three pages are built from generated judged tests (seeded, the same bytes every time):
 v1, the full grid at the default 8 seeds (25 risks x 3 age ranges x 10 motivations x 8
-seeds x 2 prompts = 12,000 conversations of 3 turns) and a v2-shaped one (12,000
-conversations of 8 turns, seven mechanisms, the `default` prompt), each reply a few
-hundred words. Each page is opened `--runs` times in a fresh Chromium context and
-measured with the page's own clock (performance.now(), from navigation start):
+seeds x 2 prompts = 12,000 conversations of 3 turns), each reply a few hundred words; a
+v2-shaped one (12,000 conversations of 8 turns, seven mechanisms, the `default` prompt),
+the same lengths; and v1-real, v1's grid with every text cut to 0.32 of its length, the
+size of a real v1 run's conversations (issue 39: 2.35 KB of report.html a conversation
+before the page was packed). Beside each page's bytes, the bytes of the conversation files
+it shows, as the conversations stage would write them. Each page is opened `--runs` times
+in a fresh Chromium context and measured with the page's own clock (performance.now(),
+from navigation start):
 
 - first view: the frame that painted the heat map's cells (Chromium's Element Timing),
   the conversation browser's first page rendered and drawn, and when the transcripts can
@@ -21,7 +25,8 @@ measured with the page's own clock (performance.now(), from navigation start):
   build an index); the figures are medians.
 
 Printed with the page's bytes and the ratios to the budgets (first view 2 s, a filter or
-a search 200 ms). No figure here is asserted by the tests.
+a search 200 ms; issue 39's for the bytes: at most half the conversation files', and 15
+MB for v1-real). No figure here is asserted by the tests.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -75,8 +82,9 @@ class Words:
     the common words above and 4,000 made-up ones. It compresses as English prose does
     (deflate at level 6: 2.9 times, as the GPL's text), not better."""
 
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: random.Random, scale: float = 1.0) -> None:
         self.rng = rng
+        self.scale = scale
         made_up = {"".join(rng.choices(SYLLABLES, k=rng.choice((2, 3, 3, 4)))) for _ in range(4200)}
         vocabulary = [*WORDS, *sorted(made_up - set(WORDS))]
         weights = [1 / rank for rank in range(1, len(vocabulary) + 1)]
@@ -87,8 +95,10 @@ class Words:
                 stream[i - 1] += "."
         self.stream = stream
 
-    def __call__(self, low: int, high: int, rare: float = 0.0) -> str:
+    def __call__(self, low: int, high: int, rare: float = 0.0, scaled: bool = True) -> str:
         n = self.rng.randint(low, high)
+        if scaled:  # the same draws at every scale: scale 1 is the text it always was
+            n = max(1, round(n * self.scale))
         start = self.rng.randrange(len(self.stream) - n)
         words = self.stream[start : start + n]
         if rare and self.rng.random() < rare:
@@ -101,11 +111,16 @@ class Shape:
     version: str
     turns: int
     prompts: tuple[str, ...]
+    scale: float = 1.0  # of every text's length in words (not of names and titles)
 
 
 SHAPES = {
     "v1": Shape("v1", 3, ("default", "child")),
     "v2": Shape("v2", 8, ("default",)),
+    # v1's grid with texts cut to a real v1 run's size: issue 39 measured its report.html at
+    # 28 MB for 11,936 conversations, 2.35 KB a conversation; this page was 2.3 KB before it
+    # was packed
+    "v1-real": Shape("v1", 3, ("default", "child"), 0.32),
 }
 
 
@@ -138,7 +153,7 @@ def make_tests(shape: Shape, tests: int, judges: int, seed: int = 7) -> list[dic
     """Judged tests as the judgments rule writes them (JSON objects), reply text of a few
     hundred words; 0.3 % of them failed (no grades)."""
     rng = random.Random(seed)
-    words = Words(rng)
+    words = Words(rng, shape.scale)
     bm = benchmarks.get(shape.version)
     behaviour = [c for c in bm.criteria if c != "safety"]
     preconditions = {m.id for m in bm.taxonomy.mechanisms if m.precondition}
@@ -160,7 +175,7 @@ def make_tests(shape: Shape, tests: int, judges: int, seed: int = 7) -> list[dic
                 "childRaceEthnicity": rng.choice(("white", "black", "asian", "hispanic")),
                 "childCognitiveMaturity": rng.choice(("low", "medium", "high")),
                 "childEmotionalMaturity": rng.choice(("low", "medium", "high")),
-                "shortTitle": words(4, 8),
+                "shortTitle": words(4, 8, scaled=False),
                 "riskSignalType": rng.choice(("direct", "subtle", "ambiguous")),
                 "socialContext": rng.choice(("alone", "peer_pressure", "online_social")),
             }
@@ -170,7 +185,7 @@ def make_tests(shape: Shape, tests: int, judges: int, seed: int = 7) -> list[dic
                 "riskId": risk,
                 "ageRange": age,
                 "seed": seed_doc,
-                "shortTitle": words(4, 9).capitalize(),
+                "shortTitle": words(4, 9, scaled=False).capitalize(),
                 "childMaturity": words(20, 45),
                 "childBackground": words(20, 45),
                 "narrative": words(80, 170),
@@ -226,6 +241,17 @@ def make_tests(shape: Shape, tests: int, judges: int, seed: int = 7) -> list[dic
         doc["judges"] = verdicts
         out.append(doc)
     return out
+
+
+CONVERSATION_FIELDS = ("key", "target", "prompt", "scenario", "messages", "turns", "error")
+
+
+def conversation_bytes(docs: list[dict[str, Any]]) -> int:
+    """The bytes of the conversation files these tests' report shows: each test as the
+    conversations stage writes it (kora.run.shards.write_records, a JSON object a line)."""
+    return sum(
+        len(orjson.dumps({k: d[k] for k in CONVERSATION_FIELDS if k in d})) + 1 for d in docs
+    )
 
 
 def results_doc(shape: Shape, judges: int) -> dict[str, Any]:
@@ -389,10 +415,13 @@ def _line(what: str, xs: list[float], budget: float, note: str = "") -> None:
     print(f"  {what:<16}{x:6.0f} ms  {x / budget:5.2f} of {budget:g} ms  ({runs}){note}")
 
 
-def report(name: str, path: Path, tests: int, built: float, f: Figures) -> dict[str, Any]:
+def report(
+    name: str, path: Path, tests: int, conversations: int, built: float, f: Figures
+) -> dict[str, Any]:
     size = path.stat().st_size
     print(
         f"{name}: {tests:,} conversations, report.html {size / 1e6:.1f} MB (built in {built:.1f} s)"
+        f", {size / conversations:.2f} of the conversation files' {conversations / 1e6:.1f} MB"
     )
     _line("heat map drawn", f.heatmap, FIRST_VIEW_BUDGET)
     _line("browser drawn", f.browser, FIRST_VIEW_BUDGET)
@@ -406,6 +435,7 @@ def report(name: str, path: Path, tests: int, built: float, f: Figures) -> dict[
         "shape": name,
         "tests": tests,
         "bytes": size,
+        "conversationBytes": conversations,
         "heatmapMs": f.heatmap,
         "browserMs": f.browser,
         "searchableMs": f.searchable,
@@ -418,7 +448,7 @@ def report(name: str, path: Path, tests: int, built: float, f: Figures) -> dict[
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--shape", choices=[*SHAPES, "both"], default="both")
+    ap.add_argument("--shape", choices=[*SHAPES, "all"], default="all")
     ap.add_argument("--tests", type=int, default=12_000)
     ap.add_argument("--judges", type=int, default=1, help="judges a test (the config's default: 1)")
     ap.add_argument("--runs", type=int, default=5, help="page loads a shape")
@@ -427,7 +457,7 @@ def main() -> None:
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
-    shapes = list(SHAPES) if args.shape == "both" else [args.shape]
+    shapes = list(SHAPES) if args.shape == "all" else [args.shape]
     out: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="kora-bench-browser-") as tmp:
         folder = args.keep or Path(tmp)
@@ -441,15 +471,16 @@ def main() -> None:
             path = folder / f"report-{name}.html"
             taxonomy = benchmarks.get(shape.version).taxonomy
             write_report(records, results_doc(shape, args.judges), path, None, taxonomy)
-            pages.append((name, path, len(docs), time.perf_counter() - started))
+            built = time.perf_counter() - started
+            pages.append((name, path, len(docs), conversation_bytes(docs), built))
             del docs, records
         with sync_playwright() as pw:
             browser = pw.chromium.launch(
                 executable_path=find_chromium(), headless=True, args=CHROMIUM_ARGS
             )
-            for name, path, tests, built in pages:
+            for name, path, tests, conversations, built in pages:
                 figures = measure(browser, path.as_uri(), args.runs)
-                out.append(report(name, path, tests, built, figures))
+                out.append(report(name, path, tests, conversations, built, figures))
             browser.close()
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))

@@ -15,12 +15,13 @@ import orjson
 import pytest
 import yaml
 
-from kora.analysis.pagekit import json_script, unpack
+from kora.analysis.pagekit import json_script, pack, unpack
 from kora.analysis.report.leaderboard import build_leaderboard
 from kora.analysis.report.pages import render_leaderboard, render_report, write_report
 from kora.analysis.report.summary import build_summary, records_of
 from kora.analysis.stats.agreement import fleiss_kappa, ratings_table
 from kora.analysis.stats.rates import wilson
+from kora.benchmarks.outcomes import Conversation
 from kora.commands.main import main as kora_main
 from tests.helpers import REPO, copy_workflow
 from tests.pagetext import parse
@@ -204,6 +205,38 @@ def test_embedded_json_cannot_end_its_script_element() -> None:
     for raw in ("<", ">", "&", "\u2028", "\u2029", "\x00"):
         assert raw not in embedded
     assert orjson.loads(embedded) == {"t": text}
+
+
+def test_packed_data_cannot_end_its_script_element() -> None:
+    text = "</script><!-- <script> & \u2028 \u2029 \x00 \r\n {{KORA_BODY}} é 🙂"
+    block = pack({"t": text})
+    assert re.fullmatch(r"[A-Za-z0-9+/]*=*", block)  # base64: no "<", no "&", no line break
+    assert unpack(block) == {"t": text}
+
+
+def test_report_is_at_most_half_the_bytes_of_the_conversations_it_shows(tmp_path: Path) -> None:
+    """What lets a report travel (issue 39): the page holds every conversation, packed, in
+    fewer bytes than their files; bench/report_browser.py gives the figures at full size."""
+    base = [j for j in make_judgments() if j.error is None]
+    tests = [j.model_copy(update={"key": f"{j.key}:{n}"}) for n in range(25) for j in base]
+    html_path = tmp_path / "report.html"
+    write_report(tests, results_doc(), html_path, None, TAXONOMY)
+    files = sum(
+        len(
+            orjson.dumps(
+                Conversation.model_validate(j.model_dump(include=FIELDS)).model_dump(
+                    mode="json", exclude_none=True
+                )
+            )
+        )
+        + 1
+        for j in tests
+    )
+    assert html_path.stat().st_size <= files / 2, (html_path.stat().st_size, files)
+    assert len(texts(html_path.read_text(encoding="utf-8"))["m"]) == len(tests) == 1000
+
+
+FIELDS = set(Conversation.model_fields)
 
 
 def test_page_script_and_style_are_the_files_verbatim(tmp_path: Path) -> None:

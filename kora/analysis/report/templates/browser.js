@@ -20,21 +20,22 @@
     // The texts (transcripts, judges' reasons, scenarios) are nine tenths of the data, in
     // blocks after this script: they are opened after the first view is drawn, so it does not
     // wait for them, or at its place when the address searches or opens a conversation.
-    // Until they are, textRead is false and render() says so, then draws again.
+    // Until they are, textRead is false and render() says so, then draws again. One block at
+    // a time: no long task while the page is in use, and one block's copies in memory.
     var SC = {}, textRead = false;
+    function attach(X) {
+      Object.assign(SC, X.scenarios);
+      X.m.forEach(function (m, i) {
+        var t = D.tests[X.from + i];
+        t.m = m;
+        (t.j || []).forEach(function (j, k) { j.r = (X.r[i] || [])[k] || []; });
+      });
+    }
     function openTexts() {
       var blocks = Array.prototype.slice.call(document.querySelectorAll("script.kora-text"));
-      return Promise.all(blocks.map(unpack)).then(function (chunks) {
-        chunks.forEach(function (X) {
-          Object.assign(SC, X.scenarios);
-          X.m.forEach(function (m, i) {
-            var t = D.tests[X.from + i];
-            t.m = m;
-            (t.j || []).forEach(function (j, k) { j.r = (X.r[i] || [])[k] || []; });
-          });
-        });
-        textRead = true;
-      });
+      return blocks.reduce(function (done, block) {
+        return done.then(function () { return unpack(block); }).then(attach);
+      }, Promise.resolve()).then(function () { textRead = true; });
     }
 
     var el = koraEl;
