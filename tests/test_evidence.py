@@ -35,7 +35,17 @@ OFFLINE = str(REPO / "tests" / "offline")
 
 
 class Dated(Server):
-    """Answers every model as its dated snapshot, as the API answers an alias."""
+    """Answers every model as its dated snapshot, as the API answers an alias; and gives
+    every safety judgment first an answer that breaks its schema, the right one when
+    asked again (so the result rests on answers its jobs turned down, whatever order the
+    calls come in)."""
+
+    def _next_answer(self, rec: Recorded, *, structured: bool, invalid: bool) -> Any:
+        tools = rec.body.get("tools") or [{}]
+        asked_again = "previous answer was rejected" in orjson.dumps(rec.body["messages"]).decode()
+        if tools[0].get("name") == "TestAssessment" and not asked_again:
+            invalid = True
+        return super()._next_answer(rec, structured=structured, invalid=invalid)
 
     def handle(self, rec: Recorded, *, invalid: bool) -> Any:
         reply = super().handle(rec, invalid=invalid)
@@ -71,7 +81,13 @@ def tamper(bundle: Path, out: Path, stage: str) -> str:
     """A copy of `bundle` with one stored answer of `stage` changed; its key."""
     with zipfile.ZipFile(bundle) as z:
         statuses = [orjson.loads(z.read(n)) for n in z.namelist() if n.endswith(".status.json")]
-        key = next(row[0] for s in statuses for row in s.get("calls", []) if row[2] == stage)
+        kept = {Path(n).name for n in z.namelist()}
+        key = next(
+            row[0]
+            for s in statuses
+            for row in s.get("calls", [])
+            if row[2] == stage and f"{row[0]}.json" in kept  # an answer the job took
+        )
         with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as w:
             for name in z.namelist():
                 data = z.read(name)
@@ -163,6 +179,9 @@ def test_manifest_bundle_and_replay(tmp_path: Path) -> None:
     assert (work / "t1.zip").read_bytes() == first
     with zipfile.ZipFile(work / "t1.zip") as z:
         assert not any(Masker([KEY]).masked(z.read(n).decode())[1] for n in z.namelist())
+        # the judgments turned down, kept for the replay to show the judge again
+        turned_down = sum(n.endswith(".rejected.json") for n in z.namelist())
+        assert turned_down == results["tests"] + results["failedTests"] > 0
 
     # replayed in an empty folder, with no key and no provider within reach
     empty = tmp_path / "elsewhere"

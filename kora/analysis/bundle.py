@@ -12,7 +12,8 @@ Inside:
   (and the ones validation turned down), conversations, judgments; and what a run takes
   as given: an import's record, recordings carried on, people's grades;
 - `answers/<k[:2]>/<k>.json`: each stored answer the result rests on, as the call store
-  keeps it, and `answers.index`, whose SHA-256 is the manifest's answers digest.
+  keeps it (`<k>.rejected.json`: one its caller turned down and asked again), and
+  `answers.index`, whose SHA-256 is the manifest's answers digest.
 
 Nothing is taken that the manifest does not name or that has changed since it was
 written: a template edited, a shard rebuilt, an answer gone from the store stops the
@@ -67,8 +68,8 @@ def status_path(shard: str) -> str | None:
     return shard[: -len(".jsonl")] + ".status.json"
 
 
-def answer_member(key: str) -> str:
-    return f"{ANSWERS}/{key[:2]}/{key}.json"
+def answer_member(key: str, rejected: bool = False) -> str:
+    return f"{ANSWERS}/{key[:2]}/{key}{'.rejected' if rejected else ''}.json"
 
 
 @dataclass
@@ -168,7 +169,7 @@ def make_bundle(
 
     store = CallCache(workdir / manifest["config"]["effective"].get("cache_dir", ".kora/cache"))
     keys = rested_keys(read_status(status_files))
-    index, entries = answers_index(keys, store)
+    index, entries, rejected = answers_index(keys, store)
     if sha256_bytes(index) != manifest["answers"]["sha256"]:
         raise BundleError(
             "the call store no longer holds the answers this result rests on as they were "
@@ -178,8 +179,10 @@ def make_bundle(
     m.add(ANSWERS_INDEX, index)
     for key, data in entries.items():
         m.add(answer_member(key), data)
+    for key, data in rejected.items():
+        m.add(answer_member(key, rejected=True), data)
 
-    answers = set(map(answer_member, entries))
+    answers = {*map(answer_member, entries), *(answer_member(k, True) for k in rejected)}
     doc = {
         "bundle": FORMAT,
         "target": manifest["target"],
@@ -190,7 +193,8 @@ def make_bundle(
     }
     m.add(INDEX, orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
     _write_zip(out, m.files)
-    return Bundled(out, out.stat().st_size, len(m.files) - len(entries), len(entries))
+    held = len(entries) + len(rejected)
+    return Bundled(out, out.stat().st_size, len(m.files) - held, held)
 
 
 def _write_zip(out: Path, files: Mapping[str, bytes]) -> None:
@@ -243,25 +247,30 @@ class Bundle:
                 out.append(name)
         return out
 
-    def answer_keys(self) -> dict[str, str]:
-        """Each answer's key and the SHA-256 its entry had (`-`: not in the store)."""
+    def answer_keys(self) -> dict[str, tuple[str, bool]]:
+        """Each answer's key, the SHA-256 its entry had (`-`: not in the store) and
+        whether its caller turned it down (kora.analysis.manifest.answers_index)."""
         out = {}
         for line in (self.read(ANSWERS_INDEX) or b"").decode().splitlines():
-            key, _, digest = line.partition(" ")
-            out[key] = digest
+            key, digest, *rest = line.split(" ")
+            out[key] = (digest, rest == ["rejected"])
         return out
 
     def changed_answers(self) -> list[str]:
         """Keys whose stored answer is not the one the result rested on."""
         out = []
-        for key, digest in self.answer_keys().items():
-            data = self.read(answer_member(key))
+        for key, (digest, rejected) in self.answer_keys().items():
+            data = self.read(answer_member(key, rejected))
             if digest == "-":
                 if data is not None:
                     out.append(key)
             elif data is None or sha256_bytes(data) != digest:
                 out.append(key)
         return out
+
+    def rejected(self, key: str) -> Response | None:
+        """The answer of `key` its caller turned down in the run, if it was kept."""
+        return CallCache.parse(key, self.read(answer_member(key, rejected=True)))
 
     def files_under(self, prefix: str) -> list[str]:
         return sorted(n for n in self.names if n.startswith(prefix))
@@ -293,3 +302,6 @@ class BundleStore(CallCache):
 
     def put(self, key: str, response: Response) -> None:
         self.memory[key] = response
+
+    def put_rejected(self, key: str, response: Response) -> None:
+        return None  # the bundle is read, never written

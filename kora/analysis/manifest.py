@@ -8,9 +8,11 @@ ids its provider said served it, when the calls were made, and one digest of eve
 stored answer the result rests on (`answers_index`): a changed answer changes it.
 
 The answers' digest is the SHA-256 of an index of `<key> <sha256 of the entry>` lines,
-sorted by key (`-` for an answer the store does not hold: an answer that failed its schema
-and was asked again, or one the store could not keep). `kora bundle` writes that index
-into the bundle; `kora replay` checks each answer against it.
+sorted by key; ` rejected` follows the digest of an answer its caller turned down and
+asked again (a structured answer that missed its schema: the store keeps it apart), and
+`-` stands for an answer the store does not hold (one it could not keep, or one made
+before rejected answers were kept). `kora bundle` writes that index into the bundle;
+`kora replay` checks each answer against it.
 """
 
 from __future__ import annotations
@@ -81,18 +83,24 @@ def rested_keys(statuses: Iterable[Mapping[str, Any]]) -> dict[str, tuple[str, s
     return out
 
 
-def answers_index(keys: Iterable[str], store: CallCache) -> tuple[bytes, dict[str, bytes]]:
-    """The index of the stored answers of `keys` and each one's entry as stored (absent:
-    not in the store)."""
-    lines, entries = [], {}
+def answers_index(
+    keys: Iterable[str], store: CallCache
+) -> tuple[bytes, dict[str, bytes], dict[str, bytes]]:
+    """The index of the stored answers of `keys`, each one's entry as stored, and the
+    entries of answers the caller turned down and asked again (kept apart by the store);
+    a key in neither is not in the store."""
+    lines, entries, rejected = [], {}, {}
     for key in sorted(set(keys)):
         data = store.read(key)
-        if data is None:
-            lines.append(f"{key} -\n")
-        else:
+        if data is not None:
             entries[key] = data
             lines.append(f"{key} {sha256_bytes(data)}\n")
-    return "".join(lines).encode(), entries
+        elif (turned := store.read_rejected(key)) is not None:
+            rejected[key] = turned
+            lines.append(f"{key} {sha256_bytes(turned)} rejected\n")
+        else:
+            lines.append(f"{key} -\n")
+    return "".join(lines).encode(), entries, rejected
 
 
 def served_model(entry: bytes) -> str:
@@ -198,7 +206,8 @@ def build_manifest(
     """The manifest of one result, and its answers' index (`answers_index`)."""
     workdir = workdir.resolve()
     rested = rested_keys(statuses)
-    index, entries = answers_index(rested, store)
+    index, accepted, rejected = answers_index(rested, store)
+    entries = {**accepted, **rejected}
     stage_of = {stem: stage for stage, stems in stage_templates.items() for stem in stems}
     shown_templates = {}
     for path in sorted(templates, key=lambda p: Path(p).name):

@@ -57,7 +57,11 @@ class CallCache:
     def get(self, key: str) -> Response | None:
         """The stored answer, or None when there is none or it is not a whole, sound
         entry (it is then fetched again, never a failure of the item)."""
-        data = self.read(key)
+        return self.parse(key, self.read(key))
+
+    @staticmethod
+    def parse(key: str, data: bytes | None) -> Response | None:
+        """An entry's answer; None unless it is a whole, sound entry of `key`."""
         if data is None:
             return None
         try:
@@ -90,7 +94,27 @@ class CallCache:
         )
 
     def put(self, key: str, response: Response) -> None:
-        data = orjson.dumps(
+        # no fsync: an entry a power cut damaged fails `get`'s checks and is asked again
+        write_atomic(self._path(key), self.entry(key, response), durable=False)
+
+    def _rejected_path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.rejected.json"
+
+    def put_rejected(self, key: str, response: Response) -> None:
+        """Keep an answer its caller turned down (a structured answer that missed its
+        schema), apart from the answers `get` serves: it is never used again, but the
+        question asked after it quotes it, so a replay of the result must show it."""
+        write_atomic(self._rejected_path(key), self.entry(key, response), durable=False)
+
+    def read_rejected(self, key: str) -> bytes | None:
+        try:
+            return self._rejected_path(key).read_bytes()
+        except OSError:
+            return None
+
+    def entry(self, key: str, response: Response) -> bytes:
+        """An answer as the store writes it."""
+        return orjson.dumps(
             {
                 "key": key,
                 "text": response.text,
@@ -119,8 +143,6 @@ class CallCache:
                 ),
             }
         )
-        # no fsync: an entry a power cut damaged fails `get`'s checks and is asked again
-        write_atomic(self._path(key), data, durable=False)
 
 
 def _count(n: object) -> bool:

@@ -8,9 +8,10 @@ type; on a violation the model is asked once more with the validation error (unl
 config's `reask_invalid_answers` is false, as in the reference), and a second violation
 is a failure of that item (the caller records it), never a crash of the shard.
 
-The store keeps only answers their caller accepts (`accept`): an answer that failed
+The store serves only answers their caller accepts (`accept`): an answer that failed
 validation is never replayed, so fixing a server and re-running asks the question again,
 and a stored answer that does not pass (an older store, an edited file) counts as a miss.
+Such an answer is kept apart (`put_rejected`), for `kora replay` to show it again.
 
 Each attempt is held to the model's deadline and size limit (kora.llm.bounds), and an
 answer has the provider's secrets masked before anything keeps it (kora.llm.masking): a
@@ -23,6 +24,7 @@ the run says so at its end and fails.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -209,8 +211,13 @@ class ModelClient:
             self.usage.waiting -= 1
 
         def keep(resp: Response) -> Response:
-            if key is not None and self.cache is not None and (accept is None or accept(resp)):
-                self._store(key, resp, stage)
+            if key is not None and self.cache is not None:
+                if accept is None or accept(resp):
+                    self._store(key, resp, stage)
+                else:
+                    # never served again, but the question asked after it quotes it
+                    with contextlib.suppress(OSError):
+                        self.cache.put_rejected(key, resp)
             return resp
 
         async def exchange() -> Response:

@@ -88,6 +88,9 @@ class PlanStore(CallCache):
     def put(self, key: str, response: Response) -> None:
         self.memory[key] = response
 
+    def put_rejected(self, key: str, response: Response) -> None:
+        return None  # the plan writes nothing
+
 
 @dataclass
 class StageCount:

@@ -56,17 +56,25 @@ ORDER = ("seeds", "scenarios", "conversations", "judgments")
 
 
 class NotInBundle:
-    """A model that answers nothing: the bundle's store answers what it holds, and a call
-    it does not hold comes here, fails its item, and is named."""
+    """A model that answers nothing new: the bundle's store answers what it holds; a call
+    it does not hold comes here, and gets the answer the run turned down for it (which
+    the caller turns down again, and asks again, as in the run), or fails its item and is
+    named."""
 
-    def __init__(self, name: str, identity: dict[str, Any], missing: dict[str, str]) -> None:
+    def __init__(
+        self, name: str, identity: dict[str, Any], bundle: Bundle, missing: dict[str, str]
+    ) -> None:
         self.name = name
         self.label = f"model {name!r}"
         self.identity = identity
+        self.bundle = bundle
         self.missing = missing
 
     async def generate(self, request: Request) -> Response:
         key = cache_key(self.identity, request)
+        turned_down = self.bundle.rejected(key)
+        if turned_down is not None:
+            return turned_down
         self.missing[key] = self.name
         raise ProviderError(
             f"{self.label}: the bundle holds no answer to this call ({key})", retryable=False
@@ -195,7 +203,7 @@ async def _rebuild(bundle: Bundle, work: Path, found: Replay) -> None:
 
     missing: dict[str, str] = {}
     fixed = {
-        name: NotInBundle(name, m.output_settings(), missing)
+        name: NotInBundle(name, m.output_settings(), bundle, missing)
         for name, m in pipeline.config.models.items()
     }
     store = BundleStore(bundle)
@@ -213,7 +221,12 @@ async def _rebuild(bundle: Bundle, work: Path, found: Replay) -> None:
     finally:
         await pool.aclose()
     found.missing_answers = missing
-    unused = set(bundle.answer_keys()) - store.used
+    held = {
+        k
+        for k, (digest, rejected) in bundle.answer_keys().items()
+        if digest != "-" and not rejected
+    }
+    unused = held - store.used
     if unused and not found.failed_jobs:
         found.notes.append(f"{len(unused)} answers of the bundle were not asked for")
 
