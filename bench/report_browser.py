@@ -3,6 +3,7 @@
     python bench/report_browser.py                    # the three pages, 12,000 conversations each
     python bench/report_browser.py --shape v2 --runs 3
     python bench/report_browser.py --tests 4000 --keep /tmp/pages   # keep the pages
+    python bench/report_browser.py --compressibility  # deflate and xz on the pages' text
 
 Three pages are built from generated judged tests (seeded, the same bytes every time):
 v1, the full grid at the default 8 seeds (25 risks x 3 age ranges x 10 motivations x 8
@@ -33,11 +34,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import lzma
 import random
 import statistics
 import sys
 import tempfile
 import time
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -267,6 +270,20 @@ def results_doc(shape: Shape, judges: int) -> dict[str, Any]:
     return doc
 
 
+def compressibility(sample: int = 8_000_000) -> None:
+    """How far the pages' texts can be compressed: deflate (what browsers open) and xz at
+    level 6 on `sample` bytes of replies as the pages draw them (slices of one stream), and
+    on the same words drawn one by one (as often, but never the same run of words twice)."""
+    rng = random.Random(1)
+    words = Words(rng)
+    sliced = " ".join(words(100, 300) for _ in range(sample // 1000)).encode()[:sample]
+    drawn = " ".join(rng.choices(words.stream, k=sample // 4)).encode()[:sample]
+    for name, text in (("the pages' replies", sliced), ("the same words drawn alone", drawn)):
+        deflate = len(text) / len(zlib.compress(text, 6))
+        xz = len(text) / len(lzma.compress(text, preset=6))
+        print(f"{name}: deflate {deflate:.2f} x, xz {xz:.2f} x ({len(text) / 1e6:.0f} MB)")
+
+
 # --- in the browser -------------------------------------------------------------------
 
 # Runs before the page's own scripts; times are ms since navigation start. The heat map:
@@ -454,7 +471,13 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5, help="page loads a shape")
     ap.add_argument("--keep", type=Path, help="write the pages here and keep them")
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument(
+        "--compressibility", action="store_true", help="only print how far the texts compress"
+    )
     args = ap.parse_args()
+    if args.compressibility:
+        compressibility()
+        return
     from playwright.sync_api import sync_playwright
 
     shapes = list(SHAPES) if args.shape == "all" else [args.shape]
