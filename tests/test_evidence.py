@@ -192,6 +192,14 @@ def test_manifest_bundle_and_replay(tmp_path: Path) -> None:
     assert "identical" in done.stderr
     assert (keep / "results/t1/results.json").read_bytes() == (folder / "results.json").read_bytes()
     assert (keep / "results/t1/report.html").read_bytes() == (folder / "report.html").read_bytes()
+    # checked against the manifest published with the result, and against another
+    published = kora(empty, "replay", str(work / "t1.zip"), "--manifest", str(folder / "manifest.json"),
+                     env=no_way_out())  # fmt: skip
+    assert published.returncode == 0, published.stderr[-3000:]
+    (tmp_path / "earlier.json").write_text(text)  # the manifest before the template's edit
+    other = kora(empty, "replay", str(work / "t1.zip"), "--manifest", str(tmp_path / "earlier.json"),
+                 env=no_way_out())  # fmt: skip
+    assert other.returncode == 1 and "manifest.json (not the one published" in other.stderr
 
     # an answer changed in the bundle is named, and the files it changed
     key = tamper(work / "t1.zip", tmp_path / "tampered.zip", "judge_safety")
@@ -224,7 +232,7 @@ def test_snakemakes_own_report_holds_the_results(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(600)
-def test_kora_v2_writes_its_manifest_under_its_own_results(tmp_path: Path) -> None:
+def test_kora_v2_writes_its_manifest_under_its_own_results_and_replays(tmp_path: Path) -> None:
     copy_workflow(tmp_path)
     cfg = {
         **{k: TINY[k] for k in ("seed_model", "expand_model", "user_model", "judges", "targets")},
@@ -233,10 +241,16 @@ def test_kora_v2_writes_its_manifest_under_its_own_results(tmp_path: Path) -> No
                  "motivations": ["curiosity_exploration"], "total_seeds": 1},
     }  # fmt: skip
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(cfg))
-    done = snakemake(tmp_path, "results-v2/tiny/results.json")
+    done = snakemake(tmp_path, "results-v2/tiny/report.html")
     assert done.returncode == 0, done.stderr[-3000:]
     manifest = orjson.loads((tmp_path / "results-v2/tiny/manifest.json").read_bytes())
     assert manifest["benchmark"] == "v2"
     assert "judge_mechanisms" in manifest["templates"]
     assert manifest["templates"]["judge_mechanisms"]["path"].startswith("kora/benchmarks/v2/")
     assert (tmp_path / "results-v2/tiny/conversations.parquet").exists()
+    # and it replays as v1's does
+    made = kora(tmp_path, "bundle", "tiny", "-o", "tiny.zip", "--configfile", "tiny.yaml")
+    assert made.returncode == 0, made.stderr
+    (tmp_path / "elsewhere").mkdir()
+    done = kora(tmp_path / "elsewhere", "replay", str(tmp_path / "tiny.zip"), env=no_way_out())
+    assert done.returncode == 0 and "identical" in done.stderr, done.stderr[-3000:]

@@ -251,10 +251,12 @@ def test_a_jobs_message_reaches_the_terminal_without_control(
     from types import SimpleNamespace
 
     from kora.run import dispatch
+    from kora.run.protocol import Outcome
 
-    monkeypatch.setattr(dispatch, "job_spec", lambda rule, smk: {})
-    monkeypatch.setattr(dispatch, "submit", lambda spec: (1, f"kora: job stopped: {ESCAPES}"))
+    said = Outcome(1, f"kora: job stopped: {ESCAPES}")
+    monkeypatch.setattr(dispatch, "submit", lambda spec: said)
+    smk = SimpleNamespace(input={}, output={}, params={}, log=[], config={})
     with pytest.raises(SystemExit):
-        dispatch.run("seeds", SimpleNamespace())
+        dispatch.run("seeds", smk)
     err = capsys.readouterr().err
     assert "job stopped: redoverevil" in err and "\x1b" not in err

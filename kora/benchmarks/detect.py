@@ -19,8 +19,11 @@ def objects(files: Iterable[Path]) -> Iterable[tuple[str, Any]]:
                 obj = orjson.loads(data)
             except orjson.JSONDecodeError as exc:
                 raise InputError(f"{f}: not valid JSON: {exc}") from None
-            yield from ((f"{f}[{i}]", o) for i, o in enumerate(obj)) if isinstance(obj, list) \
-                else [(str(f), obj)]  # fmt: skip
+            yield from (
+                ((f"{f}[{i}]", o) for i, o in enumerate(obj))
+                if isinstance(obj, list)
+                else [(str(f), obj)]
+            )
             continue
         for n, line in enumerate(data.splitlines(), 1):
             if line.strip():

@@ -79,9 +79,16 @@ def _rendered(
     expansion_schema = benchmark.scenario_schema
 
     def scenario_prompt(r: Risk, feedback: dict[str, object] | None) -> Prompt:
-        return render("scenario", category=taxonomy.category_of(r.id), risk=r,
-                      motivation=motivation, seed=seed, with_memory=r.provideUserContext,
-                      feedback=feedback, **benchmark.scenario_variables(seed, r))  # fmt: skip
+        return render(
+            "scenario",
+            category=taxonomy.category_of(r.id),
+            risk=r,
+            motivation=motivation,
+            seed=seed,
+            with_memory=r.provideUserContext,
+            feedback=feedback,
+            **benchmark.scenario_variables(seed, r),
+        )
 
     blocks_category = taxonomy.category_of(BLOCKS_RISK)
     blocks_risk = taxonomy.risk(blocks_category.id, BLOCKS_RISK)
@@ -93,22 +100,49 @@ def _rendered(
         },
     }
     out = [
-        Rendered("seeds", render("seeds", category=category, risk=risk, age_range=age,
-                                 motivation=motivation, count=count,
-                                 **benchmark.seed_variables(risk, None)), benchmark.seed_schema),
+        Rendered(
+            "seeds",
+            render(
+                "seeds",
+                category=category,
+                risk=risk,
+                age_range=age,
+                motivation=motivation,
+                count=count,
+                **benchmark.seed_variables(risk, None),
+            ),
+            benchmark.seed_schema,
+        ),
         Rendered("scenario", scenario_prompt(risk, None), expansion_schema(risk)),
         Rendered("scenario [retry]", scenario_prompt(risk, feedback), expansion_schema(risk)),
-        Rendered("scenario [guidance and memory]", scenario_prompt(blocks_risk, None),
-                 expansion_schema(blocks_risk)),
-        Rendered("validate", render("validate", category=category, risk=risk, age_range=age,
-                                    age_label=AGE_RANGE_LABELS[age], scenario=text_fields,
-                                    seed=seed), benchmark.validation_schema),
-        Rendered("first_user_message", render("first_user_message", risk=risk, seed=seed,
-                                              scenario=scenario)),
+        Rendered(
+            "scenario [guidance and memory]",
+            scenario_prompt(blocks_risk, None),
+            expansion_schema(blocks_risk),
+        ),
+        Rendered(
+            "validate",
+            render(
+                "validate",
+                category=category,
+                risk=risk,
+                age_range=age,
+                age_label=AGE_RANGE_LABELS[age],
+                scenario=text_fields,
+                seed=seed,
+            ),
+            benchmark.validation_schema,
+        ),
+        Rendered(
+            "first_user_message",
+            render("first_user_message", risk=risk, seed=seed, scenario=scenario),
+        ),
         Rendered("placeholder_retry", Prompt(system=None, user=FIX_PLACEHOLDER)),
-        Rendered("target_system [default]", render("target_system", age_range=None,
-                                                   memory=scenario.modelMemory)),
-    ]  # fmt: skip
+        Rendered(
+            "target_system [default]",
+            render("target_system", age_range=None, memory=scenario.modelMemory),
+        ),
+    ]
     for a in AGE_RANGES:
         label = f"target_system [{a}]" + (
             " (this scenario's child variant)" if a == child_age else ""
@@ -117,13 +151,22 @@ def _rendered(
             Rendered(label, render("target_system", age_range=a, memory=scenario.modelMemory))
         )
     out += [
-        Rendered("target_system [memory]", render("target_system", age_range=None,
-                                                  memory=scenario.modelMemory or SAMPLE_MEMORY)),
-        Rendered("next_user_message", render("next_user_message", risk=risk, seed=seed,
-                                             scenario=scenario, transcript=transcript)),
-        Rendered("judge_safety", render("judge_safety", risk=risk, seed=seed, scenario=scenario,
-                                        transcript=transcript), benchmark.safety_schema),
-    ]  # fmt: skip
+        Rendered(
+            "target_system [memory]",
+            render("target_system", age_range=None, memory=scenario.modelMemory or SAMPLE_MEMORY),
+        ),
+        Rendered(
+            "next_user_message",
+            render(
+                "next_user_message", risk=risk, seed=seed, scenario=scenario, transcript=transcript
+            ),
+        ),
+        Rendered(
+            "judge_safety",
+            render("judge_safety", risk=risk, seed=seed, scenario=scenario, transcript=transcript),
+            benchmark.safety_schema,
+        ),
+    ]
     return out + benchmark.judge_showcase(scenario, taxonomy, transcript)
 
 

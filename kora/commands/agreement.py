@@ -77,8 +77,10 @@ def run(args: argparse.Namespace) -> int:
         a = entry.get("alpha")
         print(f"{c}: Krippendorff's alpha {'–' if a is None else a} {entry.get('alphaCI') or ''}")
         for pair, f in entry["pairs"].items():
-            line = (f"  {pair}: n {f['n']}, exact {f['exact']:.0%} {f['exactCI'] or ''}, "
-                    f"weighted kappa {f['kappa']} {f['kappaCI'] or ''}")  # fmt: skip
+            line = (
+                f"  {pair}: n {f['n']}, exact {f['exact']:.0%} {f['exactCI'] or ''}, "
+                f"weighted kappa {f['kappa']} {f['kappaCI'] or ''}"
+            )
             if "countCorrelation" in f:
                 line += f", count rho {f['countCorrelation']}"
             print(line)
@@ -89,8 +91,10 @@ def run(args: argparse.Namespace) -> int:
     if doc["risks"]:
         worst = ", ".join(f"{r['risk']} {r['share']:.0%} of {r['n']}" for r in doc["risks"][:3])
         print(f"judges and people disagree on safety most for: {worst}")
-    print(f"written: {out}; the report shows it from its next run "
-          f"({run_command(args, [layout.report_html(args.target)])})")  # fmt: skip
+    print(
+        f"written: {out}; the report shows it from its next run "
+        f"({run_command(args, [layout.report_html(args.target)])})"
+    )
     return 0
 
 
@@ -101,10 +105,14 @@ def print_change(against: dict[str, Any]) -> None:
     for c, f in against["criteria"].items():
         verdict = "better" if f["agreement_change"] > 0 else "worse"
         sig = f"significantly {verdict}" if f["significant"] else "no significant change"
-        line = (f"  {c}: n {f['n']}, exact {f['agreement_old']:.0%} -> {f['agreement_new']:.0%} "
-                f"({f['agreement_change']:+.1%} [{f['agreement_low']:+.1%}, "
-                f"{f['agreement_high']:+.1%}]): {sig}")  # fmt: skip
+        line = (
+            f"  {c}: n {f['n']}, exact {f['agreement_old']:.0%} -> {f['agreement_new']:.0%} "
+            f"({f['agreement_change']:+.1%} [{f['agreement_low']:+.1%}, "
+            f"{f['agreement_high']:+.1%}]): {sig}"
+        )
         if f["kappa_change"] is not None:
-            line += (f"; weighted kappa {f['kappa_change']:+.2f} [{f['kappa_low']:+.2f}, "
-                     f"{f['kappa_high']:+.2f}]")  # fmt: skip
+            line += (
+                f"; weighted kappa {f['kappa_change']:+.2f} [{f['kappa_low']:+.2f}, "
+                f"{f['kappa_high']:+.2f}]"
+            )
         print(line)

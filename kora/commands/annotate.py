@@ -244,8 +244,9 @@ def run(args: argparse.Namespace) -> int:
     if args.annotator is None:
         raise InputError("--annotator NAME: whose grades these are")
     if args.queue == "review":
-        raise InputError("--queue review is for --import; the page's queues: estimate, "
-                         "judges, reference, risks")  # fmt: skip
+        raise InputError(
+            "--queue review is for --import; the page's queues: estimate, judges, reference, risks"
+        )
     path = labels.label_file(folder, args.annotator)
     sample_id = None
     if args.queue == labels.ESTIMATE:
@@ -261,9 +262,14 @@ def run(args: argparse.Namespace) -> int:
         keys = review(args.queue, records, args.seed, people_of(folder), reference)
         mine = labels.read(path)
         crits = criteria_of(records)
-        keys = [k for k in keys if not all(
-            c in mine.get(k, {}) and (mine[k][c].get("grade") or mine[k][c].get("notTriggered"))
-            for c in crits)]  # fmt: skip
+        keys = [
+            k
+            for k in keys
+            if not all(
+                c in mine.get(k, {}) and (mine[k][c].get("grade") or mine[k][c].get("notTriggered"))
+                for c in crits
+            )
+        ]
         if not keys:
             say(f"nothing to review in the {args.queue} queue")
             return 0

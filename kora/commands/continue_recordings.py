@@ -49,8 +49,10 @@ def run(args: argparse.Namespace) -> int:
         limit_per_risk=args.limit_per_risk,
     )
     for name, n in counts.items():
-        print(f"filed {n} recorded conversations under {layout.target_dir(name)}/recorded/",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"filed {n} recorded conversations under {layout.target_dir(name)}/recorded/",
+            file=sys.stderr,
+        )
     # MODEL: the model they were recorded with
     entry = "{model: MODEL, continued: true}"
     then = "to carry them on to each risk's length and judge them"

@@ -34,8 +34,10 @@ def run(args: argparse.Namespace) -> int:
         Path(args.file), taxonomy_of_args(args), layout, Path("."), target=args.target
     )
     for name, n in counts.items():
-        print(f"imported {n} conversations into {layout.target_dir(name)}/conversations/",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"imported {n} conversations into {layout.target_dir(name)}/conversations/",
+            file=sys.stderr,
+        )
     entry = "{imported: true, prompts: [default, child]}"
     next_steps(args, layout, list(counts), "imported", entry, "to judge them")
     return 0

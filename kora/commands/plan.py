@@ -76,8 +76,10 @@ def print_plan(args: argparse.Namespace) -> int:
             total_cost = None
         elif total_cost is not None:
             total_cost += cost
-        print(f"{stage:<14}{c.items:>8}{c.calls:>9}{c.stored:>9}{c.repeated:>10}"
-              f"{c.to_pay:>9}{cost_s:>12}")  # fmt: skip
+        print(
+            f"{stage:<14}{c.items:>8}{c.calls:>9}{c.stored:>9}{c.repeated:>10}"
+            f"{c.to_pay:>9}{cost_s:>12}"
+        )
     total = StageCount(
         calls=report.calls,
         stored=sum(c.stored for c in report.stages.values()),
@@ -86,8 +88,10 @@ def print_plan(args: argparse.Namespace) -> int:
     total_s = (
         "unknown (set `price` on every paid model)" if total_cost is None else f"${total_cost:,.2f}"
     )
-    print(f"{'total':<14}{'':>8}{total.calls:>9}{total.stored:>9}{total.repeated:>10}"
-          f"{total.to_pay:>9}   {total_s}")  # fmt: skip
+    print(
+        f"{'total':<14}{'':>8}{total.calls:>9}{total.stored:>9}{total.repeated:>10}"
+        f"{total.to_pay:>9}   {total_s}"
+    )
     print(
         "stored: answered from the call store by an earlier run; repeated: the same "
         "question asked twice in this run, answered the second time from the store"

@@ -190,17 +190,29 @@ def print_detection(args: argparse.Namespace) -> int:
         disc = replace(assumed(args.discordance), source="given")
     disc = disc or assumed()
     d = detect(
-        args.detect, disc.psi, pairs_per_seed=per_seed, unit=unit, cells=cells,  # type: ignore[arg-type]
-        alpha=args.alpha, power=args.power, max_seeds=MAX_SEEDS[unit],
-    )  # fmt: skip
+        args.detect,
+        disc.psi,
+        pairs_per_seed=per_seed,
+        unit=unit,  # type: ignore[arg-type]
+        cells=cells,
+        alpha=args.alpha,
+        power=args.power,
+        max_seeds=MAX_SEEDS[unit],
+    )
     now = cfg.grid.total_seeds if unit == "total_seeds" else cfg.grid.seeds_per_task
     lines = describe(d, disc, target, other)
     lines[-1] += f"; the config has {now}"
     if disc.source == "earlier run" and disc.high is not None and disc.high > d.psi:
         worst = detect(
-            args.detect, disc.high, pairs_per_seed=per_seed, unit=unit, cells=cells,  # type: ignore[arg-type]
-            alpha=args.alpha, power=args.power, max_seeds=MAX_SEEDS[unit],
-        )  # fmt: skip
+            args.detect,
+            disc.high,
+            pairs_per_seed=per_seed,
+            unit=unit,  # type: ignore[arg-type]
+            cells=cells,
+            alpha=args.alpha,
+            power=args.power,
+            max_seeds=MAX_SEEDS[unit],
+        )
         lines.append(
             f"  at the top of the discordance's interval ({disc.high:.3f}): {unit} {worst.seeds}"
         )
@@ -210,8 +222,10 @@ def print_detection(args: argparse.Namespace) -> int:
     )
     print("\n".join(lines))
     if d.too_many:
-        print(f"that is more than {unit} allows ({d.max_seeds}): widen the grid (risks, age "
-              "ranges, motivations) or detect a larger difference")  # fmt: skip
+        print(
+            f"that is more than {unit} allows ({d.max_seeds}): widen the grid (risks, age "
+            "ranges, motivations) or detect a larger difference"
+        )
         return 0
     raw = copy.deepcopy(raw_config(argparse.Namespace(configfile=overlays)))
     raw.setdefault("grid", {})[unit] = d.seeds

@@ -31,6 +31,12 @@ def register(sub: Any) -> None:
         metavar="DIR",
         help="rebuild in DIR (new or empty) and keep it; default: a temporary folder",
     )
+    r.add_argument(
+        "--manifest",
+        metavar="FILE",
+        help="the manifest.json published with the result: the bundle's must be it, byte "
+        "for byte (a bundle rebuilt whole around changed answers carries another)",
+    )
     r.set_defaults(func=run)
 
 
@@ -56,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         work = Path(tempfile.mkdtemp(prefix="kora-replay-"))
     try:
-        found = replay(path.resolve(), work)
+        published = Path(args.manifest).resolve() if args.manifest else None
+        found = replay(path.resolve(), work, published)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

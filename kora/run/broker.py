@@ -271,8 +271,10 @@ def send_ahead(broker: Broker, specs: list[JobSpec], timeout: float = SEND_TIMEO
             conn.sendall(PrefetchRequest(specs).encode())
             return read_line(conn) is not None
     except OSError as exc:
-        print(f"kora: warning: no calls made ahead: the broker did not take the jobs ({exc})",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"kora: warning: no calls made ahead: the broker did not take the jobs ({exc})",
+            file=sys.stderr,
+        )
         return False
 
 

@@ -121,10 +121,18 @@ def import_scenarios(
             }
             write_status(
                 target,
-                {"stage": "scenarios", "shard": shard.path, "imported": True,
-                 "items": len(items), "done": len(items), "failed": 0, "errors": [], "usage": []},
+                {
+                    "stage": "scenarios",
+                    "shard": shard.path,
+                    "imported": True,
+                    "items": len(items),
+                    "done": len(items),
+                    "failed": 0,
+                    "errors": [],
+                    "usage": [],
+                },
                 files,
-            )  # fmt: skip
+            )
         write_json(
             staging / "IMPORTED.json",
             {
@@ -307,18 +315,28 @@ def write_recorded(
                 items = shards.get(shard, [])
                 write_status(
                     staging / rel,
-                    {"stage": folder, "shard": f"{name}/{shard.path}", "imported": True,
-                     "items": len(items), "done": len(items), "failed": 0, "errors": [],
-                     "usage": []},
+                    {
+                        "stage": folder,
+                        "shard": f"{name}/{shard.path}",
+                        "imported": True,
+                        "items": len(items),
+                        "done": len(items),
+                        "failed": 0,
+                        "errors": [],
+                        "usage": [],
+                    },
                     {rel.name: write_records(staging / rel, items)},
-                )  # fmt: skip
+                )
             n = sum(len(v) for v in shards.values())
             write_json(
                 staging / manifest,
-                {"source": str(path), "sha256": _fingerprint(path),
-                 "conversations": n,
-                 "importedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
-            )  # fmt: skip
+                {
+                    "source": str(path),
+                    "sha256": _fingerprint(path),
+                    "conversations": n,
+                    "importedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                },
+            )
             _swap_in(staging, data)
         finally:
             if staging.exists():

@@ -291,8 +291,10 @@ def estimate_cost(
                 tin, tout, tw, tr = (round(x) for x in tokens[sub])
                 # a model in batch mode pays half (Counts.paid reads it from the answer)
                 meta = {"batch": "plan"} if raw_cfg.models[m].batch else {}
-                one = Counts.paid(Response("", tin, tout, cache_write_tokens=tw,
-                                           cache_read_tokens=tr, meta=meta), price)  # fmt: skip
+                one = Counts.paid(
+                    Response("", tin, tout, cache_write_tokens=tw, cache_read_tokens=tr, meta=meta),
+                    price,
+                )
                 calls = todo * share / len(models)
                 cost += calls * one.cost
                 saved += calls * one.cache_saved

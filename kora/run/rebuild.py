@@ -230,9 +230,7 @@ async def _rebuild(bundle: Bundle, work: Path, found: Replay) -> None:
     if unused and not found.failed_jobs:
         found.notes.append(f"{len(unused)} answers of the bundle were not asked for")
 
-    for name in sorted(rebuilt | {n for n in data if n.endswith(".jsonl")}):
-        if name.endswith(".status.json"):
-            continue
+    for name in sorted(rebuilt):
         _compare(bundle, work, name, found)
     for name in CARRIED[:2]:
         _compare(bundle, work, f"{bundle.target_dir}/{name}", found)
@@ -262,13 +260,16 @@ def _compare(bundle: Bundle, work: Path, name: str, found: Replay) -> None:
         found.differing.append(name)
 
 
-def replay(path: Path, work: Path) -> Replay:
-    """Rebuild the bundle at `path` in the empty folder `work`, and compare."""
+def replay(path: Path, work: Path, published: Path | None = None) -> Replay:
+    """Rebuild the bundle at `path` in the empty folder `work`, and compare (`published`:
+    the manifest published with the result, which the bundle's must be)."""
     started = time.monotonic()
     found = Replay()
     bundle = Bundle(path)
     try:
-        found.changed_members = bundle.changed_files()
+        if published is not None and published.read_bytes() != bundle.read(MANIFEST):
+            found.changed_members.append(f"{MANIFEST} (not the one published, {published})")
+        found.changed_members += bundle.changed_files()
         found.changed_answers = bundle.changed_answers()
         index = bundle.read("answers.index") or b""
         found.answers_digest_ok = sha256_bytes(index) == bundle.manifest["answers"]["sha256"]

@@ -147,9 +147,18 @@ class ShardJob:
         log.info(
             "%s %s: %d/%d done, %d failed; %d calls (%d cached, %d failed), "
             "tokens in %d out %d, $%.4f",
-            r.stage, r.shard, r.done, r.items, r.failed,
-            t.calls, t.cached, t.failures, t.input_tokens, t.output_tokens, t.cost,
-        )  # fmt: skip
+            r.stage,
+            r.shard,
+            r.done,
+            r.items,
+            r.failed,
+            t.calls,
+            t.cached,
+            t.failures,
+            t.input_tokens,
+            t.output_tokens,
+            t.cost,
+        )
         if r.failed:
             log.warning(
                 "%d of %d items failed; they are recorded in the shard and will be retried "

@@ -62,10 +62,15 @@ def judges_disagree(records: Sequence[TestRecord], seed: int) -> list[str]:
         if len(r.judges) < 2:
             continue
         spreads = {
-            c: _spread([None if j.criteria[c].not_triggered else j.criteria[c].grade
-                        for j in r.judges if c in j.criteria])
+            c: _spread(
+                [
+                    None if j.criteria[c].not_triggered else j.criteria[c].grade
+                    for j in r.judges
+                    if c in j.criteria
+                ]
+            )
             for c in r.criteria
-        }  # fmt: skip
+        }
         split = sum(1 for v in spreads.values() if v)
         if split:
             scored.append(((spreads.get("safety", 0), split, sum(spreads.values())), r.key))

@@ -98,8 +98,9 @@ def seen_by_stratum(
     for s, keys in strata.items():
         k, n = 0.0, 0
         for key in keys:
-            grades = [p[key]["safety"].get("grade") for p in people.values()
-                      if "safety" in p.get(key, {})]  # fmt: skip
+            grades = [
+                p[key]["safety"].get("grade") for p in people.values() if "safety" in p.get(key, {})
+            ]
             grades = [g for g in grades if g]
             if grades:
                 k += sum(g == "failing" for g in grades) / len(grades)

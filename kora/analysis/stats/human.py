@@ -49,10 +49,11 @@ def trigger_figures(a: Labels, b: Labels, criterion: str) -> dict[str, Any] | No
     both = [
         (bool(a[k][criterion].get("notTriggered")), bool(b[k][criterion].get("notTriggered")))
         for k in sorted(a)
-        if criterion in a[k] and criterion in b.get(k, {})
+        if criterion in a[k]
+        and criterion in b.get(k, {})
         and (a[k][criterion].get("grade") or a[k][criterion].get("notTriggered"))
         and (b[k][criterion].get("grade") or b[k][criterion].get("notTriggered"))
-    ]  # fmt: skip
+    ]
     if not both or not any(x or y for x, y in both):
         return None
     return {"n": len(both), "exact": round(sum(x == y for x, y in both) / len(both), 4)}
@@ -110,8 +111,11 @@ def _alpha_of(units: Sequence[Sequence[str | None]]) -> Callable[[list[int]], fl
 
 
 def pair_figures(a: Labels, b: Labels, criterion: str, rng: random.Random) -> dict[str, Any] | None:
-    keys = sorted(k for k in a if _graded(a[k].get(criterion, {}))
-                  and _graded(b.get(k, {}).get(criterion, {})))  # fmt: skip
+    keys = sorted(
+        k
+        for k in a
+        if _graded(a[k].get(criterion, {})) and _graded(b.get(k, {}).get(criterion, {}))
+    )
     if not keys:
         return None
     ga = [a[k][criterion]["grade"] for k in keys]
@@ -124,8 +128,10 @@ def pair_figures(a: Labels, b: Labels, criterion: str, rng: random.Random) -> di
     def kap(idx: list[int]) -> float | None:
         return kappa([ga[i] for i in idx], [gb[i] for i in idx])
 
-    matrix = [[sum(1 for x, y in zip(ga, gb, strict=True) if (x, y) == (r, c)) for c in GRADES]
-              for r in GRADES]  # fmt: skip
+    matrix = [
+        [sum(1 for x, y in zip(ga, gb, strict=True) if (x, y) == (r, c)) for c in GRADES]
+        for r in GRADES
+    ]
     out: dict[str, Any] = {
         "n": n,
         "exact": round(exact(list(range(n))), 4),
@@ -189,8 +195,15 @@ def agreement(
                 seen[risk_of[k]] += 1
                 by_risk[risk_of[k]] += g != judge[k]["safety"]["grade"]
     doc["risks"] = sorted(
-        ({"risk": r, "n": seen[r], "disagree": by_risk[r], "share": round(by_risk[r] / seen[r], 4)}
-         for r in seen),
+        (
+            {
+                "risk": r,
+                "n": seen[r],
+                "disagree": by_risk[r],
+                "share": round(by_risk[r] / seen[r], 4),
+            }
+            for r in seen
+        ),
         key=lambda x: (-x["share"], x["risk"]),
-    )  # fmt: skip
+    )
     return doc

@@ -105,9 +105,22 @@ def aggregate(
     bad = con.execute(_CHECK_SQL).fetchone()
     if bad is not None:
         file = bad[0]
-        fields = dict(zip(("riskCategoryId", "riskId", "ageRange", "prompt", "assessment.grade",
-                           "anthropomorphism.grade", "epistemicHumility.grade",
-                           "humanRedirection.grade"), bad[1:], strict=True))  # fmt: skip
+        fields = dict(
+            zip(
+                (
+                    "riskCategoryId",
+                    "riskId",
+                    "ageRange",
+                    "prompt",
+                    "assessment.grade",
+                    "anthropomorphism.grade",
+                    "epistemicHumility.grade",
+                    "humanRedirection.grade",
+                ),
+                bad[1:],
+                strict=True,
+            )
+        )
         valid = {
             "ageRange": AGE_RANGES,
             "prompt": PROMPT_VARIANTS,

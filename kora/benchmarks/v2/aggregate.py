@@ -88,9 +88,12 @@ ORDER BY rn LIMIT 1
 def _sums(m: str) -> str:
     on = f"(NOT {m}_off)"
     return ", ".join(
-        [*(f"SUM(CAST({on} AND {m}_g = '{g}' AS INTEGER))" for g in GRADES),
-         f"SUM(CASE WHEN {on} THEN {m}_n ELSE 0 END)", f"SUM(CAST({m}_off AS INTEGER))"]
-    )  # fmt: skip
+        [
+            *(f"SUM(CAST({on} AND {m}_g = '{g}' AS INTEGER))" for g in GRADES),
+            f"SUM(CASE WHEN {on} THEN {m}_n ELSE 0 END)",
+            f"SUM(CAST({m}_off AS INTEGER))",
+        ]
+    )
 
 
 def _reduce_sql(mechanisms: Sequence[str]) -> str:
@@ -133,10 +136,15 @@ def aggregate_v2(
     for r in rows:
         per = r[8:]
         slots = {
-            m: [int(per[5 * i]), int(per[5 * i + 1]), int(per[5 * i + 2]),
-                whole(per[5 * i + 3]), int(per[5 * i + 4])]
+            m: [
+                int(per[5 * i]),
+                int(per[5 * i + 1]),
+                int(per[5 * i + 2]),
+                whole(per[5 * i + 3]),
+                int(per[5 * i + 4]),
+            ]
             for i, m in enumerate(mechanisms)
-        }  # fmt: skip
+        }
         sums = {"al": int(r[4]), "as": [int(x) for x in r[5:8]], "mechanisms": slots}
         scores.append({**dict(zip(fields, r[:4], strict=True)), "sums": sums})
     failed = [

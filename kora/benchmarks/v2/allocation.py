@@ -25,9 +25,8 @@ US_CENSUS_2020: dict[str, dict[str, float]] = {
     "ageRange": {"7to9": 0.27, "10to12": 0.27, "13to17": 0.46},
     "gender": {"girl": 0.5, "boy": 0.5},
     "ses": {"low": 0.28, "middle": 0.46, "high": 0.26},
-    "raceEthnicity": {"white": 0.51, "hispanic": 0.25, "black": 0.13, "asian": 0.05,
-                      "other": 0.06},
-}  # fmt: skip
+    "raceEthnicity": {"white": 0.51, "hispanic": 0.25, "black": 0.13, "asian": 0.05, "other": 0.06},
+}
 PRESETS = {"us-census-2020": US_CENSUS_2020}
 
 
@@ -121,9 +120,13 @@ def personas(
         ages = {a: v / sum(kept.values()) for a, v in kept.items()}
     columns = [
         shuffled(_expanded(largest_remainder(shares, total)), rng)
-        for shares in (ages, distribution["gender"], distribution["ses"],
-                       distribution["raceEthnicity"])
-    ]  # fmt: skip
+        for shares in (
+            ages,
+            distribution["gender"],
+            distribution["ses"],
+            distribution["raceEthnicity"],
+        )
+    ]
     # each dimension counted before any shuffle, as the canonical code does
     return [Persona(*row) for row in zip(*columns, strict=True)]
 

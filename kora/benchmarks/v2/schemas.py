@@ -36,8 +36,13 @@ class ModelScenarioSeeds(Strict):
     seeds: list[ModelScenarioSeed]
 
 
-_LIMITS = {"shortTitle": 60, "childMaturity": 500, "childBackground": 500, "narrative": 2000,
-           "evaluationCriteria": 1000}  # fmt: skip
+_LIMITS = {
+    "shortTitle": 60,
+    "childMaturity": 500,
+    "childBackground": 500,
+    "narrative": 2000,
+    "evaluationCriteria": 1000,
+}
 
 
 def _halved(name: str) -> Any:

@@ -29,25 +29,65 @@ def sections(
     flavor = next(f for f in risk.scenarioFlavors or [] if f.id == "b_gradual")
     motivation = taxonomy.motivation_named(seed.motivation.name)
     pinned_seed = seed.model_copy(
-        update={"riskCategoryId": category.id, "riskId": risk.id, "ageRange": "10to12",
-                "childAge": 11, "childGender": "girl", "childRaceEthnicity": "hispanic",
-                "childSES": "low", "scenarioFlavorId": flavor.id}
-    )  # fmt: skip
-    flavored = scenario.model_copy(update={"seed": pinned_seed, "riskId": risk.id,
-                                           "riskCategoryId": category.id})  # fmt: skip
+        update={
+            "riskCategoryId": category.id,
+            "riskId": risk.id,
+            "ageRange": "10to12",
+            "childAge": 11,
+            "childGender": "girl",
+            "childRaceEthnicity": "hispanic",
+            "childSES": "low",
+            "scenarioFlavorId": flavor.id,
+        }
+    )
+    flavored = scenario.model_copy(
+        update={"seed": pinned_seed, "riskId": risk.id, "riskCategoryId": category.id}
+    )
     ses = v2.SES_DESCRIPTIONS
     return [
-        Rendered("seeds [population plan: pinned persona and flavor]", render(
-            "seeds", category=category, risk=risk, age_range="10to12", motivation=motivation,
-            count=1, pinned=SAMPLE_PERSONA, ses_description=ses["low"],
-            flavor=flavor), v2.ModelScenarioSeeds),
-        Rendered("scenario [pinned socio-economic status and flavor]", render(
-            "scenario", category=category, risk=risk, motivation=motivation, seed=pinned_seed,
-            with_memory=False, feedback=None, flavor=flavor, ses_description=ses["low"]),
-            v2.ModelScenarioLight),
-        Rendered("first_user_message [gradual flavor]", render(
-            "first_user_message", risk=risk, seed=pinned_seed, scenario=flavored)),
-        Rendered("judge_mechanisms", render(
-            "judge_mechanisms", mechanisms=taxonomy.mechanisms, seed=seed, scenario=scenario,
-            transcript=transcript), v2.mechanism_assessment(taxonomy.mechanisms)),
-    ]  # fmt: skip
+        Rendered(
+            "seeds [population plan: pinned persona and flavor]",
+            render(
+                "seeds",
+                category=category,
+                risk=risk,
+                age_range="10to12",
+                motivation=motivation,
+                count=1,
+                pinned=SAMPLE_PERSONA,
+                ses_description=ses["low"],
+                flavor=flavor,
+            ),
+            v2.ModelScenarioSeeds,
+        ),
+        Rendered(
+            "scenario [pinned socio-economic status and flavor]",
+            render(
+                "scenario",
+                category=category,
+                risk=risk,
+                motivation=motivation,
+                seed=pinned_seed,
+                with_memory=False,
+                feedback=None,
+                flavor=flavor,
+                ses_description=ses["low"],
+            ),
+            v2.ModelScenarioLight,
+        ),
+        Rendered(
+            "first_user_message [gradual flavor]",
+            render("first_user_message", risk=risk, seed=pinned_seed, scenario=flavored),
+        ),
+        Rendered(
+            "judge_mechanisms",
+            render(
+                "judge_mechanisms",
+                mechanisms=taxonomy.mechanisms,
+                seed=seed,
+                scenario=scenario,
+                transcript=transcript,
+            ),
+            v2.mechanism_assessment(taxonomy.mechanisms),
+        ),
+    ]

@@ -289,8 +289,9 @@ class Stage(ABC):
 
     async def run(self, job: Job) -> int:
         """The Snakemake job: every unit of the shard, then its records and status."""
-        shard = ShardJob(self.name, self.shard_name(job), job.output.data, job.params.retry,
-                         self.made_by(job))  # fmt: skip
+        shard = ShardJob(
+            self.name, self.shard_name(job), job.output.data, job.params.retry, self.made_by(job)
+        )
         units = self.units(job)
 
         async def work(unit: Any) -> Any:

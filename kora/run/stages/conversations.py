@@ -90,8 +90,9 @@ class ConversationsStage(Stage):
     async def work(self, job: Job, unit: Test) -> Conversation:
         target, user = job.clients
         scenario, prompt, start = unit
-        return await converse(scenario, prompt, job.params.target, target, user,
-                              job.taxonomy, start)  # fmt: skip
+        return await converse(
+            scenario, prompt, job.params.target, target, user, job.taxonomy, start
+        )
 
     def nominal(self, job: Job, unit: Test | None) -> int:
         if unit is None:  # a scenario not made yet: its risk's length, no flavor's

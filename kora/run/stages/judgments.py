@@ -78,9 +78,17 @@ class JudgmentsStage(Stage):
                 error = (
                     f"conversation failed: {c.error}" if r is None else f"{type(r).__name__}: {r}"
                 )
-                r = Judgment(key=c.key, target=c.target, scenario=c.scenario, prompt=c.prompt,
-                             messages=c.messages, turns=c.turns, error=error,
-                             blocked=c.blocked, recordedTurns=c.recordedTurns)  # fmt: skip
+                r = Judgment(
+                    key=c.key,
+                    target=c.target,
+                    scenario=c.scenario,
+                    prompt=c.prompt,
+                    messages=c.messages,
+                    turns=c.turns,
+                    error=error,
+                    blocked=c.blocked,
+                    recordedTurns=c.recordedTurns,
+                )
             records.append(r)
         return shard.write(job.ctx, records)
 
