@@ -15,7 +15,8 @@ largest number of requests in flight, and can misbehave on cue: `script(*faults)
 faults for the next requests, `fault_rate` adds random ones, `rate_limit` refuses
 requests above N per second (sliding window) with 429 + Retry-After, and `latency` delays
 every accepted answer. A dropped connection is aborted (RST) before any byte of an answer
-is written; a malformed answer is a 200 whose JSON body is cut off.
+is written; a malformed answer is a 200 whose JSON body is cut off. `Servers` starts them
+for one test and stops them all after it (tests/conftest.py's `serve` fixture).
 
 Why aiohttp: it serves many slow requests at once on one event loop (the benchmark keeps
 160 in flight), and its handlers can reach the connection's transport to abort it. A
@@ -39,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.parser import BytesParser
-from typing import Any, Literal
+from typing import Any, Literal, Self, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 from aiohttp import web
@@ -165,7 +166,7 @@ class LoopbackServer:
         with self.changed:
             return self.changed.wait_for(lambda: done(self), timeout)
 
-    def start(self) -> LoopbackServer:
+    def start(self) -> Self:
         self._thread = threading.Thread(target=self._run, name=type(self).__name__, daemon=True)
         self._thread.start()
         self._ready.wait(10)
@@ -179,7 +180,7 @@ class LoopbackServer:
         if self._thread is not None:
             self._thread.join(10)
 
-    def __enter__(self) -> LoopbackServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -969,3 +970,24 @@ SERVERS: dict[str, type[LoopbackServer]] = {
     "openai": OpenAIServer,
     "chat-endpoint": ChatEndpointServer,
 }
+
+
+S = TypeVar("S", bound=LoopbackServer)
+
+
+class Servers:
+    """The servers one test starts (`serve(AnthropicServer, latency=0.1)` gives it started);
+    `stop_all` stops every one of them, whatever the test did (tests/conftest.py's `serve`
+    fixture calls it after the test)."""
+
+    def __init__(self) -> None:
+        self.started: list[LoopbackServer] = []
+
+    def __call__(self, cls: type[S], /, **kw: Any) -> S:
+        server = cls(**kw)
+        self.started.append(server)
+        return server.start()
+
+    def stop_all(self) -> None:
+        while self.started:
+            self.started.pop().stop()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import orjson
@@ -13,29 +12,13 @@ import pytest
 import yaml
 
 from tests.helpers import copy_workflow
+from tests.workflows import TINY, snakemake
 
-TINY = {
-    "seed_model": "mock",
-    "expand_model": "mock",
-    "user_model": "mock",
-    "judges": ["mock"],
-    "targets": {"tiny": {"model": "mock", "prompts": ["default", "child"]}},
-    "grid": {
-        "risks": ["violence_and_physical_harm", "grooming_and_manipulation"],
-        "age_ranges": ["7to9"],
-        "motivations": ["curiosity_exploration"],
-        "seeds_per_task": 2,
-    },
-}
 OUTPUTS = ("results.json", "usage.json", "summary.json", "report.html")
 
 
 def run(workdir: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "snakemake", "--cores", "2", "results/tiny/report.html",
-         "--configfile", "tiny.yaml"],
-        cwd=workdir, env=dict(os.environ, **env), capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    return snakemake(workdir, "results/tiny/report.html", env=dict(os.environ, **env))
 
 
 @pytest.fixture()

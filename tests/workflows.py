@@ -1,8 +1,9 @@
 """Running the workflow as a user does: Snakemake in a subprocess on a copy of the project.
 
-- `TINY`, `snakemake(...)`, `job_stats(...)`, `progress(...)`: the tiny mock grid (2
-  shards), one Snakemake run in a work folder, the job counts of Snakemake's "Job stats"
-  table and the calls counted by the run's last progress line;
+- `TINY`, `snakemake(...)`, `start_snakemake(...)`, `job_stats(...)`, `progress(...)`: the
+  tiny mock grid (2 shards), one Snakemake run in a work folder (waited for, or started
+  for a test that stops or kills it), the job counts of Snakemake's "Job stats" table and
+  the calls counted by the run's last progress line;
 - `Server`, `structured_answer`, `config(...)`, `Run`: every role a differently named model
   on one loopback Anthropic server, so each request can be told apart by model and output
   type (incremental reruns, failures, kill -9, real providers).
@@ -22,7 +23,7 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -52,17 +53,71 @@ TINY = {
 }
 
 
-def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """`snakemake --cores 2 ARGS --configfile tiny.yaml` in `workdir`."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+def snakemake_argv(
+    *args: str, cores: int | None = 2, configfile: str | None = "tiny.yaml"
+) -> list[str]:
+    """`snakemake --cores CORES ARGS --configfile CONFIGFILE` as this interpreter runs it;
+    `None` leaves the option out (a profile that sets the cores, config.yaml alone)."""
+    return [
+        *SNAKEMAKE,
+        *(["--cores", str(cores)] if cores is not None else []),
+        *args,
+        *(["--configfile", configfile] if configfile is not None else []),
+    ]
+
+
+def _unbuffered(env: Mapping[str, str] | None) -> dict[str, str]:
+    """`env` (this process's environment by default) with output written as it comes."""
+    return dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
+
+
+def snakemake(
+    workdir: Path,
+    *args: str,
+    cores: int | None = 2,
+    configfile: str | None = "tiny.yaml",
+    env: Mapping[str, str] | None = None,
+    timeout: float = 600,
+) -> subprocess.CompletedProcess[str]:
+    """`snakemake --cores 2 ARGS --configfile tiny.yaml` run in `workdir` to its end, its
+    output captured; `env` is the whole environment (this process's by default)."""
     return subprocess.run(
-        [*SNAKEMAKE, "--cores", "2", *args, "--configfile", "tiny.yaml"],
+        snakemake_argv(*args, cores=cores, configfile=configfile),
         cwd=workdir,
-        env=env,
+        env=_unbuffered(env),
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=timeout,
     )
+
+
+def start_snakemake(
+    workdir: Path,
+    *args: str,
+    configfile: str = "tiny.yaml",
+    env: Mapping[str, str] | None = None,
+    log: Path | None = None,
+    group: bool = False,
+) -> subprocess.Popen[str]:
+    """The same run started and not waited for, for a test that stops or kills it on the
+    way: its output and errors in `log` (or dropped); `group`, in a session of its own, so
+    that a signal to its process group reaches every process of the run."""
+    with open(log or os.devnull, "w") as out:  # the run holds its own copy of the file
+        return subprocess.Popen(
+            snakemake_argv(*args, configfile=configfile),
+            cwd=workdir,
+            env=_unbuffered(env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=group,
+        )
+
+
+def loopback_env(**more: str) -> dict[str, str]:
+    """The environment of a run whose models are on a loopback server: the key the server
+    takes, no waits between retries, and `more`."""
+    return dict(os.environ, ANTHROPIC_API_KEY="test-key", KORA_RETRY_TESTING="1", **more)
 
 
 _JOB_STATS = re.compile(r"^Job stats:\njob\s+count\n-+\s+-+\n(.*?)^total\s+(\d+)$", re.M | re.S)
@@ -155,6 +210,14 @@ def config(url: str, targets: list[str], judges: list[str]) -> dict[str, Any]:
     }
 
 
+def with_prompts(workdir: Path) -> Path:
+    """A copy of the project in `workdir` whose v1 templates are a private copy (config's
+    `prompts_dir: prompts`), for a test to edit."""
+    copy_workflow(workdir)
+    shutil.copytree(REPO / "kora" / "benchmarks" / "v1" / "prompts", workdir / "prompts")
+    return workdir
+
+
 class Run:
     """Snakemake runs in `workdir` against `server`, counting the calls each run made."""
 
@@ -163,13 +226,8 @@ class Run:
     def started(cls, workdir: Path) -> Iterator[Run]:
         """A copy of the project in `workdir` (its templates a private copy, to edit) and
         a loopback server answering every role; the server stops on leaving."""
-        server = Server(structured=structured_answer).start()
-        copy_workflow(workdir)
-        shutil.copytree(REPO / "kora" / "benchmarks" / "v1" / "prompts", workdir / "prompts")
-        try:
-            yield cls(workdir, server)
-        finally:
-            server.stop()
+        with Server(structured=structured_answer) as server:
+            yield cls(with_prompts(workdir), server)
 
     def __init__(self, workdir: Path, server: Server) -> None:
         self.workdir = workdir
@@ -180,13 +238,10 @@ class Run:
     ) -> tuple[Counter[str], str]:
         (self.workdir / "run.yaml").write_text(yaml.safe_dump(cfg))
         before = len(self.server.requests)
-        env = dict(os.environ, ANTHROPIC_API_KEY="test-key", KORA_RETRY_TESTING="1")
+        env = loopback_env()
         if backoff:  # the real waits between retries
             del env["KORA_RETRY_TESTING"]
-        proc = subprocess.run(
-            [*SNAKEMAKE, "--cores", "2", *targets, "--configfile", "run.yaml"],
-            cwd=self.workdir, env=env, capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
+        proc = snakemake(self.workdir, *targets, configfile="run.yaml", env=env)
         assert (proc.returncode == 0) == ok, proc.stderr[-4000:]
         calls: Counter[str] = Counter()
         for rec in self.server.requests[before:]:
@@ -209,7 +264,7 @@ def command(
     """`line` (`snakemake ...`, `kora ...`) run in `workdir` exactly as written: split as
     a shell splits it, nothing added, this virtualenv's commands first on PATH. `offline`:
     as on a machine with no network (tests/offline), no proxy, no base URL variables."""
-    run_env = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
+    run_env = _unbuffered(env)
     run_env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{run_env.get('PATH', '')}"
     if offline:
         run_env = {k: v for k, v in run_env.items() if not k.upper().endswith(_REACHES_OUT)}
