@@ -107,33 +107,33 @@ def test_a_batch_is_billed_as_the_server_served_it_at_half_price(
 
 @pytest.mark.timeout(120)
 def test_retries_and_answers_that_miss_their_schema_are_billed_as_served(
-    tmp_path: Path,
+    tmp_path: Path, anthropic_server: AnthropicServer
 ) -> None:
     """A 500 or a 529 serves nothing; an answer that missed its schema was served and
     paid, though no result uses it."""
-    with AnthropicServer() as srv:
-        srv.script(SERVER_ERROR, Fault.http(529), INVALID, INVALID)
-        results = ask(client(srv, tmp_path, prompt_cache=False), 4)
-        assert sum(isinstance(r, StructuredOutputError) for r in results) <= 1
-        assert billed(tmp_path) == served(srv)
-        assert srv.statuses[500] == 1 and srv.statuses[529] == 1
+    anthropic_server.script(SERVER_ERROR, Fault.http(529), INVALID, INVALID)
+    results = ask(client(anthropic_server, tmp_path, prompt_cache=False), 4)
+    assert sum(isinstance(r, StructuredOutputError) for r in results) <= 1
+    assert billed(tmp_path) == served(anthropic_server)
+    assert anthropic_server.statuses[500] == 1 and anthropic_server.statuses[529] == 1
 
 
 @pytest.mark.timeout(120)
-def test_the_prompt_cache_is_billed_as_the_server_counted_it(tmp_path: Path) -> None:
-    with AnthropicServer() as srv:
-        long_system = "You are a careful assistant. " * 400
+def test_the_prompt_cache_is_billed_as_the_server_counted_it(
+    tmp_path: Path, anthropic_server: AnthropicServer
+) -> None:
+    long_system = "You are a careful assistant. " * 400
 
-        async def go() -> None:
-            c = client(srv, tmp_path, prompt_cache=True)
-            for i in range(3):
-                await c.text([ChatMessage("user", f"q{i}")], stage="t", system=long_system)
-            await c.aclose()
+    async def go() -> None:
+        c = client(anthropic_server, tmp_path, prompt_cache=True)
+        for i in range(3):
+            await c.text([ChatMessage("user", f"q{i}")], stage="t", system=long_system)
+        await c.aclose()
 
-        asyncio.run(go())
-        got = billed(tmp_path)
-        assert got == served(srv)
-        assert got["cache_write_tokens"] > 0 and got["cache_read_tokens"] > 0
+    asyncio.run(go())
+    got = billed(tmp_path)
+    assert got == served(anthropic_server)
+    assert got["cache_write_tokens"] > 0 and got["cache_read_tokens"] > 0
 
 
 @pytest.mark.timeout(60)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import random
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -13,7 +12,7 @@ import pytest
 from kora.llm.base import ChatMessage, ProviderError
 from kora.llm.chat_endpoint import MEMORY_ACK, ChatEndpointTarget
 from kora.llm.config import ModelConfig
-from tests.loopback import DROP, INVALID, MALFORMED, ChatEndpointServer, Fault
+from tests.loopback import DROP, INVALID, MALFORMED, ChatEndpointServer, Fault, Servers
 
 SESSION_ID = re.compile(
     r"^[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}_[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$"
@@ -21,9 +20,8 @@ SESSION_ID = re.compile(
 
 
 @pytest.fixture
-def server() -> Iterator[ChatEndpointServer]:
-    with ChatEndpointServer() as srv:
-        yield srv  # type: ignore[misc]
+def server(serve: Servers) -> ChatEndpointServer:
+    return serve(ChatEndpointServer)
 
 
 def target(srv: ChatEndpointServer, **cfg: Any) -> ChatEndpointTarget:

@@ -65,17 +65,16 @@ def test_an_empty_or_tiny_secret_masks_nothing() -> None:
 
 @pytest.mark.timeout(30)
 def test_a_key_on_the_cut_of_an_error_does_not_survive_in_part(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, openai_server: OpenAIServer
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     # the key straddles character 200 of the error body (where messages are cut)
-    with OpenAIServer() as srv:
-        srv.script(Fault.http(400, message="x" * 180 + f" key {KEY} rejected"))
-        config = ModelConfig(provider="openai", model="m", base_url=f"{srv.url}/v1",
-                             api_key_env="OPENAI_API_KEY")  # fmt: skip
-        client = ModelClient("m", config, cache=None, usage=Usage())
-        with pytest.raises(ProviderError) as info:
-            asyncio.run(client.text([ChatMessage("user", "hi")], stage="t"))
+    openai_server.script(Fault.http(400, message="x" * 180 + f" key {KEY} rejected"))
+    config = ModelConfig(provider="openai", model="m", base_url=f"{openai_server.url}/v1",
+                         api_key_env="OPENAI_API_KEY")  # fmt: skip
+    client = ModelClient("m", config, cache=None, usage=Usage())
+    with pytest.raises(ProviderError) as info:
+        asyncio.run(client.text([ChatMessage("user", "hi")], stage="t"))
     assert "sk-live" not in str(info.value) and "****" in str(info.value)
 
 
@@ -136,17 +135,16 @@ def test_a_target_that_echoes_its_token_is_recorded_masked(
 
 @pytest.mark.timeout(30)
 def test_an_llm_target_that_echoes_its_key_is_masked_before_it_is_stored(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, openai_server: OpenAIServer
 ) -> None:
     from kora.llm.cache import CallCache
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    with OpenAIServer() as srv:
-        srv.answer(f"my key is {KEY}, and {urllib.parse.quote(KEY, safe='')}")
-        config = ModelConfig(provider="openai", model="m", base_url=f"{srv.url}/v1",
-                             api_key_env="OPENAI_API_KEY")  # fmt: skip
-        client = ModelClient("m", config, cache=CallCache(tmp_path), usage=Usage())
-        resp = asyncio.run(client.call(client.request([ChatMessage("user", "hi")]), stage="t"))
+    openai_server.answer(f"my key is {KEY}, and {urllib.parse.quote(KEY, safe='')}")
+    config = ModelConfig(provider="openai", model="m", base_url=f"{openai_server.url}/v1",
+                         api_key_env="OPENAI_API_KEY")  # fmt: skip
+    client = ModelClient("m", config, cache=CallCache(tmp_path), usage=Usage())
+    resp = asyncio.run(client.call(client.request([ChatMessage("user", "hi")]), stage="t"))
     assert resp.text == "my key is ****, and ****" and resp.meta["masked"] is True
     for f in tmp_path.rglob("*.json"):
         assert b"0123" not in f.read_bytes()

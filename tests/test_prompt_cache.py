@@ -85,13 +85,14 @@ def anthropic_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-loop")
 
 
-def test_a_conversation_reads_its_prefix_back_and_costs_less(anthropic_env: None) -> None:
-    with AnthropicServer() as srv:
-        srv.answer(*[f"reply {k}" for k in range(6)])
-        base = {"provider": "anthropic", "model": "claude-sonnet-5-5", "base_url": srv.url}
-        cached = _conversation(ModelConfig(**base, price=PRICE), 3).totals()
-        writes, reads = srv.cache_writes, srv.cache_reads
-        plain = _conversation(ModelConfig(**base, price=PRICE, prompt_cache=False), 3).totals()
+def test_a_conversation_reads_its_prefix_back_and_costs_less(
+    anthropic_env: None, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.answer(*[f"reply {k}" for k in range(6)])
+    base = {"provider": "anthropic", "model": "claude-sonnet-5-5", "base_url": anthropic_server.url}
+    cached = _conversation(ModelConfig(**base, price=PRICE), 3).totals()
+    writes, reads = anthropic_server.cache_writes, anthropic_server.cache_reads
+    plain = _conversation(ModelConfig(**base, price=PRICE, prompt_cache=False), 3).totals()
     # the SDK carried the markers and the usage fields back
     assert writes > 0 and reads > 0
     assert (cached.cache_write_tokens, cached.cache_read_tokens) == (writes, reads)
@@ -111,36 +112,34 @@ def test_a_conversation_reads_its_prefix_back_and_costs_less(anthropic_env: None
 
 
 def test_the_call_store_does_not_care_whether_caching_was_on(
-    anthropic_env: None, tmp_path: Path
+    anthropic_env: None, tmp_path: Path, anthropic_server: AnthropicServer
 ) -> None:
     """Markers are a transport detail: calls stored with caching on are reused with it off."""
-    with AnthropicServer() as srv:
-        srv.answer(*[f"reply {k}" for k in range(3)])
-        base = {"provider": "anthropic", "model": "claude-sonnet-5-5", "base_url": srv.url}
-        _conversation(ModelConfig(**base), 3, CallCache(tmp_path))
-        again = _conversation(ModelConfig(**base, prompt_cache=False), 3, CallCache(tmp_path))
-        assert srv.count == 3
+    anthropic_server.answer(*[f"reply {k}" for k in range(3)])
+    base = {"provider": "anthropic", "model": "claude-sonnet-5-5", "base_url": anthropic_server.url}
+    _conversation(ModelConfig(**base), 3, CallCache(tmp_path))
+    again = _conversation(ModelConfig(**base, prompt_cache=False), 3, CallCache(tmp_path))
+    assert anthropic_server.count == 3
     assert again.totals().cached == 3
 
 
-def test_openai_cached_tokens_are_counted_apart_and_priced_at_half() -> None:
-    with OpenAIServer() as srv:
-        srv.cached_share = 0.5
-        srv.answer("hello")
-        cfg = ModelConfig(provider="openai", model="m", base_url=f"{srv.url}/v1", price=PRICE)
+def test_openai_cached_tokens_are_counted_apart_and_priced_at_half(
+    openai_server: OpenAIServer,
+) -> None:
+    openai_server.cached_share = 0.5
+    openai_server.answer("hello")
+    cfg = ModelConfig(provider="openai", model="m", base_url=f"{openai_server.url}/v1", price=PRICE)
 
-        async def go() -> tuple[Response, Usage]:
-            usage = Usage()
-            client = ModelClient("m", cfg, cache=None, usage=usage)
-            try:
-                r = await client.call(
-                    client.request([ChatMessage("user", LONG)]), stage="judge_safety"
-                )
-            finally:
-                await client.aclose()
-            return r, usage
+    async def go() -> tuple[Response, Usage]:
+        usage = Usage()
+        client = ModelClient("m", cfg, cache=None, usage=usage)
+        try:
+            r = await client.call(client.request([ChatMessage("user", LONG)]), stage="judge_safety")
+        finally:
+            await client.aclose()
+        return r, usage
 
-        resp, usage = asyncio.run(go())
+    resp, usage = asyncio.run(go())
     assert resp.cache_read_tokens > 0 and resp.cache_read_tokens % 128 == 0
     t = usage.totals()
     assert t.cost == pytest.approx(

@@ -4,7 +4,6 @@ servers speaking their wire protocols, always through `ModelClient`."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any, Literal
 
 import pytest
@@ -22,6 +21,7 @@ from tests.loopback import (
     Fault,
     OpenAIServer,
     Recorded,
+    Servers,
 )
 
 KEY = "sk-test-SECRET-0123456789"
@@ -51,14 +51,11 @@ def provider(request: pytest.FixtureRequest) -> ProviderName:
 
 
 @pytest.fixture
-def server(provider: ProviderName, monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
+def server(provider: ProviderName, monkeypatch: pytest.MonkeyPatch, serve: Servers) -> Server:
     cls = AnthropicServer if provider == "anthropic" else OpenAIServer
-    srv = cls(api_key=KEY, structured=_good)
-    srv.start()
     env = "ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY"
     monkeypatch.setenv(env, KEY)
-    yield srv
-    srv.stop()
+    return serve(cls, api_key=KEY, structured=_good)
 
 
 def base_url(provider: ProviderName, srv: Server) -> str:
@@ -269,16 +266,15 @@ def test_config_base_url_and_key_env_win(monkeypatch: pytest.MonkeyPatch) -> Non
         assert a.count == 1 and o.count == 1
 
 
-def test_openai_without_key_sends_no_authorization() -> None:
-    with OpenAIServer() as srv:
-        client = ModelClient(
-            "local",
-            ModelConfig(provider="openai", model="llama", base_url=f"{srv.url}/v1"),
-            cache=None,
-            usage=Usage(),
-        )
-        assert run(text_call(client)) == "echo: hello"
-        assert "authorization" not in srv.requests[0].headers
+def test_openai_without_key_sends_no_authorization(openai_server: OpenAIServer) -> None:
+    client = ModelClient(
+        "local",
+        ModelConfig(provider="openai", model="llama", base_url=f"{openai_server.url}/v1"),
+        cache=None,
+        usage=Usage(),
+    )
+    assert run(text_call(client)) == "echo: hello"
+    assert "authorization" not in openai_server.requests[0].headers
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "openai"])

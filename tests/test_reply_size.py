@@ -90,14 +90,15 @@ def test_a_chat_service_reply_over_the_limit_fails(declared: bool) -> None:
 
 
 @pytest.mark.timeout(30)
-def test_a_reply_within_the_limit_passes_and_the_default_is_generous() -> None:
+def test_a_reply_within_the_limit_passes_and_the_default_is_generous(
+    openai_server: OpenAIServer,
+) -> None:
     assert ModelConfig(provider="openai", model="m").max_reply_bytes == DEFAULT_MAX_REPLY_BYTES
     assert DEFAULT_MAX_REPLY_BYTES >= 1_000_000
     text = "x" * 5_000
-    with OpenAIServer() as srv:
-        srv.answer(text)
-        # the body (JSON around the text) is over 5,000 bytes: the limit is on the body
-        assert asyncio.run(_ask(_llm("openai", srv.url, max_reply_bytes=6_000))) == text
+    openai_server.answer(text)
+    # the body (JSON around the text) is over 5,000 bytes: the limit is on the body
+    assert asyncio.run(_ask(_llm("openai", openai_server.url, max_reply_bytes=6_000))) == text
 
 
 def _judged(risk: dict[str, str], content: str) -> dict[str, object]:
