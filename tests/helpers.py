@@ -1,10 +1,12 @@
-"""Shared test helpers: where the reference data and the repository live."""
+"""Shared test helpers: where the reference data and the repository live, and a KORA v2
+config whose every role is the mock model."""
 
 from __future__ import annotations
 
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,3 +44,14 @@ def copy_workflow(dest: Path) -> Path:
 
 # KORA v2's mechanisms in their canonical order, as its benchmark reads them
 MECHANISMS = benchmarks.get("v2").criteria
+
+# a KORA v2 config, every role the offline mock, with no grid: a test adds the grid it needs
+V2_MOCK: dict[str, Any] = {
+    "benchmark": "v2",
+    "models": {"mock": {"provider": "mock"}},
+    "seed_model": "mock",
+    "expand_model": "mock",
+    "user_model": "mock",
+    "judges": ["mock"],
+    "targets": {"t": {"model": "mock"}},
+}

@@ -40,7 +40,7 @@ import yaml
 
 from kora.errors import ConfigError
 from kora.run.pipeline import Pipeline
-from tests.helpers import REPO
+from tests.helpers import REPO, V2_MOCK
 
 AGES = ("7to9", "10to12", "13to17")
 # the canonical motivations.json order
@@ -211,20 +211,10 @@ CANONICAL: dict[str, dict[str, Any]] = {
     },
 }  # fmt: skip
 
-BASE: dict[str, Any] = {
-    "benchmark": "v2",
-    "models": {"mock": {"provider": "mock"}},
-    "seed_model": "mock",
-    "expand_model": "mock",
-    "user_model": "mock",
-    "judges": ["mock"],
-    "targets": {"t": {"model": "mock"}},
-}
-
 
 def load(tmp_path: Path, grid: dict[str, Any]) -> Pipeline:
     (tmp_path / "data").symlink_to(REPO / "data")
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump({**BASE, "grid": grid}))
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({**V2_MOCK, "grid": grid}))
     return Pipeline.load([], tmp_path)
 
 

@@ -15,24 +15,14 @@ import yaml
 from kora.errors import ConfigError, KoraError
 from kora.run.pipeline import Pipeline
 from kora.run.plan import count_calls
-from tests.helpers import REPO, upstream
-
-BASE: dict[str, Any] = {
-    "benchmark": "v2",
-    "models": {"mock": {"provider": "mock"}},
-    "seed_model": "mock",
-    "expand_model": "mock",
-    "user_model": "mock",
-    "judges": ["mock"],
-    "targets": {"t": {"model": "mock"}},
-}
+from tests.helpers import REPO, V2_MOCK, upstream
 
 
 def pipeline(tmp_path: Path, **grid: Any) -> Pipeline:
     tmp_path.mkdir(exist_ok=True)
     if not (tmp_path / "data").exists():
         (tmp_path / "data").symlink_to(REPO / "data")
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump({**BASE, "grid": grid}))
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({**V2_MOCK, "grid": grid}))
     return Pipeline.load([], tmp_path)
 
 
@@ -150,7 +140,7 @@ def test_v2_settings_that_cannot_work_are_refused(
     tmp_path: Path, config: dict[str, Any], message: str
 ) -> None:
     (tmp_path / "data").symlink_to(REPO / "data")
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump({**BASE, **config}))
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({**V2_MOCK, **config}))
     with pytest.raises(KoraError, match=message.replace("(", r"\(").replace(")", r"\)")):
         assert Pipeline.load([], tmp_path).seed_plan is not None
 
