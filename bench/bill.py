@@ -8,8 +8,10 @@ workflow, the real command (`snakemake --cores 10 results/bench-target/results.j
 1. without a stop;
 2. stopped with SIGINT to Snakemake alone once the server has served 40 % of run 1's
    calls, then the same command again;
-3. with `budget: {usd: B}`, B half of `kora plan`'s estimate for the run, then the command
-   the stopped run prints to go on with a higher budget.
+3. in run 1's folder, its results, shards and call store removed (its bill kept, as after
+   a pilot), with `budget: {usd: B}`, B half of `kora plan`'s estimate for the run (its
+   tokens per call learnt from that bill), then the command the stopped run prints to go
+   on with a higher budget.
 
 Printed, for each: what the server served, what `kora usage` says was billed, usage.json's
 `result` and `paidThisRun`, the last progress line's paid figures, and for run 3 the
@@ -25,6 +27,7 @@ import argparse
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -39,6 +42,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from kora.llm.bill import bill_dir, charges, total  # noqa: E402
+from kora.llm.budget import counting_since  # noqa: E402
 from tests.helpers import copy_workflow  # noqa: E402
 from tests.workflows import Server, config, structured_answer  # noqa: E402
 
@@ -70,6 +75,17 @@ def workspace(root: Path, name: str, args: argparse.Namespace, **more: Any) -> t
     cfg.update(more)
     (d / "bench.yaml").write_text(yaml.safe_dump(cfg))
     return d, server
+
+
+def workspace_server(d: Path, args: argparse.Namespace) -> Server:
+    """A fresh counting server for an existing workspace: its models pointed at it."""
+    server = Server(structured=structured_answer, latency=args.latency)
+    server.start()
+    cfg = yaml.safe_load((d / "bench.yaml").read_text())
+    for m in cfg["models"].values():
+        m["base_url"] = server.url
+    (d / "bench.yaml").write_text(yaml.safe_dump(cfg))
+    return server
 
 
 def env() -> dict[str, str]:
@@ -169,8 +185,11 @@ def main() -> None:
         ]
         server.stop()
 
-        # 3. a budget of half the plan's estimate
-        d, server = workspace(root, "budget", args)
+        # 3. a budget of half the plan's estimate, in run 1's folder cleared but for its bill
+        d = root / "whole"
+        for gone in ("results", "data/seeds", "data/scenarios", ".kora/cache", ".snakemake"):
+            shutil.rmtree(d / gone, ignore_errors=True)
+        server = workspace_server(d, args)
         plan = subprocess.run(
             [sys.executable, "-m", "kora.commands.main", "plan", "bench-target",
              "--configfile", "bench.yaml"],
@@ -181,23 +200,26 @@ def main() -> None:
         cfg = yaml.safe_load((d / "bench.yaml").read_text())
         cfg["budget"] = {"usd": budget}
         (d / "bench.yaml").write_text(yaml.safe_dump(cfg))
-        status = run(d, [*SNAKEMAKE, *COMMAND], "run1.log")
-        text = (d / "run1.log").read_text()
-        spent = billed(d)["cost"]
+        status = run(d, [*SNAKEMAKE, *COMMAND], "run3.log")
+        text = (d / "run3.log").read_text()
+        # what counts against the budget: the bill from the first run with one (run 3)
+        since = counting_since(d / ".kora/cache", start=False)
+        spent = since_then(d, since)
         said = re.search(r"raise the budget: (.*)$", text, re.M)
         rows += [
             ("3. plan's estimate, budget", f"${estimate:.4f}, ${budget:.4f}"),
             ("3. exit status, results.json written", f"{status}, {bool(usage(d))}"),
-            ("3. spent, gap to the budget", f"${spent:.4f}, ${budget - spent:.4f}"),
-            ("3. largest call billed", f"${max_call(d):.4f}"),
-            ("3. command to go on", said.group(1) if said else "(none)"),
+            ("3. spent, gap to the budget", f"${spent.cost:.4f}, ${budget - spent.cost:.4f}"),
+            ("3. largest call billed", f"${max_call(d, since):.4f}"),
+            ("3. its last lines", " / ".join(text.strip().splitlines()[-4:])[:400]),
         ]
         if said:
             words = shlex.split(said.group(1))
-            status = run(d, [*SNAKEMAKE, *words[1:]], "run2.log")
+            status = run(d, [*SNAKEMAKE, *words[1:]], "run4.log")
+            after = since_then(d, since)
             rows += [
                 ("3. go on: exit status", str(status)),
-                ("3. bill == served", str({k: billed(d)[k] for k in KINDS} == served(server))),
+                ("3. bill == served", str({k: getattr(after, k) for k in KINDS} == served(server))),
                 ("3. usage.json result", brief(usage(d).get("result", {}))),
             ]
         server.stop()
@@ -206,10 +228,14 @@ def main() -> None:
         print(f"| {name} | {value} |")
 
 
-def max_call(d: Path) -> float:
-    from kora.llm.bill import bill_dir, charges
+def since_then(d: Path, since: float) -> Any:
+    """The workspace's bill from `since` on (kora.llm.usage.Counts)."""
+    return total(bill_dir(d / ".kora/cache"), since=since)
 
-    return max((c.counts.cost for c in charges(bill_dir(d / ".kora/cache"))), default=0.0)
+
+def max_call(d: Path, since: float) -> float:
+    lines = charges(bill_dir(d / ".kora/cache"), since=since)
+    return max((c.counts.cost for c in lines), default=0.0)
 
 
 if __name__ == "__main__":

@@ -57,6 +57,11 @@ def _needrun():
     return [seam.job_parts(job) for job in seam.jobs_to_run(workflow)]
 
 
+# A job's script starts with Ctrl-C ignored: a Ctrl-C (or `timeout -s INT`) in its first
+# moments, while Python loads Snakemake's preamble, would end it with a traceback; once
+# kora.run.dispatch runs, it takes Ctrl-C on again and ends the job quietly.
+shell.prefix("set -euo pipefail; trap '' INT; ")
+
 # the run's start, end and stops (kora.run.session)
 SESSION = RunSession(PIPELINE, os.environ[RUN_ENV])
 seam.tidy_job_reports(lambda: SESSION.stopped_by is not None)

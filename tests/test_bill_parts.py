@@ -271,3 +271,26 @@ def test_a_lock_is_stale_only_when_no_snakemake_of_the_workspace_lives(tmp_path:
     assert _is_snakemake([b"/v/bin/python3", b"/v/bin/snakemake", b"--cores"])
     assert _is_snakemake([b"python", b"-m", b"snakemake"])
     assert not _is_snakemake([b"python3", b"/w/.snakemake/scripts/tmpab.seeds.py"])
+
+
+def test_a_budget_counts_from_the_first_run_that_set_one_or_from_its_day(tmp_path: Path) -> None:
+    """A pilot run before any budget does not count against one set later; the runs from
+    the first one with a budget on count together; `since` names the day instead."""
+    import datetime as dt
+
+    from kora.config.schema import BudgetConfig
+    from kora.llm.budget import counting_since
+    from kora.run.jobspec import transport
+
+    store = tmp_path / ".kora" / "cache"
+    assert not (tmp_path / ".kora/budget/since.json").exists()
+    counting_since(store, start=False)  # kora plan: looks, writes nothing
+    assert not (tmp_path / ".kora/budget/since.json").exists()
+    first = counting_since(store)
+    assert counting_since(store) == first  # later runs count from the same moment
+    day = BudgetConfig.model_validate({"usd": "40", "since": "2026-11-01"})  # as --config gives
+    assert day.usd == 40.0 and day.since == dt.date(2026, 11, 1)
+    assert counting_since(store, day.since_epoch) == day.since_epoch != first
+    # a date from YAML reaches the jobs as JSON text
+    budget = {"usd": 5, "since": dt.date(2026, 11, 1)}
+    assert transport({"budget": budget}, {})["budget"] == {"usd": 5, "since": "2026-11-01"}

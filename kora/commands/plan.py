@@ -109,17 +109,16 @@ def print_plan(args: argparse.Namespace) -> int:
 def against_budget(plan: Pipeline, report: Any, cost: float | None) -> str:
     """The estimate beside the config's budget and what the workspace's bill holds."""
     from kora.llm.bill import bill_dir, total
-    from kora.llm.budget import amount, measure
+    from kora.llm.budget import amount, counting_since, measure
     from kora.run.plan import estimate_tokens
 
     b = plan.config.budget
     assert b is not None
-    billed = measure(b.unit, total(bill_dir(plan.workdir / plan.config.cache_dir)))
-    need = cost if b.unit == "usd" else estimate_tokens(report, plan.workdir, plan.benchmark)
-    line = (
-        f"budget {amount(b.unit, b.limit)}: {amount(b.unit, billed)} billed in this "
-        "workspace so far (`kora usage`)"
-    )
+    store = plan.workdir / plan.config.cache_dir
+    since = counting_since(store, b.since_epoch, start=False)
+    billed = measure(b.unit, total(bill_dir(store), since=since))
+    need = cost if b.unit == "usd" else estimate_tokens(report, plan.workdir, store, plan.benchmark)
+    line = f"budget {amount(b.unit, b.limit)}: {amount(b.unit, billed)} billed against it so far"
     if need is None:
         return line + "; this plan's cost is unknown (set `price` on every paid model)"
     left = b.limit - billed - need

@@ -6,6 +6,7 @@ after an hour of paid calls.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from typing import Any, Literal
 
@@ -61,6 +62,15 @@ class BudgetConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     usd: float | None = Field(default=None, gt=0)
     tokens: int | None = Field(default=None, gt=0)
+    # the day the bill starts counting against it (local time); else the first run with a
+    # budget in this workspace (kora.llm.budget.counting_since)
+    since: dt.date | None = None
+
+    @property
+    def since_epoch(self) -> float | None:
+        if self.since is None:
+            return None
+        return dt.datetime.combine(self.since, dt.time()).timestamp()
 
     @property
     def unit(self) -> Literal["usd", "tokens"]:

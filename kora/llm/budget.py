@@ -1,7 +1,10 @@
 """A budget: no call starts that could take the bill past it.
 
 The config's `budget: {usd: 25}` (or `{tokens: N}`) caps the workspace's bill, what `kora
-usage` sums (kora.llm.bill): what earlier runs paid counts against it. Before a call is
+usage` sums (kora.llm.bill), from the first run that set a budget on (`counting_since`;
+`since: DATE` in the budget sets the day instead): a run stopped by its budget and the
+runs that go on from it count together, a pilot run before any budget does not. Before a
+call is
 sent it reserves its worst case, the prompt's tokens counted generously and all of its
 `max_tokens` at the model's price; when the answer comes the reservation is settled at
 what the answer cost. A call that does not fit waits while other calls hold reservations
@@ -20,6 +23,7 @@ import asyncio
 import fcntl
 import os
 import socket
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -188,3 +192,23 @@ def _alive(held: dict[str, float]) -> dict[str, float]:
 def budget_file(store: Path, run: str) -> Path:
     """Where a run's budget state lives, beside the call store."""
     return store.parent / "budget" / f"{run}.json"
+
+
+def counting_since(store: Path, given: float | None = None, *, start: bool = True) -> float:
+    """From when the workspace's bill counts against a budget (epoch seconds): `given`
+    (the budget's `since`), else when a run first set a budget here (written down then,
+    `start`; without it, as if a run started now)."""
+    if given is not None:
+        return given
+    record = store.parent / "budget" / "since.json"
+    try:
+        return float(orjson.loads(record.read_bytes())["since"])
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        now = time.time()
+        if not start:
+            return now
+        record.parent.mkdir(parents=True, exist_ok=True)
+        tmp = record.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(orjson.dumps({"since": now}))
+        os.replace(tmp, record)
+        return now

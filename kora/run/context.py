@@ -25,7 +25,7 @@ from kora.benchmarks.taxonomy import Taxonomy
 from kora.config.schema import BudgetConfig
 from kora.llm.base import Provider
 from kora.llm.bill import OUTSIDE, BillWriter, bill_dir, total
-from kora.llm.budget import Budget, budget_file, measure
+from kora.llm.budget import Budget, budget_file, counting_since, measure
 from kora.llm.cache import CallCache
 from kora.llm.chain import Asker, as_asker
 from kora.llm.client import ModelClient
@@ -125,7 +125,8 @@ class Pool:
             return self._budgets[path]
         if not path.exists():  # a job started without the run's start (a cluster node
             # that cannot see it yet): the bill so far, as the start would have written
-            spent = measure(cfg.unit, total(bill_dir(store)))
+            since = counting_since(store, cfg.since_epoch)
+            spent = measure(cfg.unit, total(bill_dir(store), since=since))
             Budget.start(path, cfg.unit, cfg.limit, spent)
         self._budgets[path] = Budget(path, cfg.unit, cfg.limit)
         return self._budgets[path]

@@ -19,7 +19,15 @@ import sys
 from typing import Any
 
 from kora.run.jobspec import JobSpec
-from kora.run.protocol import STOPPED, JobRequest, Outcome, connect, read_line
+from kora.run.protocol import (
+    RUN_ENV,
+    STOPPED,
+    JobRequest,
+    Outcome,
+    connect,
+    read_line,
+    stopping_path,
+)
 
 BROKER_ENV = "KORA_BROKER"  # "<host>|<socket path>" of the run's broker
 # rules whose jobs call models (every stage of kora.run.stages: tests/test_groups.py); the
@@ -59,11 +67,17 @@ def run(rule: str, smk: Any) -> None:
 
     A stop (SIGINT, SIGTERM, the broker's `stopped`) ends it quietly: the run's closing
     lines say what was done and how to go on, a traceback per job would bury them."""
+    # the script started with Ctrl-C ignored (the Snakefile's shell prefix), so that one
+    # in its first moments leaves no traceback: from here on it ends the job quietly
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         spec = JobSpec.of(rule, smk.input, smk.output, smk.params, smk.log, smk.config)
         done = submit(spec) if rule in BROKERED else None
         if done is None:
+            run = os.environ.get(RUN_ENV)
+            if run and stopping_path(os.getcwd(), run).exists():
+                raise KeyboardInterrupt  # the run is stopping: its broker is gone on purpose
             from kora.run.entries import run_here
 
             done = run_here(spec)

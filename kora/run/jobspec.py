@@ -59,9 +59,17 @@ def transport(config: Any, params: dict[str, Any]) -> dict[str, Any]:
         },
         "cache_dir": str(config.get("cache_dir", ".kora/cache")),
         "concurrency": int(config.get("concurrency", 16)),
-        # a cap on the bill (kora.llm.budget): it never changes an answer
-        "budget": config.get("budget") or None,
+        # a cap on the bill (kora.llm.budget): it never changes an answer; its `since`, a
+        # date when YAML gave one, as JSON writes it
+        "budget": _plain(config.get("budget")) or None,
     }
+
+
+def _plain(value: Any) -> Any:
+    """A config value as JSON holds it (a YAML date as its ISO text)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value.isoformat() if hasattr(value, "isoformat") else value
 
 
 def _files(named: Any) -> dict[str, Any]:

@@ -222,10 +222,22 @@ async def plan_calls(plan: Pipeline, targets: list[str]) -> PlanReport:
     return await count_jobs(plan, target_jobs(plan, targets))
 
 
-def tokens_per_call(workdir: Path) -> dict[str, tuple[float, float, float, float]]:
-    """Mean paid tokens per call by stage, from earlier runs' status files: input,
-    output, and the input written to and read from the provider's prompt cache."""
+def tokens_per_call(workdir: Path, store: Path) -> dict[str, tuple[float, float, float, float]]:
+    """Mean tokens per call by kind (input, output, and the input written to and read from
+    the provider's prompt cache): from the workspace's bill (`store`: the call store, which
+    the bill is beside), every answer served here; for a kind the bill has not seen, from
+    earlier runs' status files (a workspace older than the bill); else typical figures."""
+    from kora.llm.bill import bill_dir, charges
+
     acc: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0, 0.0])
+    for c in charges(bill_dir(store)):
+        a = acc[c.stage]
+        a[0] += 1
+        a[1] += c.counts.input_tokens
+        a[2] += c.counts.output_tokens
+        a[3] += c.counts.cache_write_tokens
+        a[4] += c.counts.cache_read_tokens
+    billed = set(acc)
     for f in list((workdir / "data").rglob("*.status.json")) + list(
         (workdir / "results").rglob("*.status.json")
     ):
@@ -236,7 +248,7 @@ def tokens_per_call(workdir: Path) -> dict[str, tuple[float, float, float, float
         for u in s.get("usage", []):
             paid = u.get("calls", 0) - u.get("cached", 0) - u.get("failures", 0)
             write, read = u.get("cache_write_tokens", 0), u.get("cache_read_tokens", 0)
-            if paid > 0 and u.get("input_tokens", 0) + write + read > 0:
+            if u["stage"] not in billed and paid > 0 and u.get("input_tokens", 0) + write + read:
                 a = acc[u["stage"]]
                 a[0] += paid
                 a[1] += u["input_tokens"]
@@ -245,13 +257,14 @@ def tokens_per_call(workdir: Path) -> dict[str, tuple[float, float, float, float
                 a[4] += read
     out = {k: (float(v[0]), float(v[1]), 0.0, 0.0) for k, v in TYPICAL_TOKENS.items()}
     for stage, (n, tin, tout, tw, tr) in acc.items():
-        out[stage] = (tin / n, tout / n, tw / n, tr / n)
+        if n:
+            out[stage] = (tin / n, tout / n, tw / n, tr / n)
     return out
 
 
-def estimate_tokens(report: PlanReport, workdir: Path, benchmark: Benchmark) -> float:
+def estimate_tokens(report: PlanReport, workdir: Path, store: Path, benchmark: Benchmark) -> float:
     """The tokens of every kind the calls still to pay will take (a budget in tokens)."""
-    tokens = tokens_per_call(workdir)
+    tokens = tokens_per_call(workdir, store)
     return sum(
         count.to_pay * share * sum(tokens[sub])
         for stage, count in report.stages.items()
@@ -267,7 +280,7 @@ def estimate_cost(
     from kora.llm.base import Response
     from kora.llm.usage import Counts
 
-    tokens = tokens_per_call(workdir)
+    tokens = tokens_per_call(workdir, workdir / raw_cfg.cache_dir)
     saved = 0.0
     out: dict[str, float | None] = {}
     for stage, count in report.stages.items():

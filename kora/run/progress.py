@@ -29,6 +29,7 @@ from kora.llm.bill import RunTail
 from kora.llm.files import write_over
 from kora.llm.masking import terminal_safe
 from kora.llm.usage import Counts
+from kora.run import protocol
 
 if TYPE_CHECKING:  # the Snakemake process imports this module for the monitor only
     from kora.llm.usage import Usage
@@ -44,7 +45,7 @@ class ShardProgress(Protocol):
     failed: int
 
 
-RUN_ENV = "KORA_RUN_ID"
+RUN_ENV = protocol.RUN_ENV
 
 
 def progress_dir(workdir: Path, run_id: str) -> Path:

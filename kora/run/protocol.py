@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import socket
 from dataclasses import dataclass
+from pathlib import Path
 
 from kora.run.jobspec import JobSpec
 
@@ -19,6 +20,14 @@ SEND_TIMEOUT = 30.0
 
 # a job's status when the run was stopped while it ran (128 + SIGINT, as a shell says it)
 STOPPED = 130
+# the run's id, in the environment of every process of the run (its Snakemake's, its jobs')
+RUN_ENV = "KORA_RUN_ID"
+
+
+def stopping_path(workdir: Path | str, run: str) -> Path:
+    """Where the run being stopped says so: a job's script that finds it runs nothing (its
+    broker is gone because the run is stopping, not because it died)."""
+    return Path(workdir) / ".kora" / "stops" / run / "stopping"
 
 
 class ProtocolError(Exception):

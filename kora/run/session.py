@@ -29,7 +29,7 @@ from typing import Any
 
 from kora.errors import KoraError
 from kora.llm.bill import bill_dir, total
-from kora.llm.budget import Budget, amount, budget_file, measure
+from kora.llm.budget import Budget, amount, budget_file, counting_since, measure
 from kora.llm.lifecycle import lifecycle_notes
 from kora.llm.structured import config_warnings
 from kora.run import written
@@ -40,6 +40,7 @@ from kora.run.pipeline import Pipeline
 from kora.run.plan import count_calls
 from kora.run.preflight import check_models, models_for_jobs
 from kora.run.progress import Monitor, Totals, unstored_warning
+from kora.run.protocol import stopping_path
 from kora.run.runlock import RunLock, hold
 from kora.run.stages import STAGES
 from kora.run.stops import closing_summary, rerun_advice
@@ -150,12 +151,14 @@ class RunSession:
         b = self.pipeline.config.budget
         if b is None:
             return
-        spent = measure(b.unit, total(bill_dir(self.store)))
+        since = counting_since(self.store, b.since_epoch)
+        spent = measure(b.unit, total(bill_dir(self.store), since=since))
         self.budget = Budget.start(budget_file(self.store, self.run_id), b.unit, b.limit, spent)
         left = b.limit - spent
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(since))
         say(
-            f"budget {amount(b.unit, b.limit)}: {amount(b.unit, spent)} billed in this "
-            f"workspace so far (`kora usage`), {amount(b.unit, max(left, 0))} left"
+            f"budget {amount(b.unit, b.limit)}: {amount(b.unit, spent)} billed since {when} "
+            f"(`kora usage --since`), {amount(b.unit, max(left, 0))} left"
         )
         if left <= 0:
             raise KoraError(
@@ -190,6 +193,11 @@ class RunSession:
             def handler(signum: int, frame: Any, before: Any = before) -> None:
                 if self.stopped_by is None:
                     self.stopped_by = signal.Signals(signum).name
+                    # first: a job whose script starts now runs nothing (kora.run.dispatch)
+                    marker = stopping_path(self.pipeline.workdir, self.run_id)
+                    with contextlib.suppress(OSError):
+                        marker.parent.mkdir(parents=True, exist_ok=True)
+                        marker.touch()
                     if self.broker is not None:
                         self.broker.ask_to_stop()
                 if callable(before):
