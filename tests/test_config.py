@@ -213,20 +213,15 @@ def test_check_config_merges_overlays_as_the_readme_says(
 
 @pytest.mark.slow
 def test_snakemake_names_the_file_and_line_of_a_broken_config(tmp_path: Any) -> None:
-    import subprocess
-    import sys
-
     from tests.helpers import copy_workflow
+    from tests.workflows import snakemake
 
     copy_workflow(tmp_path)
     text = (
         (tmp_path / "config.yaml").read_text().replace("seed_model: sonnet", "seed_model: [sonnet")
     )
     (tmp_path / "config.yaml").write_text(text)
-    run = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--cores", "1"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    run = snakemake(tmp_path, "-n", cores=1, configfile=None, timeout=300)
     assert run.returncode != 0
     out = run.stdout + run.stderr
     # the line of the broken value, wherever config.yaml's comments put it

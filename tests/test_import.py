@@ -74,14 +74,11 @@ def recorded_conversations(n: int) -> list[dict]:
 @pytest.mark.slow
 def test_recorded_conversations_are_judged_without_calling_a_target(tmp_path: Path) -> None:
     """Re-judging (spec section 7 `reassess`): recorded transcripts, judges only."""
-    import os
-    import subprocess
-    import sys
-
     import yaml
 
     from kora.run.ingest import import_conversations
     from tests.helpers import copy_workflow
+    from tests.workflows import snakemake
 
     copy_workflow(tmp_path)
     src = tmp_path / "recorded.jsonl"
@@ -93,11 +90,7 @@ def test_recorded_conversations_are_judged_without_calling_a_target(tmp_path: Pa
         "grid": {"risks": ["violence_and_physical_harm"], "age_ranges": ["7to9", "10to12"]},
     }  # fmt: skip
     (tmp_path / "re.yaml").write_text(yaml.safe_dump(cfg))
-    run = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--cores", "2", "results/recorded-bot/results.json",
-         "--configfile", "re.yaml"],
-        cwd=tmp_path, env=dict(os.environ), capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    run = snakemake(tmp_path, "results/recorded-bot/results.json", configfile="re.yaml")
     assert run.returncode == 0, run.stderr[-3000:]
     assert "rule conversations" not in run.stdout + run.stderr
     assert "rule seeds" not in run.stdout + run.stderr

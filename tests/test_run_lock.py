@@ -20,7 +20,7 @@ import yaml
 
 from kora.run.runlock import StoreBusy, hold, lock_path
 from tests.helpers import copy_workflow
-from tests.workflows import SNAKEMAKE, TINY
+from tests.workflows import TINY, snakemake
 
 
 @pytest.mark.timeout(30)
@@ -60,12 +60,10 @@ def test_a_second_run_with_nolock_refuses_to_start_naming_the_first(tmp_path: Pa
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(cfg))
     running = hold(tmp_path / ".kora" / "cache", "the first run")  # as a run's onstart does
     try:
-        second = subprocess.run(
-            [*SNAKEMAKE, "--cores", "1", "--nolock", "results/tiny/results.json",
-             "--configfile", "tiny.yaml"],
-            cwd=tmp_path, capture_output=True, text=True, timeout=120,
-            env=dict(os.environ, KORA_NO_BROKER="1"),
-        )  # fmt: skip
+        env = dict(os.environ, KORA_NO_BROKER="1")
+        second = snakemake(
+            tmp_path, "--nolock", "results/tiny/results.json", cores=1, env=env, timeout=120
+        )
     finally:
         running.release()
     log = second.stdout + second.stderr

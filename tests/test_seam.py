@@ -4,8 +4,6 @@ one fails here, not in the middle of a run)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -50,10 +48,7 @@ def test_each_reader_works_with_the_installed_snakemake(tmp_path: Path) -> None:
     (tmp_path / "Snakefile").write_text(SNAKEFILE)
     (tmp_path / "base.yaml").write_text("x: 1\n")
     (tmp_path / "extra.yaml").write_text("y: 2\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", "extra.yaml"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=280,
-    )  # fmt: skip
+    done = snakemake(tmp_path, cores=1, configfile="extra.yaml", timeout=280)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-3000:]
     assert "OVERLAYS ['extra.yaml']" in out or f"OVERLAYS ['{tmp_path}/extra.yaml']" in out

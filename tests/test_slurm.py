@@ -17,7 +17,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +26,7 @@ import pytest
 import yaml
 
 from tests.helpers import REPO, copy_workflow
-from tests.workflows import TINY
+from tests.workflows import TINY, snakemake
 
 SLURM_DIR = Path(__file__).resolve().parent / "slurm"
 PROGRAMS = ("munged", "munge", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "srun")
@@ -113,24 +112,17 @@ def _test_profile(dest: Path) -> Path:
     return dest
 
 
-def _snakemake(
-    workdir: Path, args: list[str], env: dict[str, str]
-) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "snakemake", *args, TARGET, "--configfile", "tiny.yaml"]
-    return subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=600)
-
-
 @pytest.mark.slow
 def test_mock_workflow_on_slurm_matches_local_run(
     slurm_env: dict[str, str], tmp_path: Path
 ) -> None:
     local = _workflow(tmp_path / "local")
-    run = _snakemake(local, ["--cores", "2"], dict(os.environ, PYTHONUNBUFFERED="1"))
+    run = snakemake(local, TARGET)
     assert run.returncode == 0, run.stderr[-3000:]
 
     cluster = _workflow(tmp_path / "slurm")
     profile = _test_profile(cluster / "profile")
-    run = _snakemake(cluster, ["--profile", str(profile)], slurm_env)
+    run = snakemake(cluster, "--profile", str(profile), TARGET, cores=None, env=slurm_env)
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-5000:]
 

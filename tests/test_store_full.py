@@ -11,7 +11,6 @@ import asyncio
 import copy
 import errno
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ from kora.llm.usage import Counts, Usage
 from kora.run.progress import Totals, format_totals, unstored_warning
 from tests.helpers import copy_workflow
 from tests.loopback import OpenAIServer
-from tests.workflows import SNAKEMAKE, TINY
+from tests.workflows import TINY, snakemake
 
 
 def _disk_full(*args: Any, **kw: Any) -> None:
@@ -50,21 +49,20 @@ async def _ask(client: ModelClient) -> Response:
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("ahead", [False, True], ids=["by-the-job", "made-ahead"])
 def test_an_answer_the_store_cannot_keep_is_used_and_counted(
-    ahead: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ahead: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, openai_server: OpenAIServer
 ) -> None:
     monkeypatch.setattr("kora.llm.cache.write_atomic", _disk_full)
     ledger = Ledger()
-    with OpenAIServer() as srv:
-        srv.answer("a paid answer")
-        first, second = Usage(), Usage()
+    openai_server.answer("a paid answer")
+    first, second = Usage(), Usage()
 
-        async def run() -> tuple[Response, Response]:
-            a = await _ask(_client(srv.url, tmp_path, ledger, first, ahead=ahead))
-            b = await _ask(_client(srv.url, tmp_path, ledger, second))
-            return a, b
+    async def run() -> tuple[Response, Response]:
+        a = await _ask(_client(openai_server.url, tmp_path, ledger, first, ahead=ahead))
+        b = await _ask(_client(openai_server.url, tmp_path, ledger, second))
+        return a, b
 
-        a, b = asyncio.run(run())
-        assert srv.count == 1  # paid once: the second job got the kept answer
+    a, b = asyncio.run(run())
+    assert openai_server.count == 1  # paid once: the second job got the kept answer
     assert a.text == b.text == "a paid answer"
     assert first.totals().failures == second.totals().failures == 0
     # counted once, by the job that used it first (a call made ahead is no job's)
@@ -120,11 +118,8 @@ def test_a_run_whose_store_is_full_finishes_its_results_and_fails_loudly(tmp_pat
     cfg: dict[str, Any] = copy.deepcopy(TINY)
     cfg["grid"]["risks"] = cfg["grid"]["risks"][:1]
     (work / "tiny.yaml").write_text(yaml.safe_dump(cfg))
-    env = dict(os.environ, PYTHONPATH=str(inject), PYTHONUNBUFFERED="1")
-    run = subprocess.run(
-        [*SNAKEMAKE, "--cores", "2", "results/tiny/results.json", "--configfile", "tiny.yaml"],
-        cwd=work, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=str(inject))
+    run = snakemake(work, "results/tiny/results.json", env=env)
     log = run.stdout + run.stderr
     assert run.returncode != 0, log[-3000:]
     assert "kora: ERROR: the call store .kora/cache could not keep" in log, log[-3000:]
