@@ -37,6 +37,7 @@ from tests.reportdata import (
     write_fixture_report,
     write_jsonl,
 )
+from tests.workflows import snakemake
 
 # --- summary.json -----------------------------------------------------------------------
 
@@ -452,12 +453,9 @@ def test_report_and_leaderboard_rules(tmp_path: Path) -> None:
     copy_workflow(tmp_path)
     # this run's own config.yaml: only mock targets, so the leaderboard needs no key
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(CONFIG))
-    run = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--cores", "2",
-         "results/alpha/report.html", "results/leaderboard.html"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600,
-        env=dict(os.environ, PYTHONUNBUFFERED="1"),
-    )  # fmt: skip
+    run = snakemake(
+        tmp_path, "results/alpha/report.html", "results/leaderboard.html", configfile=None
+    )
     assert run.returncode == 0, run.stderr[-4000:]
     summary = orjson.loads((tmp_path / "results/alpha/summary.json").read_bytes())
     results = orjson.loads((tmp_path / "results/alpha/results.json").read_bytes())

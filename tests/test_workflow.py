@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,7 @@ import yaml
 
 from kora.commands.main import main as kora_main
 from tests.helpers import copy_workflow, upstream
-from tests.workflows import SNAKEMAKE, TINY, job_stats, progress, snakemake
+from tests.workflows import TINY, job_stats, progress, snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -27,10 +26,7 @@ def workflow_dir(tmp_path: Path) -> Path:
 
 def test_lint_is_clean(workflow_dir: Path) -> None:
     """`snakemake --lint` on the workflow as a user runs it: no lint at all."""
-    lint = subprocess.run(
-        [*SNAKEMAKE, "--lint", "--configfile", "tiny.yaml"],
-        cwd=workflow_dir, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    lint = snakemake(workflow_dir, "--lint", cores=None, timeout=300)
     out = lint.stdout + lint.stderr
     assert lint.returncode == 0, out[-3000:]
     assert "Lints for" not in out, out[-3000:]
