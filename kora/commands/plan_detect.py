@@ -189,23 +189,12 @@ def print_detection(args: argparse.Namespace) -> int:
     if args.discordance is not None:
         disc = replace(assumed(args.discordance), source="given")
     disc = disc or assumed()
-    d = detect(
-        args.detect,
-        disc.psi,
-        pairs_per_seed=per_seed,
-        unit=unit,  # type: ignore[arg-type]
-        cells=cells,
-        alpha=args.alpha,
-        power=args.power,
-        max_seeds=MAX_SEEDS[unit],
-    )
-    now = cfg.grid.total_seeds if unit == "total_seeds" else cfg.grid.seeds_per_task
-    lines = describe(d, disc, target, other)
-    lines[-1] += f"; the config has {now}"
-    if disc.source == "earlier run" and disc.high is not None and disc.high > d.psi:
-        worst = detect(
+
+    def at(psi: float) -> Any:
+        """The detection at a discordance `psi`, the rest as asked."""
+        return detect(
             args.detect,
-            disc.high,
+            psi,
             pairs_per_seed=per_seed,
             unit=unit,  # type: ignore[arg-type]
             cells=cells,
@@ -213,6 +202,13 @@ def print_detection(args: argparse.Namespace) -> int:
             power=args.power,
             max_seeds=MAX_SEEDS[unit],
         )
+
+    d = at(disc.psi)
+    now = cfg.grid.total_seeds if unit == "total_seeds" else cfg.grid.seeds_per_task
+    lines = describe(d, disc, target, other)
+    lines[-1] += f"; the config has {now}"
+    if disc.source == "earlier run" and disc.high is not None and disc.high > d.psi:
+        worst = at(disc.high)
         lines.append(
             f"  at the top of the discordance's interval ({disc.high:.3f}): {unit} {worst.seeds}"
         )

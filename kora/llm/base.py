@@ -8,10 +8,10 @@ config names is `kora.llm.registry`'s business.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypedDict
 
 import orjson
 from pydantic import BaseModel
@@ -53,6 +53,14 @@ class Request:
     # Facts about the call the offline mock uses to answer plausibly (requested count, age
     # range, role). Never part of the cache key: the prompt already carries them.
     hints: Mapping[str, Any] = field(default_factory=dict)
+
+    def prompt_chars(self) -> int:
+        """The characters the model reads: system prompt, messages and the answer's
+        schema (what the token limits and the budget estimate its input from)."""
+        chars = len(self.system or "") + sum(len(m.content) for m in self.messages)
+        if self.schema is not None:
+            chars += len(_schema_json(self.schema))
+        return chars
 
 
 @dataclass(frozen=True)
@@ -182,3 +190,12 @@ def _schema_json(schema: type[BaseModel]) -> bytes:
     # answer types are classes defined once (v2's mechanism types are cached by their
     # mechanisms), so this holds a handful of entries for the life of the process
     return orjson.dumps(schema.model_json_schema())
+
+
+class TextOptions(TypedDict, total=False):
+    """What a text call may say besides its messages (a client's, or a chain's)."""
+
+    system: str | None
+    max_tokens: int | None
+    hints: dict[str, Any] | None
+    accept: Callable[[str], bool] | None  # whether an answer's text is usable

@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 import orjson
 
-from kora.llm.base import Request, Response, json_schema
+from kora.llm.base import Request, Response
 from kora.llm.config import Price
 from kora.llm.usage import Counts
 
@@ -62,10 +62,7 @@ def amount(unit: Unit, value: float) -> str:
 def worst_case(request: Request, price: Price | None) -> Counts:
     """The most a call can cost: its prompt counted generously, its whole `max_tokens`,
     every input token at the dearest of the input, cache-write and cache-read prices."""
-    chars = len(request.system or "") + sum(len(m.content) for m in request.messages)
-    if request.schema is not None:
-        chars += len(orjson.dumps(json_schema(request.schema)))
-    tin = chars // CHARS_PER_TOKEN + OVERHEAD_TOKENS
+    tin = request.prompt_chars() // CHARS_PER_TOKEN + OVERHEAD_TOKENS
     out = Counts(calls=1, input_tokens=tin, output_tokens=request.max_tokens)
     if price is not None:
         dearest = max(price.input, price.cache_write or 0.0, price.cache_read or 0.0)

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from pydantic import BaseModel
 
-from kora.llm.base import ChatMessage
+from kora.llm.base import ChatMessage, TextOptions
 from kora.llm.client import ModelClient
 
 log = logging.getLogger("kora")
@@ -65,40 +65,19 @@ class ModelChain:
         return " -> ".join(c.name for c in self.clients)
 
     async def text(
-        self,
-        messages: list[ChatMessage],
-        *,
-        stage: str,
-        system: str | None = None,
-        max_tokens: int | None = None,
-        hints: dict[str, Any] | None = None,
-        accept: Callable[[str], bool] | None = None,
+        self, messages: list[ChatMessage], *, stage: str, **options: Unpack[TextOptions]
     ) -> str:
         return await with_fallback(
-            self.clients,
-            lambda c: c.text(
-                messages,
-                stage=stage,
-                system=system,
-                max_tokens=max_tokens,
-                hints=hints,
-                accept=accept,
-            ),
-            f"{stage} call",
+            self.clients, lambda c: c.text(messages, stage=stage, **options), f"{stage} call"
         )
 
     async def structured(
-        self,
-        messages: list[ChatMessage],
-        schema: type[M],
-        *,
-        stage: str,
-        system: str | None = None,
-        hints: dict[str, Any] | None = None,
+        self, messages: list[ChatMessage], schema: type[M], *, stage: str, **options: Any
     ) -> M:
+        """As ModelClient.structured (`system`, `hints`), falling back along the chain."""
         return await with_fallback(
             self.clients,
-            lambda c: c.structured(messages, schema, stage=stage, system=system, hints=hints),
+            lambda c: c.structured(messages, schema, stage=stage, **options),
             f"{stage} call",
         )
 

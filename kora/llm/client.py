@@ -30,9 +30,8 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
-import orjson
 from pydantic import BaseModel
 
 from kora.llm.answers import StructuredOutputError, parse_answer
@@ -42,9 +41,9 @@ from kora.llm.base import (
     ProviderError,
     Request,
     Response,
+    TextOptions,
     clean_text,
     is_retryable,
-    json_schema,
 )
 from kora.llm.batch import queue_for, supports_batches
 from kora.llm.bill import BillWriter
@@ -53,26 +52,24 @@ from kora.llm.budget import Budget, BudgetReached
 from kora.llm.cache import CallCache, cache_key
 from kora.llm.config import ModelConfig
 from kora.llm.ledger import Ledger
-from kora.llm.limits import Cost, Limiter, estimate_input_tokens, limited, limiter_for
-from kora.llm.masking import masker_for
+from kora.llm.limits import Limiter, estimated_cost, limited, limiter_for
+from kora.llm.masking import masker_for, secrets_of
 from kora.llm.paying import Payer
 from kora.llm.providers import create_provider
 from kora.llm.retry import RetryPolicy, retrying
 from kora.llm.usage import Usage
 
-__all__ = ["ModelClient", "StructuredOutputError", "Usage", "estimated_cost", "parse_answer"]
+__all__ = [
+    "ModelClient",
+    "StructuredOutputError",
+    "TextOptions",
+    "Usage",
+    "estimated_cost",
+    "parse_answer",
+]
 
 M = TypeVar("M", bound=BaseModel)
 log = logging.getLogger("kora.llm")
-
-
-def estimated_cost(request: Request) -> Cost:
-    """The tokens a call reserves against its model's token limits before it is sent:
-    its prompt's characters / 4 (the output schema included), and its `max_tokens`."""
-    chars = len(request.system or "") + sum(len(m.content) for m in request.messages)
-    if request.schema is not None:
-        chars += len(orjson.dumps(json_schema(request.schema)))
-    return Cost(estimate_input_tokens(chars), request.max_tokens)
 
 
 class ModelClient:
@@ -288,7 +285,9 @@ class ModelClient:
     def _bounded(self, resp: Response) -> Response:
         """An attempt's answer within the size limit, as valid Unicode, secrets masked."""
         check_size(self.label, resp.text, self.config.max_reply_bytes)
-        text, masked = masker_for(frozenset(_secrets(self.provider))).masked(clean_text(resp.text))
+        text, masked = masker_for(frozenset(secrets_of(self.provider))).masked(
+            clean_text(resp.text)
+        )
         if masked:
             return replace(resp, text=text, meta={**resp.meta, "masked": True})
         return replace(resp, text=text)
@@ -323,18 +322,18 @@ class ModelClient:
         return resp
 
     async def text(
-        self,
-        messages: list[ChatMessage],
-        *,
-        stage: str,
-        system: str | None = None,
-        max_tokens: int | None = None,
-        hints: dict[str, Any] | None = None,
-        accept: Callable[[str], bool] | None = None,
+        self, messages: list[ChatMessage], *, stage: str, **options: Unpack[TextOptions]
     ) -> str:
         """The answer's text, stripped; `accept` (on that text) as in `call`."""
+        accept = options.get("accept")
+        request = self.request(
+            messages,
+            system=options.get("system"),
+            max_tokens=options.get("max_tokens"),
+            hints=options.get("hints"),
+        )
         resp = await self.call(
-            self.request(messages, system=system, max_tokens=max_tokens, hints=hints),
+            request,
             stage=stage,
             accept=None if accept is None else (lambda r: accept(r.text.strip())),
         )
@@ -389,9 +388,3 @@ class ModelClient:
 
     async def aclose(self) -> None:
         await self.provider.aclose()
-
-
-def _secrets(provider: object) -> set[str]:
-    """The provider's secrets (its key, once read), for masking its answers."""
-    found = getattr(provider, "secrets", None)
-    return set(found()) if callable(found) else set()

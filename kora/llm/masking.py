@@ -158,3 +158,9 @@ def redact(text: str, secret: str | None) -> str:
         c if c.isprintable() and unicodedata.category(c) != "Cf" else f"\\u{ord(c):04x}"
         for c in text
     )
+
+
+def secrets_of(provider: object) -> set[str]:
+    """A provider's secrets (its key, once read), for masking its answers."""
+    found = getattr(provider, "secrets", None)
+    return set(found()) if callable(found) else set()

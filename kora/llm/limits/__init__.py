@@ -10,7 +10,13 @@
 from kora.llm.limits.limiter import Limiter, limited, limiter_for, limiter_key
 from kora.llm.limits.rate import MAX_RATE, RatePolicy, RateState, RateTuning
 from kora.llm.limits.state import reset_limiters
-from kora.llm.limits.tokens import Cost, TokenPolicy, TokenState, estimate_input_tokens
+from kora.llm.limits.tokens import (
+    Cost,
+    TokenPolicy,
+    TokenState,
+    estimate_input_tokens,
+    estimated_cost,
+)
 
 __all__ = [
     "MAX_RATE",
@@ -22,6 +28,7 @@ __all__ = [
     "TokenPolicy",
     "TokenState",
     "estimate_input_tokens",
+    "estimated_cost",
     "limited",
     "limiter_for",
     "limiter_key",

@@ -24,6 +24,7 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from kora.llm.base import Request
 from kora.llm.headers import Bucket, ServerLimits
 
 TokenBucket = Bucket  # one of TOKEN_BUCKETS
@@ -174,3 +175,9 @@ class TokenPolicy:
                 continue
             s.hold_until = max(s.hold_until, min(until, now + self.max_hold))
         return st, short
+
+
+def estimated_cost(request: Request) -> Cost:
+    """The tokens a call reserves against its model's token limits before it is sent:
+    its prompt's characters / 4 (the output schema included), and its `max_tokens`."""
+    return Cost(estimate_input_tokens(request.prompt_chars()), request.max_tokens)
