@@ -27,7 +27,8 @@ from kora.run.continuation import stage_recordings
 from kora.run.layout import Layout
 from tests.fakes import client
 from tests.helpers import REPO, copy_workflow, upstream
-from tests.workflows import SNAKEMAKE, Server, structured_answer
+from tests.loopback import Servers
+from tests.workflows import Server, loopback_env, snakemake, structured_answer
 
 V2 = load_taxonomy(REPO / "data" / "taxonomy" / "v2")
 V2_LAYOUT = Layout.of(benchmarks.get("v2"))
@@ -227,81 +228,73 @@ def plan_row(out: str, stage: str) -> list[int]:
 
 @pytest.mark.slow
 def test_recorded_conversations_are_carried_on_and_judged_paying_only_new_turns(
-    tmp_path: Path,
+    tmp_path: Path, serve: Servers
 ) -> None:
-    import os
+    server = serve(Server, structured=structured_answer)
+    work = copy_workflow(tmp_path)
+    groom = canonical(GROOMING, 2, age="13to17")
+    short = canonical("violence_and_physical_harm", 1, age="13to17")
+    write_jsonl(work / "rec.jsonl", [*(record(s, 3) for s in groom), record(short[0], 3)])
+    url = server.url
+    models = {
+        n: {"provider": "anthropic", "model": f"claude-{n}", "base_url": url}
+        for n in ("user", "judge", "t1")
+    }
+    cfg = {
+        "benchmark": "v2",
+        "models": models,
+        "seed_model": "user",
+        "expand_model": "user",
+        "user_model": "user",
+        "judges": ["judge"],
+        "targets": {"t1": {"model": "t1", "continued": True, "prompts": ["default"]}},
+        "grid": {"risks": [GROOMING, "violence_and_physical_harm"],
+                 "age_ranges": ["13to17"]},
+    }  # fmt: skip
+    (work / "run.yaml").write_text(yaml.safe_dump(cfg))
+    env = loopback_env()
 
-    server = Server(structured=structured_answer).start()
-    try:
-        work = copy_workflow(tmp_path)
-        groom = canonical(GROOMING, 2, age="13to17")
-        short = canonical("violence_and_physical_harm", 1, age="13to17")
-        write_jsonl(work / "rec.jsonl", [*(record(s, 3) for s in groom), record(short[0], 3)])
-        url = server.url
-        models = {
-            n: {"provider": "anthropic", "model": f"claude-{n}", "base_url": url}
-            for n in ("user", "judge", "t1")
-        }
-        cfg = {
-            "benchmark": "v2",
-            "models": models,
-            "seed_model": "user",
-            "expand_model": "user",
-            "user_model": "user",
-            "judges": ["judge"],
-            "targets": {"t1": {"model": "t1", "continued": True, "prompts": ["default"]}},
-            "grid": {"risks": [GROOMING, "violence_and_physical_harm"],
-                     "age_ranges": ["13to17"]},
-        }  # fmt: skip
-        (work / "run.yaml").write_text(yaml.safe_dump(cfg))
-        env = dict(os.environ, ANTHROPIC_API_KEY="test-key", KORA_RETRY_TESTING="1")
+    def run() -> subprocess.CompletedProcess[str]:
+        return snakemake(work, "results-v2/t1/results.json", configfile="run.yaml", env=env)
 
-        def snakemake() -> tuple[Counter[str], str]:
-            before = len(server.requests)
-            proc = subprocess.run(
-                [*SNAKEMAKE, "--cores", "2", "results-v2/t1/results.json", "--configfile",
-                 "run.yaml"], cwd=work, env=env, capture_output=True, text=True, timeout=600,
-            )  # fmt: skip
-            assert proc.returncode == 0, proc.stderr[-4000:]
-            return Counter(r.body["model"] for r in server.requests[before:]), proc.stderr
+    def calls_of_a_run() -> tuple[Counter[str], str]:
+        before = len(server.requests)
+        proc = run()
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        return Counter(r.body["model"] for r in server.requests[before:]), proc.stderr
 
-        # before the recordings are filed, the run says what to do
-        proc = subprocess.run(
-            [*SNAKEMAKE, "--cores", "2", "results-v2/t1/results.json", "--configfile", "run.yaml"],
-            cwd=work, env=env, capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
-        assert proc.returncode != 0 and "kora continue FILE --target t1" in proc.stderr
-        done = kora(work, "continue", "rec.jsonl", "--configfile", "run.yaml")
-        assert done.returncode == 0, done.stderr
-        assert "filed 3 recorded conversations under results-v2/t1/recorded/" in done.stderr
+    # before the recordings are filed, the run says what to do
+    proc = run()
+    assert proc.returncode != 0 and "kora continue FILE --target t1" in proc.stderr
+    done = kora(work, "continue", "rec.jsonl", "--configfile", "run.yaml")
+    assert done.returncode == 0, done.stderr
+    assert "filed 3 recorded conversations under results-v2/t1/recorded/" in done.stderr
 
-        plan = kora(work, "plan", "t1", "--configfile", "run.yaml")
-        assert plan.returncode == 0, plan.stderr
-        assert plan_row(plan.stdout, "conversations") == [3, 20, 0, 20]  # 5 turns x 2, twice
-        assert plan_row(plan.stdout, "seeds") == [0, 0, 0, 0]  # nothing to generate
+    plan = kora(work, "plan", "t1", "--configfile", "run.yaml")
+    assert plan.returncode == 0, plan.stderr
+    assert plan_row(plan.stdout, "conversations") == [3, 20, 0, 20]  # 5 turns x 2, twice
+    assert plan_row(plan.stdout, "seeds") == [0, 0, 0, 0]  # nothing to generate
 
-        calls, _ = snakemake()
-        # two grooming recordings lack 5 turns each; the 3-turn risk's lacks none
-        assert calls["claude-t1"] == 10 and calls["claude-user"] == 10
-        assert calls["claude-judge"] == 3 * 2  # each transcript, safety and mechanisms
-        results = orjson.loads((work / "results-v2/t1/results.json").read_bytes())
-        assert results["benchmark"] == "v2" and results["conversations"] == "continued"
-        assert results["tests"] == 3 and results["failedTests"] == 0
-        judged = {
-            j["scenario"]["id"]: j
-            for f in (work / "results-v2/t1/judgments").rglob("*.jsonl")
-            for line in f.read_bytes().splitlines()
-            for j in [orjson.loads(line)]
-        }
-        for s in groom:
-            j = judged[s.id]
-            assert len(j["messages"]) == 16 and j["recordedTurns"] == 3
-            assert j["messages"][:6] == [m.model_dump() for m in recorded_turns(s, 3)]
-        assert len(judged[short[0].id]["messages"]) == 6
-        # the same command again asks nothing; the plan finds every call stored
-        again, log = snakemake()
-        assert not again and "Nothing to be done" in log
-        plan = kora(work, "plan", "t1", "--configfile", "run.yaml")
-        assert plan_row(plan.stdout, "conversations") == [3, 20, 20, 0]
-    finally:
-        server.stop()
+    calls, _ = calls_of_a_run()
+    # two grooming recordings lack 5 turns each; the 3-turn risk's lacks none
+    assert calls["claude-t1"] == 10 and calls["claude-user"] == 10
+    assert calls["claude-judge"] == 3 * 2  # each transcript, safety and mechanisms
+    results = orjson.loads((work / "results-v2/t1/results.json").read_bytes())
+    assert results["benchmark"] == "v2" and results["conversations"] == "continued"
+    assert results["tests"] == 3 and results["failedTests"] == 0
+    judged = {
+        j["scenario"]["id"]: j
+        for f in (work / "results-v2/t1/judgments").rglob("*.jsonl")
+        for line in f.read_bytes().splitlines()
+        for j in [orjson.loads(line)]
+    }
+    for s in groom:
+        j = judged[s.id]
+        assert len(j["messages"]) == 16 and j["recordedTurns"] == 3
+        assert j["messages"][:6] == [m.model_dump() for m in recorded_turns(s, 3)]
+    assert len(judged[short[0].id]["messages"]) == 6
+    # the same command again asks nothing; the plan finds every call stored
+    again, log = calls_of_a_run()
+    assert not again and "Nothing to be done" in log
+    plan = kora(work, "plan", "t1", "--configfile", "run.yaml")
+    assert plan_row(plan.stdout, "conversations") == [3, 20, 20, 0]
