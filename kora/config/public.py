@@ -62,7 +62,7 @@ def _scrub(value: Any, key: str = "") -> Any:
         return {k: _scrub(v, str(k)) for k, v in value.items()}
     if isinstance(value, list):
         return [_scrub(v, key) for v in value]
-    if isinstance(value, str) and (key in ("base_url", "url") or "://" in value):
+    if isinstance(value, str) and key in ("base_url", "url"):
         return _url(value)
     return value
 
