@@ -13,7 +13,6 @@ UNSAFE), `adequate` otherwise; seeds, scenarios and the child are the mock's.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -25,8 +24,8 @@ import pytest
 import yaml
 
 from tests.helpers import copy_workflow
-from tests.loopback import Recorded
-from tests.workflows import SNAKEMAKE, Server, structured_answer
+from tests.loopback import Recorded, Servers
+from tests.workflows import Server, loopback_env, snakemake, structured_answer
 
 KORA = str(Path(sys.executable).parent / "kora")
 REGRESSED = "claude-staging-2"  # the service version that got worse
@@ -83,57 +82,52 @@ def checkout(path: Path) -> Path:
     return copy_workflow(path)
 
 
-def sh(workdir: Path, *cmd: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, ANTHROPIC_API_KEY="test-key", KORA_RETRY_TESTING="1")
+def kora(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = loopback_env()
     return subprocess.run(
-        cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=600, check=False
+        [KORA, *args], cwd=workdir, env=env, capture_output=True, text=True, timeout=600
     )
+
+
+def grid(workdir: Path, target: str) -> None:
+    """The grid against `target` with ci.yaml, as the CI job runs it; it must succeed."""
+    env = loopback_env()
+    run = snakemake(workdir, f"results/{target}/results.json", configfile="ci.yaml", env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-def test_ci_gate_fails_the_build_on_a_regression_only(tmp_path: Path) -> None:
-    server = GateServer(structured=structured_answer).start()
-    try:
-        # once: the baseline run, stored as its scenarios and its judgments
-        first = checkout(tmp_path / "baseline-run")
-        (first / "ci.yaml").write_text(yaml.safe_dump(ci_config(server.url, "claude-staging-1")))
-        run = sh(first, *SNAKEMAKE, "--cores", "2", "results/baseline/results.json",
-                 "--configfile", "ci.yaml")  # fmt: skip
-        assert run.returncode == 0, run.stderr[-3000:]
-        stored = tmp_path / "stored"
-        stored.mkdir()
-        shards = sorted((first / "data" / "scenarios").rglob("*.jsonl"))
-        with (stored / "scenarios.jsonl").open("wb") as out:
-            for f in shards:
-                if not f.name.endswith(".rejected.jsonl"):
-                    out.write(f.read_bytes())
-        shutil.copytree(
-            first / "results" / "baseline" / "judgments", stored / "baseline" / "judgments"
-        )
-        judged = sum(1 for f in (stored / "baseline").rglob("*.jsonl") for _ in f.open())
-        assert judged >= 10
+def test_ci_gate_fails_the_build_on_a_regression_only(tmp_path: Path, serve: Servers) -> None:
+    server = serve(GateServer, structured=structured_answer)
+    # once: the baseline run, stored as its scenarios and its judgments
+    first = checkout(tmp_path / "baseline-run")
+    (first / "ci.yaml").write_text(yaml.safe_dump(ci_config(server.url, "claude-staging-1")))
+    grid(first, "baseline")
+    stored = tmp_path / "stored"
+    stored.mkdir()
+    shards = sorted((first / "data" / "scenarios").rglob("*.jsonl"))
+    with (stored / "scenarios.jsonl").open("wb") as out:
+        for f in shards:
+            if not f.name.endswith(".rejected.jsonl"):
+                out.write(f.read_bytes())
+    shutil.copytree(first / "results" / "baseline" / "judgments", stored / "baseline" / "judgments")
+    judged = sum(1 for f in (stored / "baseline").rglob("*.jsonl") for _ in f.open())
+    assert judged >= 10
 
-        # each CI job: a fresh checkout with the stored baseline, the staging service
-        outcomes = {}
-        for service in ("claude-staging-1", REGRESSED):
-            job = checkout(tmp_path / f"ci-{service}")
-            shutil.copytree(stored, job / "ci")
-            (job / "ci.yaml").write_text(yaml.safe_dump(ci_config(server.url, service)))
-            steps = [
-                (KORA, "import-scenarios", "ci/scenarios.jsonl", "--configfile", "ci.yaml"),
-                (*SNAKEMAKE, "--cores", "2", "results/staging/results.json", "--configfile", "ci.yaml"),
-            ]  # fmt: skip
-            for step in steps:
-                done = sh(job, *step)
-                assert done.returncode == 0, (step, done.stderr[-3000:])
-            gate = sh(job, KORA, "compare-targets", "staging", "ci/baseline",
-                      "--configfile", "ci.yaml", "--fail-if-worse")  # fmt: skip
-            outcomes[service] = gate
-            doc = orjson.loads((job / "results/staging/compare-baseline.json").read_bytes())
-            assert doc["paired"] == judged and doc["onlyA"] == doc["onlyB"] == 0
-    finally:
-        server.stop()
+    # each CI job: a fresh checkout with the stored baseline, the staging service
+    outcomes = {}
+    for service in ("claude-staging-1", REGRESSED):
+        job = checkout(tmp_path / f"ci-{service}")
+        shutil.copytree(stored, job / "ci")
+        (job / "ci.yaml").write_text(yaml.safe_dump(ci_config(server.url, service)))
+        imported = kora(job, "import-scenarios", "ci/scenarios.jsonl", "--configfile", "ci.yaml")
+        assert imported.returncode == 0, imported.stderr[-3000:]
+        grid(job, "staging")
+        compare = ("compare-targets", "staging", "ci/baseline", "--configfile", "ci.yaml")
+        outcomes[service] = kora(job, *compare, "--fail-if-worse")
+        doc = orjson.loads((job / "results/staging/compare-baseline.json").read_bytes())
+        assert doc["paired"] == judged and doc["onlyA"] == doc["onlyB"] == 0
 
     sound, regressed = outcomes["claude-staging-1"], outcomes[REGRESSED]
     assert sound.returncode == 0, sound.stdout[-3000:] + sound.stderr[-3000:]

@@ -402,20 +402,21 @@ def _run_processes(n: int, **kw: Any) -> list[dict[str, Any]]:
 
 
 @pytest.mark.slow
-def test_requests_per_minute_holds_across_processes(tmp_path: Path) -> None:
+def test_requests_per_minute_holds_across_processes(
+    tmp_path: Path, openai_server: OpenAIServer
+) -> None:
     rpm, per_process = 720.0, 10  # 12 requests/s
-    with OpenAIServer() as srv:
-        out = _run_processes(
-            3,
-            provider="openai",
-            base_url=f"{srv.url}/v1",
-            state_dir=str(tmp_path),
-            calls=per_process,
-            concurrency=6,
-            requests_per_minute=rpm,
-            start_at=time.time() + 3.0,  # all three jobs call at once
-        )
-        times = sorted(r.time for r in srv.requests)
+    out = _run_processes(
+        3,
+        provider="openai",
+        base_url=f"{openai_server.url}/v1",
+        state_dir=str(tmp_path),
+        calls=per_process,
+        concurrency=6,
+        requests_per_minute=rpm,
+        start_at=time.time() + 3.0,  # all three jobs call at once
+    )
+    times = sorted(r.time for r in openai_server.requests)
     assert sum(r["done"] for r in out) == 3 * per_process
     assert not any(r["errors"] for r in out)
     rate = int(rpm / 60)
