@@ -254,3 +254,28 @@ def test_kora_v2_writes_its_manifest_under_its_own_results_and_replays(tmp_path:
     (tmp_path / "elsewhere").mkdir()
     done = kora(tmp_path / "elsewhere", "replay", str(tmp_path / "tiny.zip"), env=no_way_out())
     assert done.returncode == 0 and "identical" in done.stderr, done.stderr[-3000:]
+
+
+@pytest.mark.timeout(600)
+def test_imported_conversations_are_taken_as_given_and_their_judgments_replayed(
+    tmp_path: Path,
+) -> None:
+    copy_workflow(tmp_path)
+    shutil.copytree(REPO / "config", tmp_path / "config", dirs_exist_ok=True)
+    shutil.copytree(REPO / "data" / "examples", tmp_path / "data" / "examples")
+    files = ["--configfile", "config/demo.yaml", "config/recorded.yaml"]
+    imported = kora(tmp_path, "import-conversations", "data/examples/recorded.jsonl", *files)
+    assert imported.returncode == 0, imported.stderr
+    run = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--cores", "2", "results/recorded-bot/report.html", *files],
+        cwd=tmp_path, capture_output=True, text=True, timeout=500,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    manifest = orjson.loads((tmp_path / "results/recorded-bot/manifest.json").read_bytes())
+    # only the judges' templates made this result: no seed, scenario or conversation
+    assert {t["stage"] for t in manifest["templates"].values()} == {"judgments"}
+    assert kora(tmp_path, "bundle", "recorded-bot", "-o", "r.zip", *files).returncode == 0
+    (tmp_path / "elsewhere").mkdir()
+    done = kora(tmp_path / "elsewhere", "replay", str(tmp_path / "r.zip"), env=no_way_out())
+    assert done.returncode == 0 and "identical" in done.stderr, done.stderr[-3000:]
+    assert "taken as given, not rebuilt" in done.stderr

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,7 @@ from typing import Any
 import orjson
 import yaml
 
+from kora import benchmarks
 from kora.analysis.bundle import (
     CARRIED,
     MANIFEST,
@@ -39,6 +41,7 @@ from kora.analysis.bundle import (
     status_path,
 )
 from kora.analysis.manifest import rested_keys, sha256_bytes, sha256_file
+from kora.benchmarks.templates import template_path
 from kora.llm.base import ProviderError, Request, Response
 from kora.llm.cache import cache_key
 from kora.llm.registry import kind_of
@@ -181,6 +184,14 @@ async def _rebuild(bundle: Bundle, work: Path, found: Replay) -> None:
     taxonomy = bundle.files_under(f"{TAXONOMY}/")
     prompts = bundle.files_under(f"{PROMPTS}/")
     _lay_out(bundle, work, taxonomy + prompts)
+    # a template the result did not use (an import's stages) is never rendered, but the
+    # config's prompts folder must hold every one: this package's stands in for it
+    version = benchmarks.get(str(bundle.manifest["benchmark"]))
+    for stem in version.stems:
+        if not template_path(stem, work / PROMPTS).exists():
+            shutil.copyfile(
+                template_path(stem, version.prompts_dir), template_path(stem, work / PROMPTS)
+            )
     pipeline = Pipeline.load([], work)
     stages = _rebuilt_stages(pipeline, target)
 
