@@ -1,7 +1,7 @@
 """Everything around a model call, once for every provider.
 
-Order of a call: cache lookup -> (miss) rate/concurrency slot -> provider.generate under
-the retry layer (the answer billed as it arrives, kora.llm.paying) -> cache store ->
+Order of a call: cache lookup -> (miss) the retry layer -> a rate/concurrency slot ->
+provider.generate (the answer billed as it arrives, kora.llm.paying) -> cache store ->
 usage. A request once sent is carried to its answer and stored even when its caller is
 cancelled (kora.llm.ledger). A structured answer is validated with its pydantic
 type; on a violation the model is asked once more with the validation error (unless the
@@ -52,7 +52,7 @@ from kora.llm.budget import Budget, BudgetReached
 from kora.llm.cache import CallCache, cache_key
 from kora.llm.config import ModelConfig
 from kora.llm.ledger import Ledger
-from kora.llm.limits import Limiter, estimated_cost, limited, limiter_for
+from kora.llm.limits import Limiter, estimated_cost, limiter_for
 from kora.llm.masking import masker_for, secrets_of
 from kora.llm.paying import Payer
 from kora.llm.providers import create_provider
@@ -250,24 +250,17 @@ class ModelClient:
             async with paying as arrived:
                 return keep(self._bounded(arrived(await queue.ask(key, request))))
 
+        # the retry layer around the limiter: every attempt takes a slot of its own, so a
+        # retried call queues behind the calls already waiting (a batch's wait is its own)
+        cost = estimated_cost(request)
         try:
-            if self._batched(key):
-                resp = await retrying(
-                    batched,
-                    should_retry=is_retryable,
-                    policy=self.retry_policy,
-                    on_retry=on_retry,
-                    on_resume=on_resume,
-                )
-            else:
-                resp = await limited(
-                    timed,
-                    limiter=self.limiter,
-                    policy=self.retry_policy,
-                    cost=estimated_cost(request),
-                    on_retry=on_retry,
-                    on_resume=on_resume,
-                )
+            resp = await retrying(
+                batched if self._batched(key) else (lambda: self.limiter.call(timed, cost)),
+                should_retry=is_retryable,
+                policy=self.retry_policy,
+                on_retry=on_retry,
+                on_resume=on_resume,
+            )
         except BudgetReached:
             raise  # not sent: no failed call of the model's
         except Exception as exc:

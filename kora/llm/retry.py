@@ -4,7 +4,8 @@ Retry-After, bounded in attempts and in total time.
 What is worth retrying is a `ProviderError` that says so (`kora.llm.base.is_retryable`);
 by default that is `is_transient`: a 408/429/5xx (529 included) status, a timeout or a
 dropped connection. Any other 4xx fails at once, with a message naming the model and the
-status. Every provider call is retried through `kora.llm.limits.limited`.
+status. Every provider call is retried here, each attempt taking its own slot of its
+model's limiter (kora.llm.client: `retrying(lambda: limiter.call(...))`).
 
 `set_testing(True)` (or `KORA_RETRY_TESTING=1` in the environment) turns the waiting off,
 so the tests exercise every retry path in milliseconds; the adaptive 429 back-off of

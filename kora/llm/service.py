@@ -30,13 +30,20 @@ from uuid import uuid4
 import httpx
 import orjson
 
-from kora.llm.base import BlockedError, ChatMessage, ProviderError, Response, clean_text
+from kora.llm.base import (
+    BlockedError,
+    ChatMessage,
+    ProviderError,
+    Response,
+    clean_text,
+    is_retryable,
+)
 from kora.llm.bounds import DEFAULT_TIMEOUT, deadline
 from kora.llm.config import ModelConfig
 from kora.llm.http import LoopBound, read_key, send
-from kora.llm.limits import Limiter, limited, limiter_for
+from kora.llm.limits import Limiter, limiter_for
 from kora.llm.masking import Masker, cut, redact
-from kora.llm.retry import RetryPolicy, parse_retry_after
+from kora.llm.retry import RetryPolicy, parse_retry_after, retrying
 from kora.llm.service_config import (
     AGE_FOR_RANGE,
     ENV_REF,
@@ -381,7 +388,9 @@ class ServiceTarget:
                 )
             return data, text
 
-        return await limited(once, limiter=self.limiter, policy=self.retry_policy)
+        return await retrying(
+            lambda: self.limiter.call(once), should_retry=is_retryable, policy=self.retry_policy
+        )
 
     async def aclose(self) -> None:
         await self._clients.aclose()

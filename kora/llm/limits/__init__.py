@@ -7,7 +7,7 @@
 - `limiter`: the `Limiter` that holds them around each call.
 """
 
-from kora.llm.limits.limiter import Limiter, limited, limiter_for, limiter_key
+from kora.llm.limits.limiter import Limiter, limiter_for, limiter_key
 from kora.llm.limits.rate import MAX_RATE, RatePolicy, RateState, RateTuning
 from kora.llm.limits.state import reset_limiters
 from kora.llm.limits.tokens import (
@@ -29,7 +29,6 @@ __all__ = [
     "TokenState",
     "estimate_input_tokens",
     "estimated_cost",
-    "limited",
     "limiter_for",
     "limiter_key",
     "reset_limiters",

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from kora.llm import retry
-from kora.llm.base import ProviderError, Response, is_retryable
+from kora.llm.base import ProviderError, Response
 from kora.llm.config import ModelConfig
 from kora.llm.headers import ServerLimits
 from kora.llm.limits.rate import RatePolicy, RateState, RateTuning
@@ -252,26 +252,6 @@ class Limiter:
             return st, st.rate
 
         return self._rate.update(peek)
-
-
-async def limited(
-    fn: Callable[[], Awaitable[T]],
-    *,
-    limiter: Limiter,
-    policy: retry.RetryPolicy,
-    cost: Cost | None = None,
-    on_retry: Callable[[BaseException, int, float], None] | None = None,
-    on_resume: Callable[[], None] | None = None,
-) -> T:
-    """One provider call under its model's limits and the retry layer: every attempt
-    takes a slot of its own, so a retried call queues behind the calls already waiting."""
-    return await retry.retrying(
-        lambda: limiter.call(fn, cost),
-        should_retry=is_retryable,
-        policy=policy,
-        on_retry=on_retry,
-        on_resume=on_resume,
-    )
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
