@@ -48,11 +48,12 @@ OVERHEAD_TOKENS = 400
 class BudgetReached(Exception):
     """A call the budget leaves no room for: the run stops, what it paid is kept."""
 
-    def __init__(self, unit: Unit, limit: float, spent: float) -> None:
-        self.unit, self.limit, self.spent = unit, limit, spent
-        super().__init__(
-            f"the budget is reached: {amount(unit, spent)} billed of {amount(unit, limit)}"
-        )
+    def __init__(self, unit: Unit, limit: float, spent: float, need: float = 0.0) -> None:
+        self.unit, self.limit, self.spent, self.need = unit, limit, spent, need
+        said = f"the budget is reached: {amount(unit, spent)} billed of {amount(unit, limit)}"
+        if need:
+            said += f"; the next call could cost up to {amount(unit, need)}"
+        super().__init__(said)
 
 
 def amount(unit: Unit, value: float) -> str:
@@ -148,7 +149,7 @@ class Budget:
             if ok:
                 return need
             if reached:
-                raise BudgetReached(self.unit, self.limit, spent)
+                raise BudgetReached(self.unit, self.limit, spent, need)
             await asyncio.sleep(WAIT)
 
     def settle(self, held: float, resp: Response | None, price: Price | None) -> None:
