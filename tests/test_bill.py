@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,12 +23,22 @@ import yaml
 
 from kora.llm.bill import bill_dir, charges, total
 from tests.helpers import copy_workflow
-from tests.workflows import SNAKEMAKE, Server, config, structured_answer
+from tests.loopback import Servers
+from tests.workflows import (
+    Server,
+    command,
+    config,
+    loopback_env,
+    snakemake_argv,
+    start_snakemake,
+    structured_answer,
+)
 
 pytestmark = pytest.mark.slow
 
 PRICE = {"input": 3.0, "output": 15.0}
-COMMAND = [*SNAKEMAKE, "--cores", "2", "results/bot/results.json", "--configfile", "run.yaml"]
+TARGET = "results/bot/results.json"
+COMMAND = snakemake_argv(TARGET, configfile="run.yaml")
 FIELDS = ("calls", "input_tokens", "output_tokens", "cache_write_tokens", "cache_read_tokens")
 # seconds the server takes over each answer: long enough that a stop lands mid-run
 LATENCY = 0.15
@@ -44,13 +53,11 @@ class Space:
     runs: int = 0
 
     def start(self, *args: str, group: bool = False) -> subprocess.Popen[str]:
-        env = dict(os.environ, ANTHROPIC_API_KEY="test-key", KORA_RETRY_TESTING="1")
         self.runs += 1
-        out = (self.dir / f"run{self.runs}.log").open("w")
-        return subprocess.Popen(
-            [*COMMAND, *args], cwd=self.dir, env=env, stdout=out, stderr=subprocess.STDOUT,
-            text=True, start_new_session=group,
-        )  # fmt: skip
+        log = self.dir / f"run{self.runs}.log"
+        return start_snakemake(
+            self.dir, TARGET, *args, configfile="run.yaml", env=loopback_env(), log=log, group=group
+        )
 
     def run(self, *args: str) -> tuple[int, str]:
         proc = self.start(*args)
@@ -80,11 +87,9 @@ class Space:
 
 
 @pytest.fixture
-def spaces(tmp_path: Path) -> Iterator[Any]:
-    made: list[Space] = []
-
+def spaces(tmp_path: Path, serve: Servers) -> Any:
     def make(name: str, cache: bool = False, **cfg: Any) -> Space:
-        server = Server(structured=structured_answer, latency=LATENCY).start()
+        server = serve(Server, structured=structured_answer, latency=LATENCY)
         d = tmp_path / name
         d.mkdir()
         copy_workflow(d)
@@ -98,13 +103,9 @@ def spaces(tmp_path: Path) -> Iterator[Any]:
         run["targets"]["gpt-target"] = None  # config.yaml's, on an unpriced model
         run.update(cfg)
         (d / "run.yaml").write_text(yaml.safe_dump(run))
-        space = Space(d, server)
-        made.append(space)
-        return space
+        return Space(d, server)
 
-    yield make
-    for s in made:
-        s.server.stop()
+    return make
 
 
 def last_paid(log: str) -> dict[str, float]:
@@ -244,11 +245,7 @@ def test_a_budget_stops_the_run_within_one_call_and_a_higher_one_goes_on(
     said = re.search(r"^kora: .*raise the budget: (.*)$", log, re.M)
     assert said is not None, log[-3000:]
     assert "the run stopped at its budget" in log
-    done = subprocess.run(
-        shlex.split(said.group(1).replace("snakemake", " ".join(SNAKEMAKE), 1)),
-        cwd=space.dir, env=dict(os.environ, ANTHROPIC_API_KEY="test-key"),
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    done = command(space.dir, said.group(1), env=dict(os.environ, ANTHROPIC_API_KEY="test-key"))
     assert done.returncode == 0, done.stderr[-4000:]
     assert space.billed() == space.served()
     assert space.usage()["result"]["cost"] == pytest.approx(estimate)
