@@ -352,6 +352,12 @@ def test_texts_in_several_blocks_each_reach_their_conversation(
         reasons = detail.locator(".verdict .reasons").all_text_contents()
         assert reasons[0].startswith("judge-a on safety"), reasons
         assert str(detail.locator("dd").nth(1).text_content()) == key
+    # a link to the last one opens it, with its texts from the last block
+    tab.open("about:blank")
+    tab.open(f"{html_path.as_uri()}#open={quote(keys[-1])}")
+    detail = tab.page.locator("#kora-tests tr.detail")
+    assert str(detail.locator("dd").nth(1).text_content()) == keys[-1]
+    assert detail.locator(".msg").count() >= 2 or keys[-1] in failed
     tab.quiet()
 
 

@@ -20,8 +20,9 @@
     // The texts (transcripts, judges' reasons, scenarios) are nine tenths of the data, in
     // blocks after this script: they are opened after the first view is drawn, so it does not
     // wait for them, or at its place when the address searches or opens a conversation.
-    // Until they are, textRead is false and render() says so, then draws again. One block at
-    // a time: no long task while the page is in use, and one block's copies in memory.
+    // Until the view has what it needs (hasTexts), render() says so, then draws again. One
+    // block at a time: no long task while the page is in use, one block's copies in memory,
+    // and a linked conversation shown as soon as its own block is open.
     var SC = {}, textRead = false;
     function attach(X) {
       Object.assign(SC, X.scenarios);
@@ -30,12 +31,21 @@
         t.m = m;
         (t.j || []).forEach(function (j, k) { j.r = (X.r[i] || [])[k] || []; });
       });
+      textsArrived();
     }
     function openTexts() {
       var blocks = Array.prototype.slice.call(document.querySelectorAll("script.kora-text"));
       return blocks.reduce(function (done, block) {
         return done.then(function () { return unpack(block); }).then(attach);
       }, Promise.resolve()).then(function () { textRead = true; });
+    }
+    // a search needs every text; an opened conversation its own, and its scenario, which is
+    // in the block of the scenario's first test: an earlier block, or the same
+    function hasTexts() {
+      if (textRead || !(state.q || state.open)) return true;
+      if (state.q) return false;
+      var t = D.tests.find(function (x) { return x.k === state.open; });
+      return !t || t.m !== undefined;
     }
 
     var el = koraEl;
@@ -220,7 +230,7 @@
     var shown = 0;
     var waiting = false;
     function render() {
-      if ((state.q || state.open) && !textRead) {
+      if (!hasTexts()) {
         waiting = true;
         count.textContent = "Reading the conversations' texts…";
         count.removeAttribute("data-matches");  // no count yet, rather than the last one
@@ -289,10 +299,14 @@
       if (performance.mark) performance.mark("kora-text-loaded");
       root.setAttribute("data-text", "loaded");
     }
-    function textsOpen() {
-      root.setAttribute("data-text", "indexing");
+    function textsArrived() {
+      if (!hasTexts()) return;
       if (!started) firstView();
       else if (waiting) { waiting = false; render(); }
+    }
+    function textsOpen() {
+      root.setAttribute("data-text", "indexing");
+      textsArrived();
       requestAnimationFrame(function () { setTimeout(function () { index(0); }, 0); });
     }
     function afterParse() {
