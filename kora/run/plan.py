@@ -50,6 +50,10 @@ TYPICAL_TOKENS = {
 }
 
 
+# a kind of call no table above has and no earlier run has billed (a new stage's)
+UNKNOWN_KIND = (1500.0, 500.0, 0.0, 0.0)
+
+
 class NotStored(Exception):
     """The call store has no answer for a call a paid model would have to make."""
 
@@ -266,7 +270,7 @@ def estimate_tokens(report: PlanReport, workdir: Path, store: Path, benchmark: B
     """The tokens of every kind the calls still to pay will take (a budget in tokens)."""
     tokens = tokens_per_call(workdir, store)
     return sum(
-        count.to_pay * share * sum(tokens[sub])
+        count.to_pay * share * sum(tokens.get(sub, UNKNOWN_KIND))
         for stage, count in report.stages.items()
         for sub, (_, share) in STAGES[stage].calls(benchmark).items()
     )
@@ -301,7 +305,7 @@ def estimate_cost(
                     if raw_cfg.models[m].kind.billed:
                         out[stage] = None
                     continue
-                tin, tout, tw, tr = (round(x) for x in tokens[sub])
+                tin, tout, tw, tr = (round(x) for x in tokens.get(sub, UNKNOWN_KIND))
                 # a model in batch mode pays half (Counts.paid reads it from the answer)
                 meta = {"batch": "plan"} if raw_cfg.models[m].batch else {}
                 one = Counts.paid(

@@ -1,0 +1,206 @@
+"""docs/architecture.md's recipes, followed to the letter: a copy of the project gets a toy
+provider and a toy stage exactly where "Where a new thing goes" says, nothing else
+changes, and the workflow runs them end to end (the copy's package first on the path).
+
+If a recipe leaves out a place a new provider or stage must be named, this run fails, and
+the recipe (or the code that asks for the extra place) is what to mend."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import orjson
+import pytest
+import yaml
+
+from tests.helpers import REPO, copy_workflow
+from tests.workflows import SNAKEMAKE, TINY
+
+pytestmark = pytest.mark.slow
+
+# "A provider": its ProviderKind in the registry, the class that answers its calls, and
+# (it answers single calls) its factory
+ECHO_KIND = '        ProviderKind("echo"),\n'
+ECHO_CLASS = '''"""A toy provider: each answer repeats the end of the last message."""
+
+from kora.llm.base import Request, Response
+from kora.llm.config import ModelConfig
+
+
+class EchoProvider:
+    def __init__(self, name: str, config: ModelConfig) -> None:
+        self.name = name
+        self.label = f"model {name!r} (echo)"
+
+    async def generate(self, request: Request) -> Response:
+        last = request.messages[-1].content
+        return Response(text=f"echo: {last[-40:]}", input_tokens=len(last) // 4, output_tokens=9)
+
+    async def aclose(self) -> None:
+        return None
+'''
+ECHO_FACTORY = """
+
+def _echo(name: str, config: ModelConfig) -> Provider:
+    from kora.llm.echo import EchoProvider
+
+    return EchoProvider(name, config)
+"""
+
+# "A stage": its Stage subclass, listed in STAGES and in dispatch's BROKERED, the templates
+# it renders in Benchmark.stage_templates, a rule in rules/ (included by the Snakefile)
+# that takes everything from it, and the rule's script
+ECHOES_STAGE = '''"""A toy stage: each seed of a cell said back by the seed model."""
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from kora.benchmarks.schemas import ScenarioSeed
+from kora.llm.base import ChatMessage
+from kora.run.shard_run import ShardJob
+from kora.run.shards import read_shard
+from kora.run.stages.base import Job, RoleParams, Rules, ShardParams, Sources, Stage, as_read
+
+
+class EchoesInput(Sources):
+    seeds: Path
+
+
+class EchoesParams(ShardParams):
+    model: RoleParams
+
+
+class EchoesStage(Stage):
+    name = "echoes"
+    feeds_on = "seeds"
+    input_model = EchoesInput
+    params_model = EchoesParams
+    call_kinds: ClassVar[dict[str, tuple[str, float]]] = {"echo": ("seed_model", 1.0)}
+
+    def data(self, pipeline: Rules) -> str:
+        return "data/echoes/{risk}/{age}/{motivation}.jsonl"
+
+    def sources(self, pipeline: Rules, wc: dict[str, str]) -> dict[str, Any]:
+        return {"seeds": pipeline.layout.seeds(pipeline.cell_of(wc))}
+
+    def model_params(self, pipeline: Rules) -> dict[str, Any]:
+        return {"model": pipeline.role_params("seed_model")}
+
+    def clients(self, job: Job) -> Any:
+        return job.ctx.asker(job.params.model)
+
+    def units(self, job: Job) -> list[ScenarioSeed]:
+        return read_shard(job.input.seeds, ScenarioSeed)
+
+    def units_from(self, job: Job, result: Any) -> list[ScenarioSeed]:
+        return [as_read(s, ScenarioSeed) for s in result]
+
+    async def work(self, job: Job, unit: ScenarioSeed) -> dict[str, str]:
+        text = await job.clients.text([ChatMessage("user", f"Say {unit.id}")], stage="echo")
+        return {"seed": unit.id, "echo": text}
+
+    def nominal(self, job: Job, unit: ScenarioSeed | None) -> int:
+        return 1
+
+    def label(self, job: Job, unit: ScenarioSeed) -> str:
+        return f"seed {unit.id}"
+
+    def write(self, job: Job, shard: ShardJob, units: Sequence[Any], results: Sequence[Any]) -> int:
+        return shard.write(job.ctx, [r for r in results if not isinstance(r, BaseException)])
+
+    def made_by(self, job: Job) -> dict[str, Any]:
+        return {"echo": job.params.model}
+'''
+ECHOES_RULE = """rule echoes:
+    input:
+        unpack(PIPELINE.rule_input("echoes")),
+    output:
+        **PIPELINE.rule_output("echoes"),
+    log:
+        PIPELINE.rule_log("echoes"),
+    params:
+        **PIPELINE.rule_params("echoes"),
+    script:
+        "../scripts/echoes.py"
+"""
+ECHOES_SCRIPT = """from typing import Any
+
+from kora.run.dispatch import run
+
+snakemake: Any
+
+run("echoes", snakemake)
+"""
+
+
+def insert(path: Path, after: str, text: str) -> None:
+    """`text` after the first line holding `after` (which the recipe's place must have)."""
+    source = path.read_text()
+    at = source.index(after)
+    end = source.index("\n", at) + 1
+    path.write_text(source[:end] + text + source[end:])
+
+
+def follow_the_recipes(copy: Path) -> None:
+    kora = copy / "kora"
+    insert(kora / "llm/registry.py", 'ProviderKind("mock"', ECHO_KIND)
+    (kora / "llm/echo.py").write_text(ECHO_CLASS)
+    providers = kora / "llm/providers.py"
+    insert(providers, "    return MockProvider(name, config)", ECHO_FACTORY)
+    insert(providers, '    "mock": _mock,', '    "echo": _echo,\n')
+    (kora / "run/stages/echoes.py").write_text(ECHOES_STAGE)
+    stages = kora / "run/stages/__init__.py"
+    insert(
+        stages,
+        "from kora.run.stages.conversations",
+        "from kora.run.stages.echoes import EchoesStage\n",
+    )
+    source = stages.read_text().replace("JudgmentsStage())", "JudgmentsStage(), EchoesStage())")
+    stages.write_text(source)
+    dispatch = kora / "run/dispatch.py"
+    dispatch.write_text(dispatch.read_text().replace('"judgments"})', '"judgments", "echoes"})'))
+    insert(
+        kora / "benchmarks/base.py", '"seeds": ("seeds",),', '            "echoes": ("seeds",),\n'
+    )
+    (copy / "rules/echoes.smk").write_text(ECHOES_RULE)
+    insert(copy / "Snakefile", 'include: "rules/judgments.smk"', 'include: "rules/echoes.smk"\n')
+    (copy / "scripts/echoes.py").write_text(ECHOES_SCRIPT)
+
+
+@pytest.mark.timeout(600)
+def test_a_toy_provider_and_a_toy_stage_run_end_to_end_as_the_recipes_say(tmp_path: Path) -> None:
+    copy = copy_workflow(tmp_path)
+    shutil.copytree(REPO / "kora", copy / "kora", ignore=shutil.ignore_patterns("__pycache__"))
+    follow_the_recipes(copy)
+    tiny = {
+        **TINY,
+        "models": {"echo": {"provider": "echo"}},
+        "targets": {"gpt-target": None, "tiny": {"model": "echo", "prompts": ["default", "child"]}},
+    }
+    (copy / "tiny.yaml").write_text(yaml.safe_dump(tiny))
+    risk = TINY["grid"]["risks"][0]  # type: ignore[index]
+    cell = f"{risk}/{TINY['grid']['age_ranges'][0]}/{TINY['grid']['motivations'][0]}"  # type: ignore[index]
+    echoes = f"data/echoes/{cell}.jsonl"
+    env = dict(os.environ, PYTHONPATH=str(copy))  # the copy's package before the installed one
+    done = subprocess.run(
+        [*SNAKEMAKE, "--cores", "2", "results/tiny/results.json", echoes, "--configfile", "tiny.yaml"],
+        cwd=copy, env=env, capture_output=True, text=True, timeout=540,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    # the toy provider answered the target's turns
+    results = orjson.loads((copy / "results/tiny/results.json").read_bytes())
+    assert results["tests"] > 0 and results["models"]["echo"]["provider"] == "echo"
+    shard = copy / f"data/tiny/conversations/{cell}.jsonl"
+    turns = (copy / "results/tiny/conversations" / f"{cell}.jsonl").read_text()
+    assert "echo: " in turns, shard
+    # the toy stage wrote each seed said back, its calls in the run's bill under its kind
+    said = [orjson.loads(line) for line in (copy / echoes).read_text().splitlines()]
+    seeds = (copy / f"data/seeds/{cell}.jsonl").read_text().splitlines()
+    assert len(said) == len(seeds) > 0
+    assert all(r["echo"] and r["seed"] for r in said)
+    status = orjson.loads((copy / f"data/echoes/{cell}.status.json").read_bytes())
+    assert {u["stage"] for u in status["usage"]} == {"echo"}
