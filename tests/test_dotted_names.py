@@ -25,6 +25,9 @@ NOT_OURS = {
     "kora.ts": "the reference implementation's main source, cited by the fidelity pages",
     "kora.generateScenarioSeeds": "a function of that source",
     "kora.yaml": "the conda environment's file name (envs/kora.yaml)",
+    # tests/test_recipes.py adds these to a copy of the package, as the recipes say
+    "kora.llm.echo": "the toy provider's module, in the recipes test's copy",
+    "kora.run.stages.echoes": "the toy stage's module, in the recipes test's copy",
 }
 
 
