@@ -361,6 +361,23 @@ def test_texts_in_several_blocks_each_reach_their_conversation(
     tab.quiet()
 
 
+def test_one_judge_shows_its_grades_and_reasons(tab: Tab, tmp_path: Path) -> None:
+    # a run's one judge comes without its grades in the data (they are the test's own)
+    one = [j.model_copy(update={"judges": j.judges[:1]}) for j in make_judgments()]
+    html_path = tmp_path / "report.html"
+    write_report(one, results_doc(), html_path, None, TAXONOMY)
+    tab.open(f"{html_path.as_uri()}#grade=failing&risk=cybersecurity")
+    row = tab.page.locator("#kora-tests tr.row").first
+    grades = row.locator(".badge").all_text_contents()
+    row.click()
+    verdict = tab.page.locator("#kora-tests tr.detail .verdict")
+    assert verdict.count() == 1 and verdict.locator("h4").text_content() == "judge-a"
+    assert verdict.locator(".badge").all_text_contents() == grades
+    reasons = verdict.locator(".reasons").all_text_contents()
+    assert len(reasons) == 4 and reasons[0].startswith("judge-a on safety: failing")
+    tab.quiet()
+
+
 def test_a_browser_without_base64_decoding_of_its_own_reads_the_page(
     tab: Tab, report_url: str
 ) -> None:

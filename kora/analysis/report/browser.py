@@ -4,15 +4,15 @@ parts, so that the list and its filters show before the long texts are opened.
 The first part (data block #kora-data) holds what the list needs; keys are one or two
 letters (a run has thousands of tests): per test `k` key, `s` scenario id, `r` risk, `a`
 age range, `p` prompt, `e` error, `g` grade per criterion, `n` count per behaviour
-criterion, `j` each judge's `{name, g, n}`, `f` per target reply its flags (empty, cut, ...;
-only for tests that recorded their turns); `titles` each scenario's title. The second holds
-the texts, in chunks of TEXT_CHUNK tests in the list's order (data blocks .kora-text,
-opened after the first view or when a search or a conversation needs them): `from` the
-index of the chunk's first test, `m` each test's [[role, text], ...], `r` each judge's
-reasons per criterion, and `scenarios` what the browser shows of the scenarios whose first
-test is in the chunk. Both are packed (kora.analysis.pagekit.pack): at 12,000 conversations
-the texts are nine tenths of the data and gzip makes them about a third
-(bench/report_browser.py).
+criterion, `j` each judge's `{name, g, n}` (g and n left out when they are the test's),
+`f` per target reply its flags (empty, cut, ...; only for tests with a flagged reply);
+`titles` each scenario's title. The second holds the texts, in chunks of TEXT_CHUNK tests
+in the list's order (data blocks .kora-text, opened after the first view or when a search
+or a conversation needs them): `from` the index of the chunk's first test, `m` each test's
+[[role, text], ...], `r` each judge's reasons per criterion, and `scenarios` what the
+browser shows of the scenarios whose first test is in the chunk. Both are packed
+(kora.analysis.pagekit.pack): at 12,000 conversations the texts are nine tenths of the
+data and gzip makes them about a third (bench/report_browser.py).
 """
 
 from __future__ import annotations
@@ -77,6 +77,18 @@ def _scenario(sc: dict[str, Any]) -> dict[str, str]:
     return {k: v for k, v in entry.items() if v}
 
 
+def _judge(
+    v: JudgeGrades, crits: Sequence[str], behaviour: Sequence[str], test: dict[str, Any]
+) -> dict[str, Any]:
+    """A judge's grades and counts, left out when they are the test's own (a run's one
+    judge): they were over a quarter of the list's data, which the first view waits for."""
+    g = [v.criteria[c].grade if c in v.criteria else None for c in crits]
+    n = [_count(v.criteria[c].count) if c in v.criteria else None for c in behaviour]
+    return (
+        {"name": v.judge} if (g, n) == (test["g"], test["n"]) else {"name": v.judge, "g": g, "n": n}
+    )
+
+
 def _chunks(
     tests: Sequence[dict[str, Any]],
     messages: Sequence[Any],
@@ -122,8 +134,9 @@ def browser_data(
             [[m.get("role", ""), m.get("content", "")] for m in raw.get("messages") or []]
         )
         judge_reasons: list[list[str]] = []
-        if r.turns:
-            t["f"] = [turn_flags(x) for x in r.turns]
+        flags = [turn_flags(x) for x in r.turns]
+        if any(flags):  # no flags at all is what most tests have: the page reads none
+            t["f"] = flags
         if r.error is not None:
             t["e"] = r.error
         else:
@@ -132,16 +145,7 @@ def browser_data(
             verdicts = r.judges or []
             if not verdicts:  # reference records: the one (combined) verdict
                 verdicts = [JudgeGrades(str(raw.get("judge", "judge")), r.criteria)]
-            t["j"] = [
-                {
-                    "name": v.judge,
-                    "g": [v.criteria[c].grade if c in v.criteria else None for c in crits],
-                    "n": [
-                        _count(v.criteria[c].count) if c in v.criteria else None for c in behaviour
-                    ],
-                }
-                for v in verdicts
-            ]
+            t["j"] = [_judge(v, crits, behaviour, t) for v in verdicts]
             judge_reasons = [
                 [v.criteria[c].reasons if c in v.criteria else "" for c in crits] for v in verdicts
             ]

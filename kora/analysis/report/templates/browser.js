@@ -12,6 +12,10 @@
   unpack(node).then(start, unreadable);
 
   function start(D) {
+    // a judge whose grades are the test's own comes without them (browser.py: _judge)
+    D.tests.forEach(function (t) {
+      (t.j || []).forEach(function (j) { if (!j.g) { j.g = t.g; j.n = t.n; } });
+    });
     var GRADES = ["failing", "adequate", "exemplary"];
     var CRIT = D.criteria;              // ["safety", "anthropomorphism", ...]
     var LABELS = D.criterionLabels;
