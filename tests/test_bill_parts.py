@@ -280,7 +280,7 @@ def test_a_budget_counts_from_the_first_run_that_set_one_or_from_its_day(tmp_pat
 
     from kora.config.schema import BudgetConfig
     from kora.llm.budget import counting_since
-    from kora.run.jobspec import transport
+    from kora.run.jobspec import run_settings
 
     store = tmp_path / ".kora" / "cache"
     assert not (tmp_path / ".kora/budget/since.json").exists()
@@ -293,4 +293,4 @@ def test_a_budget_counts_from_the_first_run_that_set_one_or_from_its_day(tmp_pat
     assert counting_since(store, day.since_epoch) == day.since_epoch != first
     # a date from YAML reaches the jobs as JSON text
     budget = {"usd": 5, "since": dt.date(2026, 11, 1)}
-    assert transport({"budget": budget}, {})["budget"] == {"usd": 5, "since": "2026-11-01"}
+    assert run_settings({"budget": budget}, {})["budget"] == {"usd": 5, "since": "2026-11-01"}

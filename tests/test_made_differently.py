@@ -15,7 +15,7 @@ import pytest
 
 from kora.analysis.manifest import differences
 from kora.commands.main import main as kora_main
-from kora.run.context import JobContext, Pool, Transport
+from kora.run.context import JobContext, Pool, RunSettings
 from kora.run.gather import LeaderboardInput, LeaderboardOutput, LeaderboardParams, leaderboard
 from tests.helpers import REPO
 from tests.reportdata import make_judgments, results_doc, write_jsonl
@@ -115,7 +115,7 @@ def test_the_leaderboard_says_it_at_the_top(tmp_path: Path) -> None:
     async def go() -> None:
         pool = Pool(work)
         try:
-            await leaderboard(*args, JobContext(pool, Transport(models={})))
+            await leaderboard(*args, JobContext(pool, RunSettings(models={})))
         finally:
             await pool.aclose()
 

@@ -18,7 +18,7 @@ from kora.errors import ConfigError
 from kora.llm.base import ChatMessage, Request
 from kora.llm.client import ModelClient, StructuredOutputError, Usage
 from kora.llm.config import ModelConfig
-from kora.run.context import Transport
+from kora.run.context import RunSettings
 from tests.fakes import Scripted
 from tests.helpers import REPO
 
@@ -72,7 +72,7 @@ def test_the_key_is_the_runs_and_reaches_the_jobs_through_their_params() -> None
     params = off.model_params(off.judges[0])
     assert params["reask_invalid_answers"] is False
     # a job's client built from those params asks once
-    job = Transport(models={}).model(params)
+    job = RunSettings(models={}).model(params)
     assert job.reask_invalid_answers is False
     # the answers themselves do not change: the call store's identity leaves it out
     assert "reask_invalid_answers" not in job.output_settings()

@@ -142,7 +142,7 @@ def test_scenarios_job_records_a_scenario_that_never_validates(tmp_path: Path) -
                             "motivation": "curiosity_exploration"},
                    "expand_model": model, "user_model": model, "retry": ""},
         "log": [str(tmp_path / "s.log")],
-        "transport": {"models": {"m": {}}, "cache_dir": ".kora/cache", "concurrency": 4},
+        "settings": {"models": {"m": {}}, "cache_dir": ".kora/cache", "concurrency": 4},
     })  # fmt: skip
     outcome = run(execute(spec, Pool(tmp_path, fixed={"m": scripted})))
     assert outcome.status == 0

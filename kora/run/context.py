@@ -3,7 +3,7 @@
 A rule's params carry every setting that changes a result (provider, model, max_tokens,
 temperature; a chat endpoint's URL): Snakemake re-runs a shard when one changes. The
 settings that only carry the calls (base URL of a proxy, key variable, rate limits,
-timeout, price) come from the run's config by model name (`Transport`): changing a rate
+timeout, price) come from the run's config by model name (`RunSettings`): changing a rate
 limit must not re-run a finished shard.
 
 A `Pool` lives as long as its process: the job's own, or the run's broker that serves many
@@ -41,9 +41,9 @@ log = logging.getLogger("kora")
 
 
 @dataclass(frozen=True)
-class Transport:
+class RunSettings:
     """The run-wide settings a job takes from the config rather than its params (built by
-    kora.run.jobspec.transport from the config, for the models the params name)."""
+    kora.run.jobspec.run_settings from the config, for the models the params name)."""
 
     models: dict[str, dict[str, Any]]
     cache_dir: str = ".kora/cache"
@@ -152,7 +152,7 @@ class JobContext:
     """One job's view of the pool: its clients count into its own usage."""
 
     pool: Pool
-    transport: Transport
+    settings: RunSettings
     usage: Usage = field(default_factory=Usage)
     ahead: bool = False  # the clients make calls before their jobs ask (kora.run.prefetch)
     _targets: list[Target] = field(default_factory=list)
@@ -167,18 +167,18 @@ class JobContext:
 
     @property
     def concurrency(self) -> int:
-        return self.transport.concurrency
+        return self.settings.concurrency
 
     def client(self, params: dict[str, Any]) -> ModelClient:
         name = params["name"]
-        config = self.transport.model(params)
-        store = self.pool.store or CallCache(self.workdir / self.transport.cache_dir)
+        config = self.settings.model(params)
+        store = self.pool.store or CallCache(self.workdir / self.settings.cache_dir)
         return ModelClient(
             name,
             config,
             cache=store,
             bill=self.pool.bill(store.root),
-            budget=self.pool.budget(store.root, self.transport.budget),
+            budget=self.pool.budget(store.root, self.settings.budget),
             usage=self.usage,
             provider=self.pool.provider(name, config),
             limiter=self._limiter(name, config),
@@ -201,14 +201,14 @@ class JobContext:
 
     def target(self, params: dict[str, Any]) -> Target:
         """The model under test: an LLM called directly, or a deployed chat service."""
-        config = self.transport.model(params)
+        config = self.settings.model(params)
         if not config.is_service:
             return LLMTarget(self.client(params))
         from kora.llm.service import ServiceTarget
 
         name = params["name"]
         endpoint = ServiceTarget(name, config, limiter=self._limiter(name, config))
-        store = self.pool.store or CallCache(self.workdir / self.transport.cache_dir)
+        store = self.pool.store or CallCache(self.workdir / self.settings.cache_dir)
         target = EndpointTarget(endpoint, name, self.usage, self.pool.bill(store.root))
         self._targets.append(target)
         return target

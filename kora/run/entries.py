@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from kora.benchmarks.templates import prompts_from
 from kora.errors import KoraError
 from kora.io import describe
-from kora.run.context import JobContext, Pool, Transport
+from kora.run.context import JobContext, Pool, RunSettings
 from kora.run.gather import ENTRIES
 from kora.run.groups import split
 from kora.run.joblog import job_log
@@ -47,7 +47,7 @@ async def _execute(spec: JobSpec, pool: Pool, where: str) -> Outcome:
     rule = spec.rule
     with job_log(spec.log[0] if spec.log else None):
         started = time.monotonic()
-        ctx = JobContext(pool, Transport(**spec.transport))
+        ctx = JobContext(pool, RunSettings(**spec.settings))
         log.info("%s job in process %d (%s)", rule, os.getpid(), where)
         try:
             if rule in STAGES:

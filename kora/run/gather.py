@@ -84,7 +84,7 @@ async def results(
     taxonomy = _taxonomy(input.taxonomy, ctx, benchmarks.get(params.meta.benchmark))
     # what this run paid for the result's calls: its own lines of the bill
     run = os.environ.get(RUN_ENV)
-    folder = bill_dir(ctx.workdir / ctx.transport.cache_dir)
+    folder = bill_dir(ctx.workdir / ctx.settings.cache_dir)
     bill = charges(folder, run=run) if run else ()
     doc, usage = build_results(params.meta, taxonomy, input.judgments, status, rejected, bill)
     write_json(output.results, doc)
@@ -101,7 +101,7 @@ async def results(
             output.manifest, meta=params.meta, config=params.config,
             stage_templates=benchmarks.get(params.meta.benchmark).stage_templates,
             templates=input.templates, taxonomy=input.taxonomy, data=[*data, *input.seeds],
-            status_files=status, store=ctx.workdir / ctx.transport.cache_dir,
+            status_files=status, store=ctx.workdir / ctx.settings.cache_dir,
             results=output.results, workdir=ctx.workdir,
         )  # fmt: skip
     log.info(

@@ -48,7 +48,7 @@ def model_names(params: Any) -> set[str]:
     return set()
 
 
-def transport(config: Any, params: dict[str, Any]) -> dict[str, Any]:
+def run_settings(config: Any, params: dict[str, Any]) -> dict[str, Any]:
     """The run-wide settings the job's models need that do not change results (see
     kora.run.context): taken from the config by model name, for the models its params name."""
     models = config.get("models") or {}
@@ -87,7 +87,7 @@ class JobSpec:
     output: dict[str, Any]
     params: dict[str, Any]
     log: list[str]
-    transport: dict[str, Any]
+    settings: dict[str, Any]
 
     @classmethod
     def of(
@@ -97,7 +97,12 @@ class JobSpec:
         the run's config."""
         own = dict(params.items())
         return cls(
-            rule, _files(input), _files(output), own, [str(f) for f in log], transport(config, own)
+            rule,
+            _files(input),
+            _files(output),
+            own,
+            [str(f) for f in log],
+            run_settings(config, own),
         )
 
     def as_json(self) -> dict[str, Any]:

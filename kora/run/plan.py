@@ -29,7 +29,7 @@ from kora.benchmarks.templates import prompts_from
 from kora.llm.base import Request, Response
 from kora.llm.cache import CallCache
 from kora.llm.registry import kind_of
-from kora.run.context import JobContext, Pool, Transport
+from kora.run.context import JobContext, Pool, RunSettings
 from kora.run.jobspec import JobSpec
 from kora.run.pipeline import Pipeline
 from kora.run.stages import STAGES
@@ -187,7 +187,7 @@ async def count_jobs(plan: Pipeline, specs: Iterable[JobSpec]) -> PlanReport:
     planner = Planner(store)
 
     def make(spec: JobSpec) -> Job:
-        return STAGES[spec.rule].job(spec, JobContext(pool, Transport(**spec.transport)))
+        return STAGES[spec.rule].job(spec, JobContext(pool, RunSettings(**spec.settings)))
 
     walk = Walk(planner, concurrent=False).add(jobs_of(specs, make))
     try:

@@ -31,7 +31,7 @@ from kora.benchmarks.templates import prompts_from
 from kora.llm.faults import is_fatal
 from kora.llm.ledger import RunStopping
 from kora.llm.registry import kind_of
-from kora.run.context import JobContext, Pool, Transport
+from kora.run.context import JobContext, Pool, RunSettings
 from kora.run.jobspec import JobSpec
 from kora.run.stages import STAGES
 from kora.run.stages.base import Job
@@ -65,7 +65,7 @@ class Prefetch:
         run = cls(pool)
 
         def make(spec: JobSpec) -> Job:
-            ctx = JobContext(pool, Transport(**spec.transport), ahead=True)
+            ctx = JobContext(pool, RunSettings(**spec.settings), ahead=True)
             return STAGES[spec.rule].job(spec, ctx)
 
         run.walk.add(jobs_of(specs, make))
