@@ -151,4 +151,5 @@ class Misbehaving(LoopbackServer):
         with self.lock:
             self.requests.append(rec)
             behaviour = self.behaviours.pop(0) if self.behaviours else self.always
+            self.changed.notify_all()  # for wait_for: a loaded machine reads a request late
         return await (behaviour or _default)(request, self)
