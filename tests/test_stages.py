@@ -116,7 +116,7 @@ def test_memory_risks_get_a_memory_scenario() -> None:
 
 def test_scenarios_job_records_a_scenario_that_never_validates(tmp_path: Path) -> None:
     from kora.run.context import Pool
-    from kora.run.entries import execute
+    from kora.run.execute import execute
     from kora.run.jobspec import JobSpec
     from kora.run.shards import write_records, write_status
 

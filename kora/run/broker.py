@@ -109,7 +109,7 @@ ahead = _Ahead()
 
 
 async def _serve_job(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pool: Any) -> None:
-    from kora.run.entries import execute
+    from kora.run.execute import execute
 
     line = b""
     try:

@@ -78,7 +78,7 @@ def run(rule: str, smk: Any) -> None:
             run = os.environ.get(RUN_ENV)
             if run and stopping_path(os.getcwd(), run).exists():
                 raise KeyboardInterrupt  # the run is stopping: its broker is gone on purpose
-            from kora.run.entries import run_here
+            from kora.run.execute import run_here
 
             done = run_here(spec)
     except KeyboardInterrupt:

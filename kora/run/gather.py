@@ -216,15 +216,17 @@ Par = TypeVar("Par", bound=BaseModel)
 
 
 @dataclass(frozen=True)
-class Entry(Generic[In, Out, Par]):
+class GatheringRule(Generic[In, Out, Par]):
     input: type[In]
     output: type[Out]
     params: type[Par]
     run: Callable[[In, Out, Par, JobContext], Awaitable[int]]
 
 
-ENTRIES: dict[str, Entry[Any, Any, Any]] = {
-    "results": Entry(ResultsInput, ResultsOutput, ResultsParams, results),
-    "report": Entry(ReportInput, ReportOutput, ReportParams, report),
-    "leaderboard": Entry(LeaderboardInput, LeaderboardOutput, LeaderboardParams, leaderboard),
+GATHERING_RULES: dict[str, GatheringRule[Any, Any, Any]] = {
+    "results": GatheringRule(ResultsInput, ResultsOutput, ResultsParams, results),
+    "report": GatheringRule(ReportInput, ReportOutput, ReportParams, report),
+    "leaderboard": GatheringRule(
+        LeaderboardInput, LeaderboardOutput, LeaderboardParams, leaderboard
+    ),
 }

@@ -8,7 +8,7 @@ shard rule's job takes every cell of one risk: its inputs, outputs and logs are 
 own files, listed in cell order, and its params are the params every cell shares plus
 `cells`, what differs from cell to cell (the cell, its retry token, a v2 seed plan's
 orders). The job runs each cell exactly as a job of its own did (`split`, then
-kora.run.entries), so every cell keeps its own records, status file and retry token
+kora.run.execute), so every cell keeps its own records, status file and retry token
 (kora.run.shards), and the broker's prefetch and `kora plan` still walk cell by cell.
 
 What a larger job gives up: a cell whose retry token changed (a failed item, a damaged

@@ -3,7 +3,7 @@ inputs and params.
 
 Kept here (not in the .smk files) so it is typed, tested and shared with the `kora` CLI.
 A rule's params are the only place its jobs take result-changing settings from
-(kora.run.entries); what only carries calls comes from the config by model name (kora.run.context).
+(kora.run.execute); what only carries calls comes from the config by model name (kora.run.context).
 """
 
 from __future__ import annotations

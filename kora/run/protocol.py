@@ -57,7 +57,7 @@ class PrefetchRequest:
 @dataclass(frozen=True)
 class Outcome:
     """A job's exit status and what it tells the user (its stderr): what the job's runner
-    (kora.run.entries) returns, and the broker's answer on the wire."""
+    (kora.run.execute) returns, and the broker's answer on the wire."""
 
     status: int
     message: str = ""

@@ -19,7 +19,7 @@ from kora.benchmarks.templates import prompts_from
 from kora.errors import KoraError
 from kora.io import describe
 from kora.run.context import JobContext, Pool, RunSettings
-from kora.run.gather import ENTRIES
+from kora.run.gather import GATHERING_RULES
 from kora.run.groups import split
 from kora.run.joblog import job_log
 from kora.run.jobspec import JobSpec
@@ -83,7 +83,7 @@ def run_here(spec: JobSpec) -> Outcome:
 
 
 async def _gather(rule: str, spec: JobSpec, ctx: JobContext) -> int:
-    entry = ENTRIES[rule]
+    entry = GATHERING_RULES[rule]
     try:
         args = (
             entry.input.model_validate(spec.input),
