@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from kora.llm.base import ChatMessage, ProviderError
-from kora.llm.chat_endpoint import MEMORY_ACK, ChatEndpointTarget
 from kora.llm.config import ModelConfig
+from kora.llm.service import ServiceTarget
+from kora.llm.service_config import MEMORY_ACK
 from tests.loopback import DROP, INVALID, MALFORMED, ChatEndpointServer, Fault, Servers
 
 SESSION_ID = re.compile(
@@ -24,9 +25,9 @@ def server(serve: Servers) -> ChatEndpointServer:
     return serve(ChatEndpointServer)
 
 
-def target(srv: ChatEndpointServer, **cfg: Any) -> ChatEndpointTarget:
+def target(srv: ChatEndpointServer, **cfg: Any) -> ServiceTarget:
     cfg.setdefault("base_url", srv.url + "/")
-    return ChatEndpointTarget("mydd", ModelConfig(provider="chat-endpoint", **cfg))
+    return ServiceTarget("mydd", ModelConfig(provider="chat-endpoint", **cfg))
 
 
 def run(coro: Any) -> Any:
@@ -34,7 +35,7 @@ def run(coro: Any) -> Any:
 
 
 async def conversation(
-    t: ChatEndpointTarget, age_range: str, memory: str | None, turns: list[str]
+    t: ServiceTarget, age_range: str, memory: str | None, turns: list[str]
 ) -> tuple[str, list[str]]:
     """Play a test's conversation the way the conversation stage does."""
     session = await t.open_session(age_range, memory)
@@ -205,7 +206,7 @@ def test_client_errors_fail_fast(server: ChatEndpointServer, status: int) -> Non
 
 def test_bad_inputs_are_clear_errors(server: ChatEndpointServer) -> None:
     with pytest.raises(ValueError, match="base_url"):
-        ChatEndpointTarget("mydd", ModelConfig(provider="chat-endpoint"))
+        ServiceTarget("mydd", ModelConfig(provider="chat-endpoint"))
 
     async def go() -> None:
         t = target(server)
@@ -235,7 +236,7 @@ def test_concurrent_sessions_never_mix(server: ChatEndpointServer) -> None:
         for i in range(20)
     }
 
-    async def one(t: ChatEndpointTarget, i: int) -> tuple[int, str, list[str]]:
+    async def one(t: ServiceTarget, i: int) -> tuple[int, str, list[str]]:
         age_range, memory, turns = plans[i]
         session = await t.open_session(age_range, memory)
         messages: list[ChatMessage] = []

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from kora.analysis.stats.ppi import UnsampledStratum, excludes, ppi_by_group, ppi_mean
+from kora.analysis.stats.ppi import UnsampledStratum, excludes, ppi_mean
 from kora.analysis.stats.rates import wilson
 
 pytestmark = pytest.mark.timeout(60)
@@ -275,26 +275,6 @@ def test_bad_input_names_the_argument(kwargs: dict[str, object], message: str) -
     }
     with pytest.raises(ValueError, match=message):
         ppi_mean(**(args | kwargs))  # type: ignore[arg-type]
-
-
-def test_rates_by_group() -> None:
-    f, y = binary_judge()
-    groups = np.array(["b", "a", "c"] * 333 + ["b"])
-    y[(groups == "c") & ~np.isnan(y)] = np.nan  # no graded item in c
-    y[np.flatnonzero(groups == "c")[:5]] = 1.0  # then 5
-    out = ppi_by_group(f, y, groups, min_labelled=10)
-    assert list(out) == ["b", "a", "c"]
-    assert out["c"] is None
-    for g in ("a", "b"):
-        m = groups == g
-        assert out[g] == ppi_mean(f[m], y[m])
-    assert ppi_by_group(f, y, groups, min_labelled=5)["c"] is not None
-    # a group whose stratum no one graded: the sample does not allow a figure
-    strata = np.where(groups == "a", np.where(np.isnan(y), "ungraded", "graded"), "x")
-    by_stratum = ppi_by_group(f, y, groups, strata=strata)
-    assert by_stratum["a"] is None and by_stratum["b"] is not None
-    with pytest.raises(ValueError, match=r"^groups: 3 keys"):
-        ppi_by_group(f, y, ["a", "b", "c"])
 
 
 def test_excludes() -> None:

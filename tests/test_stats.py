@@ -18,7 +18,7 @@ from kora.analysis.stats.agreement import (
     ratings_table,
     unanimous_share,
 )
-from kora.analysis.stats.analyses import compare_judgments, compare_targets, criterion_summary
+from kora.analysis.stats.analyses import compare_judgments, criterion_summary
 from kora.analysis.stats.paired import holm, paired_test, sign_test, verdict
 from kora.analysis.stats.rates import Rate, no_signal, wilson
 from kora.errors import InputError
@@ -303,7 +303,3 @@ def test_compare_judgments_and_targets() -> None:
     assert s["matrix"] == [[1, 0, 1], [0, 1, 0], [2, 0, 1]]
     assert s["agreement"] == pytest.approx(0.5)
     assert doc["criteria"]["humanRedirection"]["agreement"] == 1.0
-    t = compare_targets(ra, rb)
-    o = t["overall"]
-    assert (o["n"], o["aOnly"], o["bOnly"]) == (6, 1, 2) and not o["significant"]
-    assert t["onlyB"] == 1 and t["risks"][0]["riskId"] == "cybersecurity"

@@ -110,8 +110,14 @@ class HttpSpec(_Strict):
 
 MEMORY_ACK = "I'll keep that in mind."
 
-# The MyDD contract (spec section 6): the service keeps the history under a session id we
-# make up; memory is restored as a user/assistant exchange before the first turn.
+# The MyDD contract, `provider: chat-endpoint` (spec section 6): the service keeps each
+# conversation's history on its side, keyed by a session id made up per test
+# (`<uuid4>_<uuid4>`), and always receives the child's age. With a memory, `POST
+# {base}/restore_session_memory` with `{"session_id", "messages": [user: memory,
+# assistant: MEMORY_ACK], "age"}` before the first turn (its answer ignored); each turn,
+# `POST {base}/query_chat_langchain_mem?session_id=<id>` with `{"prompt": <the newest user
+# message only>, "age"}`, answered by JSON `{"response": ...}`. No system prompt is sent.
+# config/examples/mydd.yaml writes the same out as `provider: http`.
 CHAT_ENDPOINT = HttpSpec(
     memory=RequestSpec(
         url="/restore_session_memory",

@@ -203,13 +203,6 @@ def paired_comparison(
     }
 
 
-def compare_targets(
-    a: Sequence[TestRecord], b: Sequence[TestRecord], alpha: float = ALPHA
-) -> dict[str, Any]:
-    """Two targets on the same tests, matched by scenario id and prompt variant."""
-    return paired_comparison(a, b, lambda r: r.pair_key, alpha)
-
-
 def compare_prompts(records: Sequence[TestRecord], alpha: float = ALPHA) -> dict[str, Any] | None:
     """`default` (A) vs `child` (B) on the scenarios run with both; None without both."""
     ok = judged(records)

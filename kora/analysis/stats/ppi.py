@@ -207,49 +207,6 @@ def ppi_mean(
     )
 
 
-def ppi_by_group(
-    predictions: npt.ArrayLike,
-    human: npt.ArrayLike,
-    groups: Sequence[Hashable] | npt.NDArray[np.generic],
-    *,
-    strata: Sequence[Hashable] | npt.NDArray[np.generic] | None = None,
-    min_labelled: int = 10,
-    alpha: float = 0.05,
-    lam: float | None = None,
-) -> dict[Hashable, PPIEstimate | None]:
-    """`ppi_mean` for each group of items (groups in order of first appearance).
-
-    None for a group with fewer than `min_labelled` items graded by people, or with a
-    stratum that people did not sample: the sample does not allow a figure there.
-    """
-    f = np.asarray(predictions, dtype=float)
-    y = np.asarray(human, dtype=float)
-    keys = groups.tolist() if isinstance(groups, np.ndarray) else list(groups)
-    if len(keys) != f.size:
-        raise ValueError(f"groups: {len(keys)} keys for {f.size} predictions; give one per item")
-    if min_labelled < 1:
-        raise ValueError(f"min_labelled: must be at least 1, got {min_labelled}")
-    if y.size != f.size:  # ppi_mean checks it too, but indexing comes first
-        raise ValueError(f"human: {y.size} values for {f.size} predictions")
-    if strata is not None and len(strata) != f.size:
-        raise ValueError(f"strata: {len(strata)} keys for {f.size} predictions")
-    rows: dict[Hashable, list[int]] = {}
-    for i, key in enumerate(keys):
-        rows.setdefault(key, []).append(i)
-    out: dict[Hashable, PPIEstimate | None] = {}
-    for key, members in rows.items():
-        idx = np.asarray(members)
-        if np.count_nonzero(~np.isnan(y[idx])) < min_labelled:
-            out[key] = None
-            continue
-        sub = None if strata is None else [strata[i] for i in members]
-        try:
-            out[key] = ppi_mean(f[idx], y[idx], strata=sub, alpha=alpha, lam=lam)
-        except UnsampledStratum:
-            out[key] = None
-    return out
-
-
 def excludes(interval: tuple[float, float], value: float) -> bool:
     """True when `value` lies outside `interval`: the report's mark where the judge-only
     interval excludes the corrected estimate."""
