@@ -29,6 +29,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar, Unpack
 
@@ -255,7 +256,7 @@ class ModelClient:
         cost = estimated_cost(request)
         try:
             resp = await retrying(
-                batched if self._batched(key) else (lambda: self.limiter.call(timed, cost)),
+                batched if self._batched(key) else partial(self.limiter.call, timed, cost),
                 should_retry=is_retryable,
                 policy=self.retry_policy,
                 on_retry=on_retry,

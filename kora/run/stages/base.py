@@ -19,7 +19,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -293,13 +293,10 @@ class Stage(ABC):
             self.name, self.shard_name(job), job.output.data, job.params.retry, self.made_by(job)
         )
         units = self.units(job)
-
-        async def work(unit: Any) -> Any:
-            return await self.work(job, unit)
-
-        results = await run_shard_job(
-            shard, job.ctx, units, work, label=lambda u: self.label(job, u)
-        )
+        # the stage's own work and labels, bound to the job: the shard's run calls them
+        # directly, not back through here
+        work, label = partial(self.work, job), partial(self.label, job)
+        results = await run_shard_job(shard, job.ctx, units, work, label=label)
         return self.write(job, shard, units, results)
 
 
