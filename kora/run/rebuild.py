@@ -40,7 +40,7 @@ from kora.analysis.bundle import (
     BundleStore,
     status_path,
 )
-from kora.analysis.manifest import rested_keys, sha256_bytes, sha256_file
+from kora.analysis.manifest import project_facts, rested_keys, sha256_bytes, sha256_file
 from kora.benchmarks.templates import template_path
 from kora.llm.base import ProviderError, Request, Response
 from kora.llm.cache import cache_key
@@ -271,6 +271,13 @@ def _compare(bundle: Bundle, work: Path, name: str, found: Replay) -> None:
         found.differing.append(name)
 
 
+def _code(project: dict[str, Any]) -> str:
+    commit = project.get("commit")
+    if not commit:
+        return f"version {project.get('version')} (no commit known)"
+    return f"commit {commit[:12]}" + (" with uncommitted changes" if project.get("dirty") else "")
+
+
 def replay(path: Path, work: Path, published: Path | None = None) -> Replay:
     """Rebuild the bundle at `path` in the empty folder `work`, and compare (`published`:
     the manifest published with the result, which the bundle's must be)."""
@@ -287,6 +294,13 @@ def replay(path: Path, work: Path, published: Path | None = None) -> Replay:
         statuses = [orjson.loads(bundle.read(n) or b"{}") for n in bundle.files_under("")
                     if n.endswith(".status.json")]  # fmt: skip
         found.answer_of = rested_keys(statuses)
+        made, here = bundle.manifest.get("project", {}), project_facts()
+        if made.get("commit") != here.get("commit") or made.get("dirty") or here.get("dirty"):
+            # the same answers through other code may give other files
+            found.notes.append(
+                f"the result was made by kora at {_code(made)}, this replay runs {_code(here)}: "
+                "a file that differs may differ by the code"
+            )
         cwd = Path.cwd()
         os.chdir(work)  # the jobs read and write relative to the project, as in a run
         try:
