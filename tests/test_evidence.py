@@ -266,10 +266,9 @@ def test_imported_conversations_are_taken_as_given_and_their_judgments_replayed(
     files = ["--configfile", "config/demo.yaml", "config/recorded.yaml"]
     imported = kora(tmp_path, "import-conversations", "data/examples/recorded.jsonl", *files)
     assert imported.returncode == 0, imported.stderr
-    run = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--cores", "2", "results/recorded-bot/report.html", *files],
-        cwd=tmp_path, capture_output=True, text=True, timeout=500,
-    )  # fmt: skip
+    run = snakemake(
+        tmp_path, "results/recorded-bot/report.html", *files, configfile=None, timeout=500
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     manifest = orjson.loads((tmp_path / "results/recorded-bot/manifest.json").read_bytes())
     # only the judges' templates made this result: no seed, scenario or conversation
