@@ -29,7 +29,6 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar, Unpack
 
@@ -57,7 +56,7 @@ from kora.llm.limits import Limiter, estimated_cost, limiter_for
 from kora.llm.masking import masker_for, secrets_of
 from kora.llm.paying import Payer
 from kora.llm.providers import create_provider
-from kora.llm.retry import RetryPolicy, retrying
+from kora.llm.retry import RetryPolicy, attempts
 from kora.llm.usage import Usage
 
 __all__ = [
@@ -251,17 +250,26 @@ class ModelClient:
             async with paying as arrived:
                 return keep(self._bounded(arrived(await queue.ask(key, request))))
 
-        # the retry layer around the limiter: every attempt takes a slot of its own, so a
-        # retried call queues behind the calls already waiting (a batch's wait is its own)
         cost = estimated_cost(request)
+        batch = self._batched(key)
+        resp: Response | None = None
         try:
-            resp = await retrying(
-                batched if self._batched(key) else partial(self.limiter.call, timed, cost),
+            # every attempt a slot of its own in the model's limiter, so a retried call
+            # queues behind the calls already waiting (a batch's wait is its own); the retry
+            # layer decides between attempts, and is no frame around them
+            retries = attempts(
                 should_retry=is_retryable,
                 policy=self.retry_policy,
                 on_retry=on_retry,
                 on_resume=on_resume,
             )
+            async for attempt in retries:
+                async with attempt:
+                    if batch:
+                        resp = await batched()
+                    else:
+                        async with self.limiter.attempt(cost) as answered:
+                            resp = answered(await timed())
         except BudgetReached:
             raise  # not sent: no failed call of the model's
         except Exception as exc:
@@ -269,6 +277,7 @@ class ModelClient:
                 self.refused.setdefault(structured, exc)
             self.usage.add(self.name, stage, None, self.config.cost_price, cached=False)
             raise
+        assert resp is not None  # the attempts end in an answer or raise
         self.usage.add(self.name, stage, resp, self.config.cost_price, cached=False)
         if not self.ahead:
             # a call without a store key (no call store) rests on its own answer

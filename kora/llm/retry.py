@@ -5,7 +5,7 @@ What is worth retrying is a `ProviderError` that says so (`kora.llm.base.is_retr
 by default that is `is_transient`: a 408/429/5xx (529 included) status, a timeout or a
 dropped connection. Any other 4xx fails at once, with a message naming the model and the
 status. Every provider call is retried here, each attempt taking its own slot of its
-model's limiter (kora.llm.client: `retrying(lambda: limiter.call(...))`).
+model's limiter; the client runs each attempt itself (`attempts`, in kora.llm.client).
 
 `set_testing(True)` (or `KORA_RETRY_TESTING=1` in the environment) turns the waiting off,
 so the tests exercise every retry path in milliseconds; the adaptive 429 back-off of
@@ -93,6 +93,95 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+class Attempt:
+    """One attempt of a call, as `attempts` gives it: `async with attempt:` around the
+    call; a failure worth another attempt is waited out on leaving it and not raised."""
+
+    def __init__(self, run: _Run, number: int) -> None:
+        self._run = run
+        self.number = number
+
+    async def __aenter__(self) -> Attempt:
+        return self
+
+    async def __aexit__(self, kind: object, exc: BaseException | None, tb: object) -> bool:
+        if exc is None:
+            self._run.done = True
+            return False
+        if not isinstance(exc, Exception):
+            return False  # a cancellation, Ctrl-C: never a reason to try again
+        return await self._run.retry_after(exc, self.number)
+
+
+@dataclass
+class _Run:
+    policy: RetryPolicy
+    should_retry: Callable[[BaseException], bool]
+    on_retry: Callable[[BaseException, int, float], None] | None
+    on_resume: Callable[[], None] | None
+    start: float
+    done: bool = False
+
+    async def retry_after(self, exc: Exception, attempt: int) -> bool:
+        """Whether to try again after `exc` (having waited its back-off), or let it out."""
+        policy = self.policy
+        if attempt >= policy.attempts or not self.should_retry(exc):
+            return False
+        ra = getattr(exc, "retry_after", None)
+        wait = backoff(policy, attempt, float(ra) if isinstance(ra, int | float) else None)
+        budget = policy.unreachable_total if getattr(exc, "unreachable", False) else policy.total
+        if time.monotonic() - self.start + wait > budget:
+            return False
+        log.debug("attempt %d failed (%s); retrying in %.1f s", attempt, exc, wait)
+        if self.on_retry is not None:
+            self.on_retry(exc, attempt, wait)
+        try:
+            if not _testing:
+                await asyncio.sleep(wait)
+        finally:
+            if self.on_resume is not None:
+                self.on_resume()
+        return True
+
+
+def attempts(
+    *,
+    should_retry: Callable[[BaseException], bool],
+    policy: RetryPolicy = RetryPolicy(),
+    on_retry: Callable[[BaseException, int, float], None] | None = None,
+    on_resume: Callable[[], None] | None = None,
+) -> Attempts:
+    """The attempts of one call, until one succeeds, one fails with an error
+    `should_retry` rejects (raised as it is), or the attempts or the time budget run out
+    (the last error raised as it is):
+
+        async for attempt in attempts(should_retry=...):
+            async with attempt:
+                answer = await call()
+
+    The caller's code runs each attempt itself (hynek/stamina's retry_context): the retry
+    layer is no frame between a call and the provider it reaches."""
+    return Attempts(_Run(policy, should_retry, on_retry, on_resume, time.monotonic()))
+
+
+@dataclass
+class Attempts:
+    """An async iterator of a call's attempts (`attempts`): a plain object, not an async
+    generator, so a caller that returns from inside the loop leaves nothing to close."""
+
+    run: _Run
+    number: int = 0
+
+    def __aiter__(self) -> Attempts:
+        return self
+
+    async def __anext__(self) -> Attempt:
+        if self.run.done:
+            raise StopAsyncIteration
+        self.number += 1
+        return Attempt(self.run, self.number)
+
+
 async def retrying(
     fn: Callable[[], Awaitable[T]],
     *,
@@ -103,28 +192,9 @@ async def retrying(
 ) -> T:
     """Call `fn` until it succeeds, it fails with an error `should_retry` rejects, or the
     attempts or the time budget run out; the last error is raised as it is."""
-    start = time.monotonic()
-    attempt = 0
-    while True:
-        attempt += 1
-        try:
+    async for attempt in attempts(
+        should_retry=should_retry, policy=policy, on_retry=on_retry, on_resume=on_resume
+    ):
+        async with attempt:
             return await fn()
-        except Exception as exc:
-            if attempt >= policy.attempts or not should_retry(exc):
-                raise
-            ra = getattr(exc, "retry_after", None)
-            wait = backoff(policy, attempt, float(ra) if isinstance(ra, int | float) else None)
-            budget = (
-                policy.unreachable_total if getattr(exc, "unreachable", False) else policy.total
-            )
-            if time.monotonic() - start + wait > budget:
-                raise
-            log.debug("attempt %d failed (%s); retrying in %.1f s", attempt, exc, wait)
-            if on_retry is not None:
-                on_retry(exc, attempt, wait)
-            try:
-                if not _testing:
-                    await asyncio.sleep(wait)
-            finally:
-                if on_resume is not None:
-                    on_resume()
+    raise AssertionError("unreachable: an attempt returns or raises")

@@ -218,11 +218,20 @@ class Limiter:
         if cut:
             log.info("%s: rate limited (429); pacing at %.1f requests/min", self.key, rate * 60)
 
-    async def call(self, fn: Callable[[], Awaitable[T]], cost: Cost | None = None) -> T:
-        """`fn()` in a slot of this limiter, which learns from what comes back."""
+    @asynccontextmanager
+    async def attempt(self, cost: Cost | None = None) -> AsyncIterator[Callable[[T], T]]:
+        """One attempt of a call in a slot of this limiter, which learns from how it ends:
+        the function it gives is handed the answer (and gives it back); a ProviderError
+        leaving the block is read for a 429 and the server's headers."""
+        got: list[object] = []
+
+        def answered(result: T) -> T:
+            got.append(result)
+            return result
+
         async with self.slot(cost):
             try:
-                result = await fn()
+                yield answered
             except ProviderError as exc:
                 # a refused call used no tokens; any other failure keeps its reservation
                 used = Cost() if exc.status == 429 else None
@@ -230,6 +239,7 @@ class Limiter:
                 if exc.status == 429:
                     self.on_rate_limited(exc.retry_after, tokens_short=short)
                 raise
+        result = got[0] if got else None
         if isinstance(result, Response):
             used = None
             counted = result.limit_input_tokens
@@ -238,7 +248,11 @@ class Limiter:
             if counted:  # some servers count no tokens: keep the estimate
                 used = Cost(counted, result.output_tokens)
             self.answered(cost, used, result.limits)
-        return result
+
+    async def call(self, fn: Callable[[], Awaitable[T]], cost: Cost | None = None) -> T:
+        """`fn()` in a slot of this limiter, which learns from what comes back."""
+        async with self.attempt(cost) as answered:
+            return answered(await fn())
 
     def current_rate(self) -> float | None:
         """The shared allowed rate in requests per second (None: no rate limit kept)."""
