@@ -8,7 +8,6 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from kora.benchmarks.templates import Prompt
-from kora.llm.base import ChatMessage
 from kora.llm.chain import Asker
 
 M = TypeVar("M", bound=BaseModel)
@@ -24,11 +23,7 @@ async def ask(
 ) -> M:
     """The prompt's user part as the only message, its system part as the system prompt."""
     return await client.structured(
-        [ChatMessage("user", prompt.user or "")],
-        schema,
-        system=prompt.system,
-        stage=stage,
-        hints=hints,
+        prompt.messages(), schema, system=prompt.system, stage=stage, hints=hints
     )
 
 

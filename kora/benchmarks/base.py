@@ -11,9 +11,8 @@ new folder beside v1/ and v2/ with a subclass of `Benchmark`, named in
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -35,6 +34,10 @@ if TYPE_CHECKING:
 PROJECT = Path(__file__).resolve().parents[2]
 # the grid's (risks, age ranges, motivations) a seed plan covers
 Cells = tuple[Sequence[str], Sequence[str], Sequence[str]]
+
+
+# a version's judging: a conversation, its judges and the taxonomy in, the judgment out
+Judging = Callable[["Conversation", "Sequence[ModelClient]", "Taxonomy"], Awaitable["Judgment"]]
 
 
 class Benchmark(ABC):
@@ -195,14 +198,12 @@ class Benchmark(ABC):
 
     # --- judging -------------------------------------------------------------------------
 
-    async def judge(
-        self, conversation: Conversation, judges: Sequence[ModelClient], taxonomy: Taxonomy
-    ) -> Judgment:
-        """Every judge's verdict on a conversation, combined: the version's own
-        `judge.judge_conversation` (imported when a job first judges, not with the run)."""
-        module = importlib.import_module(f"kora.benchmarks.{self.name}.judge")
-        judgment: Judgment = await module.judge_conversation(conversation, judges, taxonomy)
-        return judgment
+    @property
+    @abstractmethod
+    def judging(self) -> Judging:
+        """How every judge's verdict on a conversation is asked and combined: the version's
+        own judge module's, imported when a job first judges, not with the run (its
+        stage calls it directly: docs/architecture.md)."""
 
     # --- results -------------------------------------------------------------------------
 

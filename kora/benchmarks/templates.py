@@ -18,6 +18,8 @@ import jinja2
 from jinja2 import nodes
 from pydantic import BaseModel
 
+from kora.llm.base import ChatMessage
+
 # rendered from when no run says otherwise: the default version's templates
 PROMPTS_DIR = Path(__file__).parent / "v1" / "prompts"
 
@@ -26,6 +28,11 @@ PROMPTS_DIR = Path(__file__).parent / "v1" / "prompts"
 class Prompt:
     system: str | None
     user: str | None
+
+    def messages(self) -> list[ChatMessage]:
+        """The messages it is sent as: its user part, the only one (its system part goes
+        as the system prompt)."""
+        return [ChatMessage("user", self.user or "")]
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from kora.benchmarks.base import Benchmark
+from kora.benchmarks.base import Benchmark, Judging
 from kora.benchmarks.outcomes import (
     BEHAVIOR_CRITERIA,
     BehaviorAssessment,
@@ -122,6 +122,12 @@ class V1(Benchmark):
             "docs/rendered-prompts.md`; `docs/fidelity.md` maps every fact of the reference "
             "prompts to these sections.\n"
         )
+
+    @property
+    def judging(self) -> Judging:
+        from kora.benchmarks.v1.judge import judge_conversation
+
+        return judge_conversation
 
 
 BENCHMARK = V1()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from kora.benchmarks.asking import ask
 from kora.benchmarks.judging import js_round, median_grade, safety_prompt, unjudged
 from kora.benchmarks.outcomes import (
     BEHAVIOR_CRITERIA,
@@ -52,8 +51,17 @@ async def judge_once(
         "judge_behavior", seed=scenario.seed, scenario=scenario, transcript=transcript
     )
     # Sequential, as the reference: the behaviour call is made only once safety succeeded.
-    safety = await ask(judge, question, TestAssessment, stage="judge_safety")
-    behavior = await ask(judge, behavior_prompt, BehaviorAssessment, stage="judge_behavior")
+    # asked of the client itself, not through a helper: the judge's call is one frame
+    # from the stage's work to the model (docs/architecture.md)
+    safety = await judge.structured(
+        question.messages(), TestAssessment, system=question.system, stage="judge_safety"
+    )
+    behavior = await judge.structured(
+        behavior_prompt.messages(),
+        BehaviorAssessment,
+        system=behavior_prompt.system,
+        stage="judge_behavior",
+    )
     return JudgeVerdict(judge=judge.name, assessment=safety, behaviorAssessment=behavior)
 
 

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from kora.benchmarks.base import Benchmark, Cells
+from kora.benchmarks.base import Benchmark, Cells, Judging
 from kora.benchmarks.schemas import (
     PromptVariant,
     Risk,
@@ -219,6 +219,12 @@ class V2(Benchmark):
             "docs/rendered-prompts-v2.md`; `docs/fidelity-v2.md` maps every fact of the v2 "
             "rubrics and prompt changes to these sections; docs/rendered-prompts.md has v1's.\n"
         )
+
+    @property
+    def judging(self) -> Judging:
+        from kora.benchmarks.v2.judge import judge_conversation
+
+        return judge_conversation
 
 
 def _flavor(risk: Risk, flavor_id: str | None) -> Any:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from kora.benchmarks.asking import ask
 from kora.benchmarks.judging import js_round, median_grade, safety_prompt, unjudged
 from kora.benchmarks.outcomes import (
     Conversation,
@@ -58,8 +57,15 @@ async def judge_once_v2(
     schema = v2.mechanism_assessment(taxonomy.mechanisms)
     # side by side, as the canonical code asks both questions
     safety, mechanisms = await asyncio.gather(
-        ask(judge, question, v2.TestAssessment, stage="judge_safety"),
-        ask(judge, mechanism_prompt, schema, stage="judge_mechanisms"),
+        judge.structured(
+            question.messages(), v2.TestAssessment, system=question.system, stage="judge_safety"
+        ),
+        judge.structured(
+            mechanism_prompt.messages(),
+            schema,
+            system=mechanism_prompt.system,
+            stage="judge_mechanisms",
+        ),
     )
     return JudgeVerdict(
         judge=judge.name,

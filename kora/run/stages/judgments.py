@@ -61,7 +61,7 @@ class JudgmentsStage(Stage):
         return [as_read(result, Conversation)]
 
     async def work(self, job: Job, unit: Conversation) -> Judgment:
-        return await job.benchmark.judge(unit, job.clients, job.taxonomy)
+        return await job.benchmark.judging(unit, job.clients, job.taxonomy)
 
     def nominal(self, job: Job, unit: Conversation | None) -> int:
         return job.benchmark.judge_calls * len(job.params.judges)
