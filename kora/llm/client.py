@@ -176,7 +176,7 @@ class ModelClient:
             fut.set_result(resp)
             return resp
         finally:
-            self.ledger.finish(key, fut, ahead=self.ahead, price=self.config.cost_price)
+            self.ledger.finish(key, fut, ahead=self.ahead)
 
     def _batched(self, key: str | None) -> bool:
         """Whether this call goes out in a batch: the model says so, its provider has

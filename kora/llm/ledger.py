@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any
 
 from kora.llm.base import ProviderError, Response
-from kora.llm.usage import Counts
 
 
 class RunStopping(BaseException):
@@ -36,11 +34,9 @@ class Ledger:
     # requests sent and not yet answered, by call-store key where they have one
     _sending: dict[asyncio.Future[Response], str | None] = field(default_factory=dict)
     stopping: bool = False
-    # calls made ahead and not yet asked for by their job: what they cost so far
-    _ahead: dict[str, Counts] = field(default_factory=dict)
-    # their sum, kept as they come and go: the broker reports it every second, and a
-    # full grid makes a hundred thousand calls ahead
-    _ahead_total: Counts = field(default_factory=Counts)
+    # calls made ahead and not yet asked for by their job (what they cost is in the bill,
+    # kora.llm.bill: only their keys are kept, and a full grid makes 100,000 of them)
+    _ahead: set[str] = field(default_factory=set)
     # answers the call store could not keep, and whether a job has counted them yet
     _kept: dict[str, tuple[Response, bool]] = field(default_factory=dict)
     # per model, the configuration error (kora.llm.faults) its text or structured calls
@@ -85,14 +81,11 @@ class Ledger:
         self._inflight[key] = fut
         return fut
 
-    def finish(self, key: str, fut: asyncio.Future[Response], *, ahead: bool, price: Any) -> None:
+    def finish(self, key: str, fut: asyncio.Future[Response], *, ahead: bool) -> None:
         if self._inflight.get(key) is fut:
             del self._inflight[key]
         if ahead and fut.done() and not fut.cancelled() and fut.exception() is None:
-            resp = fut.result()
-            paid = Counts.paid(resp, price)
-            self._ahead_total += paid - self._ahead.get(key, Counts())
-            self._ahead[key] = paid
+            self._ahead.add(key)
 
     def keep(self, key: str, resp: Response, *, counted: bool) -> None:
         """An answer the store could not keep (`counted`: a job has counted it so)."""
@@ -112,12 +105,11 @@ class Ledger:
 
     def claim(self, key: str) -> bool:
         """True the first time a job asks for a call made ahead of it."""
-        paid = self._ahead.pop(key, None)
-        if paid is None:
+        if key not in self._ahead:
             return False
-        self._ahead_total -= paid
+        self._ahead.discard(key)
         return True
 
-    def unclaimed(self) -> Counts:
+    def unclaimed(self) -> int:
         """The calls made ahead that no job has asked for yet (their cost is already paid)."""
-        return self._ahead_total
+        return len(self._ahead)

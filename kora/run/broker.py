@@ -90,8 +90,7 @@ async def _report_ahead(pool: Any) -> None:
         return
     path = progress_dir(pool.workdir, run_id) / f"ahead-{os.getpid()}.json"
     while True:
-        counts = pool.ledger.unclaimed()
-        snapshot = {"stage": "ahead", **counts.as_dict()}
+        snapshot = {"stage": "ahead", "calls": pool.ledger.unclaimed()}
         with contextlib.suppress(OSError):
             write_over(path, json.dumps(snapshot).encode())
         await asyncio.sleep(1.0)
@@ -205,7 +204,7 @@ async def serve(path: Path, parent: int) -> None:
     await _last_ahead(pool)
     # every call made ahead should have been asked for by its job: one that was not is
     # a call the run paid for nothing (kora.run.walk walks exactly the jobs' units)
-    log.info("calls made ahead that no job asked for: %d", pool.ledger.unclaimed().calls)
+    log.info("calls made ahead that no job asked for: %d", pool.ledger.unclaimed())
     for task in asyncio.all_tasks() - {asyncio.current_task()}:
         task.cancel()
     await pool.aclose()
