@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kora.benchmarks.base import Benchmark
+from kora.benchmarks.judging import unjudged
 from kora.benchmarks.outcomes import Conversation, Judgment
 from kora.run.shard_run import ShardJob
 from kora.run.shards import read_shard
@@ -78,17 +79,7 @@ class JudgmentsStage(Stage):
                 error = (
                     f"conversation failed: {c.error}" if r is None else f"{type(r).__name__}: {r}"
                 )
-                r = Judgment(
-                    key=c.key,
-                    target=c.target,
-                    scenario=c.scenario,
-                    prompt=c.prompt,
-                    messages=c.messages,
-                    turns=c.turns,
-                    error=error,
-                    blocked=c.blocked,
-                    recordedTurns=c.recordedTurns,
-                )
+                r = unjudged(c).model_copy(update={"error": error, "blocked": c.blocked})
             records.append(r)
         return shard.write(job.ctx, records)
 
