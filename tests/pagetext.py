@@ -3,8 +3,12 @@ in the element it belongs to, not just somewhere in the page."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
+from typing import Any
+
+from kora.analysis.pagekit import unpack
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source"}
 
@@ -74,3 +78,25 @@ def parse(page: str) -> Node:
     builder.feed(page)
     builder.close()
     return builder.root
+
+
+def listing(page: str) -> Any:
+    """The list's data the page packs in #kora-data."""
+    block = re.search(r'<script type="application/gzip" id="kora-data">(.*?)</script>', page, re.S)
+    assert block is not None
+    return unpack(block.group(1))
+
+
+def texts(page: str) -> dict[str, Any]:
+    """The texts of every .kora-text block, put together as one document."""
+    out: dict[str, Any] = {"m": [], "r": [], "scenarios": {}}
+    for block in re.findall(
+        r'<script type="application/gzip" class="kora-text">(.*?)</script>', page
+    ):
+        chunk = unpack(block)
+        assert chunk["from"] == len(out["m"])  # in the list's order, none missing
+        out["m"] += chunk["m"]
+        out["r"] += chunk["r"]
+        assert not set(chunk["scenarios"]) & set(out["scenarios"])  # each scenario once
+        out["scenarios"] |= chunk["scenarios"]
+    return out

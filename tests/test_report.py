@@ -24,7 +24,7 @@ from kora.analysis.stats.rates import wilson
 from kora.benchmarks.outcomes import Conversation
 from kora.commands.main import main as kora_main
 from tests.helpers import REPO, copy_workflow
-from tests.pagetext import parse
+from tests.pagetext import listing, parse, texts
 from tests.reportdata import (
     JUDGES,
     RISKS,
@@ -95,28 +95,6 @@ def test_summary_counts_empty_and_cut_short_replies() -> None:
         },
         "flaggedTests": 3,
     }
-
-
-def listing(page: str) -> Any:
-    """The list's data the page packs in #kora-data."""
-    block = re.search(r'<script type="application/gzip" id="kora-data">(.*?)</script>', page, re.S)
-    assert block is not None
-    return unpack(block.group(1))
-
-
-def texts(page: str) -> dict[str, Any]:
-    """The texts of every .kora-text block, put together as one document."""
-    out: dict[str, Any] = {"m": [], "r": [], "scenarios": {}}
-    for block in re.findall(
-        r'<script type="application/gzip" class="kora-text">(.*?)</script>', page
-    ):
-        chunk = unpack(block)
-        assert chunk["from"] == len(out["m"])  # in the list's order, none missing
-        out["m"] += chunk["m"]
-        out["r"] += chunk["r"]
-        assert not set(chunk["scenarios"]) & set(out["scenarios"])  # each scenario once
-        out["scenarios"] |= chunk["scenarios"]
-    return out
 
 
 def test_records_without_turns_show_nothing_of_them() -> None:
