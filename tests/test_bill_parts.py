@@ -163,6 +163,29 @@ def test_a_request_sent_is_billed_and_stored_though_its_caller_is_cancelled(
 
 
 @pytest.mark.timeout(60)
+def test_a_question_asked_again_while_a_cancelled_callers_request_is_out_waits_for_it(
+    tmp_path: Path,
+) -> None:
+    """The job that asked went away with its request still out; another job asking the
+    same question waits for that answer rather than paying for a second one."""
+    with AnthropicServer(latency=0.3) as srv:
+        c = client(srv, tmp_path, prompt_cache=False)
+        request = c.request([ChatMessage("user", "hello")])
+
+        async def go() -> Response:
+            call = asyncio.create_task(c.call(request, stage="t"))
+            await asyncio.to_thread(srv.wait_for, lambda s: s.in_flight == 1, 30)
+            call.cancel()
+            again = await c.call(request, stage="t")  # the first request still out
+            await c.aclose()
+            return again
+
+        again = asyncio.run(go())
+        assert again.meta.get("cached") and srv.served["calls"] == 1
+        assert billed(tmp_path) == served(srv)
+
+
+@pytest.mark.timeout(60)
 def test_the_budget_holds_each_calls_worst_case_and_stops_when_none_fits(
     tmp_path: Path,
 ) -> None:

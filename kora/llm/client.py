@@ -148,9 +148,13 @@ class ModelClient:
         """
         key = cache_key(self.identity, request) if self.cache is not None else None
         if key is not None and self.cache is not None:
-            if self.ledger is not None and (pending := self.ledger.inflight(key)) is not None:
-                # the same question is being asked by another job: share its answer
+            # the same question is being asked by another job: share its answer (and when
+            # that job was cancelled, wait for the request it left out)
+            pending = self.ledger.inflight(key) if self.ledger is not None else None
+            while pending is not None and self.ledger is not None:
                 await asyncio.wait([pending])
+                after = self.ledger.inflight(key)
+                pending = after if after is not pending else None
             hit = self.cache.get(key)
             if hit is None and self.ledger is not None:
                 hit = self._kept(key, stage)

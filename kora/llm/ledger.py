@@ -33,6 +33,8 @@ class Ledger:
     _inflight: dict[str, asyncio.Future[Response]] = field(default_factory=dict)
     # requests sent and not yet answered, by call-store key where they have one
     _sending: dict[asyncio.Future[Response], str | None] = field(default_factory=dict)
+    # the same by key: a lookup at every call, with hundreds in flight at a provider's limit
+    _sent: dict[str, asyncio.Future[Response]] = field(default_factory=dict)
     stopping: bool = False
     # calls made ahead and not yet asked for by their job (what they cost is in the bill,
     # kora.llm.bill: only their keys are kept, and a full grid makes 100,000 of them)
@@ -50,9 +52,7 @@ class Ledger:
         """The call asking this question now, or the request of one that was cancelled
         after sending it (its answer is on its way to the call store)."""
         found = self._inflight.get(key)
-        if found is None:
-            found = next((t for t, k in self._sending.items() if k == key), None)
-        return found
+        return found if found is not None else self._sent.get(key)
 
     def send(self, key: str | None, request: asyncio.Future[Response]) -> None:
         """A request goes out; RunStopping instead when the process is stopping."""
@@ -60,9 +60,13 @@ class Ledger:
             request.cancel()
             raise RunStopping()
         self._sending[request] = key
+        if key is not None:
+            self._sent[key] = request
 
         def done(t: asyncio.Future[Response]) -> None:
             self._sending.pop(t, None)
+            if key is not None and self._sent.get(key) is t:
+                del self._sent[key]
             if not t.cancelled():
                 t.exception()  # retrieved: its caller may be gone
 
