@@ -44,6 +44,13 @@ log = logging.getLogger("kora.run.prefetch")
 # calls in flight, and between two stages fewer units are ready than run: 512 held a
 # 300 req/s run at 0.84 of it, 1024 at 0.86-0.87 (bench/README.md)
 STEPS_IN_FLIGHT = 1024
+# grid cells walked at once. A cell is about 140 calls along a chain of 11 dependent
+# answers, so at 1.5 s an answer it asks at most some 8 calls a second: 64 cells keep 500
+# req/s asked for ahead of the jobs (which make calls of their own besides). The full v1
+# grid walked all its 750 cells together and held every scenario and conversation at
+# once: the broker's peak was 710 MB, and 301-338 MB with a window of 32-128 cells
+# (bench/README.md, full_grid.py)
+CELLS_IN_FLIGHT = 64
 
 
 @dataclass
@@ -58,7 +65,7 @@ class Prefetch:
     failed: int = 0
 
     def __post_init__(self) -> None:
-        self.walk = Walk(self)
+        self.walk = Walk(self, cells_at_once=CELLS_IN_FLIGHT)
 
     @classmethod
     def of(cls, specs: list[JobSpec], pool: Pool) -> Prefetch:

@@ -51,6 +51,11 @@ class Walk:
     # run the units of a stage side by side (the prefetch) or one after another (the plan,
     # which counts each unit's calls on its own)
     concurrent: bool = True
+    # side by side, the cells walked at once (None: all of them). A cell's results are
+    # held until its last unit is done, so walking a full grid's 750 cells together held
+    # the whole grid's scenarios and conversations at once; a window holds the same few
+    # whatever the grid's size (bench/README.md, full_grid.py)
+    cells_at_once: int | None = None
     cells: dict[str, dict[str, list[Job]]] = field(
         default_factory=lambda: defaultdict(lambda: defaultdict(list))
     )
@@ -64,7 +69,16 @@ class Walk:
         return [j for stages in self.cells.values() for js in stages.values() for j in js]
 
     async def run(self) -> None:
-        await self._all(self.cell(c) for c in sorted(self.cells))
+        if self.cells_at_once is None or not self.concurrent:
+            await self._all(self.cell(c) for c in sorted(self.cells))
+            return
+        window = asyncio.Semaphore(self.cells_at_once)
+
+        async def admitted(cell: str) -> None:
+            async with window:
+                await self.cell(cell)
+
+        await self._all(admitted(c) for c in sorted(self.cells))
 
     async def cell(self, cell: str) -> None:
         stages = self.cells[cell]
