@@ -22,7 +22,7 @@ import importlib.metadata
 import platform
 import subprocess
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -83,23 +83,41 @@ def rested_keys(statuses: Iterable[Mapping[str, Any]]) -> dict[str, tuple[str, s
     return out
 
 
+def stored_answers(
+    keys: Iterable[str], store: CallCache
+) -> Iterator[tuple[str, bytes | None, bool]]:
+    """Each key in order with its entry as stored (None: not in the store), and whether
+    it is an answer the caller turned down and asked again (kept apart by the store): one
+    entry at a time, as a full grid's 100,000 would not all fit in a job's memory."""
+    for key in sorted(set(keys)):
+        if (data := store.read(key)) is not None:
+            yield key, data, False
+        elif (turned := store.read_rejected(key)) is not None:
+            yield key, turned, True
+        else:
+            yield key, None, False
+
+
+def index_line(key: str, entry: bytes | None, rejected: bool) -> str:
+    """A key's line of the answers' index."""
+    if entry is None:
+        return f"{key} -\n"
+    return f"{key} {sha256_bytes(entry)}{' rejected' if rejected else ''}\n"
+
+
 def answers_index(
     keys: Iterable[str], store: CallCache
 ) -> tuple[bytes, dict[str, bytes], dict[str, bytes]]:
     """The index of the stored answers of `keys`, each one's entry as stored, and the
     entries of answers the caller turned down and asked again (kept apart by the store);
     a key in neither is not in the store."""
-    lines, entries, rejected = [], {}, {}
-    for key in sorted(set(keys)):
-        data = store.read(key)
+    lines: list[str] = []
+    entries: dict[str, bytes] = {}
+    rejected: dict[str, bytes] = {}
+    for key, data, turned in stored_answers(keys, store):
+        lines.append(index_line(key, data, turned))
         if data is not None:
-            entries[key] = data
-            lines.append(f"{key} {sha256_bytes(data)}\n")
-        elif (turned := store.read_rejected(key)) is not None:
-            rejected[key] = turned
-            lines.append(f"{key} {sha256_bytes(turned)} rejected\n")
-        else:
-            lines.append(f"{key} -\n")
+            (rejected if turned else entries)[key] = data
     return "".join(lines).encode(), entries, rejected
 
 
@@ -206,8 +224,15 @@ def build_manifest(
     """The manifest of one result, and its answers' index (`answers_index`)."""
     workdir = workdir.resolve()
     rested = rested_keys(statuses)
-    index, accepted, rejected = answers_index(rested, store)
-    entries = {**accepted, **rejected}
+    lines: list[str] = []
+    served: dict[str, Counter[str]] = defaultdict(Counter)
+    stored = 0
+    for key, entry, turned in stored_answers(rested, store):
+        lines.append(index_line(key, entry, turned))
+        if entry is not None:
+            stored += 1
+            served[rested[key][0]][served_model(entry)] += 1
+    index = "".join(lines).encode()
     stage_of = {stem: stage for stage, stems in stage_templates.items() for stem in stems}
     shown_templates = {}
     for path in sorted(templates, key=lambda p: Path(p).name):
@@ -216,11 +241,6 @@ def build_manifest(
         for name, digest in rel.items():
             shown_templates[stem] = {"stage": stage_of.get(stem), "path": name, "sha256": digest}
 
-    served: dict[str, Counter[str]] = defaultdict(Counter)
-    for key, (model, _) in rested.items():
-        entry = entries.get(key)
-        if entry is not None:
-            served[model][served_model(entry)] += 1
     models = {}
     for name, m in config.get("models", {}).items():
         models[name] = {
@@ -262,7 +282,7 @@ def build_manifest(
         },
         "answers": {
             "count": len(rested),
-            "stored": len(entries),
+            "stored": stored,
             "sha256": sha256_bytes(index),
         },
     }
