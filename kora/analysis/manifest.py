@@ -88,7 +88,7 @@ def stored_answers(
 ) -> Iterator[tuple[str, bytes | None, bool]]:
     """Each key in order with its entry as stored (None: not in the store), and whether
     it is an answer the caller turned down and asked again (kept apart by the store): one
-    entry at a time, as a full grid's 100,000 would not all fit in a job's memory."""
+    entry at a time, rather than a full grid's 100,000 held at once."""
     for key in sorted(set(keys)):
         if (data := store.read(key)) is not None:
             yield key, data, False
