@@ -31,9 +31,10 @@ class RunStopping(BaseException):
 @dataclass
 class Ledger:
     _inflight: dict[str, asyncio.Future[Response]] = field(default_factory=dict)
-    # requests sent and not yet answered, by call-store key where they have one
-    _sending: dict[asyncio.Future[Response], str | None] = field(default_factory=dict)
-    # the same by key: a lookup at every call, with hundreds in flight at a provider's limit
+    # requests sent and not yet answered (drained when the process stops)
+    _sending: set[asyncio.Future[Response]] = field(default_factory=set)
+    # those with a call-store key, by key: a lookup at every call, with hundreds in
+    # flight at a provider's limit
     _sent: dict[str, asyncio.Future[Response]] = field(default_factory=dict)
     stopping: bool = False
     # calls made ahead and not yet asked for by their job (what they cost is in the bill,
@@ -59,12 +60,12 @@ class Ledger:
         if self.stopping:
             request.cancel()
             raise RunStopping()
-        self._sending[request] = key
+        self._sending.add(request)
         if key is not None:
             self._sent[key] = request
 
         def done(t: asyncio.Future[Response]) -> None:
-            self._sending.pop(t, None)
+            self._sending.discard(t)
             if key is not None and self._sent.get(key) is t:
                 del self._sent[key]
             if not t.cancelled():

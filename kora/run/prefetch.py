@@ -48,8 +48,8 @@ STEPS_IN_FLIGHT = 1024
 # answers, so at 1.5 s an answer it asks at most some 8 calls a second: 64 cells keep 500
 # req/s asked for ahead of the jobs (which make calls of their own besides). The full v1
 # grid walked all its 750 cells together and held every scenario and conversation at
-# once: the broker's peak was 710 MB, and 301-338 MB with a window of 32-128 cells
-# (bench/README.md, full_grid.py)
+# once: the broker's peak was 694 MB, and 290-338 MB with a window of 32 to 128 cells
+# (bench/README.md, "Memory (issue 39, goal 3)")
 CELLS_IN_FLIGHT = 64
 
 
