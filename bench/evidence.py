@@ -16,7 +16,6 @@ and the replay's wall and CPU time, and whether the replay found the result iden
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import resource
 import shutil
@@ -33,7 +32,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.workflow import bench_config, copy_workflow, serve  # noqa: E402
+from bench.workflow import bench_config, copy_workflow, loopback  # noqa: E402
 
 
 def _timed(cmd: list[str], cwd: Path, env: dict[str, str], log: Path) -> tuple[float, float]:
@@ -95,29 +94,23 @@ def demo(tmp: str | None) -> dict[str, Any]:
 
 def grid(args: argparse.Namespace) -> dict[str, Any]:
     os.environ["KORA_BENCH_SEEDS_PER_CALL"] = str(args.seeds)
-    ctx = multiprocessing.get_context("spawn")
-    port_q, stats_q, stop = ctx.Queue(), ctx.Queue(), ctx.Event()
-    server = ctx.Process(target=serve, args=(port_q, stats_q, stop, args.limit, args.latency, None))
-    server.start()
-    try:
-        port = port_q.get(timeout=60)
-        with tempfile.TemporaryDirectory(prefix="kora-bench-evidence-", dir=args.tmp) as d:
-            work = Path(d) / "project"
-            work.mkdir()
-            copy_workflow(work)
-            cfg = bench_config(f"http://127.0.0.1:{port}", 10, args.seeds, risks=args.risks)
-            (work / "bench.yaml").write_text(yaml.safe_dump(cfg))
-            env = dict(os.environ, ANTHROPIC_API_KEY="sk-loopback")
-            env.pop("KORA_RETRY_TESTING", None)
-            cmd = [sys.executable, "-m", "snakemake", "--cores", str(args.cores),
-                   "results/bench-target/report.html", "--configfile", "bench.yaml"]  # fmt: skip
-            run_s, _ = _timed(cmd, work, env, work / "run.log")
-            stop.set()  # the provider is gone before the replay
-            return {"run_s": run_s, **measure(work, "bench-target", ["bench.yaml"], env)}
-    finally:
-        stop.set()
-        stats_q.get(timeout=120)
-        server.join(timeout=30)
+    with (
+        loopback(args.limit, args.latency) as server,
+        tempfile.TemporaryDirectory(prefix="kora-bench-evidence-", dir=args.tmp) as d,
+    ):
+        work = Path(d) / "project"
+        work.mkdir()
+        copy_workflow(work)
+        cfg = bench_config(server.url, 10, args.seeds, risks=args.risks)
+        (work / "bench.yaml").write_text(yaml.safe_dump(cfg))
+        env = dict(os.environ, ANTHROPIC_API_KEY="sk-loopback")
+        env.pop("KORA_RETRY_TESTING", None)
+        cmd = [sys.executable, "-m", "snakemake", "--cores", str(args.cores),
+               "results/bench-target/report.html", "--configfile", "bench.yaml"]  # fmt: skip
+        run_s, _ = _timed(cmd, work, env, work / "run.log")
+        server.stop.set()  # the provider is gone before the replay
+        measured = measure(work, "bench-target", ["bench.yaml"], env)
+    return {"run_s": run_s, **measured}
 
 
 def main() -> None:

@@ -23,7 +23,6 @@ seconds; a seed call gets as many seeds as it asks for):
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import shlex
 import subprocess
@@ -44,7 +43,7 @@ from bench.workflow import (  # noqa: E402
     CHAIN,
     bench_config,
     copy_workflow,
-    serve,
+    loopback,
     steady_rate,
     timeline,
 )
@@ -73,64 +72,56 @@ def _timed(cmd: list[str], work: Path, env: dict[str, str], log: str) -> float:
 def rehearse(args: argparse.Namespace) -> dict[str, Any]:
     # the loopback's seed answers: as many as the prompt asks for (bench.workflow.answer)
     os.environ["KORA_BENCH_SEEDS_PER_CALL"] = str(args.seeds)
-    ctx = multiprocessing.get_context("spawn")
-    port_q, stats_q, stop = ctx.Queue(), ctx.Queue(), ctx.Event()
-    server = ctx.Process(target=serve, args=(port_q, stats_q, stop, args.limit, args.latency, None))
-    server.start()
     out: dict[str, Any] = {}
-    try:
-        port = port_q.get(timeout=60)
-        with tempfile.TemporaryDirectory(prefix="kora-bench-grid-", dir=args.tmp) as tmp:
-            work = Path(tmp)
-            copy_workflow(work)
-            cfg = bench_config(
-                f"http://127.0.0.1:{port}", args.motivations, args.seeds, risks=args.risks
-            )
-            (work / "bench.yaml").write_text(yaml.safe_dump(cfg))
-            env = dict(os.environ, ANTHROPIC_API_KEY="sk-loopback")
-            env.pop("KORA_RETRY_TESTING", None)
-            if args.no_broker:  # every job makes its own calls, as on a cluster
-                env["KORA_NO_BROKER"] = "1"
-            target = ["results/bench-target/results.json", "--configfile", "bench.yaml"]
-            smk = [sys.executable, "-m", "snakemake"]
-            out["plan_s"] = _timed([*smk, "-n", "--cores", "10", *target], work, env, "plan.log")
-            plan = (work / "plan.log").read_text(errors="replace")
-            total_line = [ln for ln in plan.splitlines() if ln.strip().startswith("total")]
-            out["jobs"] = int(total_line[-1].split()[1]) if total_line else 0
+    with (
+        loopback(args.limit, args.latency) as server,
+        tempfile.TemporaryDirectory(prefix="kora-bench-grid-", dir=args.tmp) as tmp,
+    ):
+        work = Path(tmp)
+        copy_workflow(work)
+        cfg = bench_config(server.url, args.motivations, args.seeds, risks=args.risks)
+        (work / "bench.yaml").write_text(yaml.safe_dump(cfg))
+        env = dict(os.environ, ANTHROPIC_API_KEY="sk-loopback")
+        env.pop("KORA_RETRY_TESTING", None)
+        if args.no_broker:  # every job makes its own calls, as on a cluster
+            env["KORA_NO_BROKER"] = "1"
+        target = ["results/bench-target/results.json", "--configfile", "bench.yaml"]
+        smk = [sys.executable, "-m", "snakemake"]
+        out["plan_s"] = _timed([*smk, "-n", "--cores", "10", *target], work, env, "plan.log")
+        plan = (work / "plan.log").read_text(errors="replace")
+        total_line = [ln for ln in plan.splitlines() if ln.strip().startswith("total")]
+        out["jobs"] = int(total_line[-1].split()[1]) if total_line else 0
 
-            cmd = [*smk, "--cores", str(args.cores), *target]
-            started = time.time()
-            with open(work / "run.log", "wb") as log:
-                proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=log)
-                watch = Watch(proc.pid)
-                watch.start()
-                _, status, usage = os.wait4(proc.pid, 0)
-                watch.done.set()
-                watch.join()
-            if os.waitstatus_to_exitcode(status) != 0:
-                print((work / "run.log").read_text(errors="replace")[-4000:], file=sys.stderr)
-                raise SystemExit("the run failed")
-            out["run_s"] = time.time() - started
-            results_path = work / "results/bench-target/results.json"
-            results = orjson.loads(results_path.read_bytes())
-            out["written"] = results_path.stat().st_mtime
-            out["tests"] = results.get("tests", 0) + results.get("failedTests", 0)
-            out["failed"] = results.get("failedTests", 0)
-            out["cpu"] = usage.ru_utime + usage.ru_stime
-            out["cpu_by_kind"] = watch.cpu(out["cpu"])
-            out["memory"] = dict(watch.peak, all=watch.total)
-            out["samples"] = watch.samples
-            out["disk"] = {d: _du(work / d) for d in ("data", "results", ".kora")}
-            out["aggregate_s"] = _timed(
-                [*smk, "--cores", "2", *target, "--forcerun", "results"], work, env, "agg.log"
-            )
-            report = ["results/bench-target/report.html", "--configfile", "bench.yaml"]
-            out["report_s"] = _timed([*smk, "--cores", "2", *report], work, env, "report.log")
-            out["report_bytes"] = (work / "results/bench-target/report.html").stat().st_size
-    finally:
-        stop.set()
-    stats = stats_q.get(timeout=120)
-    server.join(timeout=30)
+        cmd = [*smk, "--cores", str(args.cores), *target]
+        started = time.time()
+        with open(work / "run.log", "wb") as log:
+            proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=log)
+            watch = Watch(proc.pid)
+            watch.start()
+            _, status, usage = os.wait4(proc.pid, 0)
+            watch.done.set()
+            watch.join()
+        if os.waitstatus_to_exitcode(status) != 0:
+            print((work / "run.log").read_text(errors="replace")[-4000:], file=sys.stderr)
+            raise SystemExit("the run failed")
+        out["run_s"] = time.time() - started
+        results_path = work / "results/bench-target/results.json"
+        results = orjson.loads(results_path.read_bytes())
+        out["written"] = results_path.stat().st_mtime
+        out["tests"] = results.get("tests", 0) + results.get("failedTests", 0)
+        out["failed"] = results.get("failedTests", 0)
+        out["cpu"] = usage.ru_utime + usage.ru_stime
+        out["cpu_by_kind"] = watch.cpu(out["cpu"])
+        out["memory"] = dict(watch.peak, all=watch.total)
+        out["samples"] = watch.samples
+        out["disk"] = {d: _du(work / d) for d in ("data", "results", ".kora")}
+        out["aggregate_s"] = _timed(
+            [*smk, "--cores", "2", *target, "--forcerun", "results"], work, env, "agg.log"
+        )
+        report = ["results/bench-target/report.html", "--configfile", "bench.yaml"]
+        out["report_s"] = _timed([*smk, "--cores", "2", *report], work, env, "report.log")
+        out["report_bytes"] = (work / "results/bench-target/report.html").stat().st_size
+    stats = server.stats
     times = sorted(stats["times"])
     ok = stats["statuses"].get(200, 0)
     requests = sum(stats["statuses"].values())

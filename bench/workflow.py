@@ -24,6 +24,7 @@ Snakemake process tree (jobs included) per call and per job.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import multiprocessing
 import os
@@ -36,6 +37,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +128,37 @@ def serve(
         )
 
 
+@dataclass
+class Loopback:
+    """`loopback`'s server: where it listens, the event that stops it, and once it stopped
+    (at the end of the block) what it served (`serve`'s statistics)."""
+
+    url: str
+    stop: Any
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def loopback(
+    limit: float, latency: float, itpm: float | None = None, provider: str = "anthropic"
+) -> Iterator[Loopback]:
+    """`serve` in a spawned process of its own for the block, as every bench that runs the
+    workflow against it starts it; `stop.set()` stops it sooner (a replay with the
+    provider gone). Its statistics are read when the block ends without an error."""
+    ctx = multiprocessing.get_context("spawn")
+    port_q, stats_q, stop = ctx.Queue(), ctx.Queue(), ctx.Event()
+    args = (port_q, stats_q, stop, limit, latency, itpm, provider)
+    server = ctx.Process(target=serve, args=args)
+    server.start()
+    try:
+        served = Loopback(f"http://127.0.0.1:{port_q.get(timeout=60)}", stop)
+        yield served
+    finally:
+        stop.set()
+    served.stats.update(stats_q.get(timeout=120))
+    server.join(timeout=30)
+
+
 def timeline(times: list[float], step: float = 5.0) -> str:
     """Accepted requests a second, `step` seconds at a time."""
     if not times:
@@ -196,65 +230,48 @@ def copy_workflow(dest: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    ctx = multiprocessing.get_context("spawn")
-    port_q, stats_q, stop = ctx.Queue(), ctx.Queue(), ctx.Event()
-    server = ctx.Process(
-        target=serve,
-        args=(
-            port_q,
-            stats_q,
-            stop,
-            args.limit,
-            args.latency,
-            args.input_tokens_per_minute,
+    with (
+        loopback(args.limit, args.latency, args.input_tokens_per_minute, args.provider) as server,
+        tempfile.TemporaryDirectory(prefix="kora-bench-workflow-") as tmp,
+    ):
+        work = Path(tmp)
+        copy_workflow(work)
+        cfg = bench_config(
+            server.url,
+            args.motivations,
+            args.seeds,
+            args.requests_per_minute,
+            args.input_tokens_per_minute if args.configure_tokens else None,
+            args.risks,
             args.provider,
-        ),
-    )
-    server.start()
-    try:
-        port = port_q.get(timeout=60)
-        with tempfile.TemporaryDirectory(prefix="kora-bench-workflow-") as tmp:
-            work = Path(tmp)
-            copy_workflow(work)
-            cfg = bench_config(
-                f"http://127.0.0.1:{port}",
-                args.motivations,
-                args.seeds,
-                args.requests_per_minute,
-                args.input_tokens_per_minute if args.configure_tokens else None,
-                args.risks,
-                args.provider,
-            )
-            (work / "bench.yaml").write_text(yaml.safe_dump(cfg))
-            cmd = [sys.executable, "-m", "snakemake", "--cores", str(args.cores),
-                   "results/bench-target/results.json", "--configfile", "bench.yaml",
-                   *shlex.split(args.snakemake_args)]  # fmt: skip
-            env = dict(os.environ, ANTHROPIC_API_KEY="sk-loopback", OPENAI_API_KEY="sk-loopback")
-            env.pop("KORA_RETRY_TESTING", None)
-            if args.no_broker:  # every job makes its own calls, as on a cluster
-                env["KORA_NO_BROKER"] = "1"
-            started = time.time()
-            with open(work / "snakemake.log", "wb") as log:
-                proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=log)
-                watch = Watch(proc.pid)
-                watch.start()
-                _, status, usage = os.wait4(proc.pid, 0)
-                watch.done.set()
-                watch.join()
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            ended = time.time()
-            text = (work / "snakemake.log").read_text(errors="replace")
-            if proc.returncode != 0:
-                print(text[-4000:], file=sys.stderr)
-                raise SystemExit(f"snakemake failed with exit status {proc.returncode}")
-            results = orjson.loads((work / "results/bench-target/results.json").read_bytes())
-            written = (work / "results/bench-target/results.json").stat().st_mtime
-            steps = re.findall(r"(\d+) of (\d+) steps", text)
-            jobs = int(steps[-1][1]) if steps else 0
-    finally:
-        stop.set()
-    stats = stats_q.get(timeout=60)
-    server.join(timeout=30)
+        )
+        (work / "bench.yaml").write_text(yaml.safe_dump(cfg))
+        cmd = [sys.executable, "-m", "snakemake", "--cores", str(args.cores),
+               "results/bench-target/results.json", "--configfile", "bench.yaml",
+               *shlex.split(args.snakemake_args)]  # fmt: skip
+        env = dict(os.environ, ANTHROPIC_API_KEY="sk-loopback", OPENAI_API_KEY="sk-loopback")
+        env.pop("KORA_RETRY_TESTING", None)
+        if args.no_broker:  # every job makes its own calls, as on a cluster
+            env["KORA_NO_BROKER"] = "1"
+        started = time.time()
+        with open(work / "snakemake.log", "wb") as log:
+            proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=log)
+            watch = Watch(proc.pid)
+            watch.start()
+            _, status, usage = os.wait4(proc.pid, 0)
+            watch.done.set()
+            watch.join()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        ended = time.time()
+        text = (work / "snakemake.log").read_text(errors="replace")
+        if proc.returncode != 0:
+            print(text[-4000:], file=sys.stderr)
+            raise SystemExit(f"snakemake failed with exit status {proc.returncode}")
+        results = orjson.loads((work / "results/bench-target/results.json").read_bytes())
+        written = (work / "results/bench-target/results.json").stat().st_mtime
+        steps = re.findall(r"(\d+) of (\d+) steps", text)
+        jobs = int(steps[-1][1]) if steps else 0
+    stats = server.stats
     times = sorted(stats["times"])
     ok = stats["statuses"].get(200, 0)
     refused = stats["statuses"].get(429, 0)
