@@ -113,6 +113,7 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
         out["cpu"] = usage.ru_utime + usage.ru_stime
         out["cpu_by_kind"] = watch.cpu(out["cpu"])
         out["memory"] = dict(watch.peak, all=watch.total)
+        out["at_peak"] = watch.at_peak
         out["samples"] = watch.samples
         out["disk"] = {d: _du(work / d) for d in ("data", "results", ".kora")}
         out["aggregate_s"] = _timed(
@@ -179,6 +180,8 @@ def main() -> None:
         + ")\n"
         "  peak memory: "
         + ", ".join(f"{k} {mb(v)}" for k, v in sorted(r["memory"].items()))
+        + "\n  all at once, by process: "
+        + ", ".join(f"{k} {mb(v)}" for k, v in sorted(r["at_peak"].items(), key=lambda kv: -kv[1]))
         + "\n  disk: "
         + ", ".join(f"{k}/ {mb(v)}" for k, v in r["disk"].items())
         + f"\n  aggregation alone {r['aggregate_s']:.1f} s; report {r['report_s']:.1f} s "

@@ -50,6 +50,18 @@ def kind(pid: int, root: int) -> str | None:
     return None  # shells, Snakemake's solver: counted with the jobs' remainder
 
 
+def script(pid: int) -> str:
+    """A job's script by its name (`results` for .snakemake/scripts/tmpXXXX.results.py)."""
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "job"
+    for word in cmd:
+        if word.endswith(b".py") and b".snakemake/scripts/" in word:
+            return f"job {word.decode(errors='replace').rsplit('.', 2)[-2]}"
+    return "job"
+
+
 def _read(pid: int) -> tuple[float, int] | None:
     """(CPU seconds, resident bytes) of a process."""
     try:
@@ -69,6 +81,7 @@ class Watch(threading.Thread):
         self.every = every
         self.peak: dict[str, int] = {}
         self.total = 0  # the largest resident memory of all of them at once
+        self.at_peak: dict[str, int] = {}  # that moment's memory by kind (jobs by script)
         self._cpu: dict[int, tuple[str, float]] = {}
         self.samples: list[tuple[float, dict[str, float]]] = []  # (time, CPU s by kind)
         self.done = threading.Event()
@@ -76,6 +89,7 @@ class Watch(threading.Thread):
     def run(self) -> None:
         while not self.done.wait(self.every):
             total = 0
+            now: dict[str, int] = {}
             for pid in descendants(self.root):
                 what = kind(pid, self.root)
                 got = _read(pid)
@@ -83,10 +97,13 @@ class Watch(threading.Thread):
                     continue
                 cpu, rss = got
                 total += rss
+                name = script(pid) if what == "job" else what
+                now[name or "other"] = now.get(name or "other", 0) + rss
                 if what:
                     self.peak[what] = max(self.peak.get(what, 0), rss)
                     self._cpu[pid] = (what, cpu)
-            self.total = max(self.total, total)
+            if total > self.total:
+                self.total, self.at_peak = total, now
             self.samples.append((time.time(), self.cpu(0.0)))
 
     def cpu(self, whole: float) -> dict[str, float]:

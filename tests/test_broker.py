@@ -182,3 +182,95 @@ def test_the_broker_reads_only_the_messages_it_knows() -> None:
             decode_request(bad)
     with pytest.raises(ProtocolError):
         Outcome.decode(b'{"message": "no status"}\n')
+
+
+def _seed_cells(workdir: Path, motivations: tuple[str, ...]) -> list:
+    """Seed jobs of one cell each (the mock model), each writing its own files."""
+    from kora.run.jobspec import JobSpec
+    from tests.helpers import REPO
+
+    taxonomy = [str(workdir / "data/taxonomy/risks.json"),
+                str(workdir / "data/taxonomy/motivations.json")]  # fmt: skip
+    prompts = [str(REPO / "kora/benchmarks/v1/prompts/seeds.jinja")]
+    specs = []
+    for motivation in motivations:
+        cell = {"risk": "cybersecurity", "age": "7to9", "motivation": motivation}
+        params = {
+            "benchmark": "v1",
+            "cell": cell,
+            "model": {"name": "mock", "provider": "mock", "model": None},
+            "seeds_per_task": 2,
+            "retry": "",
+        }
+        out = f"data/seeds/{motivation}"
+        specs.append(
+            JobSpec.of(
+                "seeds",
+                {"prompts": prompts, "taxonomy": taxonomy},
+                {"data": f"{out}.jsonl", "status": f"{out}.status.json"},
+                params,
+                [f"logs/{motivation}.log"],
+                {"models": {"mock": {"provider": "mock"}}},
+            )
+        )
+    return specs
+
+
+@pytest.mark.timeout(120)
+def test_the_broker_exits_once_every_job_of_the_run_has_finished(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its memory is given back before the results job (the run's largest) starts: the
+    broker exits when the last job it was handed has finished well, and a job after that
+    runs in its own process."""
+    from kora.run.broker import send_ahead, start_broker
+    from kora.run.dispatch import BROKER_ENV, submit
+
+    copy_workflow(tmp_path)
+    specs = _seed_cells(tmp_path, ("curiosity_exploration", "emotional_distress_anxiety"))
+    monkeypatch.setenv("KORA_RUN_ID", "idletest")
+    broker = start_broker("idletest", tmp_path / "broker.log", workdir=tmp_path)
+    assert broker is not None
+    monkeypatch.setenv(BROKER_ENV, os.environ[BROKER_ENV])  # start_broker set it
+    try:
+        assert send_ahead(broker, specs)
+        first = submit(specs[0])
+        assert first is not None and first.status == 0
+        assert broker.process.poll() is None  # a job of the run is still to come
+        last = submit(specs[1])
+        assert last is not None and last.status == 0
+        assert broker.process.wait(timeout=30) == 0
+        assert (tmp_path / specs[1].output["data"]).exists()
+        assert "the broker's work is done" in (tmp_path / "broker.log").read_text()
+        assert submit(specs[0]) is None  # no broker: the script runs the job itself
+    finally:
+        broker.stop()
+
+
+@pytest.mark.timeout(120)
+def test_a_job_that_failed_keeps_the_broker_for_its_next_try(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kora.run.broker import send_ahead, start_broker
+    from kora.run.dispatch import BROKER_ENV, submit
+
+    copy_workflow(tmp_path)
+    (spec,) = _seed_cells(tmp_path, ("curiosity_exploration",))
+    monkeypatch.setenv("KORA_RUN_ID", "failtest")
+    broker = start_broker("failtest", tmp_path / "broker.log", workdir=tmp_path)
+    assert broker is not None
+    monkeypatch.setenv(BROKER_ENV, os.environ[BROKER_ENV])
+    try:
+        assert send_ahead(broker, [spec])
+        blocker = tmp_path / "data/seeds"  # a file where the job's folder goes
+        blocker.parent.mkdir(parents=True, exist_ok=True)
+        blocker.write_text("")
+        failed = submit(spec)
+        assert failed is not None and failed.status != 0
+        assert broker.process.poll() is None
+        blocker.unlink()
+        again = submit(spec)  # Snakemake's next try, still in the broker
+        assert again is not None and again.status == 0
+        assert broker.process.wait(timeout=30) == 0
+    finally:
+        broker.stop()

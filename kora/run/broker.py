@@ -1,6 +1,7 @@
 """The run's broker: one long-lived process that runs the shard jobs of a local run.
 
-Started by the Snakefile's `onstart` (`start_broker`), stopped by `onsuccess`/`onerror`;
+Started by the Snakefile's `onstart` (`start_broker`); it exits once every shard job the
+run listed has finished (`Remaining`), or when `onsuccess`/`onerror` stops it;
 it listens on a Unix socket that only this user can open. Each connection is one job: a
 line of JSON (a kora.run.jobspec.JobSpec) in, a line of JSON `{status, message}` out when the
 job is done. A job whose script goes away (Snakemake killed it, Ctrl-C) is cancelled: its
@@ -107,7 +108,62 @@ async def _last_ahead(pool: Any) -> None:
 ahead = _Ahead()
 
 
-async def _serve_job(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pool: Any) -> None:
+@dataclass
+class Remaining:
+    """The shard jobs of the run the broker has yet to see finish, by their output files.
+
+    Once every one has finished well and none is being served, the broker has no more
+    work: it exits then, rather than at the run's end, so that its memory (the SDKs, the
+    connection pool, the prefetch's cells) is given back before the results job, the
+    run's largest, starts. A job that fails keeps it: Snakemake may run it again. A job
+    that comes after (one the run's start did not list) runs in its own process, as on a
+    cluster."""
+
+    files: set[str] | None = None  # None: the run's jobs were never handed over
+    serving: int = 0
+
+    def expect(self, specs: list[JobSpec]) -> None:
+        self.files = {f for spec in specs for f in _outputs(spec)}
+
+    def finished(self, spec: JobSpec, ok: bool) -> None:
+        if ok and self.files is not None:
+            self.files.difference_update(_outputs(spec))
+
+    @property
+    def done(self) -> bool:
+        return self.files is not None and not self.files and self.serving == 0
+
+
+def _outputs(spec: JobSpec) -> list[str]:
+    out: list[str] = []
+    for value in spec.output.values():
+        out.extend([value] if isinstance(value, str) else value)
+    return out
+
+
+remaining = Remaining()
+
+
+async def _serve_job(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pool: Any, idle: asyncio.Event
+) -> None:
+    """One connection: the run's jobs to work ahead of, or one job to run. `idle` is set
+    once every job of the run has finished (`remaining`); a job that comes after that
+    finds its connection closed unanswered, and runs in its own process."""
+    if idle.is_set():
+        writer.close()
+        return
+    remaining.serving += 1
+    try:
+        await _serve(reader, writer, pool)
+    finally:
+        remaining.serving -= 1
+        if remaining.done:
+            log.info("every shard job of the run has finished: the broker's work is done")
+            idle.set()
+
+
+async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pool: Any) -> None:
     from kora.run.execute import execute
 
     line = b""
@@ -120,6 +176,7 @@ async def _serve_job(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
         writer.close()
         return
     if isinstance(request, PrefetchRequest):  # from onstart: every shard job of the run
+        remaining.expect(request.specs)
         ahead.start(request.specs, pool)
         writer.write(Outcome(0).encode())
         await writer.drain()
@@ -152,6 +209,7 @@ async def _serve_job(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
         reply = Outcome(STOPPED)
     except Exception:  # a bug: the job fails with its traceback, the broker goes on
         reply = Outcome(1, traceback.format_exc())
+    remaining.finished(request.spec, reply.status == 0)
     with contextlib.suppress(ConnectionError):
         writer.write(reply.encode())
         await writer.drain()
@@ -162,14 +220,15 @@ async def serve(path: Path, parent: int) -> None:
     from kora.run.context import Pool
 
     pool = Pool(Path.cwd())
+    # stop: the run is stopping; now: a second Ctrl-C; idle: every job of the run is done
+    stop, now, idle = asyncio.Event(), asyncio.Event(), asyncio.Event()
     old = os.umask(0o077)  # the socket: this user only
     try:
         server = await asyncio.start_unix_server(
-            lambda r, w: _serve_job(r, w, pool), path=str(path), limit=MESSAGE_LIMIT
+            lambda r, w: _serve_job(r, w, pool, idle), path=str(path), limit=MESSAGE_LIMIT
         )
     finally:
         os.umask(old)
-    stop, now = asyncio.Event(), asyncio.Event()
     loop = asyncio.get_running_loop()
 
     interrupts = 0
@@ -191,7 +250,10 @@ async def serve(path: Path, parent: int) -> None:
 
     watcher = asyncio.create_task(watch_parent())
     async with server:
-        await stop.wait()
+        ending = [asyncio.create_task(e.wait()) for e in (stop, idle)]
+        await asyncio.wait(ending, return_when=asyncio.FIRST_COMPLETED)
+        for task in ending:
+            task.cancel()
         # no request goes out any more; those in flight are answered, billed and stored
         # (up to DRAIN seconds, or a second signal)
         pool.ledger.stop()
