@@ -69,3 +69,52 @@ def test_a_file_of_no_target_or_of_another_version_is_named_as_such(tmp_path: Pa
     assert other.returncode != 0
     said = " ".join(other.stderr.split())
     assert "results-v2/ holds KORA v2 results, but this run's config is KORA v1" in said
+
+
+PARAMS_SNAKEFILE = """
+import sys
+from kora.run import seam
+
+if config.get("guard"):
+    seam.keep_dataframes_out()
+
+
+rule make:
+    output:
+        "a.txt",
+    params:
+        n=1,
+    script:
+        "make.py"
+
+
+onsuccess:
+    print("PANDAS", sys.modules.get("pandas") is not None, flush=True)
+"""
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("guard", [False, True])
+def test_snakemakes_process_leaves_pandas_unloaded_for_plain_params(
+    tmp_path: Path, guard: bool
+) -> None:
+    """Snakemake imports pandas in its own process to check a rule's params for DataFrames
+    (70 MB held for the run); told pandas is not there, it does not, and the job runs and
+    is recorded. Without that, it does: the day Snakemake stops, this says so."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("pandas")  # a dependency of statsmodels: always there
+    (tmp_path / "Snakefile").write_text(PARAMS_SNAKEFILE)
+    (tmp_path / "make.py").write_text(
+        "open(snakemake.output[0], 'w').write(str(snakemake.params.n))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--cores", "1", "--config", f"guard={int(guard)}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "a.txt").read_text() == "1"
+    assert f"PANDAS {not guard}" in done.stdout

@@ -166,3 +166,24 @@ def tidy_job_reports(stopping: Callable[[], bool]) -> None:
             return True
 
     logging.getLogger("snakemake.logging").addFilter(Tidy())
+
+
+# Snakemake's own process imports pandas (and with it pyarrow) only to ask whether a rule's
+# params hold a DataFrame: when it writes a script job's preamble
+# (snakemake.iocontainers.Snakemake._safely_store_params) and when it records a finished
+# job's params (snakemake.persistence.Persistence._serialize_param, which first asks
+# importlib whether pandas is there). A kora rule's params are plain values, and the import
+# holds 70 MB of that process for the whole run (bench/full_grid.py). pandas and polars are
+# kora dependencies' dependencies that nothing in that process uses (the statistics that do
+# run in the jobs' processes), so that process is told they are not installed.
+_DATAFRAMES = ("pandas", "polars")
+
+
+def keep_dataframes_out() -> None:
+    """Make pandas and polars look not installed in this process (Snakemake's): `import`
+    raises ModuleNotFoundError and importlib.util.find_spec says None. A module already
+    imported is left as it is."""
+    import sys
+
+    for name in _DATAFRAMES:
+        sys.modules.setdefault(name, None)  # type: ignore[arg-type]
