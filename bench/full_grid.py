@@ -3,11 +3,14 @@
     python bench/full_grid.py                 # 25 risks x 3 ages x 10 motivations x 8 seeds
     python bench/full_grid.py --risks 3       # about a tenth (1,440 tests)
     python bench/full_grid.py --limit 150 --latency 1.5
+    python bench/full_grid.py --risks 3 --targets 4   # a leaderboard's run: 4 targets
 
 The real commands in a temp copy of the workflow, every role and the target on one
 loopback Anthropic Messages server in its own process (bench/workflow.py's: at most
 `--limit` requests a second, 429 with Retry-After past it, each answer after `--latency`
-seconds; a seed call gets as many seeds as it asks for):
+seconds; a seed call gets as many seeds as it asks for). With `--targets N`, each target
+is a model on a server of its own with its own limit, and the child, the scenario writers
+and the judge share the first server, whose limit then binds:
 
 1. `snakemake -n` (the DAG's planning time, and its job count);
 2. `snakemake --cores 10 results/bench-target/results.json` from a cold start: wall from
@@ -23,6 +26,7 @@ seconds; a seed call gets as many seeds as it asks for):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
 import subprocess
@@ -69,23 +73,44 @@ def _timed(cmd: list[str], work: Path, env: dict[str, str], log: str) -> float:
     return time.perf_counter() - started
 
 
+def target_names(n: int) -> list[str]:
+    return ["bench-target"] if n == 1 else [f"target-{i + 1}" for i in range(n)]
+
+
 def rehearse(args: argparse.Namespace) -> dict[str, Any]:
     # the loopback's seed answers: as many as the prompt asks for (bench.workflow.answer)
     os.environ["KORA_BENCH_SEEDS_PER_CALL"] = str(args.seeds)
     out: dict[str, Any] = {}
-    with (
-        loopback(args.limit, args.latency) as server,
-        tempfile.TemporaryDirectory(prefix="kora-bench-grid-", dir=args.tmp) as tmp,
-    ):
+    names = target_names(args.targets)
+    with contextlib.ExitStack() as stack:
+        # the child, the scenario writers and the judge on one server; with --targets N,
+        # each target on a server of its own, each server with its own limit
+        server = stack.enter_context(loopback(args.limit, args.latency))
+        own = (
+            {n: stack.enter_context(loopback(args.limit, args.latency)) for n in names}
+            if args.targets > 1
+            else {}
+        )
+        tmp = stack.enter_context(
+            tempfile.TemporaryDirectory(prefix="kora-bench-grid-", dir=args.tmp)
+        )
         work = Path(tmp)
         copy_workflow(work)
         cfg = bench_config(server.url, args.motivations, args.seeds, risks=args.risks)
+        if own:
+            cfg["targets"] = {"gpt-target": None, "bench-target": None}
+            for n, at in own.items():
+                # a model of its own: the same model id would share its answers through
+                # the call store, whose keys leave the server's address out
+                cfg["models"][n] = dict(cfg["models"]["bench"], base_url=at.url, model=n)
+                cfg["targets"][n] = {"model": n}
         (work / "bench.yaml").write_text(yaml.safe_dump(cfg))
         env = dict(os.environ, ANTHROPIC_API_KEY="sk-loopback")
         env.pop("KORA_RETRY_TESTING", None)
         if args.no_broker:  # every job makes its own calls, as on a cluster
             env["KORA_NO_BROKER"] = "1"
-        target = ["results/bench-target/results.json", "--configfile", "bench.yaml"]
+        results = [f"results/{n}/results.json" for n in names]
+        target = [*results, "--configfile", "bench.yaml"]
         smk = [sys.executable, "-m", "snakemake"]
         out["plan_s"] = _timed([*smk, "-n", "--cores", "10", *target], work, env, "plan.log")
         plan = (work / "plan.log").read_text(errors="replace")
@@ -105,38 +130,59 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
             print((work / "run.log").read_text(errors="replace")[-4000:], file=sys.stderr)
             raise SystemExit("the run failed")
         out["run_s"] = time.time() - started
-        results_path = work / "results/bench-target/results.json"
-        results = orjson.loads(results_path.read_bytes())
-        out["written"] = results_path.stat().st_mtime
-        out["tests"] = results.get("tests", 0) + results.get("failedTests", 0)
-        out["failed"] = results.get("failedTests", 0)
+        out["tests"] = out["failed"] = 0
+        out["written"] = 0.0
+        for path in results:
+            got = orjson.loads((work / path).read_bytes())
+            out["tests"] += got.get("tests", 0) + got.get("failedTests", 0)
+            out["failed"] += got.get("failedTests", 0)
+            out["written"] = max(out["written"], (work / path).stat().st_mtime)
         out["cpu"] = usage.ru_utime + usage.ru_stime
         out["cpu_by_kind"] = watch.cpu(out["cpu"])
         out["memory"] = dict(watch.peak, all=watch.total)
         out["at_peak"] = watch.at_peak
         out["samples"] = watch.samples
         out["disk"] = {d: _du(work / d) for d in ("data", "results", ".kora")}
+        first = [results[0], "--configfile", "bench.yaml"]
         out["aggregate_s"] = _timed(
-            [*smk, "--cores", "2", *target, "--forcerun", "results"], work, env, "agg.log"
+            [*smk, "--cores", "2", *first, "--forcerun", "results"], work, env, "agg.log"
         )
-        report = ["results/bench-target/report.html", "--configfile", "bench.yaml"]
+        report = [f"results/{names[0]}/report.html", "--configfile", "bench.yaml"]
         out["report_s"] = _timed([*smk, "--cores", "2", *report], work, env, "report.log")
-        out["report_bytes"] = (work / "results/bench-target/report.html").stat().st_size
-    stats = server.stats
+        out["report_bytes"] = (work / f"results/{names[0]}/report.html").stat().st_size
+    out |= served(server.stats, args.limit)
+    out["own"] = {n: served(at.stats, args.limit) for n, at in own.items()}
+    calls = out["calls"] + sum(o["calls"] for o in out["own"].values())
+    first_call = min([out["times"][0], *(o["times"][0] for o in out["own"].values())])
+    out |= {
+        "all_calls": calls,
+        "wall": out["written"] - first_call,
+        # the shared server binds: its calls at its limit, then the chain's latencies
+        "ideal": out["calls"] / args.limit + CHAIN * args.latency,
+    }
+    return out
+
+
+def served(stats: dict[str, Any], limit: float) -> dict[str, Any]:
+    """What one loopback server served: calls, refusals, the steady rate, and the most
+    requests it admitted in any one second."""
     times = sorted(stats["times"])
     ok = stats["statuses"].get(200, 0)
     requests = sum(stats["statuses"].values())
-    steady = steady_rate(times, ok, requests)
-    out |= {
+    admitted = sorted(t for t, _ in stats.get("admitted", []))
+    busiest, j = 0, 0
+    for i, t in enumerate(admitted):
+        while admitted[j] <= t - 1.0:
+            j += 1
+        busiest = max(busiest, i - j + 1)
+    return {
         "calls": ok,
         "refused": stats["statuses"].get(429, 0),
         "requests": requests,
-        "steady": steady,
+        "steady": steady_rate(times, ok, requests),
         "times": times,
-        "wall": out["written"] - times[0] if times else out["run_s"],
-        "ideal": ok / args.limit + CHAIN * args.latency,
+        "busiest": busiest,
     }
-    return out
 
 
 def mb(n: int) -> str:
@@ -151,6 +197,13 @@ def main() -> None:
     ap.add_argument("--limit", type=float, default=300.0, help="requests a second allowed")
     ap.add_argument("--latency", type=float, default=1.5, help="seconds per answer")
     ap.add_argument("--cores", type=int, default=10)
+    ap.add_argument(
+        "--targets",
+        type=int,
+        default=1,
+        help="targets in the one run, each on a loopback server of its own with its own "
+        "--limit; the child and the judge share one more (issue 39, goal 2)",
+    )
     ap.add_argument("--tmp", help="where the temp copy of the workflow goes")
     ap.add_argument(
         "--no-broker", action="store_true", help="KORA_NO_BROKER=1: every job makes its own calls"
@@ -167,15 +220,20 @@ def main() -> None:
     print(
         f"grid: {args.risks} risks x 3 ages x {args.motivations} motivations x {args.seeds} "
         f"seeds x 2 prompts; server {args.limit:g} req/s, {args.latency:g} s latency; "
-        f"--cores {args.cores}\n"
-        f"tests {r['tests']:,} ({r['failed']} failed), calls {r['calls']:,}, jobs {r['jobs']:,}\n"
+        f"--cores {args.cores}; {args.targets} target(s)\n"
+        f"tests {r['tests']:,} ({r['failed']} failed), calls {r['all_calls']:,}, "
+        f"jobs {r['jobs']:,}\n"
         f"  planning (snakemake -n) {r['plan_s']:.1f} s\n"
         f"  wall (first call -> results.json) {r['wall']:.0f} s; ideal {r['ideal']:.0f} s; "
         f"ratio {r['wall'] / r['ideal']:.2f} (whole command {r['run_s']:.0f} s)\n"
-        f"  steady throughput {r['steady']:.1f} req/s = {r['steady'] / args.limit:.2f} of the "
-        f"limit; refused {r['refused']:,} of {r['requests']:,} "
-        f"({100 * r['refused'] / max(r['requests'], 1):.1f} %)\n"
-        f"  CPU {r['cpu']:.0f} s = {r['cpu'] / max(r['calls'], 1) * 1000:.1f} ms a call ("
+        + "".join(
+            f"  {who}: {o['calls']:,} calls, steady {o['steady']:.1f} req/s = "
+            f"{o['steady'] / args.limit:.2f} of its limit, busiest second {o['busiest']}; "
+            f"refused {o['refused']:,} of {o['requests']:,} "
+            f"({100 * o['refused'] / max(o['requests'], 1):.1f} %)\n"
+            for who, o in [("shared server" if r["own"] else "server", r), *r["own"].items()]
+        )
+        + f"  CPU {r['cpu']:.0f} s = {r['cpu'] / max(r['all_calls'], 1) * 1000:.1f} ms a call ("
         + ", ".join(f"{k} {v:.1f} s" for k, v in r["cpu_by_kind"].items())
         + ")\n"
         "  peak memory: "
@@ -206,7 +264,7 @@ def collapsed(r: dict[str, Any]) -> list[str]:
     out = []
     if r["failed"] or not r["tests"]:
         out.append(f"{r['failed']} of {r['tests']} tests failed")
-    ms = r["cpu"] / max(r["calls"], 1) * 1000
+    ms = r["cpu"] / max(r["all_calls"], 1) * 1000
     if ms > MAX_MS_A_CALL:
         out.append(f"{ms:.1f} ms of CPU a call, over {MAX_MS_A_CALL:g}")
     if r["wall"] > MAX_RATIO * r["ideal"]:

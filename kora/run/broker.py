@@ -282,7 +282,8 @@ def main(argv: list[str] | None = None) -> None:
 
     install()  # what no job owns goes to standard error: logs/broker.log
     # KORA_PROFILE_BROKER=FILE: the broker's own profile (cProfile's stats) for bench/
-    profile_to = os.environ.get("KORA_PROFILE_BROKER")
+    # ("{pid}" in it: one file per broker, as a bench runs several commands)
+    profile_to = os.environ.get("KORA_PROFILE_BROKER", "").replace("{pid}", str(os.getpid()))
     profiler = None
     if profile_to:
         import cProfile
