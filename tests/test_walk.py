@@ -58,6 +58,27 @@ def test_the_prefetch_walks_a_window_of_cells_and_every_unit_of_each(window: int
 
 
 @pytest.mark.timeout(30)
+@pytest.mark.parametrize(("window", "targets", "most"), [(8, 1, 8), (8, 4, 2), (2, 4, 1)])
+def test_a_run_of_several_targets_walks_as_many_targets_cells_at_once(
+    window: int, targets: int, most: int
+) -> None:
+    """A cell holds every target's conversations: the window counts a cell once per target,
+    so the prefetch holds as many conversations whatever the number of targets."""
+    stage = SimpleNamespace(
+        name="conversations", feeds_on=None, by_target=True, units=lambda job: ["a", "b"]
+    )
+    jobs = [
+        SimpleNamespace(cell=f"cell-{i:03d}", stage=stage, target=f"target-{t}")
+        for i in range(12)
+        for t in range(targets)
+    ]
+    visitor = Counting()
+    asyncio.run(Walk(visitor, cells_at_once=window).add(jobs).run())
+    assert len(visitor.visited) == 12 * targets * 2
+    assert visitor.most == most
+
+
+@pytest.mark.timeout(30)
 def test_the_plan_walks_one_unit_after_another_whatever_the_window() -> None:
     visitor = Counting()
     walk = Walk(visitor, concurrent=False, cells_at_once=4).add(seed_jobs(5))

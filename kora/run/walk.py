@@ -54,7 +54,10 @@ class Walk:
     # side by side, the cells walked at once (None: all of them). A cell's results are
     # held until its last unit is done, so walking a full grid's 750 cells together held
     # the whole grid's scenarios and conversations at once; a window holds the same few
-    # whatever the grid's size (bench/README.md, full_grid.py)
+    # whatever the grid's size (bench/README.md, full_grid.py). Counted in cells of one
+    # target: a cell of a run of N targets holds N targets' conversations and judgments,
+    # so N times fewer of them are walked at once (with 4 targets the broker held 433 MB
+    # against 189 MB for one, `full_grid.py --risks 3 --targets 4`)
     cells_at_once: int | None = None
     cells: dict[str, dict[str, list[Job]]] = field(
         default_factory=lambda: defaultdict(lambda: defaultdict(list))
@@ -72,7 +75,8 @@ class Walk:
         if self.cells_at_once is None or not self.concurrent:
             await self._all(self.cell(c) for c in sorted(self.cells))
             return
-        window = asyncio.Semaphore(self.cells_at_once)
+        targets = {j.target for j in self.jobs() if j.target is not None}
+        window = asyncio.Semaphore(max(1, self.cells_at_once // max(1, len(targets))))
 
         async def admitted(cell: str) -> None:
             async with window:
