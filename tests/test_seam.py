@@ -4,6 +4,7 @@ one fails here, not in the middle of a run)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -75,6 +76,8 @@ PARAMS_SNAKEFILE = """
 import sys
 from kora.run import seam
 
+# an installed plugin may have loaded it already (the Slurm executor's does)
+print("EARLY", sys.modules.get("pandas") is not None, flush=True)
 if config.get("guard"):
     seam.keep_dataframes_out()
 
@@ -92,19 +95,62 @@ onsuccess:
     print("PANDAS", sys.modules.get("pandas") is not None, flush=True)
 """
 
+# what Snakemake's process does with a rule's params: a script job's preamble keeps them
+# apart from DataFrames, and a finished job's record asks importlib whether pandas is there
+PARAMS_CHECK = """
+import importlib.util
+import sys
 
-@pytest.mark.timeout(300)
+from kora.run import seam
+
+if sys.argv[1] == "1":
+    seam.keep_dataframes_out()
+from snakemake.iocontainers import Params, Snakemake
+
+params = Params()
+params.append({"plain": 1})
+Snakemake.__new__(Snakemake)._safely_store_params(params)
+print("PANDAS", sys.modules.get("pandas") is not None)
+print("FOUND", importlib.util.find_spec("pandas") is not None)
+"""
+
+
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("guard", [False, True])
-def test_snakemakes_process_leaves_pandas_unloaded_for_plain_params(
-    tmp_path: Path, guard: bool
-) -> None:
+def test_snakemakes_check_of_params_leaves_pandas_unloaded(tmp_path: Path, guard: bool) -> None:
     """Snakemake imports pandas in its own process to check a rule's params for DataFrames
-    (70 MB held for the run); told pandas is not there, it does not, and the job runs and
-    is recorded. Without that, it does: the day Snakemake stops, this says so."""
+    (70 MB held for the run); told pandas is not there, it does not. Without that, it
+    does: the day Snakemake stops, this says so."""
     import subprocess
     import sys
 
+    from tests.helpers import REPO
+
     pytest.importorskip("pandas")  # a dependency of statsmodels: always there
+    (tmp_path / "check.py").write_text(PARAMS_CHECK)
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "check.py"), str(int(guard))],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"PANDAS {not guard}" in done.stdout
+    assert f"FOUND {not guard}" in done.stdout
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("guard", [False, True])
+def test_a_workflow_runs_with_pandas_kept_out_of_snakemakes_process(
+    tmp_path: Path, guard: bool
+) -> None:
+    """The whole run, a script rule's job included, works told pandas is not there, and
+    Snakemake's process ends without it, unless an installed plugin had loaded it before
+    the Snakefile was read (the Slurm executor's does: then nothing is saved, nor lost)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("pandas")
     (tmp_path / "Snakefile").write_text(PARAMS_SNAKEFILE)
     (tmp_path / "make.py").write_text(
         "open(snakemake.output[0], 'w').write(str(snakemake.params.n))\n"
@@ -117,4 +163,5 @@ def test_snakemakes_process_leaves_pandas_unloaded_for_plain_params(
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "a.txt").read_text() == "1"
-    assert f"PANDAS {not guard}" in done.stdout
+    early = "EARLY True" in done.stdout
+    assert f"PANDAS {early or not guard}" in done.stdout

@@ -175,7 +175,9 @@ def tidy_job_reports(stopping: Callable[[], bool]) -> None:
 # importlib whether pandas is there). A kora rule's params are plain values, and the import
 # holds 70 MB of that process for the whole run (bench/full_grid.py). pandas and polars are
 # kora dependencies' dependencies that nothing in that process uses (the statistics that do
-# run in the jobs' processes), so that process is told they are not installed.
+# run in the jobs' processes), so that process is told they are not installed. An executor
+# plugin that imports pandas itself (the Slurm one does, when Snakemake collects its plugins
+# before reading the Snakefile) leaves it loaded: nothing is saved then, and nothing breaks.
 _DATAFRAMES = ("pandas", "polars")
 
 
