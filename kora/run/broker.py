@@ -123,22 +123,15 @@ class Remaining:
     serving: int = 0
 
     def expect(self, specs: list[JobSpec]) -> None:
-        self.files = {f for spec in specs for f in _outputs(spec)}
+        self.files = {f for spec in specs for f in spec.output_files()}
 
     def finished(self, spec: JobSpec, ok: bool) -> None:
         if ok and self.files is not None:
-            self.files.difference_update(_outputs(spec))
+            self.files.difference_update(spec.output_files())
 
     @property
     def done(self) -> bool:
         return self.files is not None and not self.files and self.serving == 0
-
-
-def _outputs(spec: JobSpec) -> list[str]:
-    out: list[str] = []
-    for value in spec.output.values():
-        out.extend([value] if isinstance(value, str) else value)
-    return out
 
 
 remaining = Remaining()

@@ -105,6 +105,13 @@ class JobSpec:
             run_settings(config, own),
         )
 
+    def output_files(self) -> list[str]:
+        """Every file the job writes, its named outputs' paths in order."""
+        out: list[str] = []
+        for value in self.output.values():
+            out += [value] if isinstance(value, str) else list(value)
+        return out
+
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
 

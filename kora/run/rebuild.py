@@ -255,10 +255,7 @@ async def _rebuild(bundle: Bundle, work: Path, found: Replay) -> None:
 
 
 def _outputs(spec: JobSpec) -> list[str]:
-    out = []
-    for value in spec.output.values():
-        out += [value] if isinstance(value, str) else list(value)
-    return [o for o in out if not o.endswith(".status.json")]
+    return [o for o in spec.output_files() if not o.endswith(".status.json")]
 
 
 def _compare(bundle: Bundle, work: Path, name: str, found: Replay) -> None:
