@@ -42,7 +42,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.procs import Watch, busy  # noqa: E402
+from bench.procs import busy, watched_run  # noqa: E402
 from bench.workflow import (  # noqa: E402
     CHAIN,
     bench_config,
@@ -119,14 +119,8 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
 
         cmd = [*smk, "--cores", str(args.cores), *target]
         started = time.time()
-        with open(work / "run.log", "wb") as log:
-            proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=log)
-            watch = Watch(proc.pid)
-            watch.start()
-            _, status, usage = os.wait4(proc.pid, 0)
-            watch.done.set()
-            watch.join()
-        if os.waitstatus_to_exitcode(status) != 0:
+        status, usage, watch = watched_run(cmd, work, env, work / "run.log")
+        if status != 0:
             print((work / "run.log").read_text(errors="replace")[-4000:], file=sys.stderr)
             raise SystemExit("the run failed")
         out["run_s"] = time.time() - started
@@ -153,10 +147,10 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
     out |= served(server.stats, args.limit)
     out["own"] = {n: served(at.stats, args.limit) for n, at in own.items()}
     calls = out["calls"] + sum(o["calls"] for o in out["own"].values())
-    first_call = min([out["times"][0], *(o["times"][0] for o in out["own"].values())])
+    firsts = [o["times"][0] for o in (out, *out["own"].values()) if o["times"]]
     out |= {
         "all_calls": calls,
-        "wall": out["written"] - first_call,
+        "wall": out["written"] - min(firsts) if firsts else out["run_s"],
         # the shared server binds: its calls at its limit, then the chain's latencies
         "ideal": out["calls"] / args.limit + CHAIN * args.latency,
     }

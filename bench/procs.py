@@ -9,6 +9,8 @@ whole tree's (`os.wait4`'s usage, exact) once Snakemake's and the broker's are t
 from __future__ import annotations
 
 import os
+import resource
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -114,6 +116,21 @@ class Watch(threading.Thread):
                 out[what] += seconds
         out["jobs"] = max(whole - out["snakemake"] - out["broker"], 0.0)
         return out
+
+
+def watched_run(
+    cmd: list[str], cwd: Path, env: dict[str, str], log: Path
+) -> tuple[int, resource.struct_rusage, Watch]:
+    """Run `cmd` (its output to `log`) under a Watch: its exit status, the whole tree's
+    resource usage (exact, from `os.wait4`) and the Watch's figures."""
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=out)
+        watch = Watch(proc.pid)
+        watch.start()
+        _, status, usage = os.wait4(proc.pid, 0)
+        watch.done.set()
+        watch.join()
+    return os.waitstatus_to_exitcode(status), usage, watch
 
 
 def busy(samples: list[tuple[float, dict[str, float]]], what: str, step: float) -> str:

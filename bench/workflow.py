@@ -33,7 +33,6 @@ import re
 import shlex
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -48,7 +47,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.procs import Watch, busy  # noqa: E402
+from bench.procs import busy, watched_run  # noqa: E402
 
 # seeds (1) -> expand (1) -> validate (1) -> first child message (1) -> 3 target replies
 # and 2 child messages in turn (5) -> safety then behaviour judgment (2)
@@ -254,19 +253,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if args.no_broker:  # every job makes its own calls, as on a cluster
             env["KORA_NO_BROKER"] = "1"
         started = time.time()
-        with open(work / "snakemake.log", "wb") as log:
-            proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=log)
-            watch = Watch(proc.pid)
-            watch.start()
-            _, status, usage = os.wait4(proc.pid, 0)
-            watch.done.set()
-            watch.join()
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        status, usage, watch = watched_run(cmd, work, env, work / "snakemake.log")
         ended = time.time()
         text = (work / "snakemake.log").read_text(errors="replace")
-        if proc.returncode != 0:
+        if status != 0:
             print(text[-4000:], file=sys.stderr)
-            raise SystemExit(f"snakemake failed with exit status {proc.returncode}")
+            raise SystemExit(f"snakemake failed with exit status {status}")
         results = orjson.loads((work / "results/bench-target/results.json").read_bytes())
         written = (work / "results/bench-target/results.json").stat().st_mtime
         steps = re.findall(r"(\d+) of (\d+) steps", text)

@@ -171,7 +171,7 @@ def tidy_job_reports(stopping: Callable[[], bool]) -> None:
 # Snakemake's own process imports pandas (and with it pyarrow) only to ask whether a rule's
 # params hold a DataFrame: when it writes a script job's preamble
 # (snakemake.iocontainers.Snakemake._safely_store_params) and when it records a finished
-# job's params (snakemake.persistence.Persistence._serialize_param, which first asks
+# job's params (snakemake.persistence.PersistenceBase._serialize_param, which first asks
 # importlib whether pandas is there). A kora rule's params are plain values, and the import
 # holds 70 MB of that process for the whole run (bench/full_grid.py). pandas and polars are
 # kora dependencies' dependencies that nothing in that process uses (the statistics that do
