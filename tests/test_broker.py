@@ -4,8 +4,10 @@ the results are the same as when every job runs in its own process."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 import pytest
@@ -13,6 +15,9 @@ import yaml
 
 from tests.helpers import copy_workflow
 from tests.workflows import TINY, snakemake
+
+if TYPE_CHECKING:
+    from kora.run.jobspec import JobSpec
 
 OUTPUTS = ("results.json", "usage.json", "summary.json", "report.html")
 
@@ -165,13 +170,8 @@ def test_a_broker_that_takes_no_message_is_given_up_and_the_run_goes_on(tmp_path
 @pytest.mark.timeout(30)
 def test_the_broker_reads_only_the_messages_it_knows() -> None:
     from kora.run.jobspec import JobSpec
-    from kora.run.protocol import (
-        JobRequest,
-        Outcome,
-        PrefetchRequest,
-        ProtocolError,
-        decode_request,
-    )
+    from kora.run.protocol import JobRequest, PrefetchRequest, decode_request
+    from kora.run.reply import Outcome, ProtocolError
 
     job = JobSpec("seeds", {"prompts": ["a"]}, {"data": "b"}, {"retry": ""}, ["c"], {})
     assert decode_request(JobRequest(job).encode()) == JobRequest(job)
@@ -274,3 +274,138 @@ def test_a_job_that_failed_keeps_the_broker_for_its_next_try(
         assert broker.process.wait(timeout=30) == 0
     finally:
         broker.stop()
+
+
+SCRIPT = """import json, sys
+from types import SimpleNamespace
+from kora.run.dispatch import run
+job = json.loads(open(sys.argv[1]).read())
+run(job["rule"], SimpleNamespace(**{k: v for k, v in job.items() if k != "rule"}))
+"""
+
+
+class _FakeBroker:
+    """A Unix socket that takes one job's script's connection, as the run's broker does."""
+
+    def __init__(self, path: Path) -> None:
+        import socket as socketlib
+
+        self.server = socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM)
+        self.server.bind(str(path))
+        self.server.listen(1)
+        self.where = f"{socketlib.gethostname()}|{path}"
+
+    def take_job(self) -> tuple[socket.socket, int]:
+        """The script's connection, once its job has come, and the script's process id."""
+        import socket as socketlib
+        import struct
+
+        conn, _ = self.server.accept()
+        pid = struct.unpack("3i", conn.getsockopt(socketlib.SOL_SOCKET, socketlib.SO_PEERCRED, 12))[
+            0
+        ]
+        line = b""
+        while not line.endswith(b"\n"):
+            line += conn.recv(65536)
+        assert orjson.loads(line)["job"]["rule"] == "seeds"
+        return conn, pid
+
+
+def _start_script(workdir: Path, spec: JobSpec, broker: _FakeBroker) -> subprocess.Popen[str]:
+    import signal
+    import sys
+
+    from tests.helpers import REPO
+
+    (workdir / "script.py").write_text(SCRIPT)
+    job = {
+        "rule": spec.rule,
+        "input": spec.input,
+        "output": spec.output,
+        "params": spec.params,
+        "log": spec.log,
+        "config": {"models": {"mock": {"provider": "mock"}}},
+    }
+    (workdir / "job.json").write_text(orjson.dumps(job).decode())
+    env = dict(os.environ, KORA_BROKER=broker.where, PYTHONPATH=str(REPO))
+    env.pop("KORA_RUN_ID", None)
+    # started as Snakemake's shell prefix starts a script: Ctrl-C ignored
+    return subprocess.Popen(
+        [sys.executable, "script.py", "job.json"],
+        cwd=workdir,
+        env=env,
+        text=True,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+
+
+def _waits_small(pid: int) -> None:
+    """Until the script has become the bare waiter (kora.run.waiter), in the same process,
+    and has set its handlers of SIGINT and SIGTERM."""
+    import signal
+
+    from kora.run.waiter import COMMAND
+
+    cmdline, status = Path(f"/proc/{pid}/cmdline"), Path(f"/proc/{pid}/status")
+    wanted = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGTERM - 1))
+
+    def caught() -> int:
+        line = next(x for x in status.read_text().splitlines() if x.startswith("SigCgt"))
+        return int(line.split()[1], 16)
+
+    while COMMAND.encode() not in cmdline.read_bytes() or caught() & wanted != wanted:
+        os.sched_yield()
+    assert b"-S" in cmdline.read_bytes().split(b"\0")
+
+
+@pytest.mark.timeout(60)
+def test_a_script_waits_for_the_brokers_answer_in_a_bare_interpreter(tmp_path: Path) -> None:
+    """A script whose job the broker runs holds what Snakemake's preamble loaded (26 MB)
+    for nothing: it waits as a bare interpreter instead, on the same connection, and ends
+    as the broker's answer says, its message filtered for the terminal."""
+    import signal
+
+    from kora.run.reply import Outcome
+
+    copy_workflow(tmp_path)
+    (spec,) = _seed_cells(tmp_path, ("curiosity_exploration",))
+    broker = _FakeBroker(tmp_path / "b.sock")
+    script = _start_script(tmp_path, spec, broker)
+    conn, pid = broker.take_job()
+    assert pid == script.pid
+    _waits_small(pid)
+    with open(f"/proc/{pid}/status") as status:
+        rss = next(int(x.split()[1]) for x in status if x.startswith("VmRSS"))
+    assert rss < 16_000  # kB: no Snakemake, no SDK, no pydantic
+    conn.sendall(Outcome(3, "kora: seeds job stopped: \x1b[2Jcleared").encode())
+    _, err = script.communicate(timeout=30)
+    assert script.returncode == 3
+    assert "seeds job stopped: cleared" in err and "\x1b" not in err
+    conn.close()
+
+    # a stop (SIGTERM from Snakemake, SIGINT from the terminal) ends the wait quietly
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        script = _start_script(tmp_path, spec, broker)
+        conn, pid = broker.take_job()
+        _waits_small(pid)
+        script.send_signal(sig)
+        _, err = script.communicate(timeout=30)
+        assert script.returncode == 130 and err == ""
+        conn.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_script_whose_broker_goes_away_runs_its_job_itself(tmp_path: Path) -> None:
+    copy_workflow(tmp_path)
+    (spec,) = _seed_cells(tmp_path, ("curiosity_exploration",))
+    broker = _FakeBroker(tmp_path / "b.sock")
+    script = _start_script(tmp_path, spec, broker)
+    conn, pid = broker.take_job()
+    _waits_small(pid)
+    conn.close()  # the broker dies without an answer
+    broker.server.close()
+    _, err = script.communicate(timeout=90)
+    assert script.returncode == 0, err
+    assert (tmp_path / spec.output["data"]).read_text().strip()
+    assert (tmp_path / spec.output["status"]).exists()

@@ -248,11 +248,12 @@ def test_a_jobs_message_reaches_the_terminal_without_control(
 ) -> None:
     from types import SimpleNamespace
 
-    from kora.run import dispatch
-    from kora.run.protocol import Outcome
+    from kora.run import dispatch, execute
+    from kora.run.reply import Outcome
 
     said = Outcome(1, f"kora: job stopped: {ESCAPES}")
-    monkeypatch.setattr(dispatch, "submit", lambda spec: said)
+    monkeypatch.setattr(dispatch, "hand_over", lambda spec: None)
+    monkeypatch.setattr(execute, "run_here", lambda spec: said)
     smk = SimpleNamespace(input={}, output={}, params={}, log=[], config={})
     with pytest.raises(SystemExit):
         dispatch.run("seeds", smk)

@@ -32,16 +32,8 @@ from typing import Any
 from kora.llm.ledger import RunStopping
 from kora.run.dispatch import BROKER_ENV
 from kora.run.jobspec import JobSpec
-from kora.run.protocol import (
-    SEND_TIMEOUT,
-    STOPPED,
-    Outcome,
-    PrefetchRequest,
-    ProtocolError,
-    connect,
-    decode_request,
-    read_line,
-)
+from kora.run.protocol import SEND_TIMEOUT, PrefetchRequest, connect, decode_request
+from kora.run.reply import STOPPED, Outcome, ProtocolError, read_line
 
 log = logging.getLogger("kora.run.broker")
 # seconds a stopping broker waits for the requests in flight to be answered: they are paid

@@ -4,9 +4,10 @@ this machine, else in its own process.
 A local run starts one long-lived broker process (kora.run.broker) that makes the model calls
 of every shard job: the SDKs are imported once, one event loop and one connection pool
 carry all calls, and the limiter lives in one place. A job's script then only describes
-its job (rule, input, output, params, log and the run's transport settings) and waits;
-it imports nothing but the standard library, so starting a job costs a fraction of a
-second of CPU instead of the second and a half that importing the SDKs costs. On a
+its job (rule, input, output, params, log and the run's transport settings), hands it
+over and waits in a bare interpreter (kora.run.waiter); it imports nothing but the
+standard library, so starting a job costs a fraction of a second of CPU instead of the
+second and a half that importing the SDKs costs. On a
 cluster node, or without a broker, the job runs in its own process exactly the same way.
 """
 
@@ -16,18 +17,13 @@ import os
 import signal
 import socket
 import sys
+from pathlib import Path
 from typing import Any
 
 from kora.run.jobspec import JobSpec
-from kora.run.protocol import (
-    RUN_ENV,
-    STOPPED,
-    JobRequest,
-    Outcome,
-    connect,
-    read_line,
-    stopping_path,
-)
+from kora.run.protocol import RUN_ENV, JobRequest, connect, stopping_path
+from kora.run.reply import STOPPED, Outcome
+from kora.run.waiter import COMMAND, answer, finish
 
 BROKER_ENV = "KORA_BROKER"  # "<host>|<socket path>" of the run's broker
 # rules whose jobs call models (every stage of kora.run.stages: tests/test_groups.py); the
@@ -40,26 +36,54 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt  # a job in its own process then cancels its calls in order
 
 
-def submit(spec: JobSpec) -> Outcome | None:
-    """Run the job in the broker and wait; None when no broker serves this machine (or it
-    went away before answering: the job then runs here, its calls from the store)."""
+def hand_over(spec: JobSpec) -> socket.socket | None:
+    """Give the job to the run's broker: the connection its answer will come on, or None
+    when no broker serves this machine."""
     where = os.environ.get(BROKER_ENV, "")
     host, _, path = where.partition("|")
     if not path or host != socket.gethostname():
         return None
     try:
         conn = connect(path)
-        with conn:
-            conn.sendall(JobRequest(spec).encode())
-            # the job may take long: no deadline on its answer, but a broker that dies
-            # closes the connection, and the job then runs here
-            conn.settimeout(None)
-            line = read_line(conn)
     except OSError:
         return None
-    if line is None:
+    try:
+        conn.sendall(JobRequest(spec).encode())
+    except OSError:
+        conn.close()
         return None
-    return Outcome.decode(line)
+    # the job may take long: no deadline on its answer, but a broker that dies closes the
+    # connection, and the job then runs here
+    conn.settimeout(None)
+    return conn
+
+
+def submit(spec: JobSpec) -> Outcome | None:
+    """Run the job in the broker and wait; None when no broker serves this machine (or it
+    went away before answering: the job then runs here, its calls from the store)."""
+    conn = hand_over(spec)
+    if conn is None:
+        return None
+    with conn:
+        return answer(conn)
+
+
+def wait_small(conn: socket.socket) -> None:
+    """Wait for the broker's answer in a bare interpreter (kora.run.waiter), in this
+    process, on this connection; returns only if that interpreter could not start."""
+    os.set_inheritable(conn.fileno(), True)
+    rerun = [sys.executable, *sys.orig_argv[1:]]
+    kora_folder = str(Path(__file__).resolve().parents[2])
+    os.environ[BROKER_ENV] = ""  # should the broker go away, the script runs again here
+    # until the waiter's own handlers are set: a stop then comes as the broker's answer
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    argv = [sys.executable, "-S", "-c", COMMAND, kora_folder, str(conn.fileno()), *rerun]
+    try:
+        os.execv(sys.executable, argv)
+    except OSError:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, _interrupt)
 
 
 def run(rule: str, smk: Any) -> None:
@@ -73,7 +97,12 @@ def run(rule: str, smk: Any) -> None:
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         spec = JobSpec.of(rule, smk.input, smk.output, smk.params, smk.log, smk.config)
-        done = submit(spec) if rule in BROKERED else None
+        done = None
+        conn = hand_over(spec) if rule in BROKERED else None
+        if conn is not None:
+            wait_small(conn)
+            with conn:
+                done = answer(conn)
         if done is None:
             run = os.environ.get(RUN_ENV)
             if run and stopping_path(os.getcwd(), run).exists():
@@ -83,10 +112,4 @@ def run(rule: str, smk: Any) -> None:
             done = run_here(spec)
     except KeyboardInterrupt:
         raise SystemExit(STOPPED) from None
-    status, message = done.status, done.message
-    if message:
-        from kora.llm.masking import terminal_safe  # it may quote a server's words
-
-        print(terminal_safe(message), file=sys.stderr)
-    if status:
-        raise SystemExit(status)
+    finish(done)

@@ -23,7 +23,7 @@ from kora.run.gather import GATHERING_RULES
 from kora.run.groups import split
 from kora.run.joblog import job_log
 from kora.run.jobspec import JobSpec
-from kora.run.protocol import Outcome
+from kora.run.reply import Outcome
 from kora.run.shard_run import FatalProviderError
 from kora.run.stages import STAGES
 

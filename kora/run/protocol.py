@@ -1,6 +1,6 @@
 """The messages between a job's script and the run's broker (kora.run.dispatch,
-kora.run.broker): one line of JSON each way over a Unix socket, read and written here
-only, with a deadline on every send. Standard library only: a job's script imports this,
+kora.run.broker): one line of JSON each way over a Unix socket, with a deadline on every
+send. The answer (kora.run.reply) has a module of its own, lighter still. Standard library only: a job's script imports this,
 and its start must stay cheap.
 """
 
@@ -12,14 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kora.run.jobspec import JobSpec
+from kora.run.reply import ProtocolError
 
 # connecting, sending and (for the prefetch hand-over) the acknowledgement: a broker that
 # does not take a message in this time is treated as gone
 SEND_TIMEOUT = 30.0
 
 
-# a job's status when the run was stopped while it ran (128 + SIGINT, as a shell says it)
-STOPPED = 130
 # the run's id, in the environment of every process of the run (its Snakemake's, its jobs')
 RUN_ENV = "KORA_RUN_ID"
 
@@ -28,10 +27,6 @@ def stopping_path(workdir: Path | str, run: str) -> Path:
     """Where the run being stopped says so: a job's script that finds it runs nothing (its
     broker is gone because the run is stopping, not because it died)."""
     return Path(workdir) / ".kora" / "stops" / run / "stopping"
-
-
-class ProtocolError(Exception):
-    """A message that is not what the other side must send."""
 
 
 @dataclass(frozen=True)
@@ -52,26 +47,6 @@ class PrefetchRequest:
 
     def encode(self) -> bytes:
         return json.dumps({"prefetch": [s.as_json() for s in self.specs]}).encode() + b"\n"
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """A job's exit status and what it tells the user (its stderr): what the job's runner
-    (kora.run.execute) returns, and the broker's answer on the wire."""
-
-    status: int
-    message: str = ""
-
-    def encode(self) -> bytes:
-        return json.dumps({"status": self.status, "message": self.message}).encode() + b"\n"
-
-    @classmethod
-    def decode(cls, line: bytes) -> Outcome:
-        try:
-            obj = json.loads(line)
-            return cls(int(obj["status"]), str(obj.get("message", "")))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ProtocolError(f"not a reply: {line[:200]!r}") from exc
 
 
 def decode_request(line: bytes) -> JobRequest | PrefetchRequest:
@@ -98,14 +73,3 @@ def connect(path: str, timeout: float = SEND_TIMEOUT) -> socket.socket:
         conn.close()
         raise
     return conn
-
-
-def read_line(conn: socket.socket) -> bytes | None:
-    """One line from the other side; None when it closed the connection first."""
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = conn.recv(65536)
-        if not chunk:
-            return None
-        data += chunk
-    return data
