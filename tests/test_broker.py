@@ -409,3 +409,51 @@ def test_a_script_whose_broker_goes_away_runs_its_job_itself(tmp_path: Path) -> 
     assert script.returncode == 0, err
     assert (tmp_path / spec.output["data"]).read_text().strip()
     assert (tmp_path / spec.output["status"]).exists()
+
+
+@pytest.mark.timeout(120)
+def test_the_jobs_one_process_serves_take_turns_cell_by_cell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The broker runs up to --cores jobs of 30 cells each: their cells take turns, a
+    bounded number at once, so its memory does not grow with the jobs in it; every cell
+    still runs, and every job ends well."""
+    import asyncio
+
+    from kora.run import context, execute
+
+    copy_workflow(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    motivations = (
+        "curiosity_exploration",
+        "emotional_distress_anxiety",
+        "boredom_sensation_seeking",
+    )
+    specs = _seed_cells(tmp_path, motivations)
+    running, most = 0, 0
+    cell = execute._execute_cell
+
+    async def counted(spec: JobSpec, pool: context.Pool, where: str) -> object:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        try:
+            return await cell(spec, pool, where)
+        finally:
+            running -= 1
+
+    monkeypatch.setattr(execute, "_execute_cell", counted)
+    monkeypatch.setattr(context, "CELLS_AT_ONCE", 2)
+
+    async def serve() -> list[object]:
+        pool = context.Pool(tmp_path)
+        try:
+            return await asyncio.gather(*(execute.execute(s, pool) for s in specs * 2))
+        finally:
+            await pool.aclose()
+
+    outcomes = asyncio.run(serve())
+    assert [o.status for o in outcomes] == [0] * 6  # type: ignore[attr-defined]
+    assert most == 2
+    for spec in specs:
+        assert (tmp_path / spec.output["data"]).read_text().strip()

@@ -14,6 +14,7 @@ usage counters.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from dataclasses import dataclass, field
@@ -38,6 +39,15 @@ from kora.llm.usage import Usage
 from kora.run.progress import RUN_ENV
 
 log = logging.getLogger("kora")
+
+# cells (a job's share of a risk: kora.run.groups) run at once by every job one process
+# serves. A shard job runs its risk's 30 cells side by side, each with its inputs read
+# and up to `concurrency` items holding their prompts and transcripts; the broker runs up
+# to --cores such jobs at once, so its memory grew with the jobs in it (the whole v1 grid:
+# 305 MB against 190 MB for a tenth, bench/README.md). The calls are made ahead of the
+# jobs (kora.run.prefetch, 64 cells at once): 64 cells of 16 items keep far more calls
+# asked for than the 450 a 300 req/s limit at 1.5 s holds in flight
+CELLS_AT_ONCE = 64
 
 
 @dataclass(frozen=True)
@@ -90,6 +100,8 @@ class Pool:
     # sending): their calls take no request slots or tokens from the run's shared limits,
     # and are not written in the bill
     sends: bool = True
+    # a cell's turn to run (CELLS_AT_ONCE): taken by kora.run.execute for each cell
+    cells: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(CELLS_AT_ONCE))
     _bills: dict[Path, BillWriter] = field(default_factory=dict)
     _budgets: dict[Path, Budget] = field(default_factory=dict)
     _providers: dict[tuple[str, str], Provider] = field(default_factory=dict)

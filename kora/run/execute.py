@@ -34,7 +34,8 @@ async def execute(spec: JobSpec, pool: Pool, where: str = "its own") -> Outcome:
     """Run one job from its spec, each of its cells side by side (kora.run.groups); errors
     a user can act on become a message, not a traceback (anything else is a bug and
     propagates). The job fails if a cell does, and says each different message once (a
-    rejected key stops every cell alike)."""
+    rejected key stops every cell alike). The cells of every job the process serves take
+    turns (kora.run.context.CELLS_AT_ONCE)."""
     cells = split(spec)
     if len(cells) == 1:
         return await _execute(cells[0], pool, where)
@@ -44,6 +45,11 @@ async def execute(spec: JobSpec, pool: Pool, where: str = "its own") -> Outcome:
 
 
 async def _execute(spec: JobSpec, pool: Pool, where: str) -> Outcome:
+    async with pool.cells:
+        return await _execute_cell(spec, pool, where)
+
+
+async def _execute_cell(spec: JobSpec, pool: Pool, where: str) -> Outcome:
     rule = spec.rule
     with job_log(spec.log[0] if spec.log else None):
         started = time.monotonic()
