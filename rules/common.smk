@@ -66,6 +66,7 @@ shell.prefix("set -euo pipefail; trap '' INT; ")
 SESSION = RunSession(PIPELINE, os.environ[RUN_ENV])
 seam.tidy_job_reports(lambda: SESSION.stopped_by is not None)
 seam.keep_dataframes_out()
+seam.read_only_sizes_that_count()
 
 
 onstart:

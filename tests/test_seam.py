@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 import yaml
@@ -165,3 +166,103 @@ def test_a_workflow_runs_with_pandas_kept_out_of_snakemakes_process(
     assert (tmp_path / "a.txt").read_text() == "1"
     early = "EARLY True" in done.stdout
     assert f"PANDAS {early or not guard}" in done.stdout
+
+
+class _File(str):
+    """An input file as Snakemake's scheduler reads it: flags, and its size asked."""
+
+    asked: ClassVar[list[str]] = []
+
+    def __new__(cls, name: str, temp: bool = False) -> _File:
+        made = super().__new__(cls, name)
+        made.temp = temp  # type: ignore[attr-defined]
+        return made
+
+    def is_flagged(self, flag: str) -> bool:
+        return flag == "temp" and bool(self.temp)  # type: ignore[attr-defined]
+
+    async def exists(self) -> bool:
+        _File.asked.append(str(self))
+        return True
+
+    async def size(self) -> int:
+        return 1000
+
+
+@pytest.mark.timeout(60)
+def test_snakemakes_scheduler_reads_only_the_sizes_it_uses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Snakemake's scheduler read the size of every input of every ready job after each
+    job that ended (70 s of CPU in a whole grid); it now reads those of jobs with a temp()
+    input only, the sizes its choice weighs, and the greedy scheduler ranks the others as
+    it ranks files of unknown size."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from snakemake.scheduling.greedy import Scheduler as Greedy
+    from snakemake.scheduling.job_scheduler import JobScheduler
+
+    from kora.run import seam
+
+    monkeypatch.setattr(JobScheduler, "update_input_sizes", JobScheduler.update_input_sizes)
+    assert seam.read_only_sizes_that_count()
+    assert seam.read_only_sizes_that_count()  # applied once, however often the Snakefile asks
+    plain = SimpleNamespace(input=[_File(f"cell{i}.jsonl") for i in range(60)], priority=0)
+    with_temp = SimpleNamespace(input=[_File("big.tmp", temp=True), _File("p.txt")], priority=0)
+    scheduler = SimpleNamespace(_input_sizes={})
+    _File.asked = []
+    asyncio.run(JobScheduler.update_input_sizes(scheduler, [plain, with_temp]))
+    assert sorted(_File.asked) == ["big.tmp", "p.txt"]
+    sizes = scheduler._input_sizes
+    assert sizes["big.tmp"] == 1000 and sizes["cell0.jsonl"] is None
+    greedy = SimpleNamespace(settings=SimpleNamespace(omit_prioritize_by_temp_and_input=False))
+    assert Greedy.job_reward(greedy, plain, sizes) == (0, 0, 0)
+    assert Greedy.job_reward(greedy, with_temp, sizes) == (0, 1000, 2000)
+
+
+TEMP_SNAKEFILE = """
+from kora.run import seam
+
+seam.read_only_sizes_that_count()
+
+rule all:
+    input: "done.txt", expand("plain{i}.txt", i=range(4))
+
+rule scratch:
+    output: temp("scratch.txt")
+    shell: "echo scratch > {output}"
+
+rule use_scratch:
+    input: "scratch.txt"
+    output: "done.txt"
+    shell: "cat {input} > {output}"
+
+rule plain:
+    output: "plain{i}.txt"
+    shell: "echo {wildcards.i} > {output}"
+"""
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("scheduler", ["ilp", "greedy"])
+def test_a_workflow_with_temp_files_runs_with_either_scheduler(
+    tmp_path: Path, scheduler: str
+) -> None:
+    import subprocess
+    import sys
+
+    from tests.helpers import REPO
+
+    (tmp_path / "Snakefile").write_text(TEMP_SNAKEFILE)
+    done = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--cores", "2", "--scheduler", scheduler],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "done.txt").read_text() == "scratch\n"
+    assert not (tmp_path / "scratch.txt").exists()  # the temp() file went once used
+    assert sorted(p.name for p in tmp_path.glob("plain*.txt")) == [
+        f"plain{i}.txt" for i in range(4)
+    ]

@@ -6,7 +6,9 @@ reads them), the jobs a run will execute (to check only the keys and services th
 to hand the broker the shard jobs to work ahead of, and to count the calls for the
 progress line), whether jobs run on this machine (the broker only serves local jobs), and
 whether rules run in their own software environments (`--use-conda`: then jobs must make
-their calls in that environment, not in the broker's). Each reader checks what it reads
+their calls in that environment, not in the broker's). Two more adjust Snakemake's own
+process: what it imports (`keep_dataframes_out`) and what its scheduler reads before it
+picks jobs (`read_only_sizes_that_count`). Each reader checks what it reads
 and says which Snakemake changed it; tests/test_seam.py runs each against the installed
 Snakemake, and pyproject.toml pins the releases they passed on.
 """
@@ -189,3 +191,42 @@ def keep_dataframes_out() -> None:
 
     for name in _DATAFRAMES:
         sys.modules.setdefault(name, None)  # type: ignore[arg-type]
+
+
+# Before it picks the next jobs, Snakemake's scheduler reads the size of every input of
+# every job ready to run (JobScheduler.update_input_sizes), a task and two file lookups a
+# file, after every job that ends. A kora shard job lists its cells' files, and in a whole
+# grid dozens of jobs wait ready for a free core: the whole v1 grid's Snakemake process
+# spent 70 of its 179 s of CPU there (py-spy, bench/full_grid.py), and that share grows
+# with the square of the grid (a tenth: 6 s in all). The sizes serve two ends: the default
+# scheduler (ilp) frees the largest temp() files first, and the greedy one ranks jobs by
+# priority, then temp() sizes, then input sizes. kora's rules declare no temp() file: so
+# only jobs with a temp() input have their sizes read, and the others' read as unknown
+# (None, which both schedulers count as 0), the greedy one then ranking by priority alone.
+class _SizesRead(dict[Any, Any]):
+    def __missing__(self, key: Any) -> None:
+        return None
+
+
+def read_only_sizes_that_count() -> bool:
+    """Snakemake's scheduler reads the input sizes of the jobs with a temp() input only
+    (in this process, Snakemake's); False when the installed Snakemake has no such step
+    (nothing is changed: tests/test_seam.py says so)."""
+    try:
+        from snakemake.scheduling.job_scheduler import JobScheduler
+    except ImportError:
+        return False
+    read = getattr(JobScheduler, "update_input_sizes", None)
+    if read is None:
+        return False
+    if getattr(read, "kora", False):
+        return True
+
+    async def update_input_sizes(self: Any, jobs: Any) -> None:
+        if not isinstance(self._input_sizes, _SizesRead):
+            self._input_sizes = _SizesRead(self._input_sizes)
+        await read(self, [j for j in jobs if any(f.is_flagged("temp") for f in j.input)])
+
+    update_input_sizes.kora = True  # type: ignore[attr-defined]
+    JobScheduler.update_input_sizes = update_input_sizes
+    return True
