@@ -4,6 +4,7 @@
     python bench/full_grid.py --risks 3       # about a tenth (1,440 tests)
     python bench/full_grid.py --limit 150 --latency 1.5
     python bench/full_grid.py --risks 3 --targets 4   # a leaderboard's run: 4 targets
+    python bench/full_grid.py --benchmark v2  # the whole v2 grid: 26 risks, 462 seeds each
 
 The real commands in a temp copy of the workflow, every role and the target on one
 loopback Anthropic Messages server in its own process (bench/workflow.py's: at most
@@ -52,6 +53,28 @@ from bench.workflow import (  # noqa: E402
     timeline,
 )
 
+# v2's chain: seeds, expand, validate, the first child message, 8 target replies and 7
+# child messages in turn (its longest risks' 8 turns), then safety and mechanism judgments
+CHAIN_V2 = 20
+# v2's seeds a risk: 26 risks x 462 seeds x v2's one prompt (`default`) = 12,012 tests,
+# the size of v1's whole grid
+V2_SEEDS = 462
+
+
+def v2_grid(risks: int, total_seeds: int) -> dict[str, Any]:
+    """The v2 grid: the first `risks` of v2's taxonomy (its 8-turn risks first, the
+    run's critical path), `total_seeds` census-matched seeds each."""
+    taxonomy = orjson.loads((ROOT / "data/taxonomy/v2/risks.json").read_bytes())
+    found = [r for c in taxonomy for r in c["risks"]] if isinstance(taxonomy, list) else []
+    found.sort(key=lambda r: -int(r.get("conversationLength") or 3))
+    return {
+        "risks": [r["id"] for r in found][:risks],
+        "total_seeds": total_seeds,
+        "distribution": "us-census-2020",
+        "random_seed": 7,
+    }
+
+
 # CI's bound on the quick rehearsal (`--risks 3 --bound`): four times the CPU a call and
 # three times the wall the quiet machine measures (bench/README.md), so that only a
 # collapse (a job per cell again, a quadratic pool) fails it, not a loaded machine
@@ -78,8 +101,10 @@ def target_names(n: int) -> list[str]:
 
 
 def rehearse(args: argparse.Namespace) -> dict[str, Any]:
-    # the loopback's seed answers: as many as the prompt asks for (bench.workflow.answer)
-    os.environ["KORA_BENCH_SEEDS_PER_CALL"] = str(args.seeds)
+    # the loopback's seed answers: as many as the prompt asks for (bench.workflow.answer);
+    # v2's census plan asks for one seed a call
+    seeds = 1 if args.benchmark == "v2" else args.seeds
+    os.environ["KORA_BENCH_SEEDS_PER_CALL"] = str(seeds)
     out: dict[str, Any] = {}
     names = target_names(args.targets)
     with contextlib.ExitStack() as stack:
@@ -97,6 +122,9 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
         work = Path(tmp)
         copy_workflow(work)
         cfg = bench_config(server.url, args.motivations, args.seeds, risks=args.risks)
+        if args.benchmark == "v2":
+            cfg["benchmark"] = "v2"
+            cfg["grid"] = v2_grid(args.risks, args.total_seeds)
         if own:
             cfg["targets"] = {"gpt-target": None, "bench-target": None}
             for n, at in own.items():
@@ -109,7 +137,8 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
         env.pop("KORA_RETRY_TESTING", None)
         if args.no_broker:  # every job makes its own calls, as on a cluster
             env["KORA_NO_BROKER"] = "1"
-        results = [f"results/{n}/results.json" for n in names]
+        top = "results-v2" if args.benchmark == "v2" else "results"
+        results = [f"{top}/{n}/results.json" for n in names]
         target = [*results, "--configfile", "bench.yaml"]
         smk = [sys.executable, "-m", "snakemake"]
         out["plan_s"] = _timed([*smk, "-n", "--cores", "10", *target], work, env, "plan.log")
@@ -141,9 +170,9 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
         out["aggregate_s"] = _timed(
             [*smk, "--cores", "2", *first, "--forcerun", "results"], work, env, "agg.log"
         )
-        report = [f"results/{names[0]}/report.html", "--configfile", "bench.yaml"]
+        report = [f"{top}/{names[0]}/report.html", "--configfile", "bench.yaml"]
         out["report_s"] = _timed([*smk, "--cores", "2", *report], work, env, "report.log")
-        out["report_bytes"] = (work / f"results/{names[0]}/report.html").stat().st_size
+        out["report_bytes"] = (work / f"{top}/{names[0]}/report.html").stat().st_size
     out |= served(server.stats, args.limit)
     out["own"] = {n: served(at.stats, args.limit) for n, at in own.items()}
     calls = out["calls"] + sum(o["calls"] for o in out["own"].values())
@@ -152,7 +181,8 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
         "all_calls": calls,
         "wall": out["written"] - min(firsts) if firsts else out["run_s"],
         # the shared server binds: its calls at its limit, then the chain's latencies
-        "ideal": out["calls"] / args.limit + CHAIN * args.latency,
+        "ideal": out["calls"] / args.limit
+        + (CHAIN_V2 if args.benchmark == "v2" else CHAIN) * args.latency,
     }
     return out
 
@@ -185,7 +215,13 @@ def mb(n: int) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--risks", type=int, default=25, help="risks of the grid (all: 25)")
+    ap.add_argument("--benchmark", choices=("v1", "v2"), default="v1")
+    ap.add_argument(
+        "--risks", type=int, help="risks of the grid (default: all, v1's 25 or v2's 26)"
+    )
+    ap.add_argument(
+        "--total-seeds", type=int, default=V2_SEEDS, help="v2: seeds a risk (12,012 tests)"
+    )
     ap.add_argument("--motivations", type=int, default=10)
     ap.add_argument("--seeds", type=int, default=8, help="seeds_per_task (the default: 8)")
     ap.add_argument("--limit", type=float, default=300.0, help="requests a second allowed")
@@ -210,10 +246,17 @@ def main() -> None:
         f"{MAX_MS_A_CALL:g} ms of CPU a call, or a wall time over {MAX_RATIO:g}x the ideal",
     )
     args = ap.parse_args()
+    if args.risks is None:
+        args.risks = 26 if args.benchmark == "v2" else 25
     r = rehearse(args)
+    grid = (
+        f"v2, {args.risks} risks x {args.total_seeds} seeds x 1 prompt"
+        if args.benchmark == "v2"
+        else f"{args.risks} risks x 3 ages x {args.motivations} motivations x {args.seeds} "
+        "seeds x 2 prompts"
+    )
     print(
-        f"grid: {args.risks} risks x 3 ages x {args.motivations} motivations x {args.seeds} "
-        f"seeds x 2 prompts; server {args.limit:g} req/s, {args.latency:g} s latency; "
+        f"grid: {grid}; server {args.limit:g} req/s, {args.latency:g} s latency; "
         f"--cores {args.cores}; {args.targets} target(s)\n"
         f"tests {r['tests']:,} ({r['failed']} failed), calls {r['all_calls']:,}, "
         f"jobs {r['jobs']:,}\n"
