@@ -54,7 +54,8 @@ from bench.workflow import (  # noqa: E402
 )
 
 # v2's chain: seeds, expand, validate, the first child message, 8 target replies and 7
-# child messages in turn (its longest risks' 8 turns), then safety and mechanism judgments
+# child messages in turn (its longest risks' 8 turns), then the safety and mechanism
+# judgments side by side (kora.benchmarks.v2.judge)
 CHAIN_V2 = 20
 # v2's seeds a risk: 26 risks x 462 seeds x v2's one prompt (`default`) = 12,012 tests,
 # the size of v1's whole grid
@@ -165,7 +166,7 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
         out["memory"] = dict(watch.peak, all=watch.total)
         out["at_peak"] = watch.at_peak
         out["samples"] = watch.samples
-        out["disk"] = {d: _du(work / d) for d in ("data", "results", ".kora")}
+        out["disk"] = {d: _du(work / d) for d in ("data", top, ".kora")}
         first = [results[0], "--configfile", "bench.yaml"]
         out["aggregate_s"] = _timed(
             [*smk, "--cores", "2", *first, "--forcerun", "results"], work, env, "agg.log"
