@@ -65,11 +65,12 @@ V2_SEEDS = 462
 def v2_grid(risks: int, total_seeds: int) -> dict[str, Any]:
     """The v2 grid: the first `risks` of v2's taxonomy (its 8-turn risks first, the
     run's critical path), `total_seeds` census-matched seeds each."""
-    taxonomy = orjson.loads((ROOT / "data/taxonomy/v2/risks.json").read_bytes())
-    found = [r for c in taxonomy for r in c["risks"]] if isinstance(taxonomy, list) else []
-    found.sort(key=lambda r: -int(r.get("conversationLength") or 3))
+    from kora import benchmarks
+
+    found = [r for c in benchmarks.get("v2").taxonomy.categories for r in c.risks]
+    found.sort(key=lambda r: -r.turns())
     return {
-        "risks": [r["id"] for r in found][:risks],
+        "risks": [r.id for r in found][:risks],
         "total_seeds": total_seeds,
         "distribution": "us-census-2020",
         "random_seed": 7,

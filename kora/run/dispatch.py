@@ -7,8 +7,8 @@ carry all calls, and the limiter lives in one place. A job's script then only de
 its job (rule, input, output, params, log and the run's transport settings), hands it
 over and waits in a bare interpreter (kora.run.waiter); it imports nothing but the
 standard library, so starting a job costs a fraction of a second of CPU instead of the
-second and a half that importing the SDKs costs. On a
-cluster node, or without a broker, the job runs in its own process exactly the same way.
+second and a half that importing the SDKs costs. On a cluster node, or without a broker,
+the job runs in its own process exactly the same way.
 """
 
 from __future__ import annotations

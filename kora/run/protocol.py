@@ -1,7 +1,7 @@
 """The messages between a job's script and the run's broker (kora.run.dispatch,
 kora.run.broker): one line of JSON each way over a Unix socket, with a deadline on every
-send. The answer (kora.run.reply) has a module of its own, lighter still. Standard library only: a job's script imports this,
-and its start must stay cheap.
+send. Standard library only: a job's script imports this, and its start must stay cheap.
+The answer (kora.run.reply) has a module of its own, lighter still.
 """
 
 from __future__ import annotations
