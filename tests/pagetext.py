@@ -82,7 +82,7 @@ def parse(page: str) -> Node:
 
 def listing(page: str) -> Any:
     """The list's data the page packs in #kora-data."""
-    block = re.search(r'<script type="application/gzip" id="kora-data">(.*?)</script>', page, re.S)
+    block = re.search(r'<script type="application/x-xz" id="kora-data">(.*?)</script>', page, re.S)
     assert block is not None
     return unpack(block.group(1))
 
@@ -91,7 +91,7 @@ def texts(page: str) -> dict[str, Any]:
     """The texts of every .kora-text block, put together as one document."""
     out: dict[str, Any] = {"m": [], "r": [], "scenarios": {}}
     for block in re.findall(
-        r'<script type="application/gzip" class="kora-text">(.*?)</script>', page
+        r'<script type="application/x-xz" class="kora-text">(.*?)</script>', page
     ):
         chunk = unpack(block)
         assert chunk["from"] == len(out["m"])  # in the list's order, none missing

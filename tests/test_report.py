@@ -3,6 +3,8 @@ fixture run of tests/reportdata.py (every figure known)."""
 
 from __future__ import annotations
 
+import base64
+import gzip
 import os
 import re
 import subprocess
@@ -23,7 +25,7 @@ from kora.analysis.stats.agreement import fleiss_kappa, ratings_table
 from kora.analysis.stats.rates import wilson
 from kora.benchmarks.outcomes import Conversation
 from kora.commands.main import main as kora_main
-from tests.helpers import REPO, copy_workflow
+from tests.helpers import REPO, copy_workflow, upstream
 from tests.pagetext import listing, parse, texts
 from tests.reportdata import (
     JUDGES,
@@ -157,7 +159,7 @@ def test_report_is_self_contained_and_safe(tmp_path: Path) -> None:
     assert "<link" not in page and "@import" not in page and "url(" not in page
     assert "default-src 'none'" in page
     # transcripts and scenarios are data, never markup: the page's code, the list's data
-    # and the texts' one block, the data gzipped and in base64, with not a byte of them left
+    # and the texts' one block, the data xz-compressed and in base64, with not a byte of them left
     assert page.count("<script") == 3
     assert "__pwned" not in page and "onerror" not in page
     doc, text = listing(page), texts(page)
@@ -191,6 +193,16 @@ def test_packed_data_cannot_end_its_script_element() -> None:
     block = pack({"t": text})
     assert re.fullmatch(r"[A-Za-z0-9+/]*=*", block)  # base64: no "<", no "&", no line break
     assert unpack(block) == {"t": text}
+
+
+def test_packed_prose_takes_at_most_three_quarters_of_what_gzip_would() -> None:
+    """Why the page carries an xz decoder (issue 39): on LLM-written prose, the reference's
+    scenarios (3.2 MB of JSON), xz's block-wide window finds what gzip's 32 KB misses."""
+    docs = [orjson.loads(line) for line in upstream("scenarios.jsonl").read_bytes().splitlines()]
+    block = pack(docs)
+    assert unpack(block) == docs
+    gzipped = base64.b64encode(gzip.compress(orjson.dumps(docs), 6, mtime=0))
+    assert len(block) <= 0.75 * len(gzipped), (len(block), len(gzipped))
 
 
 def test_report_is_at_most_half_the_bytes_of_the_conversations_it_shows(tmp_path: Path) -> None:

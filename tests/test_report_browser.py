@@ -13,6 +13,7 @@ Without it (or without the playwright package) the tests are skipped, except und
 
 from __future__ import annotations
 
+import base64
 import os
 import struct
 from collections.abc import Iterator
@@ -391,7 +392,8 @@ def test_a_browser_without_base64_decoding_of_its_own_reads_the_page(
 
 
 def test_a_browser_that_cannot_unpack_the_page_says_so(tab: Tab, report_url: str) -> None:
-    tab.page.add_init_script("delete window.DecompressionStream")
+    # the page's xz decoder is WebAssembly
+    tab.page.add_init_script("delete window.WebAssembly")
     tab.page.goto(report_url)
     from playwright.sync_api import expect
 
@@ -400,6 +402,28 @@ def test_a_browser_that_cannot_unpack_the_page_says_so(tab: Tab, report_url: str
     assert tab.text("#headline-failing .value") == "20.0%"
     assert tab.page.locator("#heatmap-table td.cell a").count() > 0
     tab.quiet()
+
+
+def test_a_damaged_page_says_so_instead_of_showing_wrong_data(tab: Tab, tmp_path: Path) -> None:
+    """A byte changed in the packed list (a page cut or altered on its way): the decoder's
+    checksum refuses it, and the page says its data could not be opened."""
+    html_path = tmp_path / "report.html"
+    write_report(make_judgments(), results_doc(), html_path, None, TAXONOMY)
+    page = html_path.read_text(encoding="utf-8")
+    head = '<script type="application/x-xz" id="kora-data">'
+    start = page.index(head) + len(head)
+    block = page[start : page.index("</script>", start)]
+    raw = bytearray(base64.b64decode(block))
+    raw[len(raw) // 2] ^= 0x01
+    html_path.write_text(
+        page.replace(block, base64.b64encode(bytes(raw)).decode()), encoding="utf-8"
+    )
+    tab.page.goto(html_path.as_uri())
+    from playwright.sync_api import expect
+
+    expect(tab.page.locator("#kora-unreadable")).to_contain_text("could not open")
+    assert tab.page.locator("#kora-tests tr.row").count() == 0
+    assert tab.text("#headline-failing .value") == "20.0%"
 
 
 def test_placeholder_in_a_reply_keeps_every_row(tab: Tab, tmp_path: Path) -> None:

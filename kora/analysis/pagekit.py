@@ -1,11 +1,11 @@
 """What the report and the grading page both put in their HTML: each criterion's rubric in
-short, and data for a page's script, embedded safely (as JSON, or packed: gzipped JSON in
-base64)."""
+short, and data for a page's script, embedded safely (as JSON, or packed: xz-compressed JSON
+in base64)."""
 
 from __future__ import annotations
 
 import base64
-import gzip
+import lzma
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -58,23 +58,27 @@ def json_script(data: Any) -> Markup:
     return Markup(raw.decode())
 
 
-# The conversations' texts are most of a report's bytes and compress about three times;
-# gzip is what every current browser's DecompressionStream opens, so a page opened from a
-# file reads them with no fetch and no library (templates/unpack.js). gzip rather than raw
-# deflate: its checksum turns a cut or altered file into an error instead of wrong text.
-# zlib's default level: on bench/report_browser.py's pages, 9 takes 1.4 to 1.7 times as
-# long for 1 % fewer bytes, 5 half as long for 3 % more
-PACK_LEVEL = 6
+# The conversations' texts are most of a report's bytes. xz (LZMA2) makes LLM-written prose
+# about 1.5 times smaller than gzip does (the reference's scenarios.jsonl: 5.2 times against
+# 3.6; tests/test_report.py), because its window spans a whole block of texts where gzip's
+# spans 32 KB. No browser's DecompressionStream opens xz, so the page carries its decoder:
+# xz-embedded compiled to WebAssembly, npm's xz-decompress 0.2.3 (templates/
+# xz-decompress.min.js, 20 KB, MIT and public domain), which needs no fetch, so a page opened
+# from a file reads its texts too (templates/unpack.js). CRC32: the decoder checks it, so a
+# cut or altered file is an error, not wrong text. Preset 6 (xz's default, 8 MiB window, 94
+# MiB to compress): on bench/report_browser.py's pages preset 3 leaves 1.6 times the bytes.
+PACK_PRESET = 6
 
 
 def pack(data: Any) -> str:
-    """`data` as JSON, gzipped, in base64: the text of a <script> data block that the page
-    opens with koraUnpack. Base64 has no character that could end the element."""
-    return base64.b64encode(gzip.compress(orjson.dumps(data), PACK_LEVEL, mtime=0)).decode()
+    """`data` as JSON, xz-compressed, in base64: the text of a <script> data block that the
+    page opens with koraUnpack. Base64 has no character that could end the element."""
+    raw = lzma.compress(orjson.dumps(data), lzma.FORMAT_XZ, lzma.CHECK_CRC32, PACK_PRESET)
+    return base64.b64encode(raw).decode()
 
 
 def pack_all(items: Sequence[Any]) -> list[str]:
-    """`pack` of each item, on every core: zlib lets go of the GIL while it compresses."""
+    """`pack` of each item, on every core: lzma lets go of the GIL while it compresses."""
     if len(items) < 2:
         return [pack(x) for x in items]
     with ThreadPoolExecutor(min(len(items), os.cpu_count() or 1)) as pool:
@@ -83,4 +87,4 @@ def pack_all(items: Sequence[Any]) -> list[str]:
 
 def unpack(text: str) -> Any:
     """What `pack` was given."""
-    return orjson.loads(gzip.decompress(base64.b64decode(text)))
+    return orjson.loads(lzma.decompress(base64.b64decode(text), lzma.FORMAT_XZ))

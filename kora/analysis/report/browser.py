@@ -12,7 +12,7 @@ or a conversation needs them): `from` the index of the chunk's first test, `m` e
 [[role, text], ...], `r` each judge's reasons per criterion, and `scenarios` what the
 browser shows of the scenarios whose first test is in the chunk. Both are packed
 (kora.analysis.pagekit.pack): at 12,000 conversations the texts are nine tenths of the
-data and gzip makes them about a third (bench/report_browser.py).
+data, and xz makes LLM-written prose about a fifth (bench/report_browser.py).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from kora.analysis.report.names import Names, age_key, prompt_key
 from kora.analysis.report.replies import FLAGS, turn_flags
 
 # Chunks let the report's writer compress on every core, and the page open each as its own
-# stream; a thousand tests make 2 to 15 MB of JSON, far above what gzip needs to reach its
-# ratio.
+# stream; a thousand tests make 2 to 15 MB of JSON, about the 8 MiB that xz's window spans
+# (kora.analysis.pagekit.PACK_PRESET), so a larger chunk would gain little.
 TEXT_CHUNK = 1000
 
 

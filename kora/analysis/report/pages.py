@@ -2,7 +2,7 @@
 
 Nothing a model, a judge or a config writes can change a page's structure: every value
 reaches the page through an autoescaped template expression; the conversation browser's
-and the leaderboard's conversations are packed (gzipped JSON in base64,
+and the leaderboard's conversations are packed (xz-compressed JSON in base64,
 kora.analysis.pagekit.pack) in `<script>` data blocks, whose alphabet has no character that
 could end the element. The pages' own scripts insert model text with `textContent` only.
 """

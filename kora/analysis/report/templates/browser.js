@@ -3,7 +3,7 @@
   var node = document.getElementById("kora-data");
   var root = document.getElementById("kora-browser");
   if (!node || !root) return;
-  // a browser without DecompressionStream throws at once: a rejection like any other
+  // a browser without WebAssembly throws at once: a rejection like any other
   function unpack(n) { return Promise.resolve(n).then(koraUnpack); }
   function unreadable(e) {
     root.textContent = "";

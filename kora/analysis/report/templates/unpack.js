@@ -1,6 +1,6 @@
-// A data block of the page: JSON, gzipped, in base64 (kora.analysis.pagekit.pack). The
-// browser's own DecompressionStream opens it: no fetch, which a page opened from a file
-// may not make, and no library in the page.
+// A data block of the page: JSON, xz-compressed, in base64 (kora.analysis.pagekit.pack).
+// xz-decompress.min.js, included before this, decodes xz in WebAssembly from the bytes in
+// the page: no fetch, which a page opened from a file may not make.
 function koraUnpack(node) {
   var text = node.textContent, bytes;
   if (Uint8Array.fromBase64) bytes = Uint8Array.fromBase64(text);
@@ -9,7 +9,8 @@ function koraUnpack(node) {
     bytes = new Uint8Array(raw.length);
     for (var i = 0; i < raw.length; i++) bytes[i] = raw.charCodeAt(i);
   }
-  var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+  var xz = window["xz-decompress"];
+  var stream = new xz.XzReadableStream(new Blob([bytes]).stream());
   return new Response(stream).json();
 }
 
