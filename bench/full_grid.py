@@ -164,7 +164,7 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
             out["written"] = max(out["written"], (work / path).stat().st_mtime)
         out["cpu"] = usage.ru_utime + usage.ru_stime
         out["cpu_by_kind"] = watch.cpu(out["cpu"])
-        out["memory"] = dict(watch.peak, all=watch.total)
+        out["memory"] = dict(watch.peak, all=watch.total, **{"all, proportional": watch.total_pss})
         out["at_peak"] = watch.at_peak
         out["samples"] = watch.samples
         out["disk"] = {d: _du(work / d) for d in ("data", top, ".kora")}

@@ -1,7 +1,10 @@
 """What each kind of process of a run costs: Snakemake's own process, the broker, the jobs.
 
 Read from /proc ten times a second while the run goes: each process's CPU time (user +
-system, the last value seen before it ended) and resident memory. A job that lives less
+system, the last value seen before it ended) and resident memory. Resident memory summed
+over processes counts a page they share (the interpreter's code, a forked parent's pages)
+once for each of them; the proportional figure (Pss: each shared page split among those
+that share it) counts it once, which is what the machine spends. A job that lives less
 than a tenth of a second can be missed, so the jobs' CPU is given as what is left of the
 whole tree's (`os.wait4`'s usage, exact) once Snakemake's and the broker's are taken out.
 """
@@ -74,6 +77,18 @@ def _read(pid: int) -> tuple[float, int] | None:
     return (int(fields[11]) + int(fields[12])) / TICK, rss
 
 
+def _pss(pid: int) -> int:
+    """Proportional resident bytes of a process (0 where the kernel does not say)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            for line in f:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
 class Watch(threading.Thread):
     """Peak memory and CPU of each kind of process below `root`, until `done` is set."""
 
@@ -83,6 +98,7 @@ class Watch(threading.Thread):
         self.every = every
         self.peak: dict[str, int] = {}
         self.total = 0  # the largest resident memory of all of them at once
+        self.total_pss = 0  # the largest proportional memory of all of them at once
         self.at_peak: dict[str, int] = {}  # that moment's memory by kind (jobs by script)
         self._cpu: dict[int, tuple[str, float]] = {}
         self.samples: list[tuple[float, dict[str, float]]] = []  # (time, CPU s by kind)
@@ -90,7 +106,7 @@ class Watch(threading.Thread):
 
     def run(self) -> None:
         while not self.done.wait(self.every):
-            total = 0
+            total = pss = 0
             now: dict[str, int] = {}
             for pid in descendants(self.root):
                 what = kind(pid, self.root)
@@ -99,6 +115,7 @@ class Watch(threading.Thread):
                     continue
                 cpu, rss = got
                 total += rss
+                pss += _pss(pid)
                 name = script(pid) if what == "job" else what
                 now[name or "other"] = now.get(name or "other", 0) + rss
                 if what:
@@ -106,6 +123,7 @@ class Watch(threading.Thread):
                     self._cpu[pid] = (what, cpu)
             if total > self.total:
                 self.total, self.at_peak = total, now
+            self.total_pss = max(self.total_pss, pss)
             self.samples.append((time.time(), self.cpu(0.0)))
 
     def cpu(self, whole: float) -> dict[str, float]:
