@@ -192,8 +192,11 @@ def test_the_budget_holds_each_calls_worst_case_and_stops_when_none_fits(
         big = Request(messages=(ChatMessage("user", "x"),), max_tokens=5000)
         with pytest.raises(BudgetReached, match=r"\$0.5400 billed of \$1.0000"):
             await budget.reserve(worst_case(big, price))
-        with pytest.raises(BudgetReached):
+        # this one would fit, but the run has stopped: it names the call that found no
+        # room, so what the run says adds up (billed + that worst case is past the limit)
+        with pytest.raises(BudgetReached, match=r"could cost up to \$0.5400") as refused:
             await budget.reserve(worst)
+        assert refused.value.spent + refused.value.need > refused.value.limit
 
     asyncio.run(go())
 

@@ -133,23 +133,26 @@ class Budget:
         need = measure(self.unit, worst)
         me = _me()
 
-        def take(state: dict[str, Any]) -> tuple[bool, bool, float]:
-            """(room held, budget reached, spent so far)"""
+        def take(state: dict[str, Any]) -> tuple[bool, bool, float, float]:
+            """(room held, budget reached, spent so far, the worst case of the call that
+            found no room: every later call reports it, so what the run says adds up
+            whichever of its calls is refused last)"""
             held = _alive(state.setdefault("held", {}))
             if not state.get("reached"):
                 if state["spent"] + sum(held.values()) + need <= self.limit:
                     held[me] = held.get(me, 0.0) + need
-                    return True, False, state["spent"]
+                    return True, False, state["spent"], need
                 if not held:  # nobody will give any room back
                     state["reached"] = True
-            return False, bool(state.get("reached")), state["spent"]
+                    state["need"] = need
+            return False, bool(state.get("reached")), state["spent"], state.get("need", need)
 
         while True:
-            ok, reached, spent = self._update(take)
+            ok, reached, spent, blocked = self._update(take)
             if ok:
                 return need
             if reached:
-                raise BudgetReached(self.unit, self.limit, spent, need)
+                raise BudgetReached(self.unit, self.limit, spent, blocked)
             await asyncio.sleep(WAIT)
 
     def settle(self, held: float, resp: Response | None, price: Price | None) -> None:
