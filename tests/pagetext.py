@@ -80,11 +80,16 @@ def parse(page: str) -> Node:
     return builder.root
 
 
-def listing(page: str) -> Any:
-    """The list's data the page packs in #kora-data."""
+def listing_block(page: str) -> str:
+    """The packed text of the page's #kora-data block."""
     block = re.search(r'<script type="application/x-xz" id="kora-data">(.*?)</script>', page, re.S)
     assert block is not None
-    return unpack(block.group(1))
+    return block.group(1)
+
+
+def listing(page: str) -> Any:
+    """The list's data the page packs in #kora-data."""
+    return unpack(listing_block(page))
 
 
 def texts(page: str) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from kora.analysis.report.pages import render_leaderboard, write_report
 from kora.analysis.report.summary import records_of
 from kora.analysis.stats.rates import wilson
 from tests.chromium import CHROMIUM_ARGS, chromium_path
+from tests.pagetext import listing_block
 from tests.reportdata import (
     HOSTILE,
     TAXONOMY,
@@ -410,9 +411,7 @@ def test_a_damaged_page_says_so_instead_of_showing_wrong_data(tab: Tab, tmp_path
     html_path = tmp_path / "report.html"
     write_report(make_judgments(), results_doc(), html_path, None, TAXONOMY)
     page = html_path.read_text(encoding="utf-8")
-    head = '<script type="application/x-xz" id="kora-data">'
-    start = page.index(head) + len(head)
-    block = page[start : page.index("</script>", start)]
+    block = listing_block(page)
     raw = bytearray(base64.b64decode(block))
     raw[len(raw) // 2] ^= 0x01
     html_path.write_text(
