@@ -168,6 +168,16 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
         out["at_peak"] = watch.at_peak
         out["samples"] = watch.samples
         out["disk"] = {d: _du(work / d) for d in ("data", top, ".kora")}
+        broker_log = (
+            (work / "logs" / "broker.log").read_text(errors="replace")
+            if (work / "logs" / "broker.log").exists()
+            else ""
+        )
+        out["collector"] = [
+            ln.split("garbage collector: ", 1)[1]
+            for ln in broker_log.splitlines()
+            if "garbage collector: " in ln
+        ]
         first = [results[0], "--configfile", "bench.yaml"]
         out["aggregate_s"] = _timed(
             [*smk, "--cores", "2", *first, "--forcerun", "results"], work, env, "agg.log"
@@ -275,7 +285,8 @@ def main() -> None:
         + f"  CPU {r['cpu']:.0f} s = {r['cpu'] / max(r['all_calls'], 1) * 1000:.1f} ms a call ("
         + ", ".join(f"{k} {v:.1f} s" for k, v in r["cpu_by_kind"].items())
         + ")\n"
-        "  peak memory: "
+        + "".join(f"  the broker's garbage collector: {c}\n" for c in r["collector"])
+        + "  peak memory: "
         + ", ".join(f"{k} {mb(v)}" for k, v in sorted(r["memory"].items()))
         + "\n  all at once, by process: "
         + ", ".join(f"{k} {mb(v)}" for k, v in sorted(r["at_peak"].items(), key=lambda kv: -kv[1]))

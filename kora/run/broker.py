@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from kora.llm.ledger import RunStopping
+from kora.run import collector
 from kora.run.dispatch import BROKER_ENV
 from kora.run.jobspec import JobSpec
 from kora.run.protocol import SEND_TIMEOUT, PrefetchRequest, connect, decode_request
@@ -57,6 +58,8 @@ class _Ahead:
         if self.task is not None:
             return
         run = Prefetch.of(specs, pool)
+        # the run's job specs, the stages and the benchmark are here for the whole run
+        collector.freeze()
 
         async def work() -> None:
             try:
@@ -201,7 +204,7 @@ async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, poo
     writer.close()
 
 
-async def serve(path: Path, parent: int) -> None:
+async def serve(path: Path, parent: int, collected: collector.CollectorTime | None = None) -> None:
     from kora.run.context import Pool
 
     pool = Pool(Path.cwd())
@@ -252,6 +255,8 @@ async def serve(path: Path, parent: int) -> None:
     # every call made ahead should have been asked for by its job: one that was not is
     # a call the run paid for nothing (kora.run.walk walks exactly the jobs' units)
     log.info("calls made ahead that no job asked for: %d", pool.ledger.unclaimed())
+    if collected is not None:
+        log.info("the broker's garbage collector: %s", collected.summary())
     for task in asyncio.all_tasks() - {asyncio.current_task()}:
         task.cancel()
     await pool.aclose()
@@ -282,7 +287,7 @@ def main(argv: list[str] | None = None) -> None:
         # module for `Broker` alone.
         import uvloop
 
-        uvloop.run(serve(path, args.parent))
+        uvloop.run(serve(path, args.parent, collector.tune()))
     finally:
         path.unlink(missing_ok=True)
         if profiler is not None and profile_to:
