@@ -173,6 +173,11 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
             if (work / "logs" / "broker.log").exists()
             else ""
         )
+        out["loop_cpu"] = [
+            ln.split("the broker's CPU: ", 1)[1]
+            for ln in broker_log.splitlines()
+            if "the broker's CPU: " in ln
+        ]
         out["collector"] = [
             ln.split("garbage collector: ", 1)[1]
             for ln in broker_log.splitlines()
@@ -286,6 +291,7 @@ def main() -> None:
         + ", ".join(f"{k} {v:.1f} s" for k, v in r["cpu_by_kind"].items())
         + ")\n"
         + "".join(f"  the broker's garbage collector: {c}\n" for c in r["collector"])
+        + "".join(f"  the broker's CPU: {c}\n" for c in r["loop_cpu"])
         + "  peak memory: "
         + ", ".join(f"{k} {mb(v)}" for k, v in sorted(r["memory"].items()))
         + "\n  all at once, by process: "

@@ -257,6 +257,13 @@ async def serve(path: Path, parent: int, collected: collector.CollectorTime | No
     log.info("calls made ahead that no job asked for: %d", pool.ledger.unclaimed())
     if collected is not None:
         log.info("the broker's garbage collector: %s", collected.summary())
+    # the loop's own thread is what holds a run below its provider's limit; the rest of
+    # the process's CPU is other threads' (the call store's writes, DNS)
+    log.info(
+        "the broker's CPU: %.1f s, %.1f s of it on its event loop's thread",
+        time.process_time(),
+        time.thread_time(),
+    )
     for task in asyncio.all_tasks() - {asyncio.current_task()}:
         task.cancel()
     await pool.aclose()
