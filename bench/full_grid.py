@@ -168,8 +168,8 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
         out["at_peak"] = watch.at_peak
         out["samples"] = watch.samples
         out["disk"] = {d: _du(work / d) for d in ("data", top, ".kora")}
-        # the broker's closing lines: its CPU and its collector's (logs/, or v2's logs-v2/)
-        broker_log = "".join(p.read_text(errors="replace") for p in work.glob("logs*/broker.log"))
+        # the broker's closing lines: its CPU and its collector's (logs/, or logs/v2/)
+        broker_log = "".join(p.read_text(errors="replace") for p in work.glob("logs/**/broker.log"))
         out["loop_cpu"] = [
             ln.split("the broker's CPU: ", 1)[1]
             for ln in broker_log.splitlines()
