@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -168,6 +169,7 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
         out["at_peak"] = watch.at_peak
         out["samples"] = watch.samples
         out["disk"] = {d: _du(work / d) for d in ("data", top, ".kora")}
+        out["run_log"] = (work / "run.log").read_text(errors="replace")
         # the broker's closing lines: its CPU and its collector's (logs/, or logs/v2/)
         broker_log = "".join(p.read_text(errors="replace") for p in work.glob("logs/**/broker.log"))
         out["loop_cpu"] = [
@@ -198,6 +200,34 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
         "ideal": out["calls"] / args.limit
         + (CHAIN_V2 if args.benchmark == "v2" else CHAIN) * args.latency,
     }
+    return out
+
+
+_DATED = re.compile(r"^\[(\w{3} \w{3} +\d+ [\d:]+ \d{4})\]$")
+_STARTED = re.compile(r"^(?:local)?rule (\w+):$")
+_FINISHED = re.compile(r"^Finished jobid: \d+ \(Rule: (\w+)\)$")
+
+
+def jobs_running(log: str, start: float, step: float, windows: int) -> dict[str, str]:
+    """Snakemake's jobs running at the end of each `step` seconds from `start` (epoch
+    seconds), by rule, from the dated lines its log gives each job's start and end."""
+    when = 0.0
+    events: list[tuple[float, str, int]] = []
+    for line in log.splitlines():
+        line = line.strip()
+        if m := _DATED.match(line):
+            when = time.mktime(time.strptime(m.group(1), "%a %b %d %H:%M:%S %Y"))
+        elif m := _STARTED.match(line):
+            events.append((when, m.group(1), 1))
+        elif m := _FINISHED.match(line):
+            events.append((when, m.group(1), -1))
+    out: dict[str, str] = {}
+    for rule in dict.fromkeys(r for _, r, _ in events):
+        counts = [
+            sum(d for t, r, d in events if r == rule and t < start + (i + 1) * step)
+            for i in range(windows)
+        ]
+        out[rule] = " ".join(str(c) for c in counts)
     return out
 
 
@@ -300,6 +330,10 @@ def main() -> None:
     )
     if args.timeline:
         print(f"  req/s by 10 s: {timeline(r['times'], 10.0)}")
+        windows = len(timeline(r["times"], 10.0).split())
+        running = jobs_running(r["run_log"], min(r["times"], default=0.0), 10.0, windows)
+        for rule, counts in running.items():
+            print(f"  {rule} jobs running at the end of each 10 s: {counts}")
         for what in ("broker", "snakemake"):
             print(f"  {what}'s share of a core by 10 s: {busy(r['samples'], what, 10.0)}")
     print("reproduce: python bench/full_grid.py " + shlex.join(sys.argv[1:]))
