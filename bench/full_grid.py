@@ -172,16 +172,8 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
         out["run_log"] = (work / "run.log").read_text(errors="replace")
         # the broker's closing lines: its CPU and its collector's (logs/, or logs/v2/)
         broker_log = "".join(p.read_text(errors="replace") for p in work.glob("logs/**/broker.log"))
-        out["loop_cpu"] = [
-            ln.split("the broker's CPU: ", 1)[1]
-            for ln in broker_log.splitlines()
-            if "the broker's CPU: " in ln
-        ]
-        out["collector"] = [
-            ln.split("garbage collector: ", 1)[1]
-            for ln in broker_log.splitlines()
-            if "garbage collector: " in ln
-        ]
+        out["loop_cpu"] = _said(broker_log, "the broker's CPU: ")
+        out["collector"] = _said(broker_log, "garbage collector: ")
         first = [results[0], "--configfile", "bench.yaml"]
         out["aggregate_s"] = _timed(
             [*smk, "--cores", "2", *first, "--forcerun", "results"], work, env, "agg.log"
@@ -201,6 +193,11 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
         + (CHAIN_V2 if args.benchmark == "v2" else CHAIN) * args.latency,
     }
     return out
+
+
+def _said(log: str, marker: str) -> list[str]:
+    """What each line of `log` holding `marker` says after it."""
+    return [ln.split(marker, 1)[1] for ln in log.splitlines() if marker in ln]
 
 
 _DATED = re.compile(r"^\[(\w{3} \w{3} +\d+ [\d:]+ \d{4})\]$")
@@ -329,8 +326,9 @@ def main() -> None:
         f"({mb(r['report_bytes'])})"
     )
     if args.timeline:
-        print(f"  req/s by 10 s: {timeline(r['times'], 10.0)}")
-        windows = len(timeline(r["times"], 10.0).split())
+        rates = timeline(r["times"], 10.0)
+        print(f"  req/s by 10 s: {rates}")
+        windows = len(rates.split())
         running = jobs_running(r["run_log"], min(r["times"], default=0.0), 10.0, windows)
         for rule, counts in running.items():
             print(f"  {rule} jobs running at the end of each 10 s: {counts}")

@@ -258,7 +258,7 @@ async def serve(path: Path, parent: int, collected: collector.CollectorTime | No
     if collected is not None:
         log.info("the broker's garbage collector: %s", collected.summary())
     # the loop's own thread is what holds a run below its provider's limit; the rest of
-    # the process's CPU is other threads' (the call store's writes, DNS)
+    # the process's CPU is other threads' (aiohttp looks host names up in threads)
     log.info(
         "the broker's CPU: %.1f s, %.1f s of it on its event loop's thread",
         time.process_time(),

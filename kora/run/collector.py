@@ -6,9 +6,10 @@ flight at 300 requests a second with 1.5 s answers. CPython's default (a young p
 700 new containers) then walks that same in-flight set again and again: on a tenth of the
 v1 grid the collector took 5.6-6.2 s of the broker's 32-37 s of CPU (bench/README.md),
 on the one event loop that holds the run at its provider's limit. A young pass every
-`YOUNG` containers walks it a hundredth as often; what Python itself, the SDKs and the
-benchmark's modules made before the first job is frozen (`gc.freeze`), as it lives as
-long as the process, so the rare full passes no longer walk it either.
+`YOUNG` containers walks it a hundredth as often; what the run's start made (the modules
+imported by then, the run's job specs, the stages) is frozen (`gc.freeze`) once the
+prefetch holds it, as it lives as long as the process, so the rare full passes no longer
+walk it either.
 
 Cyclic garbage waits longer for its pass: at most `YOUNG` containers of it, a few
 megabytes. Everything else is freed by its reference count, as before.
