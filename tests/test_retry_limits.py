@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import time
 from email.utils import formatdate
@@ -254,6 +255,71 @@ def test_deep_overshoot_is_undone_in_one_cut() -> None:
     assert st.rate == pytest.approx(85.0)  # no growth in the hold either
     st, cut = policy.rate_limited(st, hold_until, None)
     assert cut and st.rate == pytest.approx(85.0 * (1 - 25 / 40))
+
+
+def test_the_429s_of_calls_sent_before_a_cut_do_not_cut_again() -> None:
+    """At a limit the server states, a burst refused at once is one cut: the 429s of
+    calls granted before the cut come back after its hold (a loop's pause, a retry's
+    wait) and must not read as the new rate's refusals. They did: the whole v1 grid's
+    rate fell from 300 to 80-90 req/s five times in its last 200 s, and took 25 s
+    each to climb back (bench/full_grid.py)."""
+    policy = RatePolicy(None, adaptive=True, tuning=RateTuning(hold=0.3))
+    st = RateState(rate=300.0, server_rate=300.0, slow_start=0.0)
+    epochs = []
+    for i in range(300):  # a second at the limit, granted before any cut
+        st, _, _ = policy.reserve(st, i / 300)
+        epochs.append(st.cuts)
+    st, cut = policy.rate_limited(st, 1.0, 1.0, epoch=epochs[0])
+    assert cut and st.rate == pytest.approx(285.0)
+    for i in range(90):  # the new rate's calls, none refused
+        st, _, _ = policy.reserve(st, 1.0 + i / 285)
+    new_epoch, after = st.cuts, st.hold_until
+    # after the hold, the rest of the burst (granted before the cut) is refused
+    for i in range(60):
+        st, cut = policy.rate_limited(st, after + i * 1e-3, 1.0, epoch=epochs[i])
+        assert not cut
+    assert st.rate == pytest.approx(285.0)
+    # a call of the new rate refused: a mild cut, not one sized by the old burst
+    st, cut = policy.rate_limited(st, after + 0.1, 1.0, epoch=new_epoch)
+    assert cut and st.rate == pytest.approx(285.0 * 0.95)
+
+
+def test_a_limiter_tells_its_cut_from_an_earlier_one(tmp_path: Path) -> None:
+    """Two calls in the same window, refused one after the other: one cut, as the second
+    was granted before the first's cut (the epoch travels with the call's slot)."""
+    limiter = Limiter(None, state_dir=tmp_path, key="epoch", adaptive=True)
+    cuts = []
+
+    async def refused(release: asyncio.Event) -> None:
+        with contextlib.suppress(ProviderError):
+            async with limiter.attempt():
+                await release.wait()
+                raise ProviderError("slow down", status=429)
+
+    async def scenario() -> None:
+        first, second = asyncio.Event(), asyncio.Event()
+        a = asyncio.create_task(refused(first))
+        b = asyncio.create_task(refused(second))
+        await asyncio.sleep(0)  # both hold their slots
+        first.set()
+        await a
+        cuts.append(limiter.current_rate())
+        # well after the first cut's hold
+        assert limiter._rate is not None
+        limiter._rate.update(lambda st: (_past_hold(st), None))
+        second.set()
+        await b
+        cuts.append(limiter.current_rate())
+
+    asyncio.run(scenario())
+    assert cuts[0] == pytest.approx(8.0 * 0.85, rel=0.01)
+    assert cuts[1] == cuts[0]
+
+
+def _past_hold(st: RateState | None) -> RateState:
+    assert st is not None
+    st.hold_until = st.hold_until - 10.0
+    return st
 
 
 def test_long_retry_after_pauses_everyone() -> None:

@@ -238,9 +238,11 @@ def test_the_limiter_tells_a_token_429_from_a_request_429(tmp_path: Path) -> Non
     told: list[bool] = []
     real = limiter.on_rate_limited
 
-    def seen(retry_after: float | None, *, tokens_short: bool = False) -> None:
+    def seen(
+        retry_after: float | None, *, tokens_short: bool = False, epoch: float | None = None
+    ) -> None:
         told.append(tokens_short)
-        real(retry_after, tokens_short=tokens_short)
+        real(retry_after, tokens_short=tokens_short, epoch=epoch)
 
     limiter.on_rate_limited = seen  # type: ignore[method-assign]
     asyncio.run(fail(tokens_out))

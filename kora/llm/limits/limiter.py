@@ -107,16 +107,17 @@ class Limiter:
             self._slots = shared(("slots", scope, key, str(n)), lambda: Slots(n, paths))
 
     @asynccontextmanager
-    async def slot(self, cost: Cost | None = None) -> AsyncIterator[None]:
+    async def slot(self, cost: Cost | None = None) -> AsyncIterator[float | None]:
+        """Held around one request; gives the rate's epoch its slot was granted under
+        (None: no rate kept), which a 429 of the request is told with."""
         idx = await self._slots.acquire() if self._slots is not None else None
         try:
-            if self._rate is not None:
-                await self._wait_for_rate()
+            epoch = await self._wait_for_rate() if self._rate is not None else None
             # tokens last: a call takes them with the latest the server has said (a call
             # that took them before its request slot came could not be paced by them)
             if self._tokens is not None and cost is not None:
                 await self._wait_for_tokens(cost)
-            yield
+            yield epoch
         finally:
             if idx is not None and self._slots is not None:
                 self._slots.release(idx)
@@ -139,8 +140,9 @@ class Limiter:
             if reserved:
                 return
 
-    async def _wait_for_rate(self) -> None:
-        """Wait for a request slot. The calls of this process queue for their turn to ask
+    async def _wait_for_rate(self) -> float:
+        """Wait for a request slot; the rate's epoch (its count of cuts) it was granted
+        under. The calls of this process queue for their turn to ask
         the shared state: one asks (and waits, while the next free slot is further than
         the horizon), takes its slot and lets the next one ask. Were each waiting call to
         ask by itself, hundreds of them queued at a high limit would each wake and ask
@@ -155,11 +157,11 @@ class Limiter:
 
                     def take(
                         st: RateState | None, now: float = now
-                    ) -> tuple[RateState, tuple[float, bool]]:
+                    ) -> tuple[RateState, tuple[float, bool, float]]:
                         new, wait, reserved = policy.reserve(st, now)
-                        return new, (wait, reserved)
+                        return new, (wait, reserved, new.cuts)
 
-                    wait, reserved = self._rate.update(take)
+                    wait, reserved, epoch = self._rate.update(take)
                     if reserved:
                         break
                     await asyncio.sleep(wait)
@@ -169,7 +171,7 @@ class Limiter:
             # loop, a starved CPU) would otherwise all go out at once.
             late = time.time() - (now + wait)
             if late <= policy.late_tolerance or missed >= 5:
-                return
+                return epoch
             missed += 1
 
     def _turn(self) -> asyncio.Lock:
@@ -203,15 +205,18 @@ class Limiter:
             self._rate.update(lambda st: (rate_policy.observe(st, requests, now), None))
         return short
 
-    def on_rate_limited(self, retry_after: float | None, *, tokens_short: bool = False) -> None:
-        """A 429: cut the shared request rate, unless a token bucket is what ran out."""
+    def on_rate_limited(
+        self, retry_after: float | None, *, tokens_short: bool = False, epoch: float | None = None
+    ) -> None:
+        """A 429: cut the shared request rate, unless a token bucket is what ran out or
+        a cut since the call's slot (`epoch`) has answered it."""
         if not self.adaptive or self._rate is None:
             return
         now = time.time()
         policy = self.policy
 
         def refused(st: RateState | None) -> tuple[RateState, tuple[float, bool]]:
-            new, cut = policy.rate_limited(st, now, retry_after, cut=not tokens_short)
+            new, cut = policy.rate_limited(st, now, retry_after, cut=not tokens_short, epoch=epoch)
             return new, (new.rate, cut)
 
         rate, cut = self._rate.update(refused)
@@ -229,7 +234,7 @@ class Limiter:
             got.append(result)
             return result
 
-        async with self.slot(cost):
+        async with self.slot(cost) as epoch:
             try:
                 yield answered
             except ProviderError as exc:
@@ -237,7 +242,7 @@ class Limiter:
                 used = Cost() if exc.status == 429 else None
                 short = self.answered(cost, used, exc.limits)
                 if exc.status == 429:
-                    self.on_rate_limited(exc.retry_after, tokens_short=short)
+                    self.on_rate_limited(exc.retry_after, tokens_short=short, epoch=epoch)
                 raise
         result = got[0] if got else None
         if isinstance(result, Response):

@@ -9,8 +9,9 @@
 - Without a configured limit the rate adapts (AIMD): it starts at `start_rate` and
   doubles every second while calls queue behind it (slow start). A 429 multiplies it by
   `decrease`, or by the share of calls accepted since the previous cut when that is
-  lower, so a deep overshoot is undone in one step; the 429s of calls sent before a cut
-  took effect count once (`hold`). It then grows back by `growth` per second while calls
+  lower, so a deep overshoot is undone in one step. A 429 counts only against the rate
+  its call was granted under (`epoch`, the count of cuts then): the rest of a burst
+  already sent is what the cut answered, however late its 429s come back. It then grows back by `growth` per second while calls
   queue, up to the configured limit if there is one (under a configured limit a 429 is
   mostly timing jitter: the cut is milder, `decrease_configured`). A Retry-After of
   `long_pause` seconds or more pauses every process of the run until then.
@@ -147,16 +148,28 @@ class RatePolicy:
         return st, wait, True
 
     def rate_limited(
-        self, st: RateState | None, now: float, retry_after: float | None, *, cut: bool = True
+        self,
+        st: RateState | None,
+        now: float,
+        retry_after: float | None,
+        *,
+        cut: bool = True,
+        epoch: float | None = None,
     ) -> tuple[RateState, bool]:
         """A 429 came back: cut the rate (once per hold) and honour a long Retry-After.
 
         `cut=False`: the server said another bucket (tokens) ran out, not this one.
+        `epoch`: the state's `cuts` when the refused call was granted its slot (None: not
+        known, taken as the current rate's). Granted before the last cut, it was sent at
+        the rate that cut already answered: counting it again would size the next cut by
+        the old rate's refusals (the whole grid's rate fell from 300 to 80-90 req/s so).
         """
         t = self.tuning
         if st is None:
             st = self.fresh(now)
         did_cut = False
+        if epoch is not None and epoch < st.cuts:
+            cut = False
         if cut:
             st.refused += 1
         if cut and now >= st.hold_until:
