@@ -284,6 +284,29 @@ def test_the_429s_of_calls_sent_before_a_cut_do_not_cut_again() -> None:
     assert cut and st.rate == pytest.approx(285.0 * 0.95)
 
 
+def test_at_a_stated_limit_a_burst_refused_cuts_mildly() -> None:
+    """The rate never passes a limit the server states: refusals there are a burst
+    after a pause of the loop, not an overshoot, and the cut is the mild one whatever
+    their share."""
+    policy = RatePolicy(None, adaptive=True, tuning=RateTuning(hold=0.3))
+    st = RateState(rate=300.0, server_rate=300.0, slow_start=0.0)
+    st, cut = policy.rate_limited(st, 0.0, 1.0, epoch=st.cuts)
+    assert cut and st.rate == pytest.approx(285.0)
+    after = st.hold_until
+    for i in range(20):
+        st, _, _ = policy.reserve(st, after - 0.2 + i / 285)
+    for i in range(12):  # 12 of the 20 granted since refused, in the hold and after it
+        st, cut = policy.rate_limited(st, after - 0.1 + i * 0.02, 1.0, epoch=st.cuts)
+    assert st.cuts == 2 and st.rate == pytest.approx(285.0 * 0.95)
+    # a limit nobody states: the share refused sizes the cut (the slow start overshot)
+    unknown = RateState(rate=300.0, slow_start=0.0, hold_until=-1.0)
+    for i in range(20):
+        unknown, _, _ = policy.reserve(unknown, i / 300)
+    unknown.refused = 11.0
+    unknown, cut = policy.rate_limited(unknown, 0.1, 1.0)
+    assert cut and unknown.rate == pytest.approx(300.0 * (1 - 12 / 20), rel=1e-3)
+
+
 def test_a_limiter_tells_its_cut_from_an_earlier_one(tmp_path: Path) -> None:
     """Two calls in the same window, refused one after the other: one cut, as the second
     was granted before the first's cut (the epoch travels with the call's slot)."""

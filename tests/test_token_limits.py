@@ -189,6 +189,21 @@ def test_the_servers_request_limit_caps_the_rate_and_none_left_pauses() -> None:
     assert not reserved and 27.0 <= wait <= 28.0
 
 
+def test_a_limit_the_server_states_ends_the_slow_start() -> None:
+    """The slow start probes for a limit nobody has stated; once the server's headers
+    state one, the rate starts from it (the whole grid spent its first 10 s at half its
+    300 req/s climbing from 8 req/s). After a 429 the rate is the AIMD's again."""
+    policy = RatePolicy(None, adaptive=True, tuning=RateTuning(start_rate=8.0))
+    st, _, _ = policy.reserve(None, 0.0)
+    st = policy.observe(st, Reading(limit=18_000, remaining=17_000, reset=1.0), 0.5)
+    st, _, _ = policy.reserve(st, 0.51)
+    assert st.rate == 300.0
+    st, _ = policy.rate_limited(st, 1.0, 1.0)
+    cut = st.rate
+    st = policy.observe(st, Reading(limit=18_000, remaining=17_000, reset=1.0), 2.0)
+    assert st.rate == cut < 300.0
+
+
 def test_none_left_waits_for_one_request_not_for_a_full_bucket() -> None:
     """Providers refill their buckets continuously and `reset` is when the bucket is
     full again: a client running at the limit reads `remaining: 0` often, and holding
