@@ -425,6 +425,72 @@ def test_a_cancelled_waiter_does_not_leak_a_slot(tmp_path: Path) -> None:
     asyncio.run(scenario())
 
 
+def test_a_busy_loop_still_hands_out_every_slot_in_time(tmp_path: Path) -> None:
+    """The waiting calls' slots within the horizon are handed out together, not one a
+    loop iteration: with iterations 30-180 ms long (a busy broker) one a turn gave out a
+    few dozen slots a second, and the whole grid's requests in flight fell from ~400 to
+    20-60 with a thousand calls waiting and the rate at 300 req/s."""
+    tuning = RateTuning(horizon=0.05)  # 50 slots ahead at 1,000 req/s
+    limiter = Limiter(60_000, state_dir=tmp_path, key="turns", adaptive=False, tuning=tuning)
+    assert limiter._rate is not None
+    state = limiter._rate
+
+    def granted() -> float:
+        def peek(st: RateState | None) -> tuple[RateState, float]:
+            st = st or limiter.policy.fresh(time.time())  # as `reserve` starts one
+            return st, st.granted
+
+        return state.update(peek)
+
+    async def call() -> None:
+        async with limiter.slot():
+            pass
+
+    async def scenario() -> int:
+        calls = [asyncio.create_task(call()) for _ in range(200)]
+        iterations = 0
+        while granted() < 200:  # 0.2 s of slots; one pass here is one loop iteration
+            time.sleep(0.01)  # each at least 10 ms long
+            await asyncio.sleep(0)
+            iterations += 1
+        await asyncio.gather(*calls)
+        return iterations
+
+    # one slot an iteration would take 150 iterations past the first 50; handed out
+    # together they take the 0.2 s of the slots themselves (20 iterations of 10 ms or
+    # fewer, longer ones: never more)
+    assert asyncio.run(scenario()) <= 60
+
+
+def test_a_call_woken_late_by_a_busy_loop_keeps_its_slot(tmp_path: Path) -> None:
+    """A busy event loop wakes every sleeping call late. Each such call took a new slot
+    and the one it missed was lost: on the whole grid, in a second of 30-50 ms loop
+    iterations, the requests in flight fell from ~400 to 1-33 with a thousand calls
+    waiting and the rate at 300 req/s. A slot that passed unused within `catch_up`
+    seconds is still the call's (as `reserve` gives such slots out)."""
+    tuning = RateTuning(catch_up=30.0)  # however loaded the machine: late, never too late
+    limiter = Limiter(6000, state_dir=tmp_path, key="late", adaptive=False, tuning=tuning)
+    sent = 0
+
+    async def call() -> None:
+        nonlocal sent
+        async with limiter.slot():
+            sent += 1
+
+    async def stall() -> None:
+        time.sleep(0.05)  # the loop held up: every call due in these 50 ms wakes late
+
+    async def scenario() -> None:
+        calls = [asyncio.create_task(call()) for _ in range(20)]
+        await asyncio.sleep(0)
+        await asyncio.gather(stall(), *calls)
+
+    asyncio.run(scenario())
+    assert limiter._rate is not None
+    granted = limiter._rate.update(lambda st: (st, st.granted if st else 0.0))
+    assert sent == 20 and granted == 20
+
+
 def test_limiter_for_names_the_state_files(tmp_path: Path) -> None:
     cfg = ModelConfig(provider="openai", model="m", requests_per_minute=60, max_concurrency=2)
     limiter = limiter_for("judge/one", cfg, tmp_path)
