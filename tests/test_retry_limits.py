@@ -18,6 +18,7 @@ from kora.llm.base import ChatMessage, ProviderError
 from kora.llm.client import ModelClient, Usage
 from kora.llm.config import ModelConfig
 from kora.llm.limits import Limiter, RatePolicy, RateState, RateTuning, limiter_for
+from kora.llm.limits.limiter import _Turns
 from kora.llm.limits.state import FileState as _FileState
 from kora.llm.retry import RetryPolicy, backoff, is_transient, parse_retry_after, retrying
 from tests.loopback import Fault, OpenAIServer
@@ -489,6 +490,30 @@ def test_a_call_woken_late_by_a_busy_loop_keeps_its_slot(tmp_path: Path) -> None
     assert limiter._rate is not None
     granted = limiter._rate.update(lambda st: (st, st.granted if st else 0.0))
     assert sent == 20 and granted == 20
+
+
+def test_a_late_call_fills_only_the_slots_missed() -> None:
+    """Sent late, a call keeps every one-second window, up to the last slot handed out,
+    within the rate: a window already full (or full with the slots handed out ahead)
+    has no room, one that missed slots does. Sent whatever the window, the late calls'
+    bursts had 6.4 % of the whole grid's requests refused."""
+    turns = _Turns()
+    turns.rate, turns.tat = 100.0, 10.0  # 100 req/s, no slot handed out ahead of now
+    turns.sent.extend(9.005 + i / 100 for i in range(100))  # a full second
+    assert not turns.room(10.0)
+    turns.sent.clear()
+    turns.sent.extend(9.005 + i / 100 for i in range(90))  # ten slots missed in it
+    assert turns.room(10.0)
+    turns.sent.appendleft(9.0)  # older than a second: not in the window
+    assert turns.room(10.0) and len(turns.sent) == 90
+    # 95 in the last half second, 10 slots handed out ahead: the window ending at the
+    # last of them would hold 106
+    turns.sent.clear()
+    turns.sent.extend(9.5 + i / 190 for i in range(95))
+    turns.tat = 10.1
+    assert not turns.room(10.0)
+    turns.tat = 10.0
+    assert turns.room(10.0)
 
 
 def test_limiter_for_names_the_state_files(tmp_path: Path) -> None:

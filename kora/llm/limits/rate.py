@@ -6,7 +6,8 @@
   comes back later, so a change of rate takes effect at once). The only burst credit is
   for slots that passed unused in the last `catch_up` seconds while the process could not
   take them (a pause of its event loop), and a call that wakes as late for its slot
-  still uses it (kora.llm.limits.limiter): nothing after an idle spell or at the start.
+  still uses it while no one-second window then holds more than the rate
+  (kora.llm.limits.limiter): nothing after an idle spell or at the start.
 - Without a configured limit the rate adapts (AIMD): it starts at `start_rate` and
   doubles every second while calls queue behind it (slow start). A 429 multiplies it by
   `decrease`, or by the share of calls accepted since the previous cut when that is
@@ -105,6 +106,8 @@ class RatePolicy:
     def __init__(self, requests_per_minute: float | None, adaptive: bool, tuning: RateTuning):
         self.ceiling = requests_per_minute / 60.0 if requests_per_minute else MAX_RATE
         self.configured = requests_per_minute is not None
+        # how late a call may be for its slot and still count as on time
+        self.late_tolerance = max(0.01, 0.5 / self.ceiling)
         self.adaptive = adaptive
         self.tuning = tuning
 
