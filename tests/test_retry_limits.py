@@ -514,6 +514,12 @@ def test_a_late_call_fills_only_the_slots_missed() -> None:
     assert not turns.room(10.0)
     turns.tat = 10.0
     assert turns.room(10.0)
+    # every request sent is noted, and only the last second's are kept: a whole run's
+    # 100,000 would otherwise stay in memory
+    turns.sent.clear()
+    for i in range(500):
+        turns.note(20.0 + i / 100)
+    assert len(turns.sent) == 100 and turns.sent[0] > 23.99 - 1.0
 
 
 def test_limiter_for_names_the_state_files(tmp_path: Path) -> None:

@@ -165,7 +165,7 @@ class Limiter:
             late = woke - (asked + wait)
             on_time = late <= policy.late_tolerance
             if on_time or missed >= 5 or (late <= policy.tuning.catch_up and turns.room(woke)):
-                turns.sent.append(woke)
+                turns.note(woke)
                 return epoch
             missed += 1
 
@@ -300,11 +300,19 @@ class _Turns:
         self.tat = 0.0
         self.rate = MAX_RATE
 
+    def note(self, now: float) -> None:
+        """A request sent now; only the last second's are kept."""
+        self._forget(now)
+        self.sent.append(now)
+
+    def _forget(self, now: float) -> None:
+        while self.sent and self.sent[0] <= now - 1.0:
+            self.sent.popleft()
+
     def room(self, now: float) -> bool:
         """Whether one request more now keeps every one-second window, to the last slot
         already handed out, within the rate: the slots late calls missed are the room."""
-        while self.sent and self.sent[0] <= now - 1.0:
-            self.sent.popleft()
+        self._forget(now)
         if self.rate >= MAX_RATE:
             return True
         if len(self.sent) + 1 > self.rate:  # the window ending now
