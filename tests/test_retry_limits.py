@@ -433,15 +433,6 @@ def test_a_busy_loop_still_hands_out_every_slot_in_time(tmp_path: Path) -> None:
     20-60 with a thousand calls waiting and the rate at 300 req/s."""
     tuning = RateTuning(horizon=0.05)  # 50 slots ahead at 1,000 req/s
     limiter = Limiter(60_000, state_dir=tmp_path, key="turns", adaptive=False, tuning=tuning)
-    assert limiter._rate is not None
-    state = limiter._rate
-
-    def granted() -> float:
-        def peek(st: RateState | None) -> tuple[RateState, float]:
-            st = st or limiter.policy.fresh(time.time())  # as `reserve` starts one
-            return st, st.granted
-
-        return state.update(peek)
 
     async def call() -> None:
         async with limiter.slot():
@@ -450,7 +441,7 @@ def test_a_busy_loop_still_hands_out_every_slot_in_time(tmp_path: Path) -> None:
     async def scenario() -> int:
         calls = [asyncio.create_task(call()) for _ in range(200)]
         iterations = 0
-        while granted() < 200:  # 0.2 s of slots; one pass here is one loop iteration
+        while _granted(limiter) < 200:  # 0.2 s of slots; one pass: one loop iteration
             time.sleep(0.01)  # each at least 10 ms long
             await asyncio.sleep(0)
             iterations += 1
@@ -487,9 +478,18 @@ def test_a_call_woken_late_by_a_busy_loop_keeps_its_slot(tmp_path: Path) -> None
         await asyncio.gather(stall(), *calls)
 
     asyncio.run(scenario())
+    assert sent == 20 and _granted(limiter) == 20
+
+
+def _granted(limiter: Limiter) -> float:
+    """The request slots the limiter's shared rate has handed out since its last cut."""
     assert limiter._rate is not None
-    granted = limiter._rate.update(lambda st: (st, st.granted if st else 0.0))
-    assert sent == 20 and granted == 20
+
+    def peek(st: RateState | None) -> tuple[RateState, float]:
+        st = st or limiter.policy.fresh(time.time())  # as `reserve` starts one
+        return st, st.granted
+
+    return limiter._rate.update(peek)
 
 
 def test_a_late_call_fills_only_the_slots_missed() -> None:

@@ -146,10 +146,10 @@ class Limiter:
         """Wait for a request slot; the rate's epoch (its count of cuts) it was granted
         under."""
         assert self._rate is not None
-        policy, state = self.policy, self._rate
+        policy, state, turns = self.policy, self._rate, self._queue()
         missed = 0
         while True:
-            wait, epoch, asked = await self._queue().take(policy, state)
+            wait, epoch, asked = await turns.take(policy, state)
             if wait > 0:
                 await asyncio.sleep(wait)
             # A call that woke late (a busy event loop, a starved CPU) still uses its slot
@@ -160,7 +160,6 @@ class Limiter:
             # to 1-33 so, a thousand calls waiting. Sent whatever the window, the late
             # calls' bursts had 6.4 % of the requests refused, and the targets' servers
             # of a leaderboard's run some.
-            turns = self._queue()
             woke = time.time()
             late = woke - (asked + wait)
             on_time = late <= policy.late_tolerance

@@ -13,10 +13,10 @@
   `decrease`, or by the share of calls accepted since the previous cut when that is
   lower, so a deep overshoot is undone in one step. A 429 counts only against the rate
   its call was granted under (`epoch`, the count of cuts then): the rest of a burst
-  already sent is what the cut answered, however late its 429s come back. It then grows back by `growth` per second while calls
-  queue, up to the configured limit if there is one (under a configured limit a 429 is
-  mostly timing jitter: the cut is milder, `decrease_configured`, whatever the share
-  refused). A Retry-After of
+  already sent is what the cut answered, however late its 429s come back. It then
+  grows back by `growth` per second while calls queue, up to the configured limit if
+  there is one (under a configured limit a 429 is mostly timing jitter: the cut is
+  milder, `decrease_configured`, whatever the share refused). A Retry-After of
   `long_pause` seconds or more pauses every process of the run until then.
 - The provider's rate-limit headers (`observe`) cap the rate at the limit the server
   states (and end the slow start there: the limit is known), and pause new calls until
