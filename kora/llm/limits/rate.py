@@ -1,13 +1,17 @@
 """The request rate of one model: pure maths on a `RateState`, kept in a shared file by
 `kora.llm.limits.state` (all times wall-clock seconds).
 
+- A known limit (`requests_per_minute`, or the one the server's headers state) is paced
+  at `headroom` of itself: requests reach a server a few ms early or late, and one that
+  came late at the limit itself would share a window with the next ones, one too many.
 - A configured rate (`requests_per_minute`) is a next-slot time (GCRA): a call takes the
   next slot, then sleeps until it, at most `horizon` ahead (one that would wait longer
   comes back later, so a change of rate takes effect at once). The only burst credit is
   for slots that passed unused in the last `catch_up` seconds while the process could not
-  take them (a pause of its event loop), and a call that wakes as late for its slot
-  still uses it while no one-second window then holds more than the rate
-  (kora.llm.limits.limiter): nothing after an idle spell or at the start.
+  take them (a pause of its event loop): nothing after an idle spell or at the start. A
+  request sent in such a slot, or by a call that woke late for its own, goes only while
+  no one-second window then holds more than the rate, and at most twice as fast as the
+  rate (kora.llm.limits.limiter).
 - Without a configured limit the rate adapts (AIMD): it starts at `start_rate` and
   doubles every second while calls queue behind it (slow start). A 429 multiplies it by
   `decrease`, or by the share of calls accepted since the previous cut when that is
@@ -45,6 +49,9 @@ class RateTuning:
     hold: float = 0.3  # ... at most once per (slots already given out + hold) seconds
     decrease_configured: float = 0.95  # milder under a configured limit: a 429 there is
     # mostly timing jitter at the limit (or another user of the same key)
+    headroom: float = 0.98  # at a limit the config or the server states, pace at this share
+    # of it: paced at the limit itself, a request that reaches the server a few ms late
+    # shares a one-second window with the next second's, one too many (arrivals jitter)
     min_rate: float = 1 / 60  # never below one call a minute
     horizon: float = 0.3  # seconds: a call reserves a slot at most this far ahead
     catch_up: float = 0.3  # seconds: slots this recent that passed unused are given out
@@ -117,13 +124,18 @@ class RatePolicy:
         return RateState(rate=self.tuning.start_rate, last_growth=now, last_seen=now)
 
     def _ceiling(self, st: RateState) -> float:
-        """The configured limit, or the server's when it states a lower one."""
-        return min(self.ceiling, st.server_rate) if st.server_rate > 0 else self.ceiling
+        """The rate to pace at: the configured limit, or the server's when it states a
+        lower one, less the headroom."""
+        limit = min(self.ceiling, st.server_rate) if st.server_rate > 0 else self.ceiling
+        return limit * self.tuning.headroom if limit < MAX_RATE else limit
 
     def reserve(self, st: RateState | None, now: float) -> tuple[RateState, float, bool]:
         """Take the next slot: (new state, seconds to wait, reserved?).
 
         Not reserved means the next slot is more than `horizon` away: wait, then ask again.
+        A wait below 0 is a slot that passed unused that long ago (`catch_up`): a request
+        sent in it now is late, and goes only where the server's window has room
+        (kora.llm.limits.limiter).
         """
         t = self.tuning
         if st is None or now - st.last_seen > t.idle_reset or now < st.last_seen - 3600:
@@ -138,7 +150,7 @@ class RatePolicy:
         # the rate. Older ones are gone (an idle client earns no burst).
         earliest = st.tat if now - st.tat <= t.catch_up else now
         start = max(earliest, st.pause_until)
-        wait = max(start - now, 0.0)
+        wait = start - now  # below 0: a slot that passed unused that long ago
         if wait > t.horizon:
             return st, wait - t.horizon * random.uniform(0.3, 0.9), False
         if self.adaptive and st.rate < ceiling and wait > 0 and now >= st.hold_until:
