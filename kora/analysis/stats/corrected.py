@@ -54,9 +54,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import norm
 
-from kora.analysis.stats.rates import wilson
+from kora.analysis.stats.rates import two_sided_z, wilson
 from kora.analysis.stats.score import stratified_score
 
 Floats = npt.NDArray[np.float64]
@@ -265,7 +264,7 @@ def corrected_rate(
     n = int(graded.sum())
     if n < min_labelled:
         return None
-    z = float(norm.ppf(1 - alpha / 2))
+    z = two_sided_z(alpha)
     judged = np.array([c != NOT_TRIGGERED for c in cells])
     k_judge, n_judge = round(float(f[judged].sum())), int(judged.sum())
     judge_low, judge_high = wilson(k_judge, n_judge)

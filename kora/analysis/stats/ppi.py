@@ -50,7 +50,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import norm
+
+from kora.analysis.stats.rates import two_sided_z
 
 Floats = npt.NDArray[np.float64]
 Ints = npt.NDArray[np.intp]
@@ -164,7 +165,7 @@ def ppi_mean(
     if not active.any():
         lam = 0.0  # lambda acts nowhere: the estimate is the humans-only one, and says so
 
-    z = float(norm.ppf(1 - alpha / 2))
+    z = two_sided_z(alpha)
     wilson_low, wilson_high = _wilson(ybar, n_h.astype(float), z)
 
     def interval(lam: float) -> tuple[float, float, float, float]:
