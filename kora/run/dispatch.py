@@ -5,9 +5,8 @@ A local run starts one long-lived broker process (kora.run.broker) that makes th
 of every shard job: the SDKs are imported once, one event loop and one connection pool
 carry all calls, and the limiter lives in one place. A job's script then only describes
 its job (rule, input, output, params, log and the run's transport settings), hands it
-over and waits in a bare interpreter (kora.run.waiter); it imports nothing but the
-standard library, so starting a job costs a fraction of a second of CPU instead of the
-second and a half that importing the SDKs costs. On a cluster node, or without a broker,
+over and waits as a shell (kora.run.waiter), so starting a job costs a fraction of a
+second of CPU instead of the second and a half that importing the SDKs costs. On a cluster node, or without a broker,
 the job runs in its own process exactly the same way.
 """
 
@@ -17,13 +16,13 @@ import os
 import signal
 import socket
 import sys
-from pathlib import Path
 from typing import Any
 
 from kora.run.jobspec import JobSpec
 from kora.run.protocol import RUN_ENV, JobRequest, connect, stopping_path
 from kora.run.reply import STOPPED, Outcome
-from kora.run.waiter import COMMAND, answer, finish
+from kora.run.waiter import SHELL, answer, finish
+from kora.run.waiter import argv as waiter_argv
 
 BROKER_ENV = "KORA_BROKER"  # "<host>|<socket path>" of the run's broker
 # rules whose jobs call models (every stage of kora.run.stages: tests/test_groups.py); the
@@ -69,18 +68,18 @@ def submit(spec: JobSpec) -> Outcome | None:
 
 
 def wait_small(conn: socket.socket) -> None:
-    """Wait for the broker's answer in a bare interpreter (kora.run.waiter), in this
-    process, on this connection; returns only if that interpreter could not start."""
+    """Wait for the broker's answer as a shell (kora.run.waiter), in this process, on this
+    connection; returns only if the shell could not start."""
     os.set_inheritable(conn.fileno(), True)
     rerun = [sys.executable, *sys.orig_argv[1:]]
-    kora_folder = str(Path(__file__).resolve().parents[2])
     os.environ[BROKER_ENV] = ""  # should the broker go away, the script runs again here
-    # until the waiter's own handlers are set: a stop then comes as the broker's answer
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    argv = [sys.executable, "-S", "-c", COMMAND, kora_folder, str(conn.fileno()), *rerun]
+    # the shell's first line traps a stop; it cannot trap one it was started ignoring, so
+    # it starts with the defaults: a stop in its first moment (its start, under a
+    # millisecond) ends the job as the signal does, any later one quietly
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
-        os.execv(sys.executable, argv)
+        os.execv(SHELL, waiter_argv(conn.fileno(), rerun))
     except OSError:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, _interrupt)

@@ -1,13 +1,14 @@
 """A job's answer as it travels back from the broker (`Outcome`), and the one read of a
-line both sides use. Only `json` and `socket`: the process that waits for a job's answer
-(kora.run.waiter) imports this and nothing heavier, so that each job's script costs a bare
-interpreter while the broker runs its job.
+line both sides use. The answer is a line a POSIX shell can read and print as it is: the
+job's script waits for it as a shell (kora.run.waiter).
 """
 
 from __future__ import annotations
 
-import json
+import re
 import socket
+
+from kora.llm.masking import terminal_safe
 
 # a job's status when the run was stopped while it ran (128 + SIGINT, as a shell says it)
 STOPPED = 130
@@ -19,8 +20,7 @@ class ProtocolError(Exception):
 
 class Outcome:
     """A job's exit status and what it tells the user (its stderr): what the job's runner
-    (kora.run.execute) returns, and the broker's answer on the wire. A plain class, not a
-    dataclass: `dataclasses` alone would add a third to the waiter's memory."""
+    (kora.run.execute) returns, and the broker's answer on the wire."""
 
     __slots__ = ("message", "status")
 
@@ -40,15 +40,27 @@ class Outcome:
         return f"Outcome({self.status!r}, {self.message!r})"
 
     def encode(self) -> bytes:
-        return json.dumps({"status": self.status, "message": self.message}).encode() + b"\n"
+        """On the wire, one line the waiting job's shell reads (kora.run.waiter): the
+        status (0-255, as `exit` takes it; 1 for any other), a space, and the message made
+        safe for a terminal, its backslashes doubled and its newlines written `\\n` for
+        printf's %b."""
+        status = self.status if 0 <= self.status <= 255 else 1
+        text = terminal_safe(self.message).replace("\\", "\\\\").replace("\n", "\\n")
+        return f"{status} {text}\n".encode()
 
     @classmethod
     def decode(cls, line: bytes) -> Outcome:
-        try:
-            obj = json.loads(line)
-            return cls(int(obj["status"]), str(obj.get("message", "")))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ProtocolError(f"not a reply: {line[:200]!r}") from exc
+        status, space, text = line.decode(errors="replace").rstrip("\n").partition(" ")
+        if not space or not (status.isascii() and status.isdigit()):
+            raise ProtocolError(f"not a reply: {line[:200]!r}")
+        return cls(int(status), _ESCAPED.sub(_unescape, text))
+
+
+_ESCAPED = re.compile(r"\\(.)")
+
+
+def _unescape(m: re.Match[str]) -> str:
+    return "\n" if m.group(1) == "n" else m.group(1)
 
 
 def read_line(conn: socket.socket) -> bytes | None:

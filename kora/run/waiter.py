@@ -1,32 +1,57 @@
 """The rest of a job's script once the run's broker has its job: wait for the answer, say
-what it says, exit with its status (`wait`, `finish`).
+what it says, exit with its status.
 
 A script that handed its job over has nothing left to do but wait, yet it holds what
 Snakemake's `script:` preamble loaded to give it its job (26 MB, most of it
 `snakemake.script`), and a run has a script waiting for each job the broker runs. So the
-script replaces itself (exec, same process, same connection) by an interpreter started
-without `site` that imports this module, the answer's format and the terminal's filter
-only: 11.5 MB resident (`ps` during bench/full_grid.py). Should the broker go away before
-it answers, the wait runs the script again (the command it was started with), told that
-no broker serves it, and the job runs there, its calls from the store.
+script replaces itself (exec, same process, same connection) by the POSIX shell running
+`SCRIPT`: 1.7 MB resident, where an interpreter started without `site` took 10-11.5 MB,
+and a whole grid's ten or so waiting jobs 130 MB of the run's peak (bench/full_grid.py).
+The broker's answer is one line (`Outcome.encode`) the shell reads and prints as it is.
+Should the broker go away before it answers, the shell runs the script again (the command
+it was started with), told that no broker serves it, and the job runs there, its calls
+from the store. `answer` and `finish` do the same in Python where no shell can start.
 """
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
 import sys
 
 from kora.llm.masking import terminal_safe
-from kora.run.reply import STOPPED, Outcome, ProtocolError, read_line
+from kora.run.reply import Outcome, ProtocolError, read_line
 
-# what the interpreter runs: kora's folder comes first on its path, there being no `site`
-COMMAND = "import sys; sys.path.insert(0, sys.argv[1]); import kora.run.waiter as w; w.wait()"
+SHELL = "/bin/sh"
+# $1: the connection's descriptor; the rest: the command that runs the script again. A
+# stop (SIGINT, SIGTERM) ends the wait quietly: the run's closing lines tell. The status
+# is checked for digits before `exit` is given it; the message's backslashes and
+# newlines come escaped for printf's %b (`Outcome.encode`).
+SCRIPT = r"""trap 'exit 130' INT TERM
+fd=$1
+shift
+if eval "IFS= read -r line <&$fd"; then
+    case $line in
+        [0-9]*" "*) status=${line%%" "*} message=${line#*" "} ;;
+        *) status=x ;;
+    esac
+    case $status in
+        ""|*[!0-9]*)
+            echo "kora: the run's broker answered what no job's script reads" >&2
+            exit 1 ;;
+    esac
+    [ -z "$message" ] || printf '%b\n' "$message" >&2
+    exit "$status"
+fi
+eval "exec $fd<&-"
+trap '' INT
+trap - TERM
+exec "$@"
+"""
 
 
-def _stop(signum: int, frame: object) -> None:
-    raise SystemExit(STOPPED)  # a stop ends the job quietly: the run's closing lines tell
+def argv(fd: int, rerun: list[str]) -> list[str]:
+    """The shell's command line: wait on descriptor `fd`, else run `rerun`."""
+    return [SHELL, "-c", SCRIPT, "kora-waiter", str(fd), *rerun]
 
 
 def finish(done: Outcome) -> None:
@@ -50,19 +75,3 @@ def answer(conn: socket.socket) -> Outcome | None:
         return Outcome.decode(line)
     except ProtocolError as exc:
         return Outcome(1, f"kora: the run's broker answered what no job's script reads: {exc}")
-
-
-def wait() -> None:
-    """`COMMAND`'s body: argv is kora's folder, the connection's descriptor, then the
-    command that runs the script again should the broker go away."""
-    signal.signal(signal.SIGINT, _stop)
-    signal.signal(signal.SIGTERM, _stop)
-    fd, rerun = int(sys.argv[2]), sys.argv[3:]
-    with socket.socket(fileno=fd) as conn:
-        done = answer(conn)
-    if done is None:
-        # as the shell prefix started the script: a Ctrl-C in its first moments is ignored
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        os.execv(rerun[0], rerun)
-    finish(done)
-    raise SystemExit(0)
