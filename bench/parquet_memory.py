@@ -5,7 +5,8 @@
 
 The table kora.analysis.parquet writes holds every turn and reason of a test: a full v1
 grid's 12,000 tests are about 100 MB of JSON lines. DuckDB keeps a row group in memory
-until it is written, and its default group (122,880 rows) takes the whole grid. Each
+until it is written (each thread its own), and its default group (122,880 rows) takes
+the whole grid. Each
 setting is run three times in a fresh process (DuckDB's allocator keeps what it took),
 reading the same synthetic file with the same COPY the project runs; the peak resident
 memory of each process is printed, and the ratio of the medians.
@@ -28,6 +29,7 @@ COPY = """
 import resource, sys, duckdb
 con = duckdb.connect()
 con.execute("SET preserve_insertion_order = true")
+con.execute("SET threads = " + sys.argv[4])
 con.execute(
     "COPY (SELECT * FROM read_json(?, format = 'newline_delimited')) TO ? "
     "(FORMAT parquet, COMPRESSION zstd" + sys.argv[3] + ")",
@@ -50,9 +52,9 @@ def synthetic(path: Path, rows: int) -> None:
             f.write(orjson.dumps({"id": i, "turns": turns, "reasons": reasons}) + b"\n")
 
 
-def peak_mb(rows: Path, out: Path, option: str) -> float:
+def peak_mb(rows: Path, out: Path, option: str, threads: int) -> float:
     done = subprocess.run(
-        [sys.executable, "-c", COPY, str(rows), str(out), option],
+        [sys.executable, "-c", COPY, str(rows), str(out), option, str(threads)],
         check=True,
         capture_output=True,
         text=True,
@@ -70,13 +72,19 @@ def main() -> None:
         synthetic(rows, args.rows)
         print(f"{args.rows:,} rows, {rows.stat().st_size / 1e6:.0f} MB of JSON lines")
         medians = {}
-        for name, option in (("DuckDB's default", ""), ("2,048 rows", ", ROW_GROUP_SIZE 2048")):
-            peaks = [peak_mb(rows, out, option) for _ in range(args.runs)]
+        settings = (
+            ("DuckDB's default", "", 2),
+            ("2,048 rows", ", ROW_GROUP_SIZE 2048", 2),
+            ("512 rows on one thread (the project's)", ", ROW_GROUP_SIZE 512", 1),
+        )
+        for name, option, threads in settings:
+            peaks = [peak_mb(rows, out, option, threads) for _ in range(args.runs)]
             medians[name] = statistics.median(peaks)
             shown = ", ".join(f"{p:.0f}" for p in peaks)
             print(f"  row groups of {name}: peak {shown} MB (median {medians[name]:.0f})")
-        ratio = medians["2,048 rows"] / medians["DuckDB's default"]
-        print(f"  ratio, 2,048 rows to the default: {ratio:.2f}")
+        default = medians["DuckDB's default"]
+        for name, _, _ in settings[1:]:
+            print(f"  ratio, {name} to the default: {medians[name] / default:.2f}")
 
 
 if __name__ == "__main__":

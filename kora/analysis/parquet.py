@@ -182,17 +182,20 @@ def write_conversations(
         con = duckdb.connect()
         try:
             con.execute("SET preserve_insertion_order = true")
+            # one thread: each of DuckDB's threads holds row groups of its own; with two,
+            # a full grid's table took 267-273 MB at peak, 154-156 with one (0.3 s more)
+            con.execute("SET threads = 1")
             select = (
                 f"SELECT {', '.join(COLUMNS)} FROM read_json(?, format = 'newline_delimited', "
                 f"columns = {_columns_sql()})"
             )
-            # row groups of 2,048 tests rather than DuckDB's 122,880: it holds a row group
+            # row groups of 512 tests rather than DuckDB's 122,880: it holds a row group
             # in memory until written, so a full grid's 12,000 tests were one group of
             # every turn and reason (12,000 rows of 8 KB: 448 MB at peak with the default,
-            # 272 MB with this; bench/parquet_memory.py)
+            # 272 MB with 2,048 rows, 155 with 512 on one thread; bench/parquet_memory.py)
             con.execute(
                 f"COPY ({select}) TO '{_quoted(part)}' "
-                "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 2048)",
+                "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 512)",
                 [staged],
             )
         finally:
