@@ -119,10 +119,14 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
             if args.targets > 1
             else {}
         )
-        tmp = stack.enter_context(
-            tempfile.TemporaryDirectory(prefix="kora-bench-grid-", dir=args.tmp)
-        )
-        work = Path(tmp)
+        if args.keep:  # the run's folder stays, for a look at what it wrote
+            work = Path(tempfile.mkdtemp(prefix="kora-bench-grid-", dir=args.tmp))
+            print(f"the run's folder (kept): {work}", flush=True)
+        else:
+            tmp = stack.enter_context(
+                tempfile.TemporaryDirectory(prefix="kora-bench-grid-", dir=args.tmp)
+            )
+            work = Path(tmp)
         copy_workflow(work)
         cfg = bench_config(server.url, args.motivations, args.seeds, risks=args.risks)
         if args.benchmark == "v2":
@@ -276,6 +280,7 @@ def main() -> None:
         "--limit; the child and the judge share one more (issue 39, goal 2)",
     )
     ap.add_argument("--tmp", help="where the temp copy of the workflow goes")
+    ap.add_argument("--keep", action="store_true", help="leave the run's folder in place")
     ap.add_argument(
         "--no-broker", action="store_true", help="KORA_NO_BROKER=1: every job makes its own calls"
     )
