@@ -39,6 +39,10 @@ def open_tests(sql: str, paths: list[str], columns: dict[str, str]) -> duckdb.Du
     """A DuckDB connection whose table `tests` holds the per-test files (`sql` makes it,
     reading them with `read_json(?, columns = ?, maximum_object_size = ?)`)."""
     con = duckdb.connect()
+    # one thread: each of DuckDB's threads reads the files with buffers of its own; the
+    # whole v2 grid's results job peaked at 311-327 MB on two, 208-219 on one, its
+    # `--forcerun results` 1.4 s slower (17.3 against 18.7 s)
+    con.execute("SET threads = 1")
     try:
         con.execute(sql, [paths, columns, object_size(paths)])
     except (duckdb.Error, UnicodeDecodeError) as exc:
