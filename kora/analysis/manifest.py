@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from kora.analysis.results import read_status
+from kora.analysis.results import iter_status
 from kora.io import write_json
 from kora.llm.bill import Charge, bill_dir, charges
 from kora.llm.cache import CallCache
@@ -215,24 +215,27 @@ def build_manifest(
     templates: Iterable[Path],
     taxonomy: Iterable[Path],
     data: Iterable[Path],
-    statuses: Sequence[Mapping[str, Any]],
+    statuses: Iterable[Mapping[str, Any]],
     store: CallCache,
     bill: Iterable[Charge],
     results: Path,
     workdir: Path,
-) -> tuple[dict[str, Any], bytes]:
-    """The manifest of one result, and its answers' index (`answers_index`)."""
+) -> dict[str, Any]:
+    """The manifest of one result. Its inputs are read one status file, bill line and
+    stored answer at a time: a whole grid's 100,000 calls, held at once, took the
+    results job's peak to 284-319 MB (bench/full_grid.py)."""
     workdir = workdir.resolve()
-    rested = rested_keys(statuses)
-    lines: list[str] = []
+    calls: Counter[str] = Counter()  # what the jobs asked for, read with the keys
+    rested = rested_keys(_tallied(statuses, calls))
+    # the answers' index (`answers_index`), hashed line by line
+    index = hashlib.sha256()
     served: dict[str, Counter[str]] = defaultdict(Counter)
     stored = 0
     for key, entry, turned in stored_answers(rested, store):
-        lines.append(index_line(key, entry, turned))
+        index.update(index_line(key, entry, turned).encode())
         if entry is not None:
             stored += 1
             served[rested[key][0]][served_model(entry)] += 1
-    index = "".join(lines).encode()
     stage_of = {stem: stage for stage, stems in stage_templates.items() for stem in stems}
     shown_templates = {}
     for path in sorted(templates, key=lambda p: Path(p).name):
@@ -253,13 +256,12 @@ def build_manifest(
             "served": dict(sorted(served[name].items())),
         }
 
-    times = [c.t for c in bill if c.key is not None and c.key in rested]
-    asked = cached = failed = 0
-    for s in statuses:
-        for u in s.get("usage", []):
-            asked += int(u.get("calls", 0))
-            cached += int(u.get("cached", 0))
-            failed += int(u.get("failures", 0))
+    first = last = None
+    for c in bill:
+        if c.key is not None and c.key in rested:
+            first = c.t if first is None else min(first, c.t)
+            last = c.t if last is None else max(last, c.t)
+    asked, cached, failed = calls["calls"], calls["cached"], calls["failures"]
     doc = {
         "manifest": FORMAT,
         "target": target,
@@ -273,8 +275,8 @@ def build_manifest(
         "data": _files(sorted(data), workdir),
         "models": models,
         "calls": {
-            "first": _when(min(times, default=None)),
-            "last": _when(max(times, default=None)),
+            "first": _when(first),
+            "last": _when(last),
             "asked": asked,
             "fromStore": cached,
             "made": asked - cached - failed,
@@ -283,10 +285,22 @@ def build_manifest(
         "answers": {
             "count": len(rested),
             "stored": stored,
-            "sha256": sha256_bytes(index),
+            "sha256": index.hexdigest(),
         },
     }
-    return doc, index
+    return doc
+
+
+def _tallied(
+    statuses: Iterable[Mapping[str, Any]], calls: Counter[str]
+) -> Iterator[Mapping[str, Any]]:
+    """`statuses` as they come, their `usage` rows' calls, cached and failures summed
+    into `calls` on the way."""
+    for s in statuses:
+        for u in s.get("usage", []):
+            for field in ("calls", "cached", "failures"):
+                calls[field] += int(u.get(field, 0))
+        yield s
 
 
 def write_manifest(
@@ -305,7 +319,7 @@ def write_manifest(
 ) -> dict[str, Any]:
     """Write the manifest of the result `results` (its results job's inputs and params:
     `meta` is kora.analysis.results.ResultsMeta); the document written."""
-    doc, _ = build_manifest(
+    doc = build_manifest(
         target=meta.target,
         benchmark=meta.benchmark,
         stage_templates=stage_templates,
@@ -314,7 +328,7 @@ def write_manifest(
         templates=templates,
         taxonomy=taxonomy,
         data=data,
-        statuses=read_status(status_files),
+        statuses=iter_status(status_files),
         store=CallCache(store),
         # every run's bill: answers taken from the store were paid by an earlier run
         bill=charges(bill_dir(store)),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,13 +53,16 @@ def models_used(config: KoraConfig, target: str) -> dict[str, dict[str, Any]]:
 
 
 def read_status(files: Iterable[Path | str]) -> list[dict[str, Any]]:
-    out = []
+    return list(iter_status(files))
+
+
+def iter_status(files: Iterable[Path | str]) -> Iterator[dict[str, Any]]:
+    """Each status file that can be read, one at a time."""
     for f in files:
         try:
-            out.append(orjson.loads(Path(f).read_bytes()))
+            yield orjson.loads(Path(f).read_bytes())
         except (FileNotFoundError, orjson.JSONDecodeError):
             continue
-    return out
 
 
 def sum_usage(statuses: list[dict[str, Any]]) -> list[dict[str, Any]]:

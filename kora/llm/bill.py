@@ -177,6 +177,19 @@ def _lines(path: Path, offset: int = 0) -> tuple[list[bytes], int]:
     return data[:end].splitlines(), offset + end
 
 
+def _each_line(path: Path) -> Iterator[bytes]:
+    """The whole lines of a bill file, one at a time (a whole grid's file is 100,000
+    lines); a line still being written is left out."""
+    try:
+        with path.open("rb") as f:
+            for raw in f:
+                if not raw.endswith(b"\n"):
+                    return
+                yield raw
+    except OSError:
+        return
+
+
 def charges(
     folder: Path, *, run: str | None = None, since: float | None = None
 ) -> Iterator[Charge]:
@@ -188,7 +201,7 @@ def charges(
     seen_batch: set[tuple[str, str]] = set()
     for d in runs:
         for path in sorted(d.glob("*.jsonl")):
-            for raw in _lines(path)[0]:
+            for raw in _each_line(path):
                 c = Charge.parse(raw)
                 if c is None or (since is not None and c.t < since):
                     continue

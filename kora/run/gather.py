@@ -86,14 +86,16 @@ async def results(
     run = os.environ.get(RUN_ENV)
     folder = bill_dir(ctx.workdir / ctx.settings.cache_dir)
     bill = charges(folder, run=run) if run else ()
-    doc, usage = build_results(params.meta, taxonomy, input.judgments, status, rejected, bill)
-    write_json(output.results, doc)
-    write_json(output.usage, usage)
     if output.table is not None:
+        # first, while the process is small: DuckDB's buffers come on top of what it holds
+        # (the whole v2 grid's results job peaked at 311-326 MB writing it last)
         from kora.analysis.parquet import write_conversations
 
         by_name = {m.name: m.id for m in taxonomy.motivations}
         write_conversations(input.judgments, output.table, by_name)
+    doc, usage = build_results(params.meta, taxonomy, input.judgments, status, rejected, bill)
+    write_json(output.results, doc)
+    write_json(output.usage, usage)
     if output.manifest is not None:
         from kora.analysis.manifest import write_manifest
 
