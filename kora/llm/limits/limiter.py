@@ -272,9 +272,10 @@ Reservation = tuple[float, float, float]  # (seconds to wait, epoch, asked at)
 
 # Late calls go out at most BURST_SHARE times as fast as the rate over any BURST_SPAN
 # seconds. Filling a second's room at once (90 requests after a 0.3 s stall of the
-# loop), they reached a server in bursts of 50 in 50 ms, which it took longer to read
-# than to get: its one-second windows then held more than the limit, and 0.3-1.1 % of
-# a leaderboard's target requests were refused (bench/full_grid.py --targets 4).
+# loop), they reached a target's server in bursts of 40-75 in 50 ms, and its one-second
+# windows held more than the limit: 0.3-1.1 % of a leaderboard's target requests were
+# refused (bench/full_grid.py --targets 4). Rarer since, not gone: requests also bunch
+# after this count, where the loop writes them (bench/README.md).
 BURST_SPAN = 0.05
 BURST_SHARE = 2.0
 
