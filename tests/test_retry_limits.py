@@ -19,8 +19,8 @@ from kora.llm.client import ModelClient, Usage
 from kora.llm.config import ModelConfig
 from kora.llm.headers import Reading
 from kora.llm.limits import Limiter, RatePolicy, RateState, RateTuning, limiter_for
-from kora.llm.limits.limiter import _Turns
 from kora.llm.limits.state import FileState as _FileState
+from kora.llm.limits.turns import Turns
 from kora.llm.retry import RetryPolicy, backoff, is_transient, parse_retry_after, retrying
 from tests.loopback import Fault, OpenAIServer
 
@@ -532,7 +532,7 @@ def test_a_late_call_fills_only_the_slots_missed() -> None:
     within the rate: a window already full (or full with the slots handed out ahead)
     has no room, one that missed slots does. Sent whatever the window, the late calls'
     bursts had 6.4 % of the whole grid's requests refused."""
-    turns = _Turns()
+    turns = Turns()
     turns.rate, turns.tat = 100.0, 10.0  # 100 req/s, no slot handed out ahead of now
     turns.sent.extend(9.005 + i / 100 for i in range(100))  # a full second
     assert not turns.room(10.0)
@@ -561,7 +561,7 @@ def test_late_calls_go_out_no_faster_than_twice_the_rate() -> None:
     """After a pause of the loop the late calls fill the window's room, but spread out:
     90 sent at once reached a target's server in bursts of 50 in 50 ms, which its one-
     second windows counted late, over the limit (bench/full_grid.py --targets 4)."""
-    turns = _Turns()
+    turns = Turns()
     turns.rate, turns.tat = 300.0, 10.0
     turns.sent.extend(9.05 + i / 25 for i in range(23))  # a quiet second: 23 sent
     let_out = 0

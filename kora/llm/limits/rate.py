@@ -11,7 +11,7 @@
   take them (a pause of its event loop): nothing after an idle spell or at the start. A
   request sent in such a slot, or by a call that woke late for its own, goes only while
   no one-second window then holds more than the rate, and at most twice as fast as the
-  rate (kora.llm.limits.limiter).
+  rate (kora.llm.limits.turns).
 - Without a configured limit the rate adapts (AIMD): it starts at `start_rate` and
   doubles every second while calls queue behind it (slow start). A 429 multiplies it by
   `decrease`, or by the share of calls accepted since the previous cut when that is
@@ -135,7 +135,7 @@ class RatePolicy:
         Not reserved means the next slot is more than `horizon` away: wait, then ask again.
         A wait below 0 is a slot that passed unused that long ago (`catch_up`): a request
         sent in it now is late, and goes only where the server's window has room
-        (kora.llm.limits.limiter).
+        (kora.llm.limits.turns).
         """
         t = self.tuning
         if st is None or now - st.last_seen > t.idle_reset or now < st.last_seen - 3600:
