@@ -164,24 +164,12 @@ class BillWriter:
         self._fd, self._pid = -1, -1
 
 
-def _lines(path: Path, offset: int = 0) -> tuple[list[bytes], int]:
-    """The whole lines of a bill file from `offset`, and where the next read starts (a
-    line still being written is left for then)."""
+def _lines(path: Path, offset: int = 0) -> Iterator[bytes]:
+    """The whole lines of a bill file from `offset`, one at a time (a whole grid's file
+    is 100,000 lines); a line still being written is left for the next read."""
     try:
         with path.open("rb") as f:
             f.seek(offset)
-            data = f.read()
-    except OSError:
-        return [], offset
-    end = data.rfind(b"\n") + 1
-    return data[:end].splitlines(), offset + end
-
-
-def _each_line(path: Path) -> Iterator[bytes]:
-    """The whole lines of a bill file, one at a time (a whole grid's file is 100,000
-    lines); a line still being written is left out."""
-    try:
-        with path.open("rb") as f:
             for raw in f:
                 if not raw.endswith(b"\n"):
                     return
@@ -201,7 +189,7 @@ def charges(
     seen_batch: set[tuple[str, str]] = set()
     for d in runs:
         for path in sorted(d.glob("*.jsonl")):
-            for raw in _each_line(path):
+            for raw in _lines(path):
                 c = Charge.parse(raw)
                 if c is None or (since is not None and c.t < since):
                     continue
@@ -229,7 +217,9 @@ class RunTail:
 
     def read(self) -> Counts:
         for path in sorted(self.dir.glob("*.jsonl")):
-            lines, self._offsets[path] = _lines(path, self._offsets.get(path, 0))
+            start = self._offsets.get(path, 0)
+            lines = list(_lines(path, start))
+            self._offsets[path] = start + sum(map(len, lines))
             for raw in lines:
                 c = Charge.parse(raw)
                 if c is None:
