@@ -22,6 +22,7 @@ from kora.llm.masking import terminal_safe
 from kora.run.reply import Outcome, ProtocolError, read_line
 
 SHELL = "/bin/sh"
+UNREAD = "kora: the run's broker answered what no job's script reads"
 # $1: the connection's descriptor; the rest: the command that runs the script again. A
 # stop (SIGINT, SIGTERM) ends the wait quietly: the run's closing lines tell. The status
 # is checked for digits before `exit` is given it; the message's backslashes and
@@ -36,7 +37,7 @@ if eval "IFS= read -r line <&$fd"; then
     esac
     case $status in
         ""|*[!0-9]*)
-            echo "kora: the run's broker answered what no job's script reads" >&2
+            echo "@UNREAD@" >&2
             exit 1 ;;
     esac
     [ -z "$message" ] || printf '%b\n' "$message" >&2
@@ -46,7 +47,7 @@ eval "exec $fd<&-"
 trap '' INT
 trap - TERM
 exec "$@"
-"""
+""".replace("@UNREAD@", UNREAD)
 
 
 def argv(fd: int, rerun: list[str]) -> list[str]:
@@ -74,4 +75,4 @@ def answer(conn: socket.socket) -> Outcome | None:
     try:
         return Outcome.decode(line)
     except ProtocolError as exc:
-        return Outcome(1, f"kora: the run's broker answered what no job's script reads: {exc}")
+        return Outcome(1, f"{UNREAD}: {exc}")
