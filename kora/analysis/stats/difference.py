@@ -25,10 +25,9 @@ Both stay within [-1, 1] and behave at 0 and n, unlike the Wald interval.
 from __future__ import annotations
 
 import math
-from statistics import NormalDist
 from typing import Literal, NamedTuple
 
-from kora.analysis.stats.rates import wilson
+from kora.analysis.stats.rates import two_sided_z, wilson
 
 CONFIDENCE = 0.95
 
@@ -56,7 +55,7 @@ def _checked(
     n = both + a_only + b_only + neither
     if n == 0:
         raise ValueError(f"{name}: no pairs (all four counts are 0): the difference is undefined")
-    return n, NormalDist().inv_cdf(0.5 + confidence / 2)
+    return n, two_sided_z(1 - confidence)
 
 
 def newcombe_paired(
