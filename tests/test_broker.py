@@ -364,7 +364,7 @@ def _waits_small(pid: int) -> None:
 
 
 @pytest.mark.timeout(60)
-def test_a_script_waits_for_the_brokers_answer_in_a_bare_interpreter(tmp_path: Path) -> None:
+def test_a_script_waits_for_the_brokers_answer_as_a_shell(tmp_path: Path) -> None:
     """A script whose job the broker runs holds what Snakemake's preamble loaded (26 MB)
     for nothing: it waits as a shell instead, on the same connection, and ends as the
     broker's answer says, its message filtered for the terminal."""

@@ -6,8 +6,8 @@ of every shard job: the SDKs are imported once, one event loop and one connectio
 carry all calls, and the limiter lives in one place. A job's script then only describes
 its job (rule, input, output, params, log and the run's transport settings), hands it
 over and waits as a shell (kora.run.waiter), so starting a job costs a fraction of a
-second of CPU instead of the second and a half that importing the SDKs costs. On a cluster node, or without a broker,
-the job runs in its own process exactly the same way.
+second of CPU instead of the second and a half that importing the SDKs costs. On a
+cluster node, or without a broker, the job runs in its own process exactly the same way.
 """
 
 from __future__ import annotations

@@ -87,8 +87,9 @@ async def results(
     folder = bill_dir(ctx.workdir / ctx.settings.cache_dir)
     bill = charges(folder, run=run) if run else ()
     if output.table is not None:
-        # first, while the process is small: DuckDB's buffers come on top of what it holds
-        # (the whole v2 grid's results job peaked at 311-326 MB writing it last)
+        # first, while the process holds least: DuckDB's buffers come on top of what it
+        # holds (on the whole v2 grid's data the job's peak was set by the aggregation
+        # either way, bench/README.md)
         from kora.analysis.parquet import write_conversations
 
         by_name = {m.name: m.id for m in taxonomy.motivations}
