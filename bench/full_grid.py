@@ -144,6 +144,8 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
         env.pop("KORA_RETRY_TESTING", None)
         if args.no_broker:  # every job makes its own calls, as on a cluster
             env["KORA_NO_BROKER"] = "1"
+        if args.watch_loop:  # the broker's loop stalls, in its log (kora.run.loopwatch)
+            env["KORA_WATCH_LOOP"] = "1"
         top = "results-v2" if args.benchmark == "v2" else "results"
         results = [f"{top}/{n}/results.json" for n in names]
         target = [*results, "--configfile", "bench.yaml"]
@@ -178,6 +180,7 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
         broker_log = "".join(p.read_text(errors="replace") for p in work.glob("logs/**/broker.log"))
         out["loop_cpu"] = _said(broker_log, "the broker's CPU: ")
         out["collector"] = _said(broker_log, "garbage collector: ")
+        out["loop"] = _said(broker_log, "the broker's loop: ")
         first = [results[0], "--configfile", "bench.yaml"]
         out["aggregate_s"] = _timed(
             [*smk, "--cores", "2", *first, "--forcerun", "results"], work, env, "agg.log"
@@ -282,6 +285,11 @@ def main() -> None:
     ap.add_argument("--tmp", help="where the temp copy of the workflow goes")
     ap.add_argument("--keep", action="store_true", help="leave the run's folder in place")
     ap.add_argument(
+        "--watch-loop",
+        action="store_true",
+        help="KORA_WATCH_LOOP=1: the broker's event-loop stalls and where they were",
+    )
+    ap.add_argument(
         "--no-broker", action="store_true", help="KORA_NO_BROKER=1: every job makes its own calls"
     )
     ap.add_argument("--timeline", action="store_true", help="requests a second, 10 s at a time")
@@ -321,6 +329,7 @@ def main() -> None:
         + ")\n"
         + "".join(f"  the broker's garbage collector: {c}\n" for c in r["collector"])
         + "".join(f"  the broker's CPU: {c}\n" for c in r["loop_cpu"])
+        + "".join(f"  the broker's loop: {c}\n" for c in r["loop"])
         + "  peak memory: "
         + ", ".join(f"{k} {mb(v)}" for k, v in sorted(r["memory"].items()))
         + "\n  all at once, by process: "

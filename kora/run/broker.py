@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from kora.llm.ledger import RunStopping
-from kora.run import collector
+from kora.run import collector, loopwatch
 from kora.run.dispatch import BROKER_ENV
 from kora.run.jobspec import JobSpec
 from kora.run.protocol import SEND_TIMEOUT, PrefetchRequest, connect, decode_request
@@ -218,6 +218,9 @@ async def serve(path: Path, parent: int, collected: collector.CollectorTime | No
     finally:
         os.umask(old)
     loop = asyncio.get_running_loop()
+    watch = loopwatch.watch_from_env()
+    if watch is not None:
+        watch.start()
 
     interrupts = 0
 
@@ -264,6 +267,10 @@ async def serve(path: Path, parent: int, collected: collector.CollectorTime | No
         time.process_time(),
         time.thread_time(),
     )
+    if watch is not None:
+        watch.stop()
+        for line in watch.summary():
+            log.info("the broker's loop: %s", line)
     for task in asyncio.all_tasks() - {asyncio.current_task()}:
         task.cancel()
     await pool.aclose()

@@ -1,0 +1,52 @@
+"""The broker's loop watch (kora.run.loopwatch): a callback that holds the event loop is
+reported as a stall, with where the loop was while it held it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from kora.run.loopwatch import LoopWatch, watch_from_env
+
+
+def _hold_the_loop_until_seen(watch: LoopWatch) -> None:
+    # blocks the loop (as a slow file system call would) until the watch has sampled it
+    # here: waits on the watch's own record, not on a length of time
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with watch._lock:
+            if any("_hold_the_loop_until_seen" in s for s in watch.samples):
+                return
+        time.sleep(0.001)
+    raise AssertionError("the watch never sampled the held loop")
+
+
+async def _run(watch: LoopWatch) -> None:
+    watch.start()
+    await asyncio.sleep(0)  # the heartbeat beats once
+    _hold_the_loop_until_seen(watch)
+    # the stall ends when the loop beats again and the watch's thread sees it
+    deadline = time.monotonic() + 60
+    while not watch.stalls and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    watch.stop()
+
+
+def test_a_held_loop_is_reported_as_a_stall_with_where_it_was() -> None:
+    watch = LoopWatch(threshold=0.02, period=0.005, beat=0.002)
+    asyncio.run(_run(watch))
+    assert watch.stalls and max(watch.stalls) >= 0.02
+    lines = watch.summary()
+    assert lines[0].startswith("stalls over 20 ms: ")
+    # the stack names the function that held the loop, innermost frames first
+    assert any("_hold_the_loop_until_seen" in line for line in lines[1:])
+    assert "tests/" not in lines[1] and "test_loopwatch.py:" in lines[1]
+
+
+def test_the_watch_is_off_unless_the_run_asks_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KORA_WATCH_LOOP", raising=False)
+    assert watch_from_env() is None
+    monkeypatch.setenv("KORA_WATCH_LOOP", "1")
+    assert isinstance(watch_from_env(), LoopWatch)
