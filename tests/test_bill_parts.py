@@ -202,6 +202,37 @@ def test_the_budget_holds_each_calls_worst_case_and_stops_when_none_fits(
 
 
 @pytest.mark.timeout(60)
+def test_the_budgets_file_is_rewritten_in_place_never_emptied_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each call updates the budget's file twice; cut to nothing before each write, the
+    file freed its block every time, which a disk mounted with `discard` waits for."""
+    from kora.llm import files
+
+    cut_to: list[int] = []
+    real = os.ftruncate
+
+    def ftruncate(fd: int, length: int) -> None:
+        cut_to.append(length)
+        real(fd, length)
+
+    monkeypatch.setattr(files.os, "ftruncate", ftruncate)
+    budget = Budget.start(tmp_path / "b.json", "usd", limit=1.0, billed=0.25)
+    price = Price(input=100.0, output=100.0)
+    worst = worst_case(Request(messages=(ChatMessage("user", "x"),), max_tokens=10), price)
+
+    async def go() -> None:
+        held = [await budget.reserve(worst) for _ in range(3)]
+        for h in held:  # the held amounts leave the file: it gets shorter each time
+            budget.settle(h, Response("", 1, 1), price)
+
+    asyncio.run(go())
+    state = json.loads((tmp_path / "b.json").read_bytes())
+    assert state["held"] == {} and state["spent"] == pytest.approx(0.25 + 3 * 200 / 1e6)
+    assert cut_to and 0 not in cut_to
+
+
+@pytest.mark.timeout(60)
 def test_a_killed_processs_reservation_is_given_back(tmp_path: Path) -> None:
     budget = Budget.start(tmp_path / "b.json", "tokens", limit=1000, billed=0)
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],

@@ -149,3 +149,31 @@ def test_ping_names_a_missing_key_and_sends_nothing(
     lines, ok = asyncio.run(ping_all(cfg, "gpt-target", roles=False))
     assert not ok
     assert lines == ["target gpt: not sent: set OPENAI_API_KEY (model 'gpt') first"]
+
+
+@pytest.mark.timeout(30)
+def test_a_snapshot_is_written_over_without_emptying_its_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot goes over the last one in place, and its file is never cut to nothing
+    first: emptying it frees its block, which a file system mounted with `discard` hands
+    back to the disk while the broker's event loop waits (kora/llm/files.py)."""
+    import os
+
+    from kora.llm import files
+
+    cut_to: list[int] = []
+    real = os.ftruncate
+
+    def ftruncate(fd: int, length: int) -> None:
+        cut_to.append(length)
+        real(fd, length)
+
+    monkeypatch.setattr(files.os, "ftruncate", ftruncate)
+    path = tmp_path / "snap.json"
+    files.write_over(path, b'{"calls": 1000, "last_retry": "a long reason"}')
+    files.write_over(path, b'{"calls": 1001}')
+    assert path.read_bytes() == b'{"calls": 1001}'
+    files.write_over(path, b'{"calls": 1002, "waiting": 3}')
+    assert path.read_bytes() == b'{"calls": 1002, "waiting": 3}'
+    assert 0 not in cut_to

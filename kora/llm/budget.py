@@ -32,6 +32,7 @@ import orjson
 
 from kora.llm.base import Request, Response
 from kora.llm.config import Price
+from kora.llm.files import replace_contents
 from kora.llm.usage import Counts
 
 Unit = Literal["usd", "tokens"]
@@ -117,9 +118,9 @@ class Budget:
                 state = {"spent": float("inf"), "held": {}, "reached": True}
             out = change(state)
             data = orjson.dumps(state)
-            os.lseek(fd, 0, os.SEEK_SET)
-            os.ftruncate(fd, 0)
-            os.write(fd, data)
+            # twice a call: cut to nothing first, the file would free its block each
+            # time, which a disk mounted with `discard` waits for (kora.llm.files)
+            replace_contents(fd, data)
             return out
         finally:
             os.close(fd)  # and the lock with it

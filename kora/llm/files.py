@@ -65,10 +65,23 @@ def write_over(path: Path | str, data: bytes) -> None:
     """Overwrite a small file where it is, without a temp file: for snapshots a reader
     polls and skips when it finds them half written (the progress line's). A run writes
     one a second for every shard in progress, and a new file (a temp file) costs the
-    filesystem far more than writing into one that exists."""
+    filesystem far more than writing into one that exists.
+
+    The new bytes go over the old, and only then is the file cut to their length: cut to
+    nothing first, it would give its block back, which a file system mounted with
+    `discard` (many cloud disks) passes to the device while the caller waits; sampled in
+    the kernel, the broker's loop waited there in 1.5-2.6 % of the samples of a full grid."""
     fd = _open(Path(path), os.O_WRONLY | os.O_CREAT)
     try:
-        os.ftruncate(fd, 0)
-        os.write(fd, data)
+        replace_contents(fd, data)
     finally:
         os.close(fd)
+
+
+def replace_contents(fd: int, data: bytes) -> None:
+    """An open file's bytes replaced by `data`, written over the old ones, then the file
+    cut to their length (never to nothing first: `write_over` says why)."""
+    done = 0
+    while done < len(data):
+        done += os.pwrite(fd, data[done:], done)
+    os.ftruncate(fd, len(data))
