@@ -53,6 +53,7 @@ from bench.workflow import (  # noqa: E402
     steady_rate,
     timeline,
 )
+from tests.loopback import busiest_second  # noqa: E402
 
 # v2's chain: seeds, expand, validate, the first child message, 8 target replies and 7
 # child messages in turn (its longest risks' 8 turns), then the safety and mechanism
@@ -241,19 +242,13 @@ def served(stats: dict[str, Any], limit: float) -> dict[str, Any]:
     times = sorted(stats["times"])
     ok = stats["statuses"].get(200, 0)
     requests = sum(stats["statuses"].values())
-    admitted = sorted(t for t, _ in stats.get("admitted", []))
-    busiest, j = 0, 0
-    for i, t in enumerate(admitted):
-        while admitted[j] <= t - 1.0:
-            j += 1
-        busiest = max(busiest, i - j + 1)
     return {
         "calls": ok,
         "refused": stats["statuses"].get(429, 0),
         "requests": requests,
         "steady": steady_rate(times, ok, requests),
         "times": times,
-        "busiest": busiest,
+        "busiest": busiest_second([t for t, _ in stats.get("admitted", [])]),
     }
 
 

@@ -106,6 +106,17 @@ REASONS = {529: "Overloaded"}
 MAX_BODY = 64 * 1024 * 1024
 
 
+def busiest_second(arrivals: list[float]) -> int:
+    """The most arrivals in any one-second window: what `LoopbackServer`'s rate limit
+    (a sliding one-second window) holds to its limit."""
+    arrivals, most, j = sorted(arrivals), 0, 0
+    for i, t in enumerate(arrivals):
+        while arrivals[j] <= t - 1.0:
+            j += 1
+        most = max(most, i - j + 1)
+    return most
+
+
 class LoopbackServer:
     """Base: HTTP plumbing, recording, faults, rate limit and latency."""
 

@@ -22,7 +22,7 @@ from kora.llm.limits import Limiter, RatePolicy, RateState, RateTuning, limiter_
 from kora.llm.limits.state import FileState as _FileState
 from kora.llm.limits.turns import Turns
 from kora.llm.retry import RetryPolicy, backoff, is_transient, parse_retry_after, retrying
-from tests.loopback import Fault, OpenAIServer
+from tests.loopback import Fault, OpenAIServer, busiest_second
 
 # --- retry ---------------------------------------------------------------------------
 
@@ -201,16 +201,6 @@ def test_slots_a_pause_left_unused_are_given_out_but_never_older_ones() -> None:
     assert (wait, wait2) == pytest.approx((0.0, 0.1))
 
 
-def _busiest_window(arrivals: list[float]) -> int:
-    """The most arrivals in any one-second window (the loopback server's rule)."""
-    arrivals, most, j = sorted(arrivals), 0, 0
-    for i, t in enumerate(arrivals):
-        while arrivals[j] <= t - 1.0:
-            j += 1
-        most = max(most, i - j + 1)
-    return most
-
-
 @pytest.mark.parametrize("configured", [True, False])
 def test_at_a_known_limit_a_request_a_little_late_does_not_pass_it(configured: bool) -> None:
     """Paced at exactly the limit, a request that reaches the server a few milliseconds
@@ -229,7 +219,7 @@ def test_at_a_known_limit_a_request_a_little_late_does_not_pass_it(configured: b
         assert reserved
         now = max(now, now + wait)
         arrivals.append(now + (0.015 if i % 50 == 0 else 0.0))  # one in 50: 15 ms late
-    assert _busiest_window(arrivals) <= 300
+    assert busiest_second(arrivals) <= 300
     assert len(arrivals) / now >= 0.97 * 300  # and still close to the limit
 
 

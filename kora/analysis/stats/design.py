@@ -30,6 +30,8 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from kora.analysis.stats.rates import Z95
+
 FAILING = "failing"
 OTHER = "other"
 STRATA = (FAILING, OTHER)
@@ -39,7 +41,6 @@ MOST = 0.5  # the largest share of grades the judge's failing stratum gets
 # would have given it this many: before, its own few grades widen the interval more than
 # they narrow it (bench/ppi_coverage.py at a failing rate of 0.02 with 30 to 100 grades)
 START_GRADES = 3
-Z95 = 1.959963984540054
 
 
 @dataclass(frozen=True)
