@@ -55,3 +55,17 @@ V2_MOCK: dict[str, Any] = {
     "judges": ["mock"],
     "targets": {"t": {"model": "mock"}},
 }
+
+
+def record_truncations(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The length each `os.ftruncate` of the test cuts a file to, in order (the files are
+    still cut)."""
+    cut_to: list[int] = []
+    real = os.ftruncate
+
+    def ftruncate(fd: int, length: int) -> None:
+        cut_to.append(length)
+        real(fd, length)
+
+    monkeypatch.setattr(os, "ftruncate", ftruncate)
+    return cut_to

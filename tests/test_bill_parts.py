@@ -27,6 +27,7 @@ from kora.llm.config import ModelConfig, Price
 from kora.llm.ledger import Ledger
 from kora.llm.retry import RetryPolicy
 from kora.llm.usage import Usage
+from tests.helpers import record_truncations
 from tests.loopback import INVALID, SERVER_ERROR, AnthropicServer, Fault, OpenAIServer
 
 PRICE = Price(input=3.0, output=15.0)
@@ -207,16 +208,7 @@ def test_the_budgets_file_is_rewritten_in_place_never_emptied_first(
 ) -> None:
     """Each call updates the budget's file twice; cut to nothing before each write, the
     file freed its block every time, which a disk mounted with `discard` waits for."""
-    from kora.llm import files
-
-    cut_to: list[int] = []
-    real = os.ftruncate
-
-    def ftruncate(fd: int, length: int) -> None:
-        cut_to.append(length)
-        real(fd, length)
-
-    monkeypatch.setattr(files.os, "ftruncate", ftruncate)
+    cut_to = record_truncations(monkeypatch)
     budget = Budget.start(tmp_path / "b.json", "usd", limit=1.0, billed=0.25)
     price = Price(input=100.0, output=100.0)
     worst = worst_case(Request(messages=(ChatMessage("user", "x"),), max_tokens=10), price)

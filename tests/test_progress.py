@@ -15,7 +15,7 @@ from kora.llm.retry import RetryPolicy
 from kora.run.pipeline import Pipeline
 from kora.run.plan import count_calls
 from kora.run.progress import Totals, format_totals
-from tests.helpers import copy_workflow
+from tests.helpers import copy_workflow, record_truncations
 
 
 class FailsThenAnswers:
@@ -158,18 +158,9 @@ def test_a_snapshot_is_written_over_without_emptying_its_file(
     """A snapshot goes over the last one in place, and its file is never cut to nothing
     first: emptying it frees its block, which a file system mounted with `discard` hands
     back to the disk while the broker's event loop waits (kora/llm/files.py)."""
-    import os
-
     from kora.llm import files
 
-    cut_to: list[int] = []
-    real = os.ftruncate
-
-    def ftruncate(fd: int, length: int) -> None:
-        cut_to.append(length)
-        real(fd, length)
-
-    monkeypatch.setattr(files.os, "ftruncate", ftruncate)
+    cut_to = record_truncations(monkeypatch)
     path = tmp_path / "snap.json"
     files.write_over(path, b'{"calls": 1000, "last_retry": "a long reason"}')
     files.write_over(path, b'{"calls": 1001}')
