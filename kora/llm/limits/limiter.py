@@ -22,6 +22,7 @@ and the token buckets the server's headers alone would set up) is off unless ask
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 import re
@@ -75,14 +76,12 @@ class Limiter:
             idle_reset=tuning.idle_reset,
             max_hold=tuning.max_hold,
         )
-        scope = str(state_dir.resolve()) if state_dir is not None else ""
+        scope = _state_scope(state_dir) if state_dir is not None else ""
         # the calls of this process that wait for the model's next request slot, in turn
         # (`Turns`); one queue per event loop, as its futures belong to one
         self._turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Turns] = shared(
             ("turns", scope, key), weakref.WeakKeyDictionary
         )
-        if state_dir is not None:
-            state_dir.mkdir(parents=True, exist_ok=True)
         self._rate: MemoryState[RateState] | FileState[RateState] | None = None
         if requests_per_minute is not None or self.adaptive:
             if state_dir is None:
@@ -275,6 +274,15 @@ def limiter_key(name: str, config: ModelConfig) -> str:
     ident = f"{config.provider}|{config.model}|{config.base_url}"
     digest = hashlib.sha256(ident.encode()).hexdigest()[:10]
     return f"{_UNSAFE.sub('_', name)[:60]}-{digest}"
+
+
+@functools.cache
+def _state_scope(state_dir: Path) -> str:
+    """The limits' folder made and named by its real path, once a process: a run's broker
+    makes a limiter for every job's clients, and each walk of the path stalled its event
+    loop (3 % of the stalled samples of a whole grid, bench/README.md)."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    return str(state_dir.resolve())
 
 
 def limiter_for(
