@@ -162,7 +162,7 @@ def test_a_killed_run_waits_for_its_batch_instead_of_paying_twice(
     assert creates == 1  # the second run sent nothing new
 
     async def later() -> None:  # a later run: the batch is done, its answers stored
-        batch_mod.queue_for(second.provider, pending[0].parent, store)._resume()  # type: ignore[arg-type]
+        batch_mod.queue_for(second.provider, pending[0].parent, CallCache(store))._resume()  # type: ignore[arg-type]
 
     batch_mod._QUEUES.clear()
     asyncio.run(later())

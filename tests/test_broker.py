@@ -135,7 +135,7 @@ def test_the_whole_run_can_be_handed_to_the_broker(
     finally:
         broker.stop()
     assert "made ahead: 6 steps done, 0 stopped" in log
-    assert list((tmp_path / ".kora/cache").rglob("*.json"))  # the calls are stored
+    assert list((tmp_path / ".kora/cache/packs").glob("*.jsonl"))  # the calls are stored
 
 
 @pytest.mark.timeout(60)

@@ -33,17 +33,23 @@ def test_a_stored_call_is_replayed(tmp_path: Path) -> None:
         [],
     ],
 )
-def test_a_malformed_entry_is_a_miss_not_a_failure(tmp_path: Path, entry: object) -> None:
+@pytest.mark.parametrize("where", ["pack", "older-file"])
+def test_a_malformed_entry_is_a_miss_not_a_failure(
+    tmp_path: Path, entry: object, where: str
+) -> None:
     """A damaged or hand-edited entry is fetched again rather than failing the item on
-    every rerun."""
+    every rerun, whether a pack holds it or an older version's file of its own."""
     store = CallCache(tmp_path)
     key = "ab" + "0" * 62
-    path = tmp_path / key[:2] / f"{key}.json"
+    body = dict(key=key, **entry) if isinstance(entry, dict) else entry
+    data = (orjson.dumps(body) if "1.5e400" not in str(entry) else
+            f'{{"key":"{key}","text":"x","input_tokens":1.5e400}}'.encode())  # fmt: skip
+    path = tmp_path / ("packs/0.jsonl" if where == "pack" else f"{key[:2]}/{key}.json")
     path.parent.mkdir(parents=True)
-    body = dict(entry, key=key) if isinstance(entry, dict) else entry
-    path.write_bytes(orjson.dumps(body) if "1.5e400" not in str(entry) else
-                     f'{{"key": "{key}", "text": "x", "input_tokens": 1.5e400}}'.encode())  # fmt: skip
+    path.write_bytes(data + b"\n")
     assert store.get(key) is None
+    store.put(key, Response(text="fetched again"))  # and the answer fetched again is kept
+    assert CallCache(tmp_path).get(key) == Response(text="fetched again", meta={"cached": True})
 
 
 def test_store_files_are_readable_by_the_group_and_others(tmp_path: Path) -> None:
@@ -53,8 +59,8 @@ def test_store_files_are_readable_by_the_group_and_others(tmp_path: Path) -> Non
         CallCache(tmp_path).put("cd" + "1" * 62, Response(text="hi"))
     finally:
         os.umask(old)
-    (entry,) = tmp_path.rglob("*.json")
-    assert stat.S_IMODE(entry.stat().st_mode) == 0o644
+    (pack,) = (tmp_path / "packs").iterdir()
+    assert stat.S_IMODE(pack.stat().st_mode) == 0o644
 
 
 def test_a_lone_surrogate_in_an_answer_is_replaced_not_an_error(tmp_path: Path) -> None:

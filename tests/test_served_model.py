@@ -83,10 +83,10 @@ def test_the_served_snapshot_is_in_the_bill_and_the_store(server: Any, tmp_path:
         served = DATED["gpt-x" if server is DatedOpenAI else "claude-x"]
         (line,) = list(charges(bill_dir(store.root), run="run"))
         assert line.served == served
-        (entry,) = list(store.root.rglob("*.json"))
-        assert orjson.loads(entry.read_bytes())["served"] == served
+        (entry,) = (store.root / "packs/0.jsonl").read_bytes().splitlines()
+        assert orjson.loads(entry)["served"] == served
         # a later run takes the answer from the store, and still knows who gave it
-        hit = store.get(entry.stem)
+        hit = CallCache(store.root).get(orjson.loads(entry)["key"])
         assert hit is not None and hit.meta["model"] == served
         assert srv.count == 1
 
@@ -96,8 +96,9 @@ def test_entries_and_bill_lines_written_before_still_read(tmp_path: Path) -> Non
     store = CallCache(tmp_path / "cache")
     key = "ab" * 32
     old = {"key": key, "text": "hi", "input_tokens": 3, "output_tokens": 1}
-    store.entry_path(key).parent.mkdir(parents=True)
-    store.entry_path(key).write_bytes(orjson.dumps(old))
+    older = store.root / key[:2] / f"{key}.json"  # an older version's file of its own
+    older.parent.mkdir(parents=True)
+    older.write_bytes(orjson.dumps(old))
     hit = store.get(key)
     assert hit is not None and hit.text == "hi" and "model" not in hit.meta
     line = b'{"t":1.0,"run":"r","model":"m","stage":"s","in":1,"out":2,"cost":0.0}'
@@ -114,4 +115,4 @@ def test_entries_and_bill_lines_written_before_still_read(tmp_path: Path) -> Non
 def test_an_answer_naming_no_model_stores_none(tmp_path: Path) -> None:
     store = CallCache(tmp_path / "cache")
     store.put("cd" * 32, Response(text="x", input_tokens=1, output_tokens=1))
-    assert "served" not in orjson.loads(store.entry_path("cd" * 32).read_bytes())
+    assert "served" not in orjson.loads(store.read("cd" * 32) or b"{}")

@@ -51,7 +51,7 @@ async def _ask(client: ModelClient) -> Response:
 def test_an_answer_the_store_cannot_keep_is_used_and_counted(
     ahead: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, openai_server: OpenAIServer
 ) -> None:
-    monkeypatch.setattr("kora.llm.cache.write_atomic", _disk_full)
+    monkeypatch.setattr("kora.llm.packs._write", _disk_full)
     ledger = Ledger()
     openai_server.answer("a paid answer")
     first, second = Usage(), Usage()
@@ -68,7 +68,8 @@ def test_an_answer_the_store_cannot_keep_is_used_and_counted(
     # counted once, by the job that used it first (a call made ahead is no job's)
     assert first.totals().unstored == (0 if ahead else 1)
     assert second.totals().unstored == (1 if ahead else 0)
-    assert not list(tmp_path.rglob("*"))  # nothing half-written in the store
+    # nothing half-written in the store
+    assert all(f.stat().st_size == 0 for f in tmp_path.rglob("*") if f.is_file())
 
 
 @pytest.mark.timeout(30)
@@ -100,7 +101,7 @@ import errno, os
 from kora.llm import cache
 
 def _full(self, key, response):
-    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self._path(key)))
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.root / "packs/0.jsonl"))
 
 cache.CallCache.put = _full
 """
@@ -127,4 +128,4 @@ def test_a_run_whose_store_is_full_finishes_its_results_and_fails_loudly(tmp_pat
     assert results["complete"] and results["tests"] > 0  # the paid answers were used
     usage = orjson.loads((work / "results/tiny/usage.json").read_bytes())
     assert usage["asked"]["unstored"] > 0
-    assert not list((work / ".kora" / "cache").rglob("*.json"))
+    assert all(f.stat().st_size == 0 for f in (work / ".kora/cache").rglob("*") if f.is_file())

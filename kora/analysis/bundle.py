@@ -11,8 +11,8 @@ Inside:
 - every data shard with its status file, at its path in the project: seeds, scenarios
   (and the ones validation turned down), conversations, judgments; and what a run takes
   as given: an import's record, recordings carried on, people's grades;
-- `answers/<k[:2]>/<k>.json`: each stored answer the result rests on, as the call store
-  keeps it (`<k>.rejected.json`: one its caller turned down and asked again), and
+- `answers/<k[:2]>/<k>.json`: each stored answer the result rests on, the bytes of its
+  line in the call store (`<k>.rejected.json`: one its caller turned down and asked again), and
   `answers.index`, whose SHA-256 is the manifest's answers digest.
 
 Nothing is taken that the manifest does not name or that has changed since it was

@@ -28,6 +28,7 @@ import orjson
 
 from kora.llm.base import ProviderError, Request, Response
 from kora.llm.bounds import DEFAULT_TIMEOUT, deadline
+from kora.llm.cache import CallCache
 from kora.llm.files import write_atomic
 
 log = logging.getLogger("kora")
@@ -60,7 +61,7 @@ def supports_batches(provider: object) -> bool:
 class BatchQueue:
     provider: BatchProvider
     folder: Path
-    store: Path | None = None  # the call store: a batch whose answers are all there is done
+    store: CallCache | None = None  # a batch whose answers are all stored is done
     window: float = WINDOW
     poll: float = POLL
     futures: dict[str, asyncio.Future[Response]] = field(default_factory=dict)
@@ -114,9 +115,7 @@ class BatchQueue:
                 continue
             if doc.get("model") != self.ident or doc.get("state") != "in_progress":
                 continue
-            if self.store is not None and all(
-                (self.store / k[:2] / f"{k}.json").exists() for k in doc.get("keys", [])
-            ):
+            if self.store is not None and all(self.store.has(k) for k in doc.get("keys", [])):
                 # every answer was stored before the run ended: nothing left to wait for
                 self._write(f, str(doc["id"]), list(doc["keys"]), "ended")
                 continue
@@ -227,8 +226,8 @@ class BatchQueue:
 _QUEUES: dict[tuple[int, int], BatchQueue] = {}
 
 
-def queue_for(provider: BatchProvider, folder: Path, store: Path | None = None) -> BatchQueue:
-    """The model's queue in this event loop (`store`: the call store's folder)."""
+def queue_for(provider: BatchProvider, folder: Path, store: CallCache | None = None) -> BatchQueue:
+    """The model's queue in this event loop (`store`: the call store)."""
     loop = asyncio.get_running_loop()
     key = (id(provider), id(loop))
     q = _QUEUES.get(key)

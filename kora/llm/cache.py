@@ -2,21 +2,24 @@
 
 The key covers what changes a model's answer (provider, model, output settings, system
 prompt, messages, output schema) and nothing else: not the API key, timeouts, base URL or
-retry settings. Entries are written to a temp file and renamed, so many jobs (also on a
-shared cluster filesystem) can write at once; an entry that does not parse or does not
-carry its own key is ignored and re-fetched.
+retry settings. Entries are lines appended to pack files (kora.llm.packs says how many
+processes write at once); an entry that does not parse or does not carry its own key is
+ignored and fetched again. A store an older version wrote, one file an entry under
+`<key[:2]>/<key>.json`, is still read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from kora.llm.base import FINISH_REASONS, Request, Response, json_schema
-from kora.llm.files import write_atomic
+from kora.llm.packs import Packs, packs_of
 
 CACHE_VERSION = 1
 
@@ -38,21 +41,43 @@ def cache_key(identity: dict[str, Any], request: Request) -> str:
 class CallCache:
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root)
+        self._packs: Packs | None = None
+        self._older: bool | None = None  # whether the folder holds an older store's files
 
-    def _path(self, key: str) -> Path:
-        return self.root / key[:2] / f"{key}.json"
-
-    def entry_path(self, key: str) -> Path:
-        """Where the answer of `key` is kept (its bytes are what a result's manifest hashes)."""
-        return self._path(key)
+    @property
+    def packs(self) -> Packs:
+        if self._packs is None:  # opened on first use: a store only named opens nothing
+            self._packs = packs_of(self.root)
+        return self._packs
 
     def read(self, key: str) -> bytes | None:
         """The stored entry of `key` as written, None when there is none (a store kept
         elsewhere, such as a bundle, reads its own way)."""
-        try:
-            return self._path(key).read_bytes()
-        except OSError:
-            return None
+        return self._read(key, rejected=False)
+
+    def read_rejected(self, key: str) -> bytes | None:
+        return self._read(key, rejected=True)
+
+    def _read(self, key: str, *, rejected: bool) -> bytes | None:
+        found = self.packs.read(key, rejected=rejected)
+        if found is None and self._has_older_files():
+            with contextlib.suppress(OSError):
+                return _older_path(self.root, key, rejected).read_bytes()
+        return found
+
+    def _has_older_files(self) -> bool:
+        """Whether an older version's one-file-an-entry folders are here (looked at once:
+        this version never makes them)."""
+        if self._older is None:
+            try:
+                names = os.listdir(self.root)
+            except OSError:
+                names = []
+            self._older = any(len(n) == 2 and all(c in HEX for c in n) for n in names)
+        return self._older
+
+    def has(self, key: str) -> bool:
+        return self.read(key) is not None
 
     def get(self, key: str) -> Response | None:
         """The stored answer, or None when there is none or it is not a whole, sound
@@ -95,22 +120,13 @@ class CallCache:
 
     def put(self, key: str, response: Response) -> None:
         # no fsync: an entry a power cut damaged fails `get`'s checks and is asked again
-        write_atomic(self._path(key), self.entry(key, response), durable=False)
-
-    def _rejected_path(self, key: str) -> Path:
-        return self.root / key[:2] / f"{key}.rejected.json"
+        self.packs.append(key, self.entry(key, response))
 
     def put_rejected(self, key: str, response: Response) -> None:
         """Keep an answer its caller turned down (a structured answer that missed its
         schema), apart from the answers `get` serves: it is never used again, but the
         question asked after it quotes it, so a replay of the result must show it."""
-        write_atomic(self._rejected_path(key), self.entry(key, response), durable=False)
-
-    def read_rejected(self, key: str) -> bytes | None:
-        try:
-            return self._rejected_path(key).read_bytes()
-        except OSError:
-            return None
+        self.packs.append(key, self.entry(key, response), rejected=True)
 
     def entry(self, key: str, response: Response) -> bytes:
         """An answer as the store writes it."""
@@ -143,6 +159,14 @@ class CallCache:
                 ),
             }
         )
+
+
+HEX = frozenset("0123456789abcdef")
+
+
+def _older_path(root: Path, key: str, rejected: bool) -> Path:
+    """Where an older version kept the entry of `key`."""
+    return root / key[:2] / f"{key}{'.rejected' if rejected else ''}.json"
 
 
 def _count(n: object) -> bool:

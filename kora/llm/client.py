@@ -248,7 +248,7 @@ class ModelClient:
             queue = queue_for(
                 self.provider,  # type: ignore[arg-type]
                 self.cache.root.parent / "batches",
-                self.cache.root,
+                self.cache,
             )
             paying = self.payer.paying(request, stage=stage, key=key, ahead=self.ahead)
             async with paying as arrived:
