@@ -8,18 +8,12 @@ import threading
 from pathlib import Path
 
 
-def write_atomic(path: Path | str, data: bytes, *, durable: bool = True) -> None:
-    """Write to a temp file beside `path`, then rename: readers see old or new, never half.
-
-    `durable=False` skips the fsync: the file still survives a killed process (it is in
-    the kernel's page cache), only a power cut may leave it empty. For files whose reader
-    treats a damaged one as missing (the call store's entries, progress snapshots): an
-    fsync blocks the event loop that writes them, hundreds of times a second at a high
-    provider limit."""
+def write_atomic(path: Path | str, data: bytes) -> None:
+    """Write to a temp file beside `path`, fsync it, then rename: readers see old or new,
+    never half, and a power cut leaves one of the two."""
     path = Path(path)
-    # a name no other writer uses (pid, thread and a counter), made with O_EXCL: a run
-    # writes one of these per model call, and tempfile's random names cost more than
-    # the write
+    # a name no other writer uses (pid, thread and a counter), made with O_EXCL: cheaper
+    # than tempfile's random names
     tmp = path.parent / f".{path.name}.{os.getpid()}.{threading.get_ident()}.{next(_serial)}.tmp"
     try:
         fd = _create(tmp)
@@ -29,9 +23,8 @@ def write_atomic(path: Path | str, data: bytes, *, durable: bool = True) -> None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-            if durable:
-                f.flush()
-                os.fsync(f.fileno())
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError as exc:  # a full disk, say: nothing half-written is left, the file named
         tmp.unlink(missing_ok=True)
