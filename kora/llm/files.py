@@ -41,10 +41,10 @@ _serial = itertools.count()
 
 def _create(tmp: Path) -> int:
     """A new file, mode 0666 less the umask (as any file the process makes)."""
-    return _open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    return open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
 
 
-def _open(path: Path, flags: int) -> int:
+def open_file(path: Path, flags: int) -> int:
     """`os.open` with those flags, its folder made when missing."""
     flags |= getattr(os, "O_CLOEXEC", 0)
     try:
@@ -64,7 +64,7 @@ def write_over(path: Path | str, data: bytes) -> None:
     nothing first, it would give its block back, which a file system mounted with
     `discard` (many cloud disks) passes to the device while the caller waits; sampled in
     the kernel, the broker's loop waited there in 1.5-2.6 % of the samples of a full grid."""
-    fd = _open(Path(path), os.O_WRONLY | os.O_CREAT)
+    fd = open_file(Path(path), os.O_WRONLY | os.O_CREAT)
     try:
         replace_contents(fd, data)
     finally:

@@ -35,6 +35,8 @@ import time
 import weakref
 from pathlib import Path
 
+from kora.llm.files import open_file
+
 PACKS = "packs"
 ANSWERS = ".jsonl"
 REJECTED = ".rejected.jsonl"
@@ -66,7 +68,7 @@ class Packs:
         self._scanned: list[int] = []  # bytes of each pack indexed (whole lines only)
         self._known: dict[str, int] = {}  # file name -> its number in the lists
         self._index: dict[bool, dict[int, int]] = {False: {}, True: {}}  # by `rejected`
-        self._writers: dict[bool, tuple[int, int]] = {}  # rejected -> (pack, pid)
+        self._writers: dict[bool, int] = {}  # rejected -> the pack this process writes
         self._listed: tuple[int, int] | None = None  # the folder when last listed
         self._stem, self._stem_pid = "", -1  # this process's packs: <stem>.jsonl, ...
         weakref.finalize(self, _close_all, self._fds)
@@ -110,7 +112,7 @@ class Packs:
                 return
             self._listed = stamp
             self._add_new(names)
-        own = {p for p, pid in self._writers.values() if pid == os.getpid()}
+        own = set(self._writers.values()) if self._stem_pid == os.getpid() else set()
         for pack in range(len(self._fds)):
             if pack not in own:  # this process's own lines are indexed as it writes them
                 self._scan(pack)
@@ -178,16 +180,14 @@ class Packs:
             self._index[rejected][_slot(key)] = _where(pack, start, len(entry))
 
     def _writer(self, rejected: bool) -> int:
-        held = self._writers.get(rejected)
-        if held is not None and held[1] == os.getpid():
-            return held[0]
         if self._stem_pid != os.getpid():  # the first write, or a forked child's
+            self._writers.clear()
             self._stem, fd = self._take()
             self._stem_pid = os.getpid()
             self._install(False, fd)
-        if rejected:
+        if rejected not in self._writers:
             self._install(True, _open_append(self.folder / f"{self._stem}{REJECTED}"))
-        return self._writers[rejected][0]
+        return self._writers[rejected]
 
     def _install(self, rejected: bool, fd: int) -> None:
         """`fd`, this process's pack of that kind, written from now on."""
@@ -200,12 +200,11 @@ class Packs:
             _close_fd(self._fds[pack])
             self._fds[pack] = fd
         self._scan(pack)  # what the pack held before this writer, all of it indexed
-        self._writers[rejected] = (pack, os.getpid())
+        self._writers[rejected] = pack
 
     def _take(self) -> tuple[str, int]:
         """The stem of a pack no other writer holds, and its answers' file, opened and
         locked by this process (the lock lasts while this file stays open)."""
-        self.folder.mkdir(parents=True, exist_ok=True)
         for n in itertools.count():
             fd = _open_append(self.folder / f"{n}{ANSWERS}")
             try:
@@ -244,7 +243,7 @@ def _where(pack: int, offset: int, length: int) -> int:
 
 
 def _open_append(path: Path) -> int:
-    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | _FLAGS, 0o666)
+    return open_file(path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
 
 
 def _cut_half_line(fd: int) -> None:
