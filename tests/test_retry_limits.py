@@ -20,7 +20,7 @@ from kora.llm.config import ModelConfig
 from kora.llm.headers import Reading
 from kora.llm.limits import Limiter, RatePolicy, RateState, RateTuning, limiter_for
 from kora.llm.limits.state import FileState as _FileState
-from kora.llm.limits.turns import Turns
+from kora.llm.limits.turns import Turns, wrote
 from kora.llm.retry import RetryPolicy, backoff, is_transient, parse_retry_after, retrying
 from tests.loopback import Fault, OpenAIServer, busiest_second
 
@@ -561,6 +561,97 @@ def test_late_calls_go_out_no_faster_than_twice_the_rate() -> None:
             let_out += 1
     assert let_out == 30  # 50 ms at twice 300 req/s, not the second's room of 277
     assert not turns.room(10.049) and turns.room(10.05)  # the next 50 ms later
+
+
+@pytest.mark.parametrize("rate", [0.98, 9.8, 294.0])
+def test_calls_paced_at_a_rate_below_a_whole_number_go(rate: float) -> None:
+    """A limit of 60 requests a minute is paced at 0.98 a second, one of 600 at 9.8: a
+    one-second window then holds one and ten requests. Held to the rate itself, its
+    count never had room for a call: no call would ever go."""
+    turns = Turns()
+    turns.rate = rate
+    for i in range(50):
+        now = 100.0 + i / rate
+        turns.tat = now + 1 / rate
+        assert turns.room(now, late=False)
+        turns.note(now)
+    later = 100.0 + 50 / rate + 0.05  # a call 50 ms late for the next slot
+    turns.tat = later
+    assert turns.room(later)
+
+
+def test_a_request_written_late_keeps_its_place_in_the_window(tmp_path: Path) -> None:
+    """A request counts from when its transport writes it. Between its slot and the write
+    the call's task goes back to the event loop; a busy loop wrote 1 % of a leaderboard's
+    requests 170 ms or more after their slots, and those written together after such a
+    pause filled a target's one-second window past its limit. Here the first 30 requests
+    are written only once 30 later ones are: counted from their slots, the calls after
+    them would go on at the full rate and a window would hold 120 of the 100 allowed."""
+    limiter = Limiter(6000, state_dir=tmp_path, key="written", adaptive=False)  # 100/s
+    writes: list[float] = []
+    written_30 = asyncio.Event()
+
+    async def call(i: int) -> None:
+        async with limiter.slot(traced=True):
+            if i < 30:
+                await written_30.wait()
+            now = time.time()
+            wrote(now)
+            writes.append(now)
+            if len(writes) == 30:
+                written_30.set()
+
+    async def scenario() -> None:
+        await asyncio.gather(*(call(i) for i in range(150)))
+
+    asyncio.run(scenario())
+    assert len(writes) == 150
+    assert busiest_second(writes) <= 100
+
+
+def test_a_request_never_written_frees_its_place(tmp_path: Path) -> None:
+    """A call whose request was let go but never written (its connection refused)
+    leaves the window when its attempt ends; a request written counts once."""
+    limiter = Limiter(6000, state_dir=tmp_path, key="unwritten", adaptive=False)
+
+    async def scenario() -> Turns:
+        with contextlib.suppress(ProviderError):
+            async with limiter.slot(traced=True):
+                raise ProviderError("refused", status=None)
+        async with limiter.slot(traced=True):
+            wrote()
+            wrote()  # a redirect's second request
+        async with limiter.slot():  # a transport that reports no writes: counted at once
+            pass
+        return limiter._queue()
+
+    turns = asyncio.run(scenario())
+    assert turns.pending == 0 and len(turns.sent) == 2
+
+
+def test_a_model_over_aiohttp_reports_its_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The providers' aiohttp session tells the limiter when it writes each request, so
+    none stays pending past its call and each is counted once."""
+    noted: list[float] = []
+    note = Turns.note
+    monkeypatch.setattr(Turns, "note", lambda self, now: (noted.append(now), note(self, now)))
+    with OpenAIServer(latency=0.0) as srv:
+        cfg = ModelConfig(provider="openai", model="m", base_url=f"{srv.url}/v1")
+        limiter = Limiter(60_000, key="aio-writes", adaptive=False)
+        client = ModelClient("m", cfg, cache=None, usage=Usage(), limiter=limiter)
+
+        async def many() -> Turns:
+            try:
+                await asyncio.gather(
+                    *(client.text([ChatMessage("user", str(i))], stage="t") for i in range(20))
+                )
+                return limiter._queue()
+            finally:
+                await client.aclose()
+
+        turns = asyncio.run(many())
+        assert srv.count == 20
+        assert turns.pending == 0 and len(noted) == 20
 
 
 def test_limiter_for_names_the_state_files(tmp_path: Path) -> None:

@@ -6,13 +6,15 @@ The providers' calls go out this way rather than through httpx because aiohttp's
 takes a connection in constant time, while httpx's scans every connection of its pool at
 each request and each answer: at a top-tier provider limit (hundreds of calls in flight)
 that scan cost more CPU than the rest of a call (bench/README.md, "Where the CPU goes").
+The session tells the model's limiter when it writes each request (its trace), which
+counts the request against the server's window from then (kora.llm.limits.turns).
 """
 
 from __future__ import annotations
 
 import urllib.request
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -21,6 +23,7 @@ from kora.llm.base import ProviderError
 from kora.llm.bounds import read_body, timed_out
 from kora.llm.config import ModelConfig
 from kora.llm.http import LoopBound, RemoteModel, identity, unreachable
+from kora.llm.limits import wrote
 from kora.llm.masking import redact
 
 C = TypeVar("C")
@@ -36,12 +39,19 @@ class Answer:
     body: bytes
 
 
+async def _written(*_: object) -> None:
+    wrote()
+
+
 def new_session(timeout: float, headers: dict[str, str]) -> aiohttp.ClientSession:
     """A session for many concurrent calls of one model (it belongs to one event loop)."""
+    trace = aiohttp.TraceConfig()
+    trace.on_request_headers_sent.append(_written)
     return aiohttp.ClientSession(
         headers=headers,
         timeout=aiohttp.ClientTimeout(sock_connect=min(timeout, 30.0), sock_read=timeout),
         connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=5.0),
+        trace_configs=[trace],
     )
 
 
@@ -94,6 +104,10 @@ class AioModel(RemoteModel[C]):
     """A model whose calls are POSTs over aiohttp (`_post`): a session for each event
     loop with the headers the provider sends (`_session_headers`), and the proxy the
     environment names for its endpoint. `RemoteModel`'s client stays for its batch API."""
+
+    # its session reports when it writes each request (`new_session`): the limiter counts
+    # the request from then (kora.llm.client passes this on)
+    reports_writes: ClassVar[bool] = True
 
     def __init__(self, name: str, config: ModelConfig) -> None:
         super().__init__(name, config)

@@ -255,6 +255,9 @@ class ModelClient:
                 return keep(self._bounded(arrived(await queue.ask(key, request))))
 
         cost = estimated_cost(request)
+        # a transport that says when it writes a request (kora.llm.aio) has the limiter
+        # count it from then; others from its slot
+        traced = getattr(self.provider, "reports_writes", False)
         batch = self._batched(key)
         resp: Response | None = None
         try:
@@ -272,7 +275,7 @@ class ModelClient:
                     if batch:
                         resp = await batched()
                     else:
-                        async with self.limiter.attempt(cost) as answered:
+                        async with self.limiter.attempt(cost, traced=traced) as answered:
                             resp = answered(await timed())
         except BudgetReached:
             raise  # not sent: no failed call of the model's

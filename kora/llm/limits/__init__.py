@@ -4,6 +4,7 @@
 - `tokens`: the token buckets (input, output, input + output), pure maths;
 - `state`: where both live (a file every process shares, or the process);
 - `slots`: concurrency slots;
+- `turns`: a process's calls waiting for their request slots, and its requests' writes;
 - `limiter`: the `Limiter` that holds them around each call.
 """
 
@@ -17,6 +18,7 @@ from kora.llm.limits.tokens import (
     estimate_input_tokens,
     estimated_cost,
 )
+from kora.llm.limits.turns import wrote
 
 __all__ = [
     "MAX_RATE",
@@ -32,4 +34,5 @@ __all__ = [
     "limiter_for",
     "limiter_key",
     "reset_limiters",
+    "wrote",
 ]

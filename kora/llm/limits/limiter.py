@@ -41,7 +41,7 @@ from kora.llm.limits.rate import RatePolicy, RateState, RateTuning
 from kora.llm.limits.slots import Slots
 from kora.llm.limits.state import FileState, MemoryState, shared
 from kora.llm.limits.tokens import Cost, TokenBucket, TokenPolicy, TokenState
-from kora.llm.limits.turns import Turns
+from kora.llm.limits.turns import Turns, settled
 
 log = logging.getLogger("kora.llm")
 
@@ -107,18 +107,22 @@ class Limiter:
             self._slots = shared(("slots", scope, key, str(n)), lambda: Slots(n, paths))
 
     @asynccontextmanager
-    async def slot(self, cost: Cost | None = None) -> AsyncIterator[float | None]:
+    async def slot(
+        self, cost: Cost | None = None, *, traced: bool = False
+    ) -> AsyncIterator[float | None]:
         """Held around one request; gives the rate's epoch its slot was granted under
-        (None: no rate kept), which a 429 of the request is told with."""
+        (None: no rate kept), which a 429 of the request is told with. `traced`: the
+        request's transport says when it writes it (`kora.llm.limits.wrote`)."""
         idx = await self._slots.acquire() if self._slots is not None else None
         try:
-            epoch = await self._wait_for_rate() if self._rate is not None else None
+            epoch = await self._wait_for_rate(traced) if self._rate is not None else None
             # tokens last: a call takes them with the latest the server has said (a call
             # that took them before its request slot came could not be paced by them)
             if self._tokens is not None and cost is not None:
                 await self._wait_for_tokens(cost)
             yield epoch
         finally:
+            settled()
             if idx is not None and self._slots is not None:
                 self._slots.release(idx)
 
@@ -140,7 +144,7 @@ class Limiter:
             if reserved:
                 return
 
-    async def _wait_for_rate(self) -> float:
+    async def _wait_for_rate(self, traced: bool) -> float:
         """Wait for a request slot; the rate's epoch (its count of cuts) it was granted
         under."""
         assert self._rate is not None
@@ -158,12 +162,16 @@ class Limiter:
             # waste every slot of it: the whole grid's requests in flight fell from ~400
             # to 1-33 so, a thousand calls waiting. Sent whatever the window, the late
             # calls' bursts had 6.4 % of the requests refused, and the targets' servers
-            # of a leaderboard's run some.
+            # of a leaderboard's run some. A call on time goes unless requests let go
+            # before it and written late fill the window (kora.llm.limits.turns).
             woke = time.time()
             late = woke - (asked + wait)
-            on_time = late <= policy.late_tolerance
-            if on_time or ((late <= policy.tuning.catch_up or missed >= 5) and turns.room(woke)):
-                turns.note(woke)
+            if late <= policy.late_tolerance:
+                go = turns.room(woke, late=False)
+            else:
+                go = (late <= policy.tuning.catch_up or missed >= 5) and turns.room(woke)
+            if go:
+                turns.let_go(woke, traced=traced)
                 return epoch
             missed += 1
 
@@ -217,17 +225,20 @@ class Limiter:
             log.info("%s: rate limited (429); pacing at %.1f requests/min", self.key, rate * 60)
 
     @asynccontextmanager
-    async def attempt(self, cost: Cost | None = None) -> AsyncIterator[Callable[[T], T]]:
-        """One attempt of a call in a slot of this limiter, which learns from how it ends:
-        the function it gives is handed the answer (and gives it back); a ProviderError
-        leaving the block is read for a 429 and the server's headers."""
+    async def attempt(
+        self, cost: Cost | None = None, *, traced: bool = False
+    ) -> AsyncIterator[Callable[[T], T]]:
+        """One attempt of a call in a slot of this limiter (`traced`: as `slot`), which
+        learns from how it ends: the function it gives is handed the answer (and gives
+        it back); a ProviderError leaving the block is read for a 429 and the server's
+        headers."""
         got: list[object] = []
 
         def answered(result: T) -> T:
             got.append(result)
             return result
 
-        async with self.slot(cost) as epoch:
+        async with self.slot(cost, traced=traced) as epoch:
             try:
                 yield answered
             except ProviderError as exc:
