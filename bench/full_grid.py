@@ -249,7 +249,22 @@ def served(stats: dict[str, Any], limit: float) -> dict[str, Any]:
         "steady": steady_rate(times, ok, requests),
         "times": times,
         "busiest": busiest_second([t for t, _ in stats.get("admitted", [])]),
+        "refused_at": sorted(stats.get("refused_times", [])),
+        "admitted": sorted(t for t, _ in stats.get("admitted", [])),
+        "lags": stats.get("lags", []),
     }
+
+
+def lagged(o: dict[str, Any]) -> str:
+    """How often the server's own loop ran late, and by how much (its 10 ms ticks)."""
+    lags = o["lags"]
+    if not lags:
+        return ""
+    late = [x for x in lags if x > 0.02]
+    return (
+        f"; its loop late over 20 ms {len(late)} times of {len(lags)} "
+        f"({sum(late):.1f} s, the longest {max(lags) * 1000:.0f} ms)"
+    )
 
 
 def mb(n: int) -> str:
@@ -280,6 +295,9 @@ def main() -> None:
     ap.add_argument("--tmp", help="where the temp copy of the workflow goes")
     ap.add_argument("--keep", action="store_true", help="leave the run's folder in place")
     ap.add_argument(
+        "--dump", type=Path, help="write each server's arrival and refusal times here (JSON)"
+    )
+    ap.add_argument(
         "--watch-loop",
         action="store_true",
         help="KORA_WATCH_LOOP=1: the broker's event-loop stalls and where they were",
@@ -298,6 +316,12 @@ def main() -> None:
     if args.risks is None:
         args.risks = 26 if args.benchmark == "v2" else 25
     r = rehearse(args)
+    if args.dump:
+        servers = {"shared": r, **r["own"]}
+        keep = ("times", "admitted", "refused_at", "lags")
+        args.dump.write_bytes(
+            orjson.dumps({k: {f: o[f] for f in keep} for k, o in servers.items()})
+        )
     grid = (
         f"v2, {args.risks} risks x {args.total_seeds} seeds x 1 prompt"
         if args.benchmark == "v2"
@@ -316,7 +340,7 @@ def main() -> None:
             f"  {who}: {o['calls']:,} calls, steady {o['steady']:.1f} req/s = "
             f"{o['steady'] / args.limit:.2f} of its limit, busiest second {o['busiest']}; "
             f"refused {o['refused']:,} of {o['requests']:,} "
-            f"({100 * o['refused'] / max(o['requests'], 1):.1f} %)\n"
+            f"({100 * o['refused'] / max(o['requests'], 1):.1f} %){lagged(o)}\n"
             for who, o in [("shared server" if r["own"] else "server", r), *r["own"].items()]
         )
         + f"  CPU {r['cpu']:.0f} s = {r['cpu'] / max(r['all_calls'], 1) * 1000:.1f} ms a call ("
@@ -337,6 +361,11 @@ def main() -> None:
     if args.timeline:
         rates = timeline(r["times"], 10.0)
         print(f"  req/s by 10 s: {rates}")
+        start = min(r["times"], default=0.0)
+        for who, o in [("shared server", r), *r["own"].items()]:
+            if o["refused_at"]:
+                at = " ".join(f"{t - start:.1f}" for t in o["refused_at"][:40])
+                print(f"  {who}: refused at (s from the first call): {at}")
         windows = len(rates.split())
         running = jobs_running(r["run_log"], min(r["times"], default=0.0), 10.0, windows)
         for rule, counts in running.items():

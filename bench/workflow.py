@@ -24,6 +24,7 @@ Snakemake process tree (jobs included) per call and per job.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import hashlib
 import multiprocessing
@@ -114,8 +115,21 @@ def serve(
         tokens_per_minute=itpm,
     )
     server.start()
+    # how late the server's own loop ran (10 ms ticks): a request it reads late is timed
+    # late, and a bunch of them fill one of its windows though they were sent apart
+    lags: list[float] = []
+
+    async def tick() -> None:
+        while True:
+            due = time.perf_counter() + 0.01
+            await asyncio.sleep(0.01)
+            lags.append(time.perf_counter() - due)
+
+    assert server._loop is not None
+    ticking = asyncio.run_coroutine_threadsafe(tick(), server._loop)
     port_q.put(server.port)
     stop.wait()
+    ticking.cancel()
     server.stop()
     with server.lock:
         stats_q.put(
@@ -123,6 +137,8 @@ def serve(
                 "statuses": dict(server.statuses),
                 "times": [r.time for r in server.requests],
                 "admitted": server.admitted,
+                "refused_times": list(server.refused_times),
+                "lags": lags,
             }
         )
 
