@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import itertools
 import os
 import socket
@@ -230,12 +231,20 @@ def packs_of(root: Path) -> Packs:
     """The packs of the store in `root`, one `Packs` in a process however many clients
     open that store (a run's broker makes a client for each job and model): one index, one
     pack written, its files opened once."""
-    name = os.path.realpath(root)
+    name = _real(os.path.abspath(root))
     with _OPEN_LOCK:
         found = _OPEN.get(name)
         if found is None:
             found = _OPEN[name] = Packs(Path(name))
         return found
+
+
+@functools.lru_cache(maxsize=64)
+def _real(path: str) -> str:
+    """`path` with its links resolved, once a process: the broker opens the store for
+    each job's clients, and each walk of the path stalled its loop (3 % of the stalled
+    samples of a whole grid, bench/README.md)."""
+    return os.path.realpath(path)
 
 
 def _where(pack: int, offset: int, length: int) -> int:
