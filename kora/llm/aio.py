@@ -46,7 +46,9 @@ async def _written(*_: object) -> None:
 def new_session(timeout: float, headers: dict[str, str]) -> aiohttp.ClientSession:
     """A session for many concurrent calls of one model (it belongs to one event loop)."""
     trace = aiohttp.TraceConfig()
-    trace.on_request_headers_sent.append(_written)
+    # the body's first chunk, not the headers: aiohttp holds the headers back to send
+    # them with it, from a task of its own (on the next turn of the loop, or later)
+    trace.on_request_chunk_sent.append(_written)
     return aiohttp.ClientSession(
         headers=headers,
         timeout=aiohttp.ClientTimeout(sock_connect=min(timeout, 30.0), sock_read=timeout),

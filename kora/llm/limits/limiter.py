@@ -164,12 +164,17 @@ class Limiter:
             # calls' bursts had 6.4 % of the requests refused, and the targets' servers
             # of a leaderboard's run some. A call on time goes unless requests let go
             # before it and written late fill the window (kora.llm.limits.turns).
-            woke = time.time()
-            late = woke - (asked + wait)
-            if late <= policy.late_tolerance:
-                go = turns.room(woke, late=False)
-            else:
+            while True:
+                woke = time.time()
+                late = woke - (asked + wait)
+                if late <= policy.late_tolerance:
+                    go = turns.room(woke, late=False)
+                    break
                 go = (late <= policy.tuning.catch_up or missed >= 5) and turns.room(woke)
+                pause = turns.spread(woke)
+                if go or not pause or late + pause > policy.tuning.catch_up:
+                    break
+                await asyncio.sleep(pause)  # the burst's next turn, its slot kept
             if go:
                 turns.let_go(woke, traced=traced)
                 return epoch
