@@ -16,7 +16,10 @@ and the judge share the first server, whose limit then binds:
 1. `snakemake -n` (the DAG's planning time, and its job count);
 2. `snakemake --cores 10 results/bench-target/results.json` from a cold start: wall from
    the first request to results.json against the ideal (`calls / limit + 11 dependent
-   calls x latency`), steady throughput, refused share, CPU a call, and the peak memory of
+   calls x latency`), steady throughput, refused share (with `--timeline`, when: each
+   server's refusals in seconds from the first call), how often each server's own loop
+   ran late (it times a request when it reads it: a late loop bunches what was sent
+   apart; `--dump` writes each server's arrival times), CPU a call, and the peak memory of
    each kind of process (Snakemake's, the broker's, the largest job's; resident set, read
    from /proc twice a second) and of the whole tree at once;
 3. the disk used under data/, results/ and .kora/;
