@@ -243,6 +243,7 @@ def served(stats: dict[str, Any], limit: float) -> dict[str, Any]:
     """What one loopback server served: calls, refusals, the steady rate, and the most
     requests it admitted in any one second."""
     times = sorted(stats["times"])
+    admitted = sorted(t for t, _ in stats.get("admitted", []))
     ok = stats["statuses"].get(200, 0)
     requests = sum(stats["statuses"].values())
     return {
@@ -251,9 +252,9 @@ def served(stats: dict[str, Any], limit: float) -> dict[str, Any]:
         "requests": requests,
         "steady": steady_rate(times, ok, requests),
         "times": times,
-        "busiest": busiest_second([t for t, _ in stats.get("admitted", [])]),
+        "busiest": busiest_second(admitted),
         "refused_at": sorted(stats.get("refused_times", [])),
-        "admitted": sorted(t for t, _ in stats.get("admitted", [])),
+        "admitted": admitted,
         "lags": stats.get("lags", []),
     }
 
@@ -370,7 +371,7 @@ def main() -> None:
                 at = " ".join(f"{t - start:.1f}" for t in o["refused_at"][:40])
                 print(f"  {who}: refused at (s from the first call): {at}")
         windows = len(rates.split())
-        running = jobs_running(r["run_log"], min(r["times"], default=0.0), 10.0, windows)
+        running = jobs_running(r["run_log"], start, 10.0, windows)
         for rule, counts in running.items():
             print(f"  {rule} jobs running at the end of each 10 s: {counts}")
         for what in ("broker", "snakemake"):

@@ -106,6 +106,9 @@ class ModelClient:
         self.retry_policy = retry_policy or RetryPolicy()
         self.identity = config.output_settings()
         self.label = str(getattr(self.provider, "label", f"model {name!r}"))
+        # a transport that says when it writes a request (kora.llm.aio) has the limiter
+        # count it from then; others from its slot
+        self.traced = bool(getattr(self.provider, "reports_writes", False))
         self.timeout = config.timeout or DEFAULT_TIMEOUT
         # a configuration error (kora.llm.faults) of this model's text or structured calls:
         # the next ones of that kind fail with it at once, without being sent (in every
@@ -255,9 +258,6 @@ class ModelClient:
                 return keep(self._bounded(arrived(await queue.ask(key, request))))
 
         cost = estimated_cost(request)
-        # a transport that says when it writes a request (kora.llm.aio) has the limiter
-        # count it from then; others from its slot
-        traced = getattr(self.provider, "reports_writes", False)
         batch = self._batched(key)
         resp: Response | None = None
         try:
@@ -275,7 +275,7 @@ class ModelClient:
                     if batch:
                         resp = await batched()
                     else:
-                        async with self.limiter.attempt(cost, traced=traced) as answered:
+                        async with self.limiter.attempt(cost, traced=self.traced) as answered:
                             resp = answered(await timed())
         except BudgetReached:
             raise  # not sent: no failed call of the model's
