@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from kora.run.jobspec import JobSpec
 from kora.run.walk import Walk
 
 
@@ -35,21 +36,58 @@ class Counting:
         raise AssertionError("the prefetch knows every unit")
 
 
-def seed_jobs(cells: int) -> list[Any]:
+def spec(rule: str, i: int, target: str | None = None) -> JobSpec:
+    """A shard job's spec in the i-th cell (one age range, one motivation per cell)."""
+    params: dict[str, Any] = {"cell": {"risk": "r", "age": "7to9", "motivation": f"m{i:03d}"}}
+    if target is not None:
+        params["target"] = target
+    return JobSpec(rule, {}, {}, params, [], {})
+
+
+class Jobs:
+    """Makes each spec's job (its units as given), and counts those made and not closed."""
+
+    def __init__(self, units: list[str], by_target: bool = False, name: str = "seeds") -> None:
+        self.stage = SimpleNamespace(
+            name=name, feeds_on=None, by_target=by_target, units=lambda job: units
+        )
+        self.open = 0
+        self.most_open = 0
+        self.made = 0
+
+    def __call__(self, spec: JobSpec) -> Any:
+        self.made += 1
+        self.open += 1
+        self.most_open = max(self.most_open, self.open)
+
+        async def aclose() -> None:
+            self.open -= 1
+
+        cell = spec.params["cell"]
+        return SimpleNamespace(
+            cell=f"{cell['risk']}/{cell['age']}/{cell['motivation']}",
+            stage=self.stage,
+            target=spec.params.get("target"),
+            ctx=SimpleNamespace(aclose=aclose),
+        )
+
+
+def seed_specs(cells: int) -> list[JobSpec]:
     """A seeds job in each cell (the first stage: its units from its own inputs)."""
-    stage = SimpleNamespace(
-        name="seeds", feeds_on=None, by_target=False, units=lambda job: ["a", "b", "c"]
-    )
-    return [SimpleNamespace(cell=f"cell-{i:03d}", stage=stage, target=None) for i in range(cells)]
+    return [spec("seeds", i) for i in range(cells)]
+
+
+def cell(i: int) -> str:
+    return f"r/7to9/m{i:03d}"
 
 
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("window", [None, 1, 4])
 def test_the_prefetch_walks_a_window_of_cells_and_every_unit_of_each(window: int | None) -> None:
     visitor = Counting()
-    walk = Walk(visitor, cells_at_once=window).add(seed_jobs(20))
+    walk = Walk(visitor, Jobs(["a", "b", "c"]), cells_at_once=window).add(seed_specs(20))
     asyncio.run(walk.run())
-    assert sorted(visitor.visited) == sorted((f"cell-{i:03d}", u) for i in range(20) for u in "abc")
+    assert sorted(visitor.visited) == sorted((cell(i), u) for i in range(20) for u in "abc")
     # no window: every cell at once, as a full grid's 750 were
     assert visitor.most == (20 if window is None else window)
     if window is not None:  # cells are taken in order, a new one as one ends
@@ -64,16 +102,10 @@ def test_a_run_of_several_targets_walks_as_many_targets_cells_at_once(
 ) -> None:
     """A cell holds every target's conversations: the window counts a cell once per target,
     so the prefetch holds as many conversations whatever the number of targets."""
-    stage = SimpleNamespace(
-        name="conversations", feeds_on=None, by_target=True, units=lambda job: ["a", "b"]
-    )
-    jobs = [
-        SimpleNamespace(cell=f"cell-{i:03d}", stage=stage, target=f"target-{t}")
-        for i in range(12)
-        for t in range(targets)
-    ]
+    make = Jobs(["a", "b"], by_target=True, name="conversations")
+    specs = [spec("conversations", i, f"target-{t}") for i in range(12) for t in range(targets)]
     visitor = Counting()
-    asyncio.run(Walk(visitor, cells_at_once=window).add(jobs).run())
+    asyncio.run(Walk(visitor, make, cells_at_once=window).add(specs).run())
     assert len(visitor.visited) == 12 * targets * 2
     assert visitor.most == most
 
@@ -81,6 +113,46 @@ def test_a_run_of_several_targets_walks_as_many_targets_cells_at_once(
 @pytest.mark.timeout(30)
 def test_the_plan_walks_one_unit_after_another_whatever_the_window() -> None:
     visitor = Counting()
-    walk = Walk(visitor, concurrent=False, cells_at_once=4).add(seed_jobs(5))
-    asyncio.run(walk.run())
+    walk = Walk(visitor, Jobs(["a", "b", "c"]), concurrent=False, cells_at_once=4)
+    asyncio.run(walk.add(seed_specs(5)).run())
     assert visitor.most == 1 and len(visitor.visited) == 15
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(("window", "concurrent"), [(4, True), (None, False)])
+def test_a_cells_jobs_are_made_as_it_starts_and_let_go_as_it_ends(
+    window: int | None, concurrent: bool
+) -> None:
+    """What the walk holds does not grow with the grid: a cell's jobs (their params, their
+    clients) exist only while it is walked, the whole grid's never at once."""
+    make = Jobs(["a", "b"])
+    walk = Walk(Counting(), make, concurrent=concurrent, cells_at_once=window)
+    asyncio.run(walk.add(seed_specs(30)).run())
+    assert make.made == 30
+    assert make.open == 0  # every context closed
+    assert make.most_open == (window if concurrent else 1)
+    assert not walk.cells  # the specs let go too
+
+
+@pytest.mark.timeout(30)
+def test_a_cancelled_walk_closes_the_jobs_under_way() -> None:
+    make = Jobs(["a"])
+    started = asyncio.Event()
+
+    class Stuck:
+        async def visit(self, job: Any, unit: Any) -> Any:
+            started.set()
+            await asyncio.Event().wait()  # never answered: the run is stopped
+
+        def unknown(self, job: Any, count: int) -> None:
+            raise AssertionError
+
+    async def main() -> None:
+        task = asyncio.create_task(Walk(Stuck(), make, cells_at_once=3).add(seed_specs(10)).run())
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert make.made == 3 and make.open == 0

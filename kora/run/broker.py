@@ -61,13 +61,8 @@ class _Ahead:
         # the run's job specs, the stages and the benchmark are here for the whole run
         collector.freeze()
 
-        async def work() -> None:
-            try:
-                await run.run()
-            finally:
-                await run.aclose()
-
-        self.task = asyncio.create_task(work())
+        # each cell's jobs are closed as the walk leaves it, cancelled or not
+        self.task = asyncio.create_task(run.run())
         self.reporter = asyncio.create_task(_report_ahead(pool))
 
     def cancel(self) -> None:

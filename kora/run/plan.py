@@ -34,7 +34,7 @@ from kora.run.jobspec import JobSpec
 from kora.run.pipeline import Pipeline
 from kora.run.stages import STAGES
 from kora.run.stages.base import Job, role_models
-from kora.run.walk import UNKNOWN, Walk, jobs_of
+from kora.run.walk import UNKNOWN, Walk
 
 # (input tokens, output tokens) per call of each kind when nothing better is known
 TYPICAL_TOKENS = {
@@ -189,12 +189,10 @@ async def count_jobs(plan: Pipeline, specs: Iterable[JobSpec]) -> PlanReport:
     def make(spec: JobSpec) -> Job:
         return STAGES[spec.rule].job(spec, JobContext(pool, RunSettings(**spec.settings)))
 
-    walk = Walk(planner, concurrent=False).add(jobs_of(specs, make))
+    walk = Walk(planner, make, concurrent=False).add(specs)
     try:
         await walk.run()
     finally:
-        for job in walk.jobs():
-            await job.ctx.aclose()
         await pool.aclose()
         _WALKING.reset(walking)
     return planner.report

@@ -35,7 +35,7 @@ from kora.run.context import JobContext, Pool, RunSettings
 from kora.run.jobspec import JobSpec
 from kora.run.stages import STAGES
 from kora.run.stages.base import Job
-from kora.run.walk import Walk, jobs_of
+from kora.run.walk import Walk
 
 log = logging.getLogger("kora.run.prefetch")
 
@@ -65,18 +65,17 @@ class Prefetch:
     failed: int = 0
 
     def __post_init__(self) -> None:
-        self.walk = Walk(self, cells_at_once=CELLS_IN_FLIGHT)
+        self.walk = Walk(self, self._job, cells_at_once=CELLS_IN_FLIGHT)
 
     @classmethod
     def of(cls, specs: list[JobSpec], pool: Pool) -> Prefetch:
         run = cls(pool)
-
-        def make(spec: JobSpec) -> Job:
-            ctx = JobContext(pool, RunSettings(**spec.settings), ahead=True)
-            return STAGES[spec.rule].job(spec, ctx)
-
-        run.walk.add(jobs_of(specs, make))
+        run.walk.add(specs)
         return run
+
+    def _job(self, spec: JobSpec) -> Job:
+        ctx = JobContext(self.pool, RunSettings(**spec.settings), ahead=True)
+        return STAGES[spec.rule].job(spec, ctx)
 
     async def run(self) -> None:
         await self.walk.run()
@@ -107,10 +106,6 @@ class Prefetch:
 
     def unknown(self, job: Job, count: int) -> None:
         return None  # what failed ahead is its job's to report
-
-    async def aclose(self) -> None:
-        for job in self.walk.jobs():
-            await job.ctx.aclose()
 
 
 def _replayable(job: Job) -> bool:

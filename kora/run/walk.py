@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from kora.run.jobspec import JobSpec
 from kora.run.stages import ORDER, STAGES
-from kora.run.stages.base import Job
+from kora.run.stages.base import Cell, Job
 
 
 class Unknown:
@@ -48,6 +48,8 @@ class Walk:
     """The run's shard jobs by cell (and target), walked by one visitor."""
 
     visitor: Visitor
+    # a job from its spec, with its context (None: left out of the walk)
+    make: Callable[[JobSpec], Job | None]
     # run the units of a stage side by side (the prefetch) or one after another (the plan,
     # which counts each unit's calls on its own)
     concurrent: bool = True
@@ -59,35 +61,49 @@ class Walk:
     # so N times fewer of them are walked at once (with 4 targets the broker held 433 MB
     # against 189 MB for one, `full_grid.py --risks 3 --targets 4`)
     cells_at_once: int | None = None
-    cells: dict[str, dict[str, list[Job]]] = field(
-        default_factory=lambda: defaultdict(lambda: defaultdict(list))
-    )
+    # each cell's job specs, until the cell is walked. Its jobs are made as it starts and
+    # let go (their contexts closed) as it ends: a job holds its validated params and,
+    # once it has asked, its clients, which across a whole grid's 3,000 jobs grew the
+    # broker by tens of MB over the run (bench/README.md)
+    cells: dict[str, list[JobSpec]] = field(default_factory=lambda: defaultdict(list))
+    # the jobs of the cells under way now
+    _under_way: dict[str, dict[str, list[Job]]] = field(default_factory=dict)
 
-    def add(self, jobs: Iterable[Job]) -> Walk:
-        for job in jobs:
-            self.cells[job.cell][job.stage.name].append(job)
+    def add(self, specs: Iterable[JobSpec]) -> Walk:
+        for spec in specs:
+            if spec.rule in STAGES:
+                self.cells[cell_of(spec)].append(spec)
         return self
 
-    def jobs(self) -> list[Job]:
-        return [j for stages in self.cells.values() for js in stages.values() for j in js]
-
     async def run(self) -> None:
+        cells = sorted(self.cells)
         if self.cells_at_once is None or not self.concurrent:
-            await self._all(self.cell(c) for c in sorted(self.cells))
+            await self._all(self.cell(c) for c in cells)
             return
-        targets = {j.target for j in self.jobs() if j.target is not None}
-        window = asyncio.Semaphore(max(1, self.cells_at_once // max(1, len(targets))))
+        targets = {s.params.get("target") for specs in self.cells.values() for s in specs}
+        window = asyncio.Semaphore(max(1, self.cells_at_once // max(1, len(targets - {None}))))
 
         async def admitted(cell: str) -> None:
             async with window:
                 await self.cell(cell)
 
-        await self._all(admitted(c) for c in sorted(self.cells))
+        await self._all(admitted(c) for c in cells)
 
     async def cell(self, cell: str) -> None:
-        stages = self.cells[cell]
-        roots = [job for name in ORDER for job in stages.get(name, []) if not self._fed(job)]
-        await self._all(self._root(job) for job in roots)
+        stages: dict[str, list[Job]] = defaultdict(list)
+        for spec in self.cells.pop(cell, []):
+            job = self.make(spec)
+            if job is not None:
+                stages[job.stage.name].append(job)
+        self._under_way[cell] = stages
+        try:
+            roots = [job for name in ORDER for job in stages.get(name, []) if not self._fed(job)]
+            await self._all(self._root(job) for job in roots)
+        finally:
+            del self._under_way[cell]
+            for jobs in stages.values():
+                for job in jobs:
+                    await job.ctx.aclose()
 
     def _fed(self, job: Job) -> bool:
         """Whether the job's units come from a job of this run (rather than its files)."""
@@ -97,14 +113,14 @@ class Walk:
         up = job.stage.feeds_on
         if up is None:
             return []
-        found = self.cells[job.cell].get(up, [])
+        found = self._under_way[job.cell].get(up, [])
         if STAGES[up].by_target:
             found = [j for j in found if j.target == job.target]
         return [j for j in found if job.stage.fanout(job)]
 
     def _downstream(self, job: Job) -> list[Job]:
         names = [n for n in ORDER if STAGES[n].feeds_on == job.stage.name]
-        found = [j for n in names for j in self.cells[job.cell].get(n, [])]
+        found = [j for n in names for j in self._under_way[job.cell].get(n, [])]
         if job.stage.by_target:
             found = [j for j in found if j.target == job.target]
         return [j for j in found if j.stage.fanout(j)]
@@ -140,6 +156,6 @@ class Walk:
             await w
 
 
-def jobs_of(specs: Iterable[JobSpec], make: Callable[[JobSpec], Job | None]) -> list[Job]:
-    """The shard jobs among job specs (`make` gives a job its context, or leaves it out)."""
-    return [j for s in specs if s.rule in STAGES and (j := make(s)) is not None]
+def cell_of(spec: JobSpec) -> str:
+    """The grid cell a shard job's spec makes (its `cell` param)."""
+    return Cell.model_validate(spec.params["cell"]).path
