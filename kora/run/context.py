@@ -47,7 +47,7 @@ log = logging.getLogger("kora")
 # 305 MB against 190 MB for a tenth, bench/README.md). The calls are made ahead of the
 # jobs (kora.run.prefetch, 64 cells at once): 64 cells of 16 items keep far more calls
 # asked for than the 450 a 300 req/s limit at 1.5 s holds in flight
-CELLS_AT_ONCE = 64
+CELLS_AT_ONCE = 32
 
 
 @dataclass(frozen=True)
