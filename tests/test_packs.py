@@ -12,9 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kora.llm.base import Response
 from kora.llm.cache import CallCache
+from kora.llm.packs import Index
 
 
 def _key(n: int) -> str:
@@ -163,3 +166,32 @@ def test_a_turned_down_answer_is_kept_apart_and_never_served(tmp_path: Path) -> 
     assert b"missed the schema" in (later.read_rejected(_key(1)) or b"")
     assert later.read_rejected(_key(2)) is None and later.get(_key(2)) is None
     assert _files(tmp_path) == ["0.jsonl", "0.rejected.jsonl"]
+
+
+@pytest.mark.timeout(60)
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            # slots at the buckets' edges too (their first byte 0 and 255)
+            st.one_of(st.integers(0, 2**64 - 1), st.sampled_from([0, 1, 2**56 - 1, 2**64 - 1])),
+            st.integers(0, 2**20),
+            st.integers(0, 2**40),
+            st.integers(0, 2**32 - 1),
+        ),
+        max_size=300,
+    ),
+    st.lists(st.integers(0, 2**64 - 1), max_size=20),
+)
+def test_the_index_finds_each_keys_latest_line_and_nothing_else(
+    lines: list[tuple[int, int, int, int]], others: list[int]
+) -> None:
+    """Where each key's line is, as a dict would say: the latest line of a key written
+    twice (a pack read again, a retried call) and no line for a key never written."""
+    index, model = Index(), {}
+    for slot, pack, offset, length in lines:
+        index.put(slot, pack, offset, length)
+        model[slot] = (pack, offset, length)
+    assert {slot: index.get(slot) for slot in model} == model
+    assert all(index.get(s) is None for s in others if s not in model)
+    assert len(index) == len(model)

@@ -34,6 +34,8 @@ import socket
 import threading
 import time
 import weakref
+from array import array
+from bisect import bisect_left
 from pathlib import Path
 
 from kora.llm.files import open_file
@@ -47,15 +49,49 @@ _CHUNK = 1 << 22
 _COARSE = 2.0  # seconds: a folder changed this lately is listed on every look
 _FLAGS = getattr(os, "O_CLOEXEC", 0)
 _write = os.write  # one name for the append, which a test can make fail as a full disk does
-# where a line is: its offset, length and pack, in one int (a whole grid's index is
-# 100,000 of these: a tuple each would be twice the memory)
-_LEN_BITS, _PACK_BITS = 32, 20
 
 
 def _slot(key: str | bytes) -> int:
     """An index's key for a call-store key: its first 64 bits (the key is a SHA-256; a
     rare clash only makes a read find the other key's entry, which it checks and refuses)."""
     return int(key[:16], 16)
+
+
+class Index:
+    """Where each key's line is (its pack, offset and length), by the key's slot.
+
+    A whole grid's store is 100,000 answers, each looked up by every process that asks for
+    it. A dict of slot -> where held them in some 120 bytes each (the table and two ints):
+    12 MB in the broker by the grid's end, the largest thing in it that grew with the
+    grid. Here they are 24 bytes each, in sorted arrays of machine ints, split into 256
+    buckets by the slot's first byte so an insert moves a few hundred entries at most.
+    """
+
+    def __init__(self) -> None:
+        # slot, pack, offset, length
+        self._buckets = [(array("Q"), array("I"), array("Q"), array("I")) for _ in range(256)]
+
+    def get(self, slot: int) -> tuple[int, int, int] | None:
+        slots, packs, offsets, lengths = self._buckets[slot >> 56]
+        i = bisect_left(slots, slot)
+        if i < len(slots) and slots[i] == slot:
+            return packs[i], offsets[i], lengths[i]
+        return None
+
+    def put(self, slot: int, pack: int, offset: int, length: int) -> None:
+        """The line of `slot` (a later line of the same key replaces the earlier)."""
+        slots, packs, offsets, lengths = self._buckets[slot >> 56]
+        i = bisect_left(slots, slot)
+        if i < len(slots) and slots[i] == slot:
+            packs[i], offsets[i], lengths[i] = pack, offset, length
+            return
+        slots.insert(i, slot)
+        packs.insert(i, pack)
+        offsets.insert(i, offset)
+        lengths.insert(i, length)
+
+    def __len__(self) -> int:
+        return sum(len(b[0]) for b in self._buckets)
 
 
 class Packs:
@@ -68,7 +104,7 @@ class Packs:
         self._fds: list[int] = []
         self._scanned: list[int] = []  # bytes of each pack indexed (whole lines only)
         self._known: dict[str, int] = {}  # file name -> its number in the lists
-        self._index: dict[bool, dict[int, int]] = {False: {}, True: {}}  # by `rejected`
+        self._index = {False: Index(), True: Index()}  # by `rejected`
         self._writers: dict[bool, int] = {}  # rejected -> the pack this process writes
         self._listed: tuple[int, int] | None = None  # the folder when last listed
         self._stem, self._stem_pid = "", -1  # this process's packs: <stem>.jsonl, ...
@@ -85,13 +121,10 @@ class Packs:
                 where = self._index[rejected].get(_slot(key))
             if where is None:
                 return None
-            data = self._pread(where)
+            data = self._pread(*where)
         return data if data is not None and data[len(_LEAD) : _KEY_END] == key.encode() else None
 
-    def _pread(self, where: int) -> bytes | None:
-        pack = where & ((1 << _PACK_BITS) - 1)
-        length = (where >> _PACK_BITS) & ((1 << _LEN_BITS) - 1)
-        offset = where >> (_PACK_BITS + _LEN_BITS)
+    def _pread(self, pack: int, offset: int, length: int) -> bytes | None:
         try:
             return os.pread(self._fds[pack], length, offset)
         except OSError:
@@ -153,7 +186,7 @@ class Packs:
                     if chunk.startswith(_LEAD, start) and stop - start >= _KEY_END:
                         key = chunk[start + len(_LEAD) : start + _KEY_END]
                         with contextlib.suppress(ValueError):
-                            index[_slot(key)] = _where(pack, at + start, stop - start)
+                            index.put(_slot(key), pack, at + start, stop - start)
                     start = stop + 1
                 at += last + 1
         except OSError:
@@ -178,7 +211,7 @@ class Packs:
                     os.ftruncate(fd, start)
                 raise OSError(exc.errno, exc.strerror or str(exc), str(self._paths[pack])) from None
             self._scanned[pack] = start + len(line)
-            self._index[rejected][_slot(key)] = _where(pack, start, len(entry))
+            self._index[rejected].put(_slot(key), pack, start, len(entry))
 
     def _writer(self, rejected: bool) -> int:
         if self._stem_pid != os.getpid():  # the first write, or a forked child's
@@ -245,10 +278,6 @@ def _real(path: str) -> str:
     each job's clients, and each walk of the path stalled its loop (3 % of the stalled
     samples of a whole grid, bench/README.md)."""
     return os.path.realpath(path)
-
-
-def _where(pack: int, offset: int, length: int) -> int:
-    return (offset << (_PACK_BITS + _LEN_BITS)) | (length << _PACK_BITS) | pack
 
 
 def _open_append(path: Path) -> int:
