@@ -156,3 +156,34 @@ def test_a_cancelled_walk_closes_the_jobs_under_way() -> None:
 
     asyncio.run(main())
     assert make.made == 3 and make.open == 0
+
+
+@pytest.mark.timeout(30)
+def test_a_risks_job_handed_over_whole_is_walked_as_its_cells_own_jobs() -> None:
+    """The run hands the broker each risk's job as one spec of its cells (kora.run.groups):
+    the walk makes each cell's job from that cell's own spec, as its cell comes."""
+    cells = [{"cell": {"risk": "r", "age": "7to9", "motivation": f"m{i:03d}"}} for i in range(6)]
+    job = JobSpec(
+        "seeds",
+        {"taxonomy": ["t.json"], "other": [f"in-{i}" for i in range(6)]},
+        {"data": [f"out-{i}" for i in range(6)]},
+        {"benchmark": "v1", "cells": cells},
+        [f"log-{i}" for i in range(6)],
+        {},
+    )
+    made: list[JobSpec] = []
+    make = Jobs(["a"])
+
+    def making(spec: JobSpec) -> Any:
+        made.append(spec)
+        return make(spec)
+
+    visitor = Counting()
+    asyncio.run(Walk(visitor, making, cells_at_once=2).add([job]).run())
+    assert sorted(c for c, _ in visitor.visited) == [cell(i) for i in range(6)]
+    assert make.most_open == 2
+    for spec in made:
+        i = int(spec.params["cell"]["motivation"][1:])
+        assert spec.output == {"data": f"out-{i}"} and spec.log == [f"log-{i}"]
+        assert spec.input == {"taxonomy": ["t.json"], "other": f"in-{i}"}
+        assert spec.params == {"benchmark": "v1", **cells[i]}

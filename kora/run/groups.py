@@ -93,20 +93,33 @@ def params(pipeline: Rules, stage: str, parts: list[tuple[str, str]]) -> dict[st
     return {**{k: v for k, v in every.items() if k not in per_cell}, "cells": cells}
 
 
+def cell_count(spec: JobSpec) -> int:
+    """The cells a job's spec holds (a spec of one cell: 1)."""
+    cells = spec.params.get("cells")
+    return 1 if cells is None else len(cells)
+
+
+def cell_params(spec: JobSpec, i: int) -> dict[str, Any]:
+    """The params of the job's i-th cell: those every cell shares, and the cell's own."""
+    shared = {k: v for k, v in spec.params.items() if k != "cells"}
+    cells = spec.params.get("cells")
+    return shared if cells is None else {**shared, **cells[i]}
+
+
+def cell_spec(spec: JobSpec, i: int) -> JobSpec:
+    """The i-th cell of a job's spec, as a job of that one cell would be."""
+    if "cells" not in spec.params:
+        return spec
+    return replace(
+        spec,
+        input={k: v if k in SHARED_INPUTS else v[i] for k, v in spec.input.items()},
+        output={k: v[i] for k, v in spec.output.items()},
+        params=cell_params(spec, i),
+        log=[spec.log[i]] if spec.log else [],
+    )
+
+
 def split(spec: JobSpec) -> list[JobSpec]:
     """A job's spec as the specs of its cells, each what a job of that one cell would be;
     a spec of one cell as it is."""
-    shared = dict(spec.params)
-    cells = shared.pop("cells", None)
-    if cells is None:
-        return [spec]
-    return [
-        replace(
-            spec,
-            input={k: v if k in SHARED_INPUTS else v[i] for k, v in spec.input.items()},
-            output={k: v[i] for k, v in spec.output.items()},
-            params={**shared, **own},
-            log=[spec.log[i]] if spec.log else [],
-        )
-        for i, own in enumerate(cells)
-    ]
+    return [cell_spec(spec, i) for i in range(cell_count(spec))]

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from kora.run.groups import cell_count, cell_params, cell_spec
 from kora.run.jobspec import JobSpec
 from kora.run.stages import ORDER, STAGES
 from kora.run.stages.base import Cell, Job
@@ -61,18 +62,22 @@ class Walk:
     # so N times fewer of them are walked at once (with 4 targets the broker held 433 MB
     # against 189 MB for one, `full_grid.py --risks 3 --targets 4`)
     cells_at_once: int | None = None
-    # each cell's job specs, until the cell is walked. Its jobs are made as it starts and
-    # let go (their contexts closed) as it ends: a job holds its validated params and,
-    # once it has asked, its clients, which across a whole grid's 3,000 jobs grew the
-    # broker by tens of MB over the run (bench/README.md)
-    cells: dict[str, list[JobSpec]] = field(default_factory=lambda: defaultdict(list))
+    # each cell's jobs, as a job's spec and the cell's place in it, until the cell is
+    # walked. Its jobs are made as it starts and let go (their contexts closed) as it
+    # ends: a job holds its validated params and, once it has asked, its clients, which
+    # across a whole grid's 3,000 jobs grew the broker by tens of MB over the run; and a
+    # risk's spec is split into its 30 cells' only as each is walked (bench/README.md)
+    cells: dict[str, list[tuple[JobSpec, int]]] = field(default_factory=lambda: defaultdict(list))
     # the jobs of the cells under way now
     _under_way: dict[str, dict[str, list[Job]]] = field(default_factory=dict)
 
     def add(self, specs: Iterable[JobSpec]) -> Walk:
+        """Shard jobs' specs, each of one cell or of a risk's cells (kora.run.groups)."""
         for spec in specs:
             if spec.rule in STAGES:
-                self.cells[cell_of(spec)].append(spec)
+                for i in range(cell_count(spec)):
+                    cell = Cell.model_validate(cell_params(spec, i)["cell"]).path
+                    self.cells[cell].append((spec, i))
         return self
 
     async def run(self) -> None:
@@ -80,7 +85,7 @@ class Walk:
         if self.cells_at_once is None or not self.concurrent:
             await self._all(self.cell(c) for c in cells)
             return
-        targets = {s.params.get("target") for specs in self.cells.values() for s in specs}
+        targets = {s.params.get("target") for held in self.cells.values() for s, _ in held}
         window = asyncio.Semaphore(max(1, self.cells_at_once // max(1, len(targets - {None}))))
 
         async def admitted(cell: str) -> None:
@@ -91,8 +96,8 @@ class Walk:
 
     async def cell(self, cell: str) -> None:
         stages: dict[str, list[Job]] = defaultdict(list)
-        for spec in self.cells.pop(cell, []):
-            job = self.make(spec)
+        for spec, i in self.cells.pop(cell, []):
+            job = self.make(cell_spec(spec, i))
             if job is not None:
                 stages[job.stage.name].append(job)
         self._under_way[cell] = stages
@@ -154,8 +159,3 @@ class Walk:
             return
         for w in work:
             await w
-
-
-def cell_of(spec: JobSpec) -> str:
-    """The grid cell a shard job's spec makes (its `cell` param)."""
-    return Cell.model_validate(spec.params["cell"]).path
