@@ -187,3 +187,21 @@ def test_a_risks_job_handed_over_whole_is_walked_as_its_cells_own_jobs() -> None
         assert spec.output == {"data": f"out-{i}"} and spec.log == [f"log-{i}"]
         assert spec.input == {"taxonomy": ["t.json"], "other": f"in-{i}"}
         assert spec.params == {"benchmark": "v1", **cells[i]}
+
+
+@pytest.mark.timeout(30)
+def test_a_spec_the_prefetch_cannot_make_a_job_of_is_left_to_its_job(tmp_path: Any) -> None:
+    """A cell whose spec makes no job (here its inputs are not a seeds job's) is left out
+    of the calls made ahead, which go on for the other cells: its own job meets the same
+    error and reports it."""
+    from kora.run.context import Pool
+    from kora.run.prefetch import Prefetch
+
+    made = Jobs(["a"])
+    bad = JobSpec("seeds", {"nonsense": 1}, {}, spec("seeds", 0).params, [], {})
+    prefetch = Prefetch.of([bad, spec("seeds", 1)], Pool(tmp_path))
+    prefetch.walk.make = lambda s: made(s) if s is not bad else prefetch._job(s)
+    visitor = Counting()
+    prefetch.walk.visitor = visitor
+    asyncio.run(prefetch.run())
+    assert visitor.visited == [(cell(1), "a")]

@@ -73,9 +73,16 @@ class Prefetch:
         run.walk.add(specs)
         return run
 
-    def _job(self, spec: JobSpec) -> Job:
-        ctx = JobContext(self.pool, RunSettings(**spec.settings), ahead=True)
-        return STAGES[spec.rule].job(spec, ctx)
+    def _job(self, spec: JobSpec) -> Job | None:
+        """The cell's job, made as the walk reaches its cell; None (left out) when its
+        spec cannot make one: its own job meets the same error and reports it."""
+        try:
+            return STAGES[spec.rule].job(
+                spec, JobContext(self.pool, RunSettings(**spec.settings), ahead=True)
+            )
+        except Exception as exc:
+            log.info("%s: left to its job: %s: %s", spec.rule, type(exc).__name__, exc)
+            return None
 
     async def run(self) -> None:
         await self.walk.run()
