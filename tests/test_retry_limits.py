@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hs
 
 from bench.harness import client_process
 from kora.llm import retry
@@ -20,6 +22,7 @@ from kora.llm.config import ModelConfig
 from kora.llm.headers import Reading
 from kora.llm.limits import Limiter, RatePolicy, RateState, RateTuning, limiter_for
 from kora.llm.limits.state import FileState as _FileState
+from kora.llm.limits.tokens import TOKEN_BUCKETS, BucketState, TokenState
 from kora.llm.limits.turns import Turns, wrote
 from kora.llm.retry import RetryPolicy, backoff, is_transient, parse_retry_after, retrying
 from tests.loopback import Fault, OpenAIServer, busiest_second
@@ -400,6 +403,42 @@ def test_file_state_is_shared_between_openers(tmp_path: Path) -> None:
 
     assert [s.update(take) for s in (a, b, a, b)] == [0.0, 1.0, 2.0, 3.0]
     assert a.fd != b.fd
+
+
+_finite = hs.floats(allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    # every rate a policy sets is above 0 (unpack takes one at or below it as damage)
+    hs.builds(RateState, _finite, hs.floats(min_value=1e-9, max_value=1e9), *[_finite] * 9),
+    hs.lists(_finite, min_size=11, max_size=11),
+)
+def test_a_limiters_state_reads_back_as_it_was_written(rate: RateState, t: list[float]) -> None:
+    """An opener keeps the state it wrote rather than unpacking its own bytes again, which
+    holds only if every field goes through the file unchanged."""
+    assert RateState.unpack(rate.pack()) == rate
+    tokens = TokenState(
+        last_seen=t[0],
+        buckets={b: BucketState(*t[1 + 3 * i : 4 + 3 * i]) for i, b in enumerate(TOKEN_BUCKETS)},
+    )
+    assert TokenState.unpack(tokens.pack()) == tokens
+
+
+def test_an_update_that_fails_halfway_leaves_the_file_state_to_be_read(tmp_path: Path) -> None:
+    """A failed update changed the opener's state in place but wrote nothing: the next
+    update starts from what the file holds."""
+    state = _FileState(tmp_path / "m.rate")
+    state.update(lambda s: (RateState(tat=1.0), None))
+
+    def fails(s: RateState | None) -> tuple[RateState, None]:
+        assert s is not None
+        s.tat = 99.0
+        raise RuntimeError("halfway")
+
+    with pytest.raises(RuntimeError):
+        state.update(fails)
+    assert state.update(lambda s: (s or RateState(), s and s.tat)) == 1.0
 
 
 # --- the limiter in one process -------------------------------------------------------

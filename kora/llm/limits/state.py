@@ -54,6 +54,11 @@ class FileState(Generic[S]):
         self.unpack: Callable[[bytes], S | None] = unpack or RateState.unpack  # type: ignore[assignment]
         self.pid = -1
         self.fd = -1
+        # the bytes this opener wrote last and the state they hold: while no other process
+        # has written since, the state is taken as it is rather than unpacked again (half
+        # an update's CPU, and the broker updates four times a call)
+        self._wrote = b""
+        self._state: S | None = None
 
     def _open(self) -> int:
         if self.pid != os.getpid():  # never share an open file (and its locks) across fork
@@ -65,8 +70,15 @@ class FileState(Generic[S]):
         fd = self._open()
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
-            st, out = fn(self.unpack(os.pread(fd, 256, 0)))
-            os.pwrite(fd, st.pack(), 0)
+            raw = os.pread(fd, 256, 0)
+            state = self._state if raw and raw == self._wrote else self.unpack(raw)
+            # `fn` changes the state in place: should it fail halfway, the file still
+            # holds the state before it, which the next update must read
+            self._wrote, self._state = b"", None
+            st, out = fn(state)
+            packed = st.pack()
+            os.pwrite(fd, packed, 0)
+            self._wrote, self._state = packed, st
             return out
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
