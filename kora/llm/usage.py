@@ -30,14 +30,16 @@ class Counts:
     unstored: int = 0
 
     def __add__(self, other: Counts) -> Counts:
-        return Counts(
-            **{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)}
-        )
+        return Counts(*[getattr(self, n) + getattr(other, n) for n in _COUNTERS])
+
+    def __iadd__(self, other: Counts) -> Counts:
+        # a job adds each paid call to its counters: in place, with no new object
+        for n in _COUNTERS:
+            setattr(self, n, getattr(self, n) + getattr(other, n))
+        return self
 
     def __sub__(self, other: Counts) -> Counts:
-        return Counts(
-            **{f.name: getattr(self, f.name) - getattr(other, f.name) for f in fields(self)}
-        )
+        return Counts(*[getattr(self, n) - getattr(other, n) for n in _COUNTERS])
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -83,6 +85,10 @@ class Counts:
         return cls(**{f.name: type(f.default)(d.get(f.name, f.default)) for f in fields(cls)})  # type: ignore[misc]
 
 
+# the counters in field order (`dataclasses.fields` builds them anew at each call)
+_COUNTERS = tuple(f.name for f in fields(Counts))
+
+
 @dataclass
 class Usage:
     """Tokens and calls by (model, stage). Cached answers count as calls but cost nothing."""
@@ -107,7 +113,7 @@ class Usage:
             u.calls += 1
             u.cached += 1
         else:
-            self.by[(model, stage)] = u + Counts.paid(resp, price)
+            u += Counts.paid(resp, price)
 
     def use(self, key: str, model: str, stage: str, resp: Response, price: Price | None) -> None:
         """A call the job's records rest on (the first answer under its key)."""
