@@ -41,6 +41,11 @@ class Counts:
     def __sub__(self, other: Counts) -> Counts:
         return Counts(*[getattr(self, n) - getattr(other, n) for n in _COUNTERS])
 
+    def counters(self) -> dict[str, Any]:
+        """Every counter by name, as written (a progress snapshot; `from_dict` reads it):
+        what `dataclasses.asdict` gives, without its deep copy of each value."""
+        return {n: getattr(self, n) for n in _COUNTERS}
+
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "calls": self.calls,

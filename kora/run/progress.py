@@ -19,7 +19,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -96,7 +96,7 @@ class ProgressReporter:
             "items": report.items,
             "items_done": report.done,
             "items_failed": report.failed,
-            **asdict(self.usage.totals()),
+            **self.usage.totals().counters(),
             "waiting": self.usage.waiting,
             "last_retry": self.usage.last_retry,
             "closed": self.closed,
