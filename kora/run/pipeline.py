@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,7 @@ class Pipeline:
     # the --configfile files as the user typed them: every command printed for the user
     # names them again, or it would run with another config
     overlays: tuple[str, ...] = ()
+    _templates: dict[str, list[str]] = field(default_factory=dict, init=False, repr=False)
 
     @cached_property
     def benchmark(self) -> Benchmark:
@@ -218,21 +219,32 @@ class Pipeline:
     def templates(self, stage: str) -> list[str]:
         """A stage's template files, as rule inputs: relative to the project when inside
         it, so a moved checkout re-runs nothing."""
-        d = self.config.prompts_dir
-        directory = self.workdir / d if d is not None else self.benchmark.prompts_dir
-        out = []
-        for stem in self.benchmark.stage_templates[stage]:
-            path = template_path(stem, directory).resolve()
-            inside = path.is_relative_to(self.workdir.resolve())
-            out.append(str(path.relative_to(self.workdir.resolve()) if inside else path))
-        return out
+        # every cell of every job declares them: resolved once a stage (each resolve is a
+        # few system calls, and they were a sixth of the whole grid's plan)
+        found = self._templates.get(stage)
+        if found is None:
+            d = self.config.prompts_dir
+            directory = self.workdir / d if d is not None else self.benchmark.prompts_dir
+            workdir = self.workdir.resolve()
+            found = []
+            for stem in self.benchmark.stage_templates[stage]:
+                path = template_path(stem, directory).resolve()
+                inside = path.is_relative_to(workdir)
+                found.append(str(path.relative_to(workdir) if inside else path))
+            self._templates[stage] = found
+        return list(found)
 
     def taxonomy_files(self) -> list[str]:
+        return list(self._taxonomy_files)
+
+    @cached_property
+    def _taxonomy_files(self) -> list[str]:
         inside = self.workdir.resolve()
-        return [
-            str(p.resolve().relative_to(inside)) if p.resolve().is_relative_to(inside) else str(p)
-            for p in self.benchmark.taxonomy_paths(self.workdir / self.config.taxonomy_folder)
-        ]
+        out = []
+        for p in self.benchmark.taxonomy_paths(self.workdir / self.config.taxonomy_folder):
+            real = p.resolve()
+            out.append(str(real.relative_to(inside)) if real.is_relative_to(inside) else str(p))
+        return out
 
     def agreement_files(self, target: str) -> list[str]:
         path = self.layout.agreement_json(target)
