@@ -45,7 +45,9 @@ class Pipeline:
     # the --configfile files as the user typed them: every command printed for the user
     # names them again, or it would run with another config
     overlays: tuple[str, ...] = ()
-    _templates: dict[str, list[str]] = field(default_factory=dict, init=False, repr=False)
+    _templates: dict[str, list[str]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @cached_property
     def benchmark(self) -> Benchmark:
