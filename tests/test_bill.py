@@ -6,6 +6,7 @@ a budget that stops the run."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -36,7 +37,10 @@ from tests.workflows import (
 
 pytestmark = pytest.mark.slow
 
-PRICE = {"input": 3.0, "output": 15.0}
+# dollars a million tokens; the prompt cache's prices are Anthropic's multiples of input
+# (5-minute writes 1.25x, reads 0.1x), what the config would fill in, written out for the
+# worst case below
+PRICE = {"input": 3.0, "output": 15.0, "cache_write": 3.75, "cache_read": 0.3}
 TARGET = "results/bot/results.json"
 COMMAND = snakemake_argv(TARGET, configfile="run.yaml")
 FIELDS = ("calls", "input_tokens", "output_tokens", "cache_write_tokens", "cache_read_tokens")
@@ -123,6 +127,18 @@ def last_paid(log: str) -> dict[str, float]:
 
 def priced(d: dict[str, Any]) -> dict[str, Any]:
     return {k: d.get(k, 0) for k in ("calls", "input_tokens", "output_tokens")}
+
+
+def worst_case_usd(body: dict[str, Any]) -> float:
+    """The most a request sent as `body` could cost at PRICE: its characters counted from
+    its JSON (no fewer than the text the model reads) at two a token and 400 more, every
+    one at the dearest price an input token can have (a cache write), and all of its
+    `max_tokens` out."""
+    chars = len(json.dumps(body["messages"])) + len(json.dumps(body.get("system", "")))
+    chars += sum(len(json.dumps(t["input_schema"])) for t in body.get("tools", []))
+    tokens_in = chars // 2 + 400
+    dearest = max(PRICE["input"], PRICE["cache_write"], PRICE["cache_read"])
+    return (tokens_in * dearest + body["max_tokens"] * PRICE["output"]) / 1e6
 
 
 def interrupt_at(space: Space, calls: int, how: str) -> tuple[int, str, int]:
@@ -234,13 +250,15 @@ def test_a_budget_stops_the_run_within_one_call_and_a_higher_one_goes_on(
     bill = list(charges(bill_dir(space.dir / ".kora/cache")))
     spent = sum(c.counts.cost for c in bill)
     budget = round(estimate / 2, 4)
-    # never past it, and stopped within one call's worst case of it: its 600 tokens out
-    # at $15/M and its prompt counted generously (characters / 2, about twice its tokens,
-    # and 400 more) at $3/M, for the largest prompt of the whole run (the call that found
-    # no room may be one this run never paid for: calls made ahead reach the budget in no
-    # fixed order)
-    prompt = max(c.counts.input_tokens for c in charges(bill_dir(whole.dir / ".kora/cache")))
-    worst = (600 * 15 + (2 * prompt + 400) * 3) / 1e6
+    # never past it, and stopped within one call's worst case of it, for the largest
+    # request of the whole run (the call that found no room may be one this run never paid
+    # for: calls made ahead reach the budget in no fixed order). What a call reads is its
+    # system prompt, its messages and its answer's schema: the server's token count leaves
+    # the schema out, so the bound counts the request's JSON
+    sent = [
+        r.body for r in whole.server.requests if isinstance(r.body, dict) and "messages" in r.body
+    ]
+    worst = max(worst_case_usd(body) for body in sent)
     assert spent <= budget
     # it stopped because a call's worst case did not fit, and it says which
     need = re.search(r"the run stopped at its budget: .*could cost up to \$([0-9]+\.[0-9]+)", log)
