@@ -4,6 +4,8 @@ reported as a stall, with where the loop was while it held it."""
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 import time
 
 import pytest
@@ -43,6 +45,44 @@ def test_a_held_loop_is_reported_as_a_stall_with_where_it_was() -> None:
     # the stack names the function that held the loop, innermost frames first
     assert any("_hold_the_loop_until_seen" in line for line in lines[1:])
     assert "tests/" not in lines[1] and "test_loopwatch.py:" in lines[1]
+
+
+def _spin_until_seen(watch: LoopWatch) -> None:
+    # holds the loop on a CPU, never asleep, until the watch has sampled it here
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with watch._lock:
+            if any("_spin_until_seen" in s for s in watch.samples):
+                return
+    raise AssertionError("the watch never sampled the held loop")
+
+
+async def _spin(watch: LoopWatch) -> None:
+    watch.start()
+    await asyncio.sleep(0)
+    before = len(watch.stalls)
+    _spin_until_seen(watch)
+    # the stall is counted at the loop's next beat
+    deadline = time.monotonic() + 60
+    while len(watch.stalls) == before and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    watch.stop()
+
+
+@pytest.mark.skipif(
+    not os.path.exists(f"/proc/self/task/{threading.get_native_id()}/schedstat"),
+    reason="Linux's scheduler counts",
+)
+def test_a_loop_held_on_a_cpu_is_not_reported_asleep() -> None:
+    """The whole stall is counted, its first `threshold` too: read from the watching
+    thread once the stall was seen, that part went uncounted and showed as sleep."""
+    watch = LoopWatch(threshold=0.1, period=0.005, beat=0.002)
+    asyncio.run(_spin(watch))
+    assert max(watch.stalls) >= 0.1
+    asleep = sum(watch.stalls) - watch.on_cpu - watch.queued
+    # a spin is on a CPU or waiting for one; the rest is the loop's idle moment before it
+    # and the watch's own turns at the interpreter
+    assert asleep < watch.threshold / 2, watch.summary()
 
 
 def test_the_watch_is_off_unless_the_run_asks_for_it(monkeypatch: pytest.MonkeyPatch) -> None:

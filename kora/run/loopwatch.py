@@ -4,11 +4,15 @@ The broker's one event loop carries every call of a run; while one callback hold
 call goes out, and the requests whose slots passed meanwhile leave together when it lets
 go (a burst a provider may refuse). A profile sums CPU and cannot tell one 400 ms stop
 from a hundred short steps, so this watch measures the stops themselves: a task on the
-loop beats every few milliseconds, and a thread of its own notes each time the beat is
-older than `threshold`, samples the loop thread's stack while it is, and reads from Linux
-how the thread spent the stall (on a CPU, waiting for one, or asleep in the kernel, as a
-slow file system makes it). `KORA_WATCH_LOOP=1` turns it on for a run (bench/full_grid.py
-does); the summary goes to the broker's log.
+loop beats every few milliseconds and notes each beat that comes more than `threshold`
+after the one before, with how the loop's thread spent the gap as Linux counts it at the
+two beats (on a CPU, waiting for one, or asleep in the kernel, as a slow file system
+makes it); a thread of its own samples the loop thread's stack while a beat is overdue.
+Both ends of the count are read by the loop's thread at its beats: read from the watching
+thread, which only sees a stall once it is `threshold` old, the count missed that first
+part of every stall and reported it as sleep (bench/README.md, "The loop watch's sleep").
+`KORA_WATCH_LOOP=1` turns it on for a run (bench/full_grid.py does); the summary goes to
+the broker's log.
 """
 
 from __future__ import annotations
@@ -26,10 +30,20 @@ from types import FrameType
 ENV = "KORA_WATCH_LOOP"
 
 
-def _schedstat(tid: int) -> tuple[float, float] | None:
-    """Seconds the thread has run on a CPU and waited in the run queue (Linux)."""
+def _open_schedstat(tid: int) -> int | None:
+    """The thread's scheduler counts, kept open to be read again at every beat (Linux)."""
     try:
-        on_cpu, queued, _ = Path(f"/proc/self/task/{tid}/schedstat").read_text().split()
+        return os.open(f"/proc/self/task/{tid}/schedstat", os.O_RDONLY)
+    except OSError:
+        return None
+
+
+def _schedstat(fd: int | None) -> tuple[float, float] | None:
+    """Seconds the thread has run on a CPU and waited in the run queue, so far."""
+    if fd is None:
+        return None
+    try:
+        on_cpu, queued, _ = os.pread(fd, 128, 0).split()
     except (OSError, ValueError):
         return None
     return int(on_cpu) / 1e9, int(queued) / 1e9
@@ -58,13 +72,12 @@ class LoopWatch:
     queued: float = 0.0
     _last: float = field(default_factory=time.monotonic)
     _ident: int = 0
-    _native: int = 0
     _done: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self) -> asyncio.Task[None]:
         """Watch the running loop until `stop`; the heartbeat's task."""
-        self._ident, self._native = threading.get_ident(), threading.get_native_id()
+        self._ident = threading.get_ident()
         self._last = time.monotonic()
         threading.Thread(target=self._sample, name="loop-watch", daemon=True).start()
         return asyncio.get_running_loop().create_task(self._heartbeat())
@@ -73,30 +86,31 @@ class LoopWatch:
         self._done.set()
 
     async def _heartbeat(self) -> None:
-        while not self._done.is_set():
-            self._last = time.monotonic()
-            await asyncio.sleep(self.beat)
+        fd = _open_schedstat(threading.get_native_id())  # the loop's own thread
+        try:
+            before, sched0 = time.monotonic(), _schedstat(fd)
+            while not self._done.is_set():
+                self._last = before
+                await asyncio.sleep(self.beat)
+                now, sched1 = time.monotonic(), _schedstat(fd)
+                if now - before > self.threshold:
+                    with self._lock:
+                        self.stalls.append(now - before)
+                        if sched0 is not None and sched1 is not None:
+                            self.on_cpu += sched1[0] - sched0[0]
+                            self.queued += sched1[1] - sched0[1]
+                before, sched0 = now, sched1
+        finally:
+            if fd is not None:
+                os.close(fd)
 
     def _sample(self) -> None:
-        began: float | None = None
-        sched0: tuple[float, float] | None = None
         while not self._done.wait(self.period):
-            last = self._last
-            if time.monotonic() - last > self.threshold:
-                if began is None:
-                    began, sched0 = last, _schedstat(self._native)
+            if time.monotonic() - self._last > self.threshold:
                 frame = sys._current_frames().get(self._ident)
                 if frame is not None:
                     with self._lock:
                         self.samples[where(frame)] += 1
-            elif began is not None:
-                sched1 = _schedstat(self._native)
-                with self._lock:
-                    self.stalls.append(last - began)
-                    if sched0 is not None and sched1 is not None:
-                        self.on_cpu += sched1[0] - sched0[0]
-                        self.queued += sched1[1] - sched0[1]
-                began = None
 
     def summary(self, top: int = 5) -> list[str]:
         """Lines for the log: the stalls, how the thread spent them, where it was."""
