@@ -13,25 +13,28 @@ import pytest
 from kora.run.loopwatch import LoopWatch, watch_from_env
 
 
-def _hold_the_loop_until_seen(watch: LoopWatch) -> None:
-    # blocks the loop (as a slow file system call would) until the watch has sampled it
-    # here: waits on the watch's own record, not on a length of time
+def _hold_the_loop_until_seen(watch: LoopWatch, pause: float) -> None:
+    # blocks the loop until the watch has sampled it here, asleep `pause` seconds at a
+    # time (as a slow file system call would) or, with none, on a CPU throughout: waits
+    # on the watch's own record, not on a length of time
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         with watch._lock:
             if any("_hold_the_loop_until_seen" in s for s in watch.samples):
                 return
-        time.sleep(0.001)
+        if pause:
+            time.sleep(pause)
     raise AssertionError("the watch never sampled the held loop")
 
 
-async def _run(watch: LoopWatch) -> None:
+async def _run(watch: LoopWatch, pause: float = 0.001) -> None:
     watch.start()
     await asyncio.sleep(0)  # the heartbeat beats once
-    _hold_the_loop_until_seen(watch)
-    # the stall ends when the loop beats again and the watch's thread sees it
+    before = len(watch.stalls)
+    _hold_the_loop_until_seen(watch, pause)
+    # the stall is counted when the loop beats again
     deadline = time.monotonic() + 60
-    while not watch.stalls and time.monotonic() < deadline:
+    while len(watch.stalls) == before and time.monotonic() < deadline:
         await asyncio.sleep(0.01)
     watch.stop()
 
@@ -47,28 +50,6 @@ def test_a_held_loop_is_reported_as_a_stall_with_where_it_was() -> None:
     assert "tests/" not in lines[1] and "test_loopwatch.py:" in lines[1]
 
 
-def _spin_until_seen(watch: LoopWatch) -> None:
-    # holds the loop on a CPU, never asleep, until the watch has sampled it here
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        with watch._lock:
-            if any("_spin_until_seen" in s for s in watch.samples):
-                return
-    raise AssertionError("the watch never sampled the held loop")
-
-
-async def _spin(watch: LoopWatch) -> None:
-    watch.start()
-    await asyncio.sleep(0)
-    before = len(watch.stalls)
-    _spin_until_seen(watch)
-    # the stall is counted at the loop's next beat
-    deadline = time.monotonic() + 60
-    while len(watch.stalls) == before and time.monotonic() < deadline:
-        await asyncio.sleep(0.01)
-    watch.stop()
-
-
 @pytest.mark.skipif(
     not os.path.exists(f"/proc/self/task/{threading.get_native_id()}/schedstat"),
     reason="Linux's scheduler counts",
@@ -77,7 +58,7 @@ def test_a_loop_held_on_a_cpu_is_not_reported_asleep() -> None:
     """The whole stall is counted, its first `threshold` too: read from the watching
     thread once the stall was seen, that part went uncounted and showed as sleep."""
     watch = LoopWatch(threshold=0.1, period=0.005, beat=0.002)
-    asyncio.run(_spin(watch))
+    asyncio.run(_run(watch, pause=0))
     assert max(watch.stalls) >= 0.1
     asleep = sum(watch.stalls) - watch.on_cpu - watch.queued
     # a spin is on a CPU or waiting for one; the rest is the loop's idle moment before it
