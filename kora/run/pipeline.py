@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -45,9 +45,6 @@ class Pipeline:
     # the --configfile files as the user typed them: every command printed for the user
     # names them again, or it would run with another config
     overlays: tuple[str, ...] = ()
-    _templates: dict[str, list[str]] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
 
     @cached_property
     def benchmark(self) -> Benchmark:
@@ -221,20 +218,23 @@ class Pipeline:
     def templates(self, stage: str) -> list[str]:
         """A stage's template files, as rule inputs: relative to the project when inside
         it, so a moved checkout re-runs nothing."""
-        # every cell of every job declares them: resolved once a stage (each resolve is a
-        # few system calls, and they were a sixth of the whole grid's plan)
-        found = self._templates.get(stage)
-        if found is None:
-            d = self.config.prompts_dir
-            directory = self.workdir / d if d is not None else self.benchmark.prompts_dir
-            workdir = self.workdir.resolve()
-            found = []
-            for stem in self.benchmark.stage_templates[stage]:
+        return list(self._templates[stage])
+
+    @cached_property
+    def _templates(self) -> dict[str, list[str]]:
+        # every cell of every job declares them: resolved once (each resolve is a few
+        # system calls, and they were a sixth of the whole grid's plan)
+        d = self.config.prompts_dir
+        directory = self.workdir / d if d is not None else self.benchmark.prompts_dir
+        workdir = self.workdir.resolve()
+        out: dict[str, list[str]] = {}
+        for stage, stems in self.benchmark.stage_templates.items():
+            out[stage] = []
+            for stem in stems:
                 path = template_path(stem, directory).resolve()
                 inside = path.is_relative_to(workdir)
-                found.append(str(path.relative_to(workdir) if inside else path))
-            self._templates[stage] = found
-        return list(found)
+                out[stage].append(str(path.relative_to(workdir) if inside else path))
+        return out
 
     def taxonomy_files(self) -> list[str]:
         return list(self._taxonomy_files)
