@@ -5,7 +5,7 @@ rule conversations:
     input:
         unpack(PIPELINE.rule_input("conversations")),
     output:
-        **PIPELINE.rule_output("conversations"),
+        shards=directory(PIPELINE.rule_output("conversations")),
     log:
         PIPELINE.rule_log("conversations"),
     wildcard_constraints:

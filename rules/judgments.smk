@@ -2,7 +2,7 @@ rule judgments:
     input:
         unpack(PIPELINE.rule_input("judgments")),
     output:
-        **PIPELINE.rule_output("judgments"),
+        shards=directory(PIPELINE.rule_output("judgments")),
     log:
         PIPELINE.rule_log("judgments"),
     conda:

@@ -5,7 +5,8 @@
 
 rule report:
     input:
-        judgments=lambda wc: PIPELINE.judgment_files(wc.target),
+        # the target's judgments folders, one per risk
+        judgments=lambda wc: PIPELINE.judgment_folders(wc.target),
         results=PIPELINE.layout.results_json(),
         # linked from the report and summary.json
         manifest=PIPELINE.layout.manifest_json(),
@@ -28,6 +29,7 @@ rule report:
         "../envs/kora.yaml"
     params:
         target=lambda wc: wc.target,
+        places=PIPELINE.places,
     script:
         "../scripts/report.py"
 
@@ -63,6 +65,7 @@ rule leaderboard:
         "../envs/kora.yaml"
     params:
         judgments=PIPELINE.leaderboard_judgments(),
+        places=PIPELINE.places,
         annotations=PIPELINE.leaderboard_annotations(),
     script:
         "../scripts/leaderboard.py"

@@ -23,15 +23,17 @@ rule results:
     conda:
         "../envs/kora.yaml"
     params:
+        # each cell's place in the risks' folders of the input
+        places=PIPELINE.places,
         # what results.json reports about the run: a change re-writes it even when no
         # shard changed (e.g. a role renamed)
         meta=lambda wc: PIPELINE.results_meta(wc.target),
         # the result's config as its manifest carries it (credentials masked)
         config=lambda wc: PIPELINE.public_config(wc.target),
-        # renewed when a shard is missing: Snakemake then rebuilds it (see kora.run.shards)
+        # renewed when a folder is missing: Snakemake then rebuilds it (see kora.run.shards)
         retry=lambda wc: missing_token(
             PIPELINE.layout.results_json(wc.target),
-            PIPELINE.results_input_files(wc.target),
+            [f for files in PIPELINE.results_inputs(wc.target).values() for f in files],
         ),
     script:
         "../scripts/results.py"

@@ -6,7 +6,7 @@ if not PIPELINE.imported:
         input:
             unpack(PIPELINE.rule_input("scenarios")),
         output:
-            **PIPELINE.rule_output("scenarios"),
+            shards=directory(PIPELINE.rule_output("scenarios")),
         log:
             PIPELINE.rule_log("scenarios"),
         conda:

@@ -2,7 +2,7 @@ rule seeds:
     input:
         unpack(PIPELINE.rule_input("seeds")),
     output:
-        **PIPELINE.rule_output("seeds"),
+        shards=directory(PIPELINE.rule_output("seeds")),
     log:
         PIPELINE.rule_log("seeds"),
     conda:

@@ -43,8 +43,8 @@ def _rule_job(p: Pipeline, stage: str, wc: dict[str, str]) -> JobSpec:
     """The spec a rule's script builds from what Snakemake hands it for these wildcards."""
     w = _Wc(**wc)
     params = {k: v(w) if callable(v) else v for k, v in p.rule_params(stage).items()}
-    output = {k: [f.format(**wc) for f in v] for k, v in p.rule_output(stage).items()}
-    logs = [f.format(**wc) for f in p.rule_log(stage)]
+    output = {"shards": p.rule_output(stage).format(**wc)}
+    logs = [p.rule_log(stage).format(**wc)]
     return JobSpec.of(stage, p.rule_input(stage)(w), output, params, logs, p.raw_config)
 
 

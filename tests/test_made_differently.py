@@ -74,7 +74,9 @@ def _workspace(tmp_path: Path) -> tuple[Path, dict[str, list[Path]]]:
     shards = {}
     for name, flip in (("good", False), ("bad", True)):
         folder = tmp_path / "results" / name
-        shards[name] = [write_jsonl(folder / "judgments/x.jsonl", make_judgments(name, flip=flip))]
+        # one risk's folder of judgments (a judgments job's output), holding one shard
+        write_jsonl(folder / "judgments/risk/7to9/x.jsonl", make_judgments(name, flip=flip))
+        shards[name] = [folder / "judgments/risk"]
         (folder / "results.json").write_bytes(orjson.dumps(results_doc(name, mock=False)))
     edited = manifest("bad", templates__judge_safety__sha256="c" * 64)
     (tmp_path / "results/good/manifest.json").write_bytes(orjson.dumps(manifest("good")))
@@ -109,7 +111,7 @@ def test_the_leaderboard_says_it_at_the_top(tmp_path: Path) -> None:
             taxonomy=taxonomy,
         ),
         LeaderboardOutput(html=work / "leaderboard.html", data=work / "leaderboard.json"),
-        LeaderboardParams(judgments=shards),
+        LeaderboardParams(judgments=shards, places=["7to9/x"]),
     )
 
     async def go() -> None:

@@ -57,9 +57,26 @@ def test_damage_gives_a_fresh_retry_token_once(tmp_path: Path, damage: str) -> N
         check(path)
 
 
-def test_a_missing_shard_is_not_damaged(tmp_path: Path) -> None:
-    assert not looks_damaged(tmp_path / "nothing.jsonl")
-    assert retry_token(tmp_path / "nothing.jsonl") == ""
+def test_a_shard_whose_risk_folder_is_missing_is_not_damaged(tmp_path: Path) -> None:
+    """Its job's one output (the risk's folder) is missing: Snakemake makes it anyway."""
+    nothing = tmp_path / "risk" / "7to9" / "m.jsonl"
+    assert not looks_damaged(nothing)
+    assert retry_token(nothing) == ""
+
+
+def test_a_shard_missing_from_its_risk_folder_gets_a_fresh_retry_token_once(
+    tmp_path: Path,
+) -> None:
+    """A job declares the risk's folder, not the shard: Snakemake sees the folder there and
+    would make nothing, so the token of the missing shard's cell changes."""
+    path = shard(tmp_path)
+    path.unlink()
+    assert looks_damaged(path)
+    token = retry_token(path)
+    assert token
+    assert retry_token(path) == token
+    other = tmp_path / "risk" / "13to17" / "m.jsonl"  # a cell the folder never held
+    assert retry_token(other) and retry_token(other) != token
 
 
 def test_a_scenarios_rejected_file_shares_the_shard_status(tmp_path: Path) -> None:

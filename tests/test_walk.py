@@ -165,10 +165,10 @@ def test_a_risks_job_handed_over_whole_is_walked_as_its_cells_own_jobs() -> None
     cells = [{"cell": {"risk": "r", "age": "7to9", "motivation": f"m{i:03d}"}} for i in range(6)]
     job = JobSpec(
         "seeds",
-        {"taxonomy": ["t.json"], "other": [f"in-{i}" for i in range(6)]},
-        {"data": [f"out-{i}" for i in range(6)]},
+        {"taxonomy": ["t.json"], "other": "in/r"},
+        {"shards": "out/r"},
         {"benchmark": "v1", "cells": cells},
-        [f"log-{i}" for i in range(6)],
+        ["logs/r.log"],
         {},
     )
     made: list[JobSpec] = []
@@ -184,8 +184,12 @@ def test_a_risks_job_handed_over_whole_is_walked_as_its_cells_own_jobs() -> None
     assert make.most_open == 2
     for spec in made:
         i = int(spec.params["cell"]["motivation"][1:])
-        assert spec.output == {"data": f"out-{i}"} and spec.log == [f"log-{i}"]
-        assert spec.input == {"taxonomy": ["t.json"], "other": f"in-{i}"}
+        shard = f"7to9/m{i:03d}"
+        assert spec.output == {
+            "data": f"out/r/{shard}.jsonl", "status": f"out/r/{shard}.status.json"
+        }  # fmt: skip
+        assert spec.log == [f"logs/r/{shard}.log"]
+        assert spec.input == {"taxonomy": ["t.json"], "other": f"in/r/{shard}.jsonl"}
         assert spec.params == {"benchmark": "v1", **cells[i]}
 
 

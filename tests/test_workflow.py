@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -167,15 +168,35 @@ def test_a_shard_damaged_by_hand_is_rebuilt_by_the_same_command(
 
 
 @pytest.mark.slow
-def test_a_shard_edited_in_place_stops_the_run_naming_it(workflow_dir: Path) -> None:
-    """An edit that keeps the size is caught when the shard is read: the job stops with
-    the file named and what to do; doing it rebuilds the shard."""
+def test_a_shard_edited_in_place_is_made_again(workflow_dir: Path) -> None:
+    """An edit that keeps the size, written after the shard's status: the next run makes
+    the shard again from the call store, and the jobs after it, as for any damage."""
     assert snakemake(workflow_dir, "results/tiny/results.json").returncode == 0
     rel = "results/tiny/conversations/violence_and_physical_harm/7to9/curiosity_exploration.jsonl"
     path = workflow_dir / rel
     whole = path.read_bytes()
     path.write_bytes(whole.replace(b'"role":"user"', b'"role":"USER"', 1))
-    stopped = snakemake(workflow_dir, "results/tiny/results.json")
+    again = snakemake(workflow_dir, "results/tiny/results.json")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert path.read_bytes() == whole
+    assert "rule judgments" in again.stderr and "rule results" in again.stderr
+    done = snakemake(workflow_dir, "-n", "results/tiny/results.json")
+    assert "Nothing to be done" in done.stdout + done.stderr
+
+
+@pytest.mark.slow
+def test_a_shard_edited_after_it_was_checked_stops_the_job_reading_it(workflow_dir: Path) -> None:
+    """An edit that keeps the size and the time is caught when the shard is read: the job
+    stops with the file named and what to do; doing it makes the shard again."""
+    assert snakemake(workflow_dir, "results/tiny/results.json").returncode == 0
+    rel = "results/tiny/conversations/violence_and_physical_harm/7to9/curiosity_exploration.jsonl"
+    path = workflow_dir / rel
+    whole = path.read_bytes()
+    st = path.stat()
+    path.write_bytes(whole.replace(b'"role":"user"', b'"role":"USER"', 1))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    # the judgments made again, reading the edited shard
+    stopped = snakemake(workflow_dir, "results/tiny/results.json", "--forcerun", "judgments")
     assert stopped.returncode != 0
     assert f"{rel}: damaged or edited" in stopped.stderr
     assert "Traceback" not in stopped.stderr
@@ -185,21 +206,35 @@ def test_a_shard_edited_in_place_stops_the_run_naming_it(workflow_dir: Path) -> 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stages", [("judgments",), ("conversations", "judgments"), ("scenarios",)])
+@pytest.mark.parametrize(
+    ("stages", "what"),
+    [
+        (("judgments",), "shard"),
+        (("conversations", "judgments"), "shard"),
+        (("scenarios",), "shard"),
+        (("seeds",), "folder"),
+        (("conversations",), "folder"),
+    ],
+)
 def test_missing_shards_are_rebuilt_and_then_nothing_is_left_to_do(
-    workflow_dir: Path, stages: tuple[str, ...]
+    workflow_dir: Path, stages: tuple[str, ...], what: str
 ) -> None:
-    """Snakemake keeps a missing intermediate while the files after it exist; the results
-    job notices and the same command makes it again, once."""
+    """A shard deleted from its risk's folder (a job declares the folder), or the whole
+    folder while the files after it exist (Snakemake keeps a missing intermediate): the
+    same command makes it again, once."""
     assert snakemake(workflow_dir, "results/tiny/results.json").returncode == 0
     shard = "violence_and_physical_harm/7to9/curiosity_exploration.jsonl"
     paths = [
-        workflow_dir / (f"data/{s}/{shard}" if s == "scenarios" else f"results/tiny/{s}/{shard}")
+        workflow_dir
+        / (f"data/{s}/{shard}" if s in ("seeds", "scenarios") else f"results/tiny/{s}/{shard}")
         for s in stages
     ]
     wholes = [p.read_bytes() for p in paths]
     for p in paths:
-        p.unlink()
+        if what == "folder":
+            shutil.rmtree(p.parent.parent)
+        else:
+            p.unlink()
     again = snakemake(workflow_dir, "results/tiny/results.json")
     assert again.returncode == 0, again.stderr[-3000:]
     assert [p.read_bytes() for p in paths] == wholes

@@ -23,6 +23,7 @@ from kora.run.gather import GATHERING_RULES
 from kora.run.groups import split
 from kora.run.joblog import job_log
 from kora.run.jobspec import JobSpec
+from kora.run.layout import PLACE, cell_log
 from kora.run.reply import Outcome
 from kora.run.shard_run import FatalProviderError
 from kora.run.stages import STAGES
@@ -37,9 +38,19 @@ async def execute(spec: JobSpec, pool: Pool, where: str = "its own") -> Outcome:
     rejected key stops every cell alike). The cells of every job the process serves take
     turns (kora.run.context.CELLS_AT_ONCE)."""
     cells = split(spec)
-    if len(cells) == 1:
+    if "cells" not in spec.params:
         return await _execute(cells[0], pool, where)
-    outcomes = await asyncio.gather(*(_execute(c, pool, where) for c in cells))
+    # the job's own log (the one its rule declares) says where each cell's is and which
+    # failed; each cell logs its work in its own
+    with job_log(spec.log[0] if spec.log else None):
+        log.info("%s job of %d cells in process %d (%s)", spec.rule, len(cells), os.getpid(), where)
+        outcomes = await asyncio.gather(*(_execute(c, pool, where) for c in cells))
+        for cell, outcome in zip(cells, outcomes, strict=True):
+            if outcome.status:
+                log.error("%s: %s", cell.log[0] if cell.log else "a cell", outcome.message)
+        failed = sum(1 for o in outcomes if o.status)
+        log.info("%d of %d cells done; each cell's log: %s", len(cells) - failed, len(cells),
+                 cell_log(spec.log[0], PLACE) if spec.log else "-")  # fmt: skip
     messages = list(dict.fromkeys(o.message for o in outcomes if o.message))
     return Outcome(max(o.status for o in outcomes), "\n".join(messages))
 

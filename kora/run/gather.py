@@ -21,6 +21,7 @@ from kora.benchmarks.base import Benchmark
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.io import write_atomic, write_json
 from kora.run.context import JobContext
+from kora.run.layout import shard_in
 
 log = logging.getLogger("kora")
 
@@ -33,16 +34,19 @@ def _taxonomy(files: list[Path], ctx: JobContext, benchmark: Benchmark) -> Taxon
     return ctx.pool.taxonomy(files, benchmark)
 
 
+def shards(folders: list[Path], places: list[str]) -> list[Path]:
+    """Each cell's records in the risks' folders a gathering rule declares (one per risk,
+    kora.run.groups): every place of the grid in every folder, in the grid's order."""
+    return [Path(shard_in(str(f), p)) for f in folders for p in places]
+
+
 class ResultsInput(_Spec):
+    # each stage's folders, one per risk; the scenarios' and seeds' are left out for
+    # targets whose tests were imported or carried on
     judgments: list[Path]
-    judgments_status: list[Path]
     conversations: list[Path]
-    conversations_status: list[Path]
     scenarios: list[Path] = []
-    scenarios_status: list[Path] = []
-    rejected: list[Path] = []
     seeds: list[Path] = []
-    seeds_status: list[Path] = []
     taxonomy: list[Path]
     templates: list[Path] = []  # hashed into the manifest
 
@@ -58,6 +62,7 @@ class ResultsOutput(_Spec):
 
 class ResultsParams(_Spec):
     meta: ResultsMeta
+    places: list[str]  # the grid's "<age>/<motivation>" in each risk's folder
     retry: str
     config: dict[str, Any] = {}  # the result's config, credentials masked (the manifest's)
 
@@ -69,18 +74,18 @@ async def results(
     from kora.io import iter_jsonl
     from kora.llm.bill import bill_dir, charges
     from kora.run.progress import RUN_ENV
-    from kora.run.shards import check
+    from kora.run.shards import check, rejected_of, status_of
 
-    data = [*input.judgments, *input.conversations, *input.scenarios, *input.rejected]
-    for f in [*data, *input.seeds]:
+    judgments, conversations, scenarios, seeds = (
+        shards(folders, params.places)
+        for folders in (input.judgments, input.conversations, input.scenarios, input.seeds)
+    )
+    rejects = [Path(rejected_of(f)) for f in scenarios]
+    data = [*judgments, *conversations, *scenarios, *rejects]
+    for f in [*data, *seeds]:
         check(f)  # raises naming a damaged shard
-    status = [
-        *input.judgments_status,
-        *input.conversations_status,
-        *input.scenarios_status,
-        *input.seeds_status,
-    ]
-    rejected = sum(1 for f in input.rejected for _ in iter_jsonl(f))
+    status = [Path(status_of(f)) for f in [*judgments, *conversations, *scenarios, *seeds]]
+    rejected = sum(1 for f in rejects for _ in iter_jsonl(f))
     taxonomy = _taxonomy(input.taxonomy, ctx, benchmarks.get(params.meta.benchmark))
     # what this run paid for the result's calls: its own lines of the bill
     run = os.environ.get(RUN_ENV)
@@ -93,8 +98,8 @@ async def results(
         from kora.analysis.parquet import write_conversations
 
         by_name = {m.name: m.id for m in taxonomy.motivations}
-        write_conversations(input.judgments, output.table, by_name)
-    doc, usage = build_results(params.meta, taxonomy, input.judgments, status, rejected, bill)
+        write_conversations(judgments, output.table, by_name)
+    doc, usage = build_results(params.meta, taxonomy, judgments, status, rejected, bill)
     write_json(output.results, doc)
     write_json(output.usage, usage)
     if output.manifest is not None:
@@ -103,7 +108,7 @@ async def results(
         write_manifest(
             output.manifest, meta=params.meta, config=params.config,
             stage_templates=benchmarks.get(params.meta.benchmark).stage_templates,
-            templates=input.templates, taxonomy=input.taxonomy, data=[*data, *input.seeds],
+            templates=input.templates, taxonomy=input.taxonomy, data=[*data, *seeds],
             status_files=status, store=ctx.workdir / ctx.settings.cache_dir,
             results=output.results, workdir=ctx.workdir,
         )  # fmt: skip
@@ -115,7 +120,7 @@ async def results(
 
 
 class ReportInput(_Spec):
-    judgments: list[Path]
+    judgments: list[Path]  # the target's judgments folders, one per risk
     results: Path
     manifest: Path | None = None  # the result's manifest, linked
     taxonomy: list[Path]
@@ -130,6 +135,7 @@ class ReportOutput(_Spec):
 
 class ReportParams(_Spec):
     target: str
+    places: list[str]  # the grid's "<age>/<motivation>" in each risk's folder
 
 
 async def report(
@@ -142,7 +148,7 @@ async def report(
     started = time.monotonic()
     doc = orjson.loads(input.results.read_bytes())
     taxonomy = _taxonomy(input.taxonomy, ctx, benchmarks.of_results(doc))
-    records = load_records(input.judgments)
+    records = load_records(shards(input.judgments, params.places))
     agreement = orjson.loads(input.agreement[0].read_bytes()) if input.agreement else None
     people = load_people(input.annotations) if input.annotations else None
     manifest = None
@@ -161,7 +167,7 @@ async def report(
 class LeaderboardInput(_Spec):
     results: list[Path]
     manifests: list[Path] = []  # each result's, beside it: how each was made
-    judgments: list[Path]
+    judgments: list[Path]  # every target's judgments folders, one per risk
     taxonomy: list[Path]
     annotations: list[Path] = []  # people's grades of any target (kora annotate)
 
@@ -172,8 +178,9 @@ class LeaderboardOutput(_Spec):
 
 
 class LeaderboardParams(_Spec):
-    # each target's judgment shards (the input lists them all, flat)
+    # each target's judgments folders (the input lists them all, flat)
     judgments: dict[str, list[Path]]
+    places: list[str]  # the grid's "<age>/<motivation>" in each risk's folder
     # each target's label files and sample, where people graded (also flat in the input)
     annotations: dict[str, list[Path]] = {}
 
@@ -190,7 +197,11 @@ async def leaderboard(
     for f in input.results:
         res = orjson.loads(f.read_bytes())
         entries[str(res["target"])] = res
-    records = {t: load_records(files) for t, files in params.judgments.items() if files}
+    records = {
+        t: load_records(shards(folders, params.places))
+        for t, folders in params.judgments.items()
+        if folders
+    }
     bm = next(map(benchmarks.of_results, entries.values()), benchmarks.get(benchmarks.DEFAULT))
     taxonomy = _taxonomy(input.taxonomy, ctx, bm)
     corrected = {

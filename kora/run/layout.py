@@ -18,6 +18,44 @@ CELL = "{risk}/{age}/{motivation}"
 TARGET = "{target}"
 RECORDED_MANIFEST = "RECORDED.json"
 
+# A shard's place in its risk's folder. A stage's job declares the risk's folder as one
+# `directory()` output (and its sources' folders as inputs, one log for the job): Snakemake
+# keeps objects, checksums and a metadata record for every path a job declares, and a
+# job per cell's files made that most of its memory and CPU on a whole grid
+# (bench/README.md, "A risk's folder as one output").
+PLACE = "{age}/{motivation}"
+_SHARD_END = f"/{PLACE}.jsonl"
+_LOG_END = f"/{PLACE}.log"
+
+
+def risk_folder(shard: str) -> str:
+    """The folder of a shard pattern's risk: "<...>/{risk}" of "<...>/{risk}/{age}/{motivation}.jsonl"."""
+    if not shard.endswith(_SHARD_END):
+        raise ValueError(f"not a shard pattern: {shard}")
+    return shard.removesuffix(_SHARD_END)
+
+
+def shard_in(folder: str, place: str) -> str:
+    """A shard's records in its risk's folder; `place` is "<age>/<motivation>"."""
+    return f"{folder}/{place}.jsonl"
+
+
+def job_log(cell_log: str) -> str:
+    """The one log of a risk's job, from the pattern of its cells' logs."""
+    if not cell_log.endswith(_LOG_END):
+        raise ValueError(f"not a cell's log pattern: {cell_log}")
+    return cell_log.removesuffix(_LOG_END) + ".log"
+
+
+def cell_log(job_log: str, place: str) -> str:
+    """A cell's own log, in a folder beside its job's log (not declared: the job's is)."""
+    return f"{job_log.removesuffix('.log')}/{place}.log"
+
+
+def folder_of(shard: Path | str) -> Path:
+    """The risk folder a shard lies in (its job's one output)."""
+    return Path(shard).parent.parent
+
 
 @dataclass(frozen=True)
 class Layout:

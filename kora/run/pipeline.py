@@ -32,8 +32,8 @@ from kora.errors import ConfigError
 from kora.io import read_jsonl
 from kora.run import groups
 from kora.run.jobspec import JobSpec
-from kora.run.layout import Layout
-from kora.run.shards import rejected_of, retry_token, status_of
+from kora.run.layout import CELL, Layout, risk_folder
+from kora.run.shards import retry_token
 from kora.run.stages import STAGES
 
 
@@ -148,14 +148,14 @@ class Pipeline:
     def rule_input(self, stage: str) -> Callable[[Any], dict[str, Any]]:
         return groups.inputs(self, stage, self.cell_parts)
 
-    def rule_output(self, stage: str) -> dict[str, list[str]]:
-        return groups.outputs(self, stage, self.cell_parts)
+    def rule_output(self, stage: str) -> str:  # the rule wraps it in `directory()`
+        return groups.outputs(self, stage)
 
     def rule_params(self, stage: str) -> dict[str, Any]:
         return groups.params(self, stage, self.cell_parts)
 
-    def rule_log(self, stage: str) -> list[str]:
-        return groups.logs(self, stage, self.cell_parts)
+    def rule_log(self, stage: str) -> str:
+        return groups.logs(self, stage)
 
     def job_spec(self, stage: str, wc: Mapping[str, str]) -> JobSpec:
         """The spec of one cell's job, as a rule's job hands it on (JobSpec.of, then
@@ -263,20 +263,27 @@ class Pipeline:
         found += [sample] if sample.exists() else []
         return [f"{folder}/{f.name}" for f in found]
 
-    def judgment_files(self, target: str) -> list[str]:
-        return [self.layout.judgments(target, c) for c in self.cells()]
+    @cached_property
+    def places(self) -> list[str]:
+        """Each cell's "<age>/<motivation>" in its risk's folders (the `places` param)."""
+        return [f"{age}/{motivation}" for age, motivation in self.cell_parts]
+
+    def _folders(self, shard_of: Callable[[str], str]) -> list[str]:
+        """A stage's folder of each of the run's risks (cell order), from its pattern."""
+        risks = dict.fromkeys(c.split("/")[0] for c in self.cells())
+        return [risk_folder(shard_of(CELL)).replace("{risk}", r) for r in risks]
+
+    def judgment_folders(self, target: str) -> list[str]:
+        return self._folders(lambda c: self.layout.judgments(target, c))
 
     def results_inputs(self, target: str) -> dict[str, list[str]]:
-        """Every shard file behind a target's results, by kind, and the taxonomy.
-
-        All of them are inputs of its results job, so a shard that a failed or killed job
-        left missing is rebuilt by the next run of the same command, whatever stage it
-        belongs to (Snakemake would otherwise keep a missing intermediate while the files
-        after it exist).
-        """
-        cells = self.cells()
+        """Each stage's folders behind a target's results (one per risk), the taxonomy and
+        the templates. Every stage's are inputs, so a folder a failed or killed job left
+        missing is made again by the same command (Snakemake would keep a missing
+        intermediate while the files after it exist); a shard missing from its folder
+        renews its own job's retry token (kora.run.shards)."""
         out: dict[str, list[str]] = {}
-        for stage, path_of in (
+        for stage, shard_of in (
             ("judgments", lambda c: self.layout.judgments(target, c)),
             ("conversations", lambda c: self.layout.conversations(target, c)),
             ("scenarios", self.layout.scenarios),
@@ -288,11 +295,7 @@ class Pipeline:
                 continue
             if stage == "seeds" and self.imported:
                 continue
-            data = [path_of(c) for c in cells]
-            out[stage] = data
-            out[f"{stage}_status"] = [status_of(p) for p in data]
-            if stage == "scenarios":
-                out["rejected"] = [rejected_of(p) for p in data]
+            out[stage] = self._folders(shard_of)
         out["taxonomy"] = self.taxonomy_files()
         # what the manifest hashes as it is on disk: an edited template re-writes it
         out["templates"] = self.result_templates(target)
@@ -317,9 +320,6 @@ class Pipeline:
         from kora.config.public import public_config
 
         return public_config(self.config, target)
-
-    def results_input_files(self, target: str) -> list[str]:
-        return [f for files in self.results_inputs(target).values() for f in files]
 
     # --- rule params ------------------------------------------------------------------
 
@@ -376,8 +376,8 @@ class Pipeline:
         return meta
 
     def leaderboard_judgments(self) -> dict[str, list[str]]:
-        """Each target's judgment shards, for the paired comparisons."""
-        return {t: self.judgment_files(t) for t in self.config.targets}
+        """Each target's judgments folders, for the paired comparisons."""
+        return {t: self.judgment_folders(t) for t in self.config.targets}
 
     def leaderboard_annotations(self) -> dict[str, list[str]]:
         """The targets people graded: their label files, for the corrected ranking."""

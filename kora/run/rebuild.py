@@ -162,10 +162,14 @@ def _gather_spec(pipeline: Pipeline, target: str, rule: str, work: Path) -> JobS
     if rule == "results":
         inputs: dict[str, Any] = dict(pipeline.results_inputs(target))
         output = {"results": layout.results_json(target), "usage": layout.usage_json(target)}
-        params: dict[str, Any] = {"meta": pipeline.results_meta(target), "retry": ""}
+        params: dict[str, Any] = {
+            "meta": pipeline.results_meta(target),
+            "places": pipeline.places,
+            "retry": "",
+        }
     else:
         inputs = {
-            "judgments": pipeline.judgment_files(target),
+            "judgments": pipeline.judgment_folders(target),
             "results": layout.results_json(target),
             "manifest": layout.manifest_json(target),
             "taxonomy": pipeline.taxonomy_files(),
@@ -173,7 +177,7 @@ def _gather_spec(pipeline: Pipeline, target: str, rule: str, work: Path) -> JobS
             "annotations": pipeline.annotation_files(target),
         }
         output = {"html": layout.report_html(target), "summary": layout.summary_json(target)}
-        params = {"target": target}
+        params = {"target": target, "places": pipeline.places}
     logs = [str(work / layout.log("replay", rule, target))]
     return JobSpec.of(rule, inputs, output, params, logs, pipeline.raw_config)
 

@@ -1,24 +1,26 @@
-"""A shard's files: its records, its `.status.json`, its `.retry` marker, and their checks.
+"""A shard's files: its records, its `.status.json`, its retry marker, and their checks.
 
 Every stage job writes its JSONL records first, then the status file that describes them
 (items, failures, usage, and the size, record count and SHA-256 of each file written). A
 shard whose data no longer matches its status (cut, emptied or edited by hand, or written
 by a job killed between the two files) is damaged:
 
-- before a run, `retry_token` sees a size that differs from the status (a stat and one
-  small read a shard) and gives the shard a fresh retry token, so Snakemake rebuilds it
-  (from the call store: nothing already paid is paid again);
+- before a run, `retry_token` sees a size that differs from the status or a shard
+  written after it (two stats and one small read a shard), or a shard missing from its
+  risk's folder, and gives the shard a fresh retry token, so Snakemake rebuilds it (from
+  the call store: nothing already paid is paid again);
 - a job reading a shard checks all three figures and stops with an error naming the file
   (`DamagedShardError`) rather than crashing on a half line or silently using fewer items.
 
-The `.retry` marker holds a token that changes whenever a shard must be made again (it had
-failed items, or it is damaged); the token is the `retry` param of the shard's rule, a
+The retry marker (`shard_marker`) holds a token that changes whenever a shard must be made
+again (it had failed items, or it is damaged); the token is the `retry` param of the shard's rule, a
 function of the wildcards only, because Snakemake ignores params derived from outputs.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import secrets
 from pathlib import Path
@@ -30,6 +32,7 @@ from pydantic import BaseModel
 from kora.errors import InputError
 from kora.io import dumps as _dumps
 from kora.io import read_jsonl, write_atomic, write_json
+from kora.run.layout import folder_of
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -48,7 +51,16 @@ def rejected_of(path: Path | str) -> str:
 
 
 def retry_marker(output: Path | str) -> Path:
+    """The marker of a gathering job's output (results.json), beside it."""
     return Path(f"{output}.retry")
+
+
+def shard_marker(shard: Path | str) -> Path:
+    """The marker of a shard: outside its risk's folder, in a `.retry` folder beside it.
+    Snakemake empties the folder (its job's one output) before the job runs, and may
+    ask for the token again after that: the marker must outlive it."""
+    folder = folder_of(shard)
+    return folder.parent / ".retry" / folder.name / f"{Path(shard).relative_to(folder)}.retry"
 
 
 def write_records(path: Path | str, records: list[Any]) -> dict[str, Any]:
@@ -75,18 +87,33 @@ def _recorded(path: Path) -> dict[str, Any] | None:
 
 
 def damage(path: Path | str) -> str | None:
-    """A cheap check before a run: None when the shard is missing (Snakemake makes it
-    anyway) or its size is the one its status gives; else a signature of the damage (its
-    size and modification time), the same until the file changes again."""
+    """A cheap check before a run: None when the shard's size is the one its status gives,
+    or when its risk's folder is missing too (Snakemake makes it anyway); else a signature
+    of the damage (its size and modification time, or "missing" and the folder's), the same
+    until the file changes again. A job declares the risk's folder, not the shard
+    (kora.run.groups): a shard gone from a folder that is there is Snakemake's to miss."""
     path = Path(path)
     try:
         st = path.stat()
     except FileNotFoundError:
-        return None
+        try:
+            return f"missing {folder_of(path).stat().st_mtime_ns}"
+        except FileNotFoundError:
+            return None
     entry = _recorded(path)
-    if entry is not None and entry.get("bytes") == st.st_size:
+    if entry is not None and entry.get("bytes") == st.st_size and not _edited(path, st):
         return None
     return f"damaged {st.st_size} {st.st_mtime_ns}"
+
+
+def _edited(path: Path, st: os.stat_result) -> bool:
+    """Whether the shard was written after its status (its job writes the records first):
+    an edit that kept the size. Snakemake sees only the risk's folder, not the shard's
+    time (kora.run.groups)."""
+    try:
+        return st.st_mtime_ns > os.stat(status_of(path)).st_mtime_ns
+    except FileNotFoundError:
+        return True
 
 
 def looks_damaged(path: Path | str) -> bool:
@@ -123,7 +150,7 @@ def retry_token(output: Path | str) -> str:
     """The shard rule's `retry` param: the marker's token, renewed first when the shard
     looks damaged. Snakemake may ask more than once a run: the marker remembers which
     damage it was renewed for, so the token stays the same until the shard changes."""
-    marker = retry_marker(output)
+    marker = shard_marker(output)
     try:
         token, _, seen = marker.read_text().partition("\n")
     except FileNotFoundError:
@@ -164,13 +191,13 @@ def missing_token(output: Path | str, inputs: list[str]) -> str:
 
 def new_token(output: Path | str) -> str:
     token = secrets.token_hex(8)
-    write_atomic(retry_marker(output), (token + "\n").encode())
+    write_atomic(shard_marker(output), (token + "\n").encode())
     return token
 
 
 def keep_token(output: Path | str, token: str) -> None:
     """After a job: keep the token the run started with (nothing to redo)."""
-    marker = retry_marker(output)
+    marker = shard_marker(output)
     if token:
         write_atomic(marker, (token + "\n").encode())
     else:

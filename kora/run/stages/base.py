@@ -177,8 +177,12 @@ class Stage(ABC):
         """The pattern of the shard's records (Snakemake wildcards left in)."""
 
     def outputs(self, pipeline: Rules) -> dict[str, str]:
-        """Output patterns: the records, and the status file that describes them."""
-        data = self.data(pipeline)
+        """A cell's output patterns (`files_of` its records' pattern)."""
+        return self.files_of(self.data(pipeline))
+
+    def files_of(self, data: str) -> dict[str, str]:
+        """A shard's files by kind, from its records' path: the records, and the status
+        file that describes them."""
         return {"data": data, "status": status_of(data)}
 
     def sources(self, pipeline: Rules, wc: dict[str, str]) -> dict[str, Any]:

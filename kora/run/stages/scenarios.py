@@ -55,8 +55,8 @@ class ScenariosStage(Stage):
     def data(self, pipeline: Rules) -> str:
         return pipeline.layout.scenarios()
 
-    def outputs(self, pipeline: Rules) -> dict[str, str]:
-        return {**super().outputs(pipeline), "rejected": rejected_of(self.data(pipeline))}
+    def files_of(self, data: str) -> dict[str, str]:
+        return {**super().files_of(data), "rejected": rejected_of(data)}
 
     def sources(self, pipeline: Rules, wc: dict[str, str]) -> dict[str, Any]:
         return {"seeds": pipeline.layout.seeds(pipeline.cell_of(wc))}
