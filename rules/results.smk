@@ -33,7 +33,11 @@ rule results:
         # renewed when a folder is missing: Snakemake then rebuilds it (see kora.run.shards)
         retry=lambda wc: missing_token(
             PIPELINE.layout.results_json(wc.target),
-            [f for files in PIPELINE.results_inputs(wc.target).values() for f in files],
+            [
+                f
+                for files in PIPELINE.results_inputs(wc.target).values()
+                for f in files
+            ],
         ),
     script:
         "../scripts/results.py"
