@@ -137,8 +137,8 @@ def _is_snakemake(argv: list[bytes]) -> bool:
     return words[1:3] == ["-m", "snakemake"]
 
 
-# a job's files shown when Snakemake reports it: a KORA job holds a risk's cells, 60
-# files and more, and a failed run listed every one of them for every job
+# a job's files shown when Snakemake reports it: a results or report job lists a folder
+# per risk and stage, and a failed run listed every one of them for every job
 SHOWN_FILES = 3
 
 
@@ -195,10 +195,10 @@ def keep_dataframes_out() -> None:
 
 # Before it picks the next jobs, Snakemake's scheduler reads the size of every input of
 # every job ready to run (JobScheduler.update_input_sizes), a task and two file lookups a
-# file, after every job that ends. A kora shard job lists its cells' files, and in a whole
-# grid dozens of jobs wait ready for a free core: the whole v1 grid's Snakemake process
-# spent 70 of its 179 s of CPU there (py-spy, bench/full_grid.py), and that share grows
-# with the square of the grid (a tenth: 6 s in all). The sizes serve two ends: the default
+# file, after every job that ends. A kora shard job listed its cells' files then (it lists
+# its risk's folders now, kora.run.groups), and in a whole grid dozens of jobs wait ready
+# for a free core: the whole v1 grid's Snakemake process spent 70 of its 179 s of CPU
+# there (py-spy, bench/full_grid.py), and that share grows with the square of the grid. The sizes serve two ends: the default
 # scheduler (ilp) frees the largest temp() files first, and the greedy one ranks jobs by
 # priority, then temp() sizes, then input sizes. kora's rules declare no temp() file: so
 # only jobs with a temp() input have their sizes read, and the others' read as unknown
