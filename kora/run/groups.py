@@ -29,7 +29,7 @@ from dataclasses import replace
 from typing import Any
 
 from kora.run.jobspec import JobSpec
-from kora.run.layout import cell_log, folder_of, job_log, risk_folder, shard_in
+from kora.run.layout import PLACE, cell_log, folder_of, job_log, risk_folder, shard_in
 from kora.run.stages import STAGES
 from kora.run.stages.base import Rules, Sources
 
@@ -110,7 +110,7 @@ def cell_params(spec: JobSpec, i: int) -> dict[str, Any]:
 def place(spec: JobSpec, i: int) -> str:
     """The i-th cell's place in its risk's folders: "<age>/<motivation>"."""
     cell = spec.params["cells"][i]["cell"]
-    return f"{cell['age']}/{cell['motivation']}"
+    return PLACE.format(age=cell["age"], motivation=cell["motivation"])
 
 
 def cell_spec(spec: JobSpec, i: int) -> JobSpec:

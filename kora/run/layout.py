@@ -29,7 +29,8 @@ _LOG_END = f"/{PLACE}.log"
 
 
 def risk_folder(shard: str) -> str:
-    """The folder of a shard pattern's risk: "<...>/{risk}" of "<...>/{risk}/{age}/{motivation}.jsonl"."""
+    """The risk's folder of a shard pattern: "<...>/{risk}" of
+    "<...>/{risk}/{age}/{motivation}.jsonl"."""
     if not shard.endswith(_SHARD_END):
         raise ValueError(f"not a shard pattern: {shard}")
     return shard.removesuffix(_SHARD_END)

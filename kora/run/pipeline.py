@@ -32,7 +32,7 @@ from kora.errors import ConfigError
 from kora.io import read_jsonl
 from kora.run import groups
 from kora.run.jobspec import JobSpec
-from kora.run.layout import CELL, Layout, risk_folder
+from kora.run.layout import CELL, PLACE, Layout, risk_folder
 from kora.run.shards import retry_token
 from kora.run.stages import STAGES
 
@@ -266,12 +266,13 @@ class Pipeline:
     @cached_property
     def places(self) -> list[str]:
         """Each cell's "<age>/<motivation>" in its risk's folders (the `places` param)."""
-        return [f"{age}/{motivation}" for age, motivation in self.cell_parts]
+        return [PLACE.format(age=age, motivation=motivation) for age, motivation in self.cell_parts]
 
     def _folders(self, shard_of: Callable[[str], str]) -> list[str]:
         """A stage's folder of each of the run's risks (cell order), from its pattern."""
         risks = dict.fromkeys(c.split("/")[0] for c in self.cells())
-        return [risk_folder(shard_of(CELL)).replace("{risk}", r) for r in risks]
+        folder = risk_folder(shard_of(CELL))
+        return [folder.replace("{risk}", r) for r in risks]
 
     def judgment_folders(self, target: str) -> list[str]:
         return self._folders(lambda c: self.layout.judgments(target, c))

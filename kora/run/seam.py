@@ -198,11 +198,12 @@ def keep_dataframes_out() -> None:
 # file, after every job that ends. A kora shard job listed its cells' files then (it lists
 # its risk's folders now, kora.run.groups), and in a whole grid dozens of jobs wait ready
 # for a free core: the whole v1 grid's Snakemake process spent 70 of its 179 s of CPU
-# there (py-spy, bench/full_grid.py), and that share grows with the square of the grid. The sizes serve two ends: the default
-# scheduler (ilp) frees the largest temp() files first, and the greedy one ranks jobs by
-# priority, then temp() sizes, then input sizes. kora's rules declare no temp() file: so
-# only jobs with a temp() input have their sizes read, and the others' read as unknown
-# (None, which both schedulers count as 0), the greedy one then ranking by priority alone.
+# there (py-spy, bench/full_grid.py), and that share grows with the square of the grid.
+# The sizes serve two ends: the default scheduler (ilp) frees the largest temp() files
+# first, and the greedy one ranks jobs by priority, then temp() sizes, then input sizes.
+# kora's rules declare no temp() file: so only jobs with a temp() input have their sizes
+# read, and the others' read as unknown (None, which both schedulers count as 0), the
+# greedy one then ranking by priority alone.
 class _SizesRead(dict[Any, Any]):
     def __missing__(self, key: Any) -> None:
         return None

@@ -13,8 +13,9 @@ by a job killed between the two files) is damaged:
   (`DamagedShardError`) rather than crashing on a half line or silently using fewer items.
 
 The retry marker (`shard_marker`) holds a token that changes whenever a shard must be made
-again (it had failed items, or it is damaged); the token is the `retry` param of the shard's rule, a
-function of the wildcards only, because Snakemake ignores params derived from outputs.
+again (it had failed items, or it is damaged); the token is the `retry` param of the
+shard's rule, a function of the wildcards only, because Snakemake ignores params derived
+from outputs.
 """
 
 from __future__ import annotations
