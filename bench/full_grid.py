@@ -256,6 +256,7 @@ def served(stats: dict[str, Any], limit: float) -> dict[str, Any]:
         "refused_at": sorted(stats.get("refused_times", [])),
         "admitted": admitted,
         "lags": stats.get("lags", []),
+        "server_cpu": stats.get("cpu", 0.0),
     }
 
 
@@ -267,7 +268,7 @@ def lagged(o: dict[str, Any]) -> str:
     late = [x for x in lags if x > 0.02]
     return (
         f"; its loop late over 20 ms {len(late)} times of {len(lags)} "
-        f"({sum(late):.1f} s, the longest {max(lags) * 1000:.0f} ms)"
+        f"({sum(late):.1f} s, the longest {max(lags) * 1000:.0f} ms); its CPU {o['server_cpu']:.0f} s"
     )
 
 
