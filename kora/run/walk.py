@@ -57,10 +57,13 @@ class Walk:
     # side by side, the cells walked at once (None: all of them). A cell's results are
     # held until its last unit is done, so walking a full grid's 750 cells together held
     # the whole grid's scenarios and conversations at once; a window holds the same few
-    # whatever the grid's size (bench/README.md, full_grid.py). Counted in cells of one
-    # target: a cell of a run of N targets holds N targets' conversations and judgments,
-    # so N times fewer of them are walked at once (with 4 targets the broker held 433 MB
-    # against 189 MB for one, `full_grid.py --risks 3 --targets 4`)
+    # whatever the grid's size (bench/README.md, full_grid.py). A cell of a run of N
+    # targets holds N targets' conversations and judgments (4 targets, 64 cells: the
+    # broker held 433 MB against 189 MB for one, `full_grid.py --risks 3 --targets 4`),
+    # so 2/N as many cells are walked, at most the window: twice one target's held at
+    # once. Not 1/N: its child and judge make N targets' calls on the models all targets
+    # share, and 16 cells of 4 targets asked too few of those to hold their limit (0.83-
+    # 0.88 of it; 32 cells: 0.90)
     cells_at_once: int | None = None
     # each cell's jobs, as a job's spec and the cell's place in it, until the cell is
     # walked. Its jobs are made as it starts and let go (their contexts closed) as it
@@ -86,7 +89,8 @@ class Walk:
             await self._all(self.cell(c) for c in cells)
             return
         targets = {s.params.get("target") for held in self.cells.values() for s, _ in held}
-        window = asyncio.Semaphore(max(1, self.cells_at_once // max(1, len(targets - {None}))))
+        n = max(1, len(targets - {None}))
+        window = asyncio.Semaphore(max(1, min(self.cells_at_once, 2 * self.cells_at_once // n)))
 
         async def admitted(cell: str) -> None:
             async with window:
