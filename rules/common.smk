@@ -5,13 +5,14 @@ import sys
 import uuid
 from pathlib import Path
 
-from kora.run import misdirected, seam
+from kora.run import legacy, misdirected, seam
 from kora.config.files import load_run_config
 from kora.errors import KoraError
 from kora.run.progress import RUN_ENV
 from kora.run.runlock import lock_path
 from kora.run.session import RunSession
 from kora.run.shards import missing_token
+from kora.run.stages import STAGES
 from kora.run.pipeline import Pipeline
 
 # Read config.yaml and every --configfile overlay with the project's loader first: it
@@ -40,6 +41,20 @@ os.environ.setdefault(RUN_ENV, uuid.uuid4().hex[:12])
 for _lock in seam.stale_locks(Path.cwd(), lock_path(PIPELINE.config.cache_dir)):
     _lock.unlink(missing_ok=True)
     print(f"kora: removed {_lock}, left by a run that was killed", file=sys.stderr)
+
+# risk folders an older version wrote: Snakemake has no record of them, so one with failed
+# items or a missing shard is made to run again here (kora.run.legacy), once
+if seam.is_main_process(workflow):
+    _again = legacy.take_over(
+        [PIPELINE.rule_output(s) for s in STAGES], PIPELINE.places
+    )
+    if _again:
+        print(
+            f"kora: {len(_again)} risk folder(s) written by an older version have items "
+            f"to make again (failed or missing), {_again[0]} first: their jobs run again, "
+            "with their finished calls from the call store",
+            file=sys.stderr,
+        )
 
 
 wildcard_constraints:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,18 @@ def test_a_shard_missing_from_its_risk_folder_gets_a_fresh_retry_token_once(
 def test_a_scenarios_rejected_file_shares_the_shard_status(tmp_path: Path) -> None:
     assert status_of("a/b.rejected.jsonl") == "a/b.status.json"
     assert status_of("a/b.jsonl") == "a/b.status.json"
+
+
+def test_an_empty_file_touched_after_its_status_is_not_damage(tmp_path: Path) -> None:
+    """An empty file cannot be edited and keep its size. Snakemake touched the empty
+    files it was told were outputs (a scenarios shard's `.rejected.jsonl` with nothing
+    rejected), after their status file, when a job still declared them."""
+    path = tmp_path / "risk" / "7to9" / "m.jsonl"
+    empty = path.with_suffix(".rejected.jsonl")
+    files = {path.name: write_records(path, []), empty.name: write_records(empty, [])}
+    write_status(path, {"stage": "scenarios", "items": 0}, files)
+    later = Path(status_of(path)).stat().st_mtime + 5
+    os.utime(empty, (later, later))
+    assert not looks_damaged(empty)
+    os.utime(path, (later, later))
+    assert not looks_damaged(path)

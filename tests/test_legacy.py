@@ -1,0 +1,73 @@
+"""Risk folders an older version wrote: stamped once, dated back when a cell has work left."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kora.benchmarks.outcomes import Message
+from kora.run.legacy import LONG_AGO, STAMP, take_over
+from kora.run.shards import status_of, write_records, write_status
+
+PLACES = ["7to9/m1", "13to17/m1"]
+
+
+def cell(folder: Path, place: str, *, failed: int = 0) -> Path:
+    path = folder / f"{place}.jsonl"
+    records = [Message(role="user", content="hello")]
+    status = {"stage": "seeds", "items": 1, "done": 1 - failed, "failed": failed}
+    write_status(path, status, {path.name: write_records(path, records)})
+    return path
+
+
+def folder_of_cells(root: Path, risk: str, *, failed: int = 0) -> Path:
+    folder = root / "seeds" / risk
+    for place in PLACES:
+        cell(folder, place, failed=failed if place == PLACES[0] else 0)
+    return folder
+
+
+def stamp_time(folder: Path) -> float:
+    return (folder / STAMP).stat().st_mtime
+
+
+@pytest.mark.timeout(30)
+def test_a_folder_with_failed_items_is_dated_back_and_a_finished_one_keeps_its_date(
+    tmp_path: Path,
+) -> None:
+    done = folder_of_cells(tmp_path, "done")
+    os.utime(done, (1_700_000_000, 1_700_000_000))
+    failed = folder_of_cells(tmp_path, "failed", failed=1)
+    pattern = str(tmp_path / "seeds" / "{risk}")
+    assert take_over([pattern], PLACES) == [failed]
+    assert stamp_time(failed) == LONG_AGO  # older than its inputs: its job runs again
+    assert stamp_time(done) == 1_700_000_000  # Snakemake sees the date it saw before
+    # once: a folder with a stamp is Snakemake's, whatever it holds
+    assert take_over([pattern], PLACES) == []
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("loss", ["shard", "status", "cell"])
+def test_a_folder_with_a_file_missing_is_dated_back(tmp_path: Path, loss: str) -> None:
+    folder = folder_of_cells(tmp_path, "r")
+    shard = folder / f"{PLACES[1]}.jsonl"
+    if loss in ("shard", "cell"):
+        shard.unlink()
+    if loss in ("status", "cell"):
+        Path(status_of(shard)).unlink()
+    assert take_over([str(tmp_path / "seeds" / "{risk}")], PLACES) == [folder]
+    assert stamp_time(folder) == LONG_AGO
+
+
+@pytest.mark.timeout(30)
+def test_folders_a_job_of_this_version_made_are_left_alone(tmp_path: Path) -> None:
+    folder = folder_of_cells(tmp_path, "r", failed=1)
+    (folder / STAMP).touch()
+    os.utime(folder / STAMP, (1_800_000_000, 1_800_000_000))
+    assert take_over([str(tmp_path / "seeds" / "{risk}")], PLACES) == []
+    assert stamp_time(folder) == 1_800_000_000
+    # a pattern's other wildcards (a target) match every folder on disk
+    nothing = take_over([str(tmp_path / "{target}" / "conversations" / "{risk}")], PLACES)
+    assert nothing == []
