@@ -5,7 +5,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from kora.run import legacy, misdirected, seam
+from kora.run import gather_inputs, legacy, misdirected, seam
 from kora.config.files import load_run_config
 from kora.errors import KoraError
 from kora.run.progress import RUN_ENV

@@ -5,16 +5,7 @@
 
 rule report:
     input:
-        # the target's judgments folders, one per risk
-        judgments=lambda wc: PIPELINE.judgment_folders(wc.target),
-        results=PIPELINE.layout.results_json(),
-        # linked from the report and summary.json
-        manifest=PIPELINE.layout.manifest_json(),
-        taxonomy=PIPELINE.taxonomy_files(),
-        # `kora agreement`'s figures, once people have graded (kora annotate)
-        agreement=lambda wc: PIPELINE.agreement_files(wc.target),
-        # people's grades (kora annotate): they correct the report's rates
-        annotations=lambda wc: PIPELINE.annotation_files(wc.target),
+        unpack(lambda wc: gather_inputs.report_inputs(PIPELINE, wc.target)),
     output:
         html=report(
             PIPELINE.layout.report_html(),
@@ -41,12 +32,16 @@ rule leaderboard:
         manifests=[PIPELINE.layout.manifest_json(t) for t in PIPELINE.config.targets],
         # the paired comparisons need each target's per-test grades
         judgments=[
-            f for files in PIPELINE.leaderboard_judgments().values() for f in files
+            f
+            for files in gather_inputs.leaderboard_judgments(PIPELINE).values()
+            for f in files
         ],
         taxonomy=PIPELINE.taxonomy_files(),
         # people's grades, where any: the ranking by corrected rates
         annotations=[
-            f for files in PIPELINE.leaderboard_annotations().values() for f in files
+            f
+            for files in gather_inputs.leaderboard_annotations(PIPELINE).values()
+            for f in files
         ],
     output:
         html=report(
@@ -64,8 +59,8 @@ rule leaderboard:
     conda:
         "../envs/kora.yaml"
     params:
-        judgments=PIPELINE.leaderboard_judgments(),
+        judgments=gather_inputs.leaderboard_judgments(PIPELINE),
         places=PIPELINE.places,
-        annotations=PIPELINE.leaderboard_annotations(),
+        annotations=gather_inputs.leaderboard_annotations(PIPELINE),
     script:
         "../scripts/leaderboard.py"

@@ -1,6 +1,6 @@
 rule results:
     input:
-        unpack(lambda wc: PIPELINE.results_inputs(wc.target)),
+        unpack(lambda wc: gather_inputs.results_inputs(PIPELINE, wc.target)),
     output:
         results=report(
             PIPELINE.layout.results_json(),
@@ -27,15 +27,15 @@ rule results:
         places=PIPELINE.places,
         # what results.json reports about the run: a change re-writes it even when no
         # shard changed (e.g. a role renamed)
-        meta=lambda wc: PIPELINE.results_meta(wc.target),
+        meta=lambda wc: gather_inputs.results_meta(PIPELINE, wc.target),
         # the result's config as its manifest carries it (credentials masked)
-        config=lambda wc: PIPELINE.public_config(wc.target),
+        config=lambda wc: gather_inputs.public_config(PIPELINE, wc.target),
         # renewed when a folder is missing: Snakemake then rebuilds it (see kora.run.shards)
         retry=lambda wc: missing_token(
             PIPELINE.layout.results_json(wc.target),
             [
                 f
-                for files in PIPELINE.results_inputs(wc.target).values()
+                for files in gather_inputs.results_inputs(PIPELINE, wc.target).values()
                 for f in files
             ],
         ),

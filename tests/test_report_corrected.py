@@ -17,6 +17,7 @@ from kora.analysis.annotate import labels, sample
 from kora.analysis.records import TestRecord, judged, load_records
 from kora.analysis.report.corrected import People, load_people
 from kora.analysis.report.pages import write_report
+from kora.run.gather_inputs import annotation_files
 from tests.helpers import MECHANISMS
 from tests.reportdata import TAXONOMY, make_judgments, results_doc, write_jsonl
 from tests.test_report_browser import _on_screen, chromium, find_chromium, tab  # noqa: F401
@@ -282,15 +283,19 @@ def test_the_report_rule_takes_the_label_files_once_there_are_any(tmp_path: Path
     from tests.test_v2_plan import pipeline
 
     p = pipeline(tmp_path, total_seeds=30, distribution="us-census-2020", random_seed=7)
-    assert p.annotation_files("t") == []  # nobody graded: the rule's inputs as they were
+    assert annotation_files(p, "t") == []  # nobody graded: the rule's inputs as they were
     folder = tmp_path / p.layout.annotations("t")
     folder.mkdir(parents=True)
     (folder / "sample.json").write_text("{}")
-    assert p.annotation_files("t") == []  # a sample alone changes no figure
+    assert annotation_files(p, "t") == []  # a sample alone changes no figure
     (folder / "ana.jsonl").write_text("")
     (folder / "ben.jsonl").write_text("")
     rel = p.layout.annotations("t")
-    assert p.annotation_files("t") == [f"{rel}/ana.jsonl", f"{rel}/ben.jsonl", f"{rel}/sample.json"]
+    assert annotation_files(p, "t") == [
+        f"{rel}/ana.jsonl",
+        f"{rel}/ben.jsonl",
+        f"{rel}/sample.json",
+    ]
 
 
 @pytest.mark.slow

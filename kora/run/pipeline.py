@@ -19,7 +19,6 @@ from typing import Any
 import orjson
 
 from kora import benchmarks
-from kora.analysis.results import ResultsMeta
 from kora.benchmarks.base import Benchmark
 from kora.benchmarks.outcomes import Conversation
 from kora.benchmarks.schemas import AGE_RANGES
@@ -32,7 +31,7 @@ from kora.errors import ConfigError
 from kora.io import read_jsonl
 from kora.run import groups
 from kora.run.jobspec import JobSpec
-from kora.run.layout import CELL, PLACE, Layout, risk_folder
+from kora.run.layout import PLACE, Layout
 from kora.run.shards import retry_token
 from kora.run.stages import STAGES
 
@@ -248,79 +247,10 @@ class Pipeline:
             out.append(str(real.relative_to(inside)) if real.is_relative_to(inside) else str(p))
         return out
 
-    def agreement_files(self, target: str) -> list[str]:
-        path = self.layout.agreement_json(target)
-        return [path] if (self.workdir / path).exists() else []
-
-    def annotation_files(self, target: str) -> list[str]:
-        """People's label files and the uniform sample (kora annotate), once there are
-        any: none for a run nobody graded, whose report is then as it was."""
-        folder = self.layout.annotations(target)
-        found = sorted((self.workdir / folder).glob("*.jsonl"))
-        if not found:
-            return []
-        sample = self.workdir / folder / "sample.json"
-        found += [sample] if sample.exists() else []
-        return [f"{folder}/{f.name}" for f in found]
-
     @cached_property
     def places(self) -> list[str]:
         """Each cell's "<age>/<motivation>" in its risk's folders (the `places` param)."""
         return [PLACE.format(age=age, motivation=motivation) for age, motivation in self.cell_parts]
-
-    def _folders(self, shard_of: Callable[[str], str]) -> list[str]:
-        """A stage's folder of each of the run's risks (cell order), from its pattern."""
-        risks = dict.fromkeys(c.split("/")[0] for c in self.cells())
-        folder = risk_folder(shard_of(CELL))
-        return [folder.replace("{risk}", r) for r in risks]
-
-    def judgment_folders(self, target: str) -> list[str]:
-        return self._folders(lambda c: self.layout.judgments(target, c))
-
-    def results_inputs(self, target: str) -> dict[str, list[str]]:
-        """Each stage's folders behind a target's results (one per risk), the taxonomy and
-        the templates. Every stage's are inputs, so a folder a failed or killed job left
-        missing is made again by the same command (Snakemake would keep a missing
-        intermediate while the files after it exist); a shard missing from its folder
-        renews its own job's retry token (kora.run.shards)."""
-        out: dict[str, list[str]] = {}
-        for stage, shard_of in (
-            ("judgments", lambda c: self.layout.judgments(target, c)),
-            ("conversations", lambda c: self.layout.conversations(target, c)),
-            ("scenarios", self.layout.scenarios),
-            ("seeds", self.layout.seeds),
-        ):
-            if stage in ("scenarios", "seeds") and (
-                self.target_imported(target) or self.target_continued(target)
-            ):
-                continue
-            if stage == "seeds" and self.imported:
-                continue
-            out[stage] = self._folders(shard_of)
-        out["taxonomy"] = self.taxonomy_files()
-        # what the manifest hashes as it is on disk: an edited template re-writes it
-        out["templates"] = self.result_templates(target)
-        return out
-
-    def result_stages(self, target: str) -> list[str]:
-        """The stages whose work a target's result rests on (an import's are not run)."""
-        stages = ["judgments"]
-        if not self.target_imported(target):
-            stages.insert(0, "conversations")
-        made = not (self.target_imported(target) or self.target_continued(target))
-        if made and not self.imported:
-            stages[:0] = ["seeds", "scenarios"]
-        return stages
-
-    def result_templates(self, target: str) -> list[str]:
-        found = [t for stage in self.result_stages(target) for t in self.templates(stage)]
-        return list(dict.fromkeys(found))
-
-    def public_config(self, target: str) -> dict[str, Any]:
-        """The config of a target's result as its manifest and bundle carry it."""
-        from kora.config.public import public_config
-
-        return public_config(self.config, target)
 
     # --- rule params ------------------------------------------------------------------
 
@@ -369,21 +299,6 @@ class Pipeline:
 
     def judges_params(self) -> list[dict[str, Any]]:
         return [self.model_params(j) for j in self.config.judges]
-
-    def results_meta(self, target: str) -> dict[str, Any]:
-        meta = ResultsMeta.of(self.config, target).model_dump(mode="json")
-        if not meta["continued"]:
-            del meta["continued"]  # the params of every other target's results stay as they were
-        return meta
-
-    def leaderboard_judgments(self) -> dict[str, list[str]]:
-        """Each target's judgments folders, for the paired comparisons."""
-        return {t: self.judgment_folders(t) for t in self.config.targets}
-
-    def leaderboard_annotations(self) -> dict[str, list[str]]:
-        """The targets people graded: their label files, for the corrected ranking."""
-        found = {t: self.annotation_files(t) for t in self.config.targets}
-        return {t: files for t, files in found.items() if files}
 
     # --- outputs ------------------------------------------------------------------------
 

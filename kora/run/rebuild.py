@@ -45,6 +45,7 @@ from kora.benchmarks.templates import template_path
 from kora.llm.base import ProviderError, Request, Response
 from kora.llm.cache import cache_key
 from kora.llm.registry import kind_of
+from kora.run import gather_inputs
 from kora.run.context import Pool
 from kora.run.execute import execute
 from kora.run.jobspec import JobSpec
@@ -136,7 +137,7 @@ def _lay_out(bundle: Bundle, work: Path, names: list[str]) -> None:
 
 
 def _rebuilt_stages(pipeline: Pipeline, target: str) -> list[str]:
-    stages = pipeline.result_stages(target)
+    stages = gather_inputs.result_stages(pipeline, target)
     model = pipeline.config.targets[target].model
     if model is not None and kind_of(pipeline.config.models[model].provider).is_service:
         # a chat service's replies are not stored: its conversations are taken as given
@@ -160,22 +161,15 @@ async def _stage(specs: list[JobSpec], pool: Pool, found: Replay) -> None:
 def _gather_spec(pipeline: Pipeline, target: str, rule: str, work: Path) -> JobSpec:
     layout = pipeline.layout
     if rule == "results":
-        inputs: dict[str, Any] = dict(pipeline.results_inputs(target))
+        inputs: dict[str, Any] = dict(gather_inputs.results_inputs(pipeline, target))
         output = {"results": layout.results_json(target), "usage": layout.usage_json(target)}
         params: dict[str, Any] = {
-            "meta": pipeline.results_meta(target),
+            "meta": gather_inputs.results_meta(pipeline, target),
             "places": pipeline.places,
             "retry": "",
         }
     else:
-        inputs = {
-            "judgments": pipeline.judgment_folders(target),
-            "results": layout.results_json(target),
-            "manifest": layout.manifest_json(target),
-            "taxonomy": pipeline.taxonomy_files(),
-            "agreement": pipeline.agreement_files(target),
-            "annotations": pipeline.annotation_files(target),
-        }
+        inputs = gather_inputs.report_inputs(pipeline, target)
         output = {"html": layout.report_html(target), "summary": layout.summary_json(target)}
         params = {"target": target, "places": pipeline.places}
     logs = [str(work / layout.log("replay", rule, target))]
