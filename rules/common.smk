@@ -46,7 +46,8 @@ for _lock in seam.stale_locks(Path.cwd(), lock_path(PIPELINE.config.cache_dir)):
 # items or a missing shard is made to run again here (kora.run.legacy), once
 if seam.is_main_process(workflow):
     _again = legacy.take_over(
-        [PIPELINE.rule_output(s) for s in STAGES], PIPELINE.places
+        [(PIPELINE.rule_output(s), PIPELINE.rule_log(s)) for s in STAGES],
+        PIPELINE.places,
     )
     if _again:
         print(

@@ -135,10 +135,14 @@ def test_failed_items_of_a_workspace_an_older_version_wrote_are_retried(run: Run
     run.server.fail_models = frozenset({"claude-t1-broken"})
     run.server.fail_status = 503
     run.snakemake(cfg, "results/t1/results.json", ok=False)
-    # what the older version left: no record of the folders, no stamp in them
+    # what the older version left: no record of the folders, no stamp in them, and its
+    # cells' logs only (a job's one log lies beside the folder of its cells' logs)
     shutil.rmtree(run.workdir / ".snakemake" / "metadata")
     for stamp in run.workdir.glob("**/.snakemake_timestamp"):
         stamp.unlink()
+    for log in (run.workdir / "logs").glob("**/*.log"):
+        if log.with_suffix("").is_dir():
+            log.unlink()
     run.server.fail_models = frozenset()
     fixed, log = run.snakemake(cfg, "results/t1/results.json")
     assert "written by an older version" in log

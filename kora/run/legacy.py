@@ -9,8 +9,11 @@ folder's job would count as done for good, and the run's closing advice ("run th
 command again") would do nothing.
 
 Snakemake dates a `directory()` output by the `.snakemake_timestamp` file it writes in
-the folder when the job ends. A folder without that file was written by the older
-version, or by hand. Each such folder gets the file once:
+the folder when the job ends. A folder without that file, and without its job's one log
+(`logs/<stage>/.../<risk>.log`, which this version's job opens as it starts, while the
+older one wrote only its cells' logs), was written by the older version. A folder a
+stopped run's job left has that log, and Snakemake makes it again as incomplete. Each
+older version's folder gets the stamp once:
 
 - if a cell of the folder has work left, the file is dated 2000-01-01, before the job's
   inputs, so the job runs again (its finished calls come from the call store);
@@ -54,16 +57,32 @@ def work_left(folder: Path, places: Iterable[str]) -> bool:
     return False
 
 
-def take_over(patterns: Iterable[str], places: list[str]) -> list[Path]:
-    """Stamp every folder that matches the risk-folder `patterns` (Snakemake's wildcards
-    left in) and has no stamp yet. Returns the folders whose jobs now run again."""
+def _matcher(pattern: str) -> re.Pattern[str]:
+    """A regex of a path pattern, its wildcards as named groups of one path part."""
+    parts = _WILDCARD.split(pattern)
+    names = [m.group(0)[1:-1] for m in _WILDCARD.finditer(pattern)]
+    body = "".join(
+        re.escape(part) + (f"(?P<{name}>[^/]+)" if i < len(names) else "")
+        for i, (part, name) in enumerate(zip(parts, [*names, ""], strict=True))
+    )
+    return re.compile(body + "$")
+
+
+def take_over(jobs: Iterable[tuple[str, str]], places: list[str]) -> list[Path]:
+    """Stamp every older version's folder: `jobs` holds each stage's risk-folder pattern
+    and its job's log pattern (Snakemake's wildcards left in). Returns the folders whose
+    jobs now run again."""
     again: list[Path] = []
-    for pattern in patterns:
+    for pattern, log in jobs:
+        matcher = _matcher(pattern)
         for name in sorted(glob.glob(_WILDCARD.sub("*", pattern))):
             folder = Path(name)
             stamp = folder / STAMP
-            if not folder.is_dir() or stamp.exists():
+            found = matcher.match(name)
+            if not folder.is_dir() or stamp.exists() or found is None:
                 continue
+            if Path(log.format(**found.groupdict())).exists():
+                continue  # this version's job: a stopped one, Snakemake's to make again
             when = LONG_AGO if work_left(folder, places) else folder.stat().st_mtime
             stamp.touch()
             os.utime(stamp, (when, when))
