@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import orjson
@@ -194,3 +195,33 @@ def test_a_jobs_snapshot_carries_every_counter_to_the_line(
     t = read_totals(progress_dir(tmp_path, "run-1"))
     assert (t.calls, t.cached, t.failures, t.unstored) == (3, 1, 1, 1)
     assert (t.shards, t.shards_done, t.shards_failed) == (1, 1, 1)
+
+
+@pytest.mark.timeout(30)
+def test_the_line_reads_a_snapshot_again_only_once_it_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A whole grid's run ends with 3,000 snapshots: the line reads the changed ones."""
+    from kora.run import progress
+    from kora.run.progress import Snapshots, read_totals
+
+    def snap(name: str, calls: int, when: int) -> None:
+        path = tmp_path / f"{name}.json"
+        path.write_bytes(orjson.dumps({"stage": "seeds", "calls": calls, "closed": True}))
+        os.utime(path, ns=(when, when))
+
+    snap("a", 1, 10**18)
+    snap("b", 2, 10**18)
+    reads: list[str] = []
+    real = progress._read
+    monkeypatch.setattr(progress, "_read", lambda p: reads.append(p) or real(p))
+    snapshots = Snapshots(tmp_path)
+    assert read_totals(tmp_path, snapshots=snapshots).calls == 3
+    assert read_totals(tmp_path, snapshots=snapshots).calls == 3
+    assert len(reads) == 2  # the second line read nothing again
+    snap("b", 5, 10**18 + 1)  # rewritten in place, the same size
+    assert read_totals(tmp_path, snapshots=snapshots).calls == 6
+    assert len(reads) == 3
+    (tmp_path / "a.json").unlink()
+    assert read_totals(tmp_path, snapshots=snapshots).calls == 5
+    assert read_totals(tmp_path).calls == 5  # without a reader's memory: all read

@@ -135,12 +135,46 @@ class Totals:
     paid: Counts = field(default_factory=Counts)
 
 
-def read_totals(directory: Path, paid: Counts | None = None) -> Totals:
-    t = Totals(paid=paid or Counts())
-    for f in directory.glob("*.json"):
+class Snapshots:
+    """The run's snapshots as last read: a file is read again only once its time or size
+    changed. A whole grid's run ends with 3,000 of them, one a shard, and reading every
+    one of them at each line cost Snakemake's process 0.1-0.16 s of CPU a line by then."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._read: dict[str, tuple[tuple[int, int], dict[str, Any]]] = {}
+
+    def current(self) -> list[dict[str, Any]]:
         try:
-            s: dict[str, Any] = orjson.loads(f.read_bytes())
-        except (OSError, orjson.JSONDecodeError):
+            entries = [e for e in os.scandir(self.directory) if e.name.endswith(".json")]
+        except FileNotFoundError:
+            return []
+        found = []
+        for entry in entries:
+            try:
+                st = entry.stat()
+                seen = (st.st_mtime_ns, st.st_size)
+                known = self._read.get(entry.name)
+                if known is None or known[0] != seen:
+                    known = self._read[entry.name] = (seen, orjson.loads(_read(entry.path)))
+            except (OSError, orjson.JSONDecodeError):
+                continue  # gone, or caught while it was written: read at the next line
+            found.append(known[1])
+        return found
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def read_totals(
+    directory: Path, paid: Counts | None = None, snapshots: Snapshots | None = None
+) -> Totals:
+    """The run's totals from its snapshots (`snapshots`: as last read, else all read now)."""
+    t = Totals(paid=paid or Counts())
+    for s in (snapshots or Snapshots(directory)).current():
+        if not isinstance(s, dict):
             continue
         if s.get("stage") == "ahead":
             t.unclaimed += int(s.get("calls", 0))
@@ -233,6 +267,7 @@ class Monitor:
         self._thread = threading.Thread(target=self._loop, daemon=True, name="kora-progress")
         self._last = ""
         self._lock = threading.Lock()
+        self._snapshots = Snapshots(self.dir)
 
     def start(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -254,9 +289,11 @@ class Monitor:
 
         threading.Thread(target=work, daemon=True, name="kora-plan").start()
 
-    def totals(self) -> Totals:
+    def totals(self, *, fresh: bool = False) -> Totals:
+        """`fresh`: every snapshot read again (the run's last line), not only changed ones."""
         with self._lock:  # the bill is read on from where the last reading stopped
-            return read_totals(self.dir, self.bill.read())
+            read = None if fresh else self._snapshots
+            return read_totals(self.dir, self.bill.read(), read)
 
     def print(self, totals: Totals | None = None) -> None:
         line = format_totals(totals or self.totals(), self.planned, self.shards)
@@ -273,7 +310,7 @@ class Monitor:
     def stop(self) -> Totals:
         """The run's last line printed, then what it paid; its totals."""
         self._stop.set()
-        totals = self.totals()
+        totals = self.totals(fresh=True)
         self.print(totals)
         print(f"kora: {paid_summary(totals)}", file=sys.stderr, flush=True)
         # the snapshots only serve this run's progress line
