@@ -62,8 +62,9 @@ class Walk:
     # broker held 433 MB against 189 MB for one, `full_grid.py --risks 3 --targets 4`),
     # so 2/N as many cells are walked, at most the window: twice one target's held at
     # once. Not 1/N: its child and judge make N targets' calls on the models all targets
-    # share, and 16 cells of 4 targets asked too few of those to hold their limit (0.83-
-    # 0.88 of it; 32 cells: 0.90)
+    # share, and 16 cells of 4 targets ask at most some 280 of those a second against a
+    # limit of 300; with 32, three pairs of runs ended 0.03-0.06 x the ideal sooner
+    # (bench/README.md, "The shared limit of four targets")
     cells_at_once: int | None = None
     # each cell's jobs, as a job's spec and the cell's place in it, until the cell is
     # walked. Its jobs are made as it starts and let go (their contexts closed) as it
