@@ -207,7 +207,7 @@ def test_the_line_reads_a_snapshot_again_only_once_it_changed(
 
     def snap(name: str, calls: int, when: int) -> None:
         path = tmp_path / f"{name}.json"
-        path.write_bytes(orjson.dumps({"stage": "seeds", "calls": calls, "closed": True}))
+        path.write_bytes(orjson.dumps({"stage": "seeds", "calls": calls, "closed": False}))
         os.utime(path, ns=(when, when))
 
     snap("a", 1, 10**18)
@@ -225,3 +225,34 @@ def test_the_line_reads_a_snapshot_again_only_once_it_changed(
     (tmp_path / "a.json").unlink()
     assert read_totals(tmp_path, snapshots=snapshots).calls == 5
     assert read_totals(tmp_path).calls == 5  # without a reader's memory: all read
+
+
+@pytest.mark.timeout(30)
+def test_a_closed_snapshot_is_counted_once_and_never_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job's last snapshot never changes: the line adds it once, and later lines
+    neither `stat` nor read it, while an open one's news still show."""
+    from kora.run import progress
+    from kora.run.progress import Snapshots, read_totals
+
+    def snap(name: str, closed: bool, **counts: int) -> None:
+        body = {"stage": "seeds", "closed": closed, **counts}
+        (tmp_path / f"{name}.json").write_bytes(orjson.dumps(body))
+
+    snap("done", True, calls=4, cached=1, items_failed=1)
+    snap("going", False, calls=2, waiting=1)
+    reads: list[str] = []
+    real = progress._read
+    monkeypatch.setattr(progress, "_read", lambda p: reads.append(p) or real(p))
+    snapshots = Snapshots(tmp_path)
+    first = read_totals(tmp_path, snapshots=snapshots)
+    assert (first.calls, first.cached, first.shards, first.shards_done) == (6, 1, 2, 1)
+    assert (first.shards_failed, first.waiting) == (1, 1)
+    snap("going", False, calls=9)  # still at work
+    # were the closed one looked at again, its garbled file would drop it from the line
+    (tmp_path / "done.json").write_bytes(b"{not json")
+    later = read_totals(tmp_path, snapshots=snapshots)
+    assert (later.calls, later.cached, later.shards, later.shards_done) == (13, 1, 2, 1)
+    assert (later.shards_failed, later.waiting) == (1, 0)
+    assert sorted(Path(r).name for r in reads) == ["done.json", "going.json", "going.json"]
