@@ -52,20 +52,19 @@ def work_left(folder: Path, places: Iterable[str]) -> bool:
             return True
         files = status.get("files")
         names = files if isinstance(files, dict) else {shard.name: None}
-        if any(damage(shard.parent / name) is not None for name in names):
+        if any(damage(shard.parent / name, status) is not None for name in names):
             return True
     return False
 
 
 def _matcher(pattern: str) -> re.Pattern[str]:
     """A regex of a path pattern, its wildcards as named groups of one path part."""
-    parts = _WILDCARD.split(pattern)
-    names = [m.group(0)[1:-1] for m in _WILDCARD.finditer(pattern)]
-    body = "".join(
-        re.escape(part) + (f"(?P<{name}>[^/]+)" if i < len(names) else "")
-        for i, (part, name) in enumerate(zip(parts, [*names, ""], strict=True))
-    )
-    return re.compile(body + "$")
+    body, at = "", 0
+    for wildcard in _WILDCARD.finditer(pattern):
+        name = wildcard.group(0)[1:-1]
+        body += re.escape(pattern[at : wildcard.start()]) + f"(?P<{name}>[^/]+)"
+        at = wildcard.end()
+    return re.compile(body + re.escape(pattern[at:]) + "$")
 
 
 def take_over(jobs: Iterable[tuple[str, str]], places: list[str]) -> list[Path]:
