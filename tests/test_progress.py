@@ -216,14 +216,14 @@ def test_the_line_reads_a_snapshot_again_only_once_it_changed(
     real = progress._read
     monkeypatch.setattr(progress, "_read", lambda p: reads.append(p) or real(p))
     snapshots = Snapshots(tmp_path)
-    assert read_totals(tmp_path, snapshots=snapshots).calls == 3
-    assert read_totals(tmp_path, snapshots=snapshots).calls == 3
+    assert snapshots.totals().calls == 3
+    assert snapshots.totals().calls == 3
     assert len(reads) == 2  # the second line read nothing again
     snap("b", 5, 10**18 + 1)  # rewritten in place, the same size
-    assert read_totals(tmp_path, snapshots=snapshots).calls == 6
+    assert snapshots.totals().calls == 6
     assert len(reads) == 3
     (tmp_path / "a.json").unlink()
-    assert read_totals(tmp_path, snapshots=snapshots).calls == 5
+    assert snapshots.totals().calls == 5
     assert read_totals(tmp_path).calls == 5  # without a reader's memory: all read
 
 
@@ -234,7 +234,7 @@ def test_a_closed_snapshot_is_counted_once_and_never_read_again(
     """A job's last snapshot never changes: the line adds it once, and later lines
     neither `stat` nor read it, while an open one's news still show."""
     from kora.run import progress
-    from kora.run.progress import Snapshots, read_totals
+    from kora.run.progress import Snapshots
 
     def snap(name: str, closed: bool, **counts: int) -> None:
         body = {"stage": "seeds", "closed": closed, **counts}
@@ -246,13 +246,13 @@ def test_a_closed_snapshot_is_counted_once_and_never_read_again(
     real = progress._read
     monkeypatch.setattr(progress, "_read", lambda p: reads.append(p) or real(p))
     snapshots = Snapshots(tmp_path)
-    first = read_totals(tmp_path, snapshots=snapshots)
+    first = snapshots.totals()
     assert (first.calls, first.cached, first.shards, first.shards_done) == (6, 1, 2, 1)
     assert (first.shards_failed, first.waiting) == (1, 1)
     snap("going", False, calls=9)  # still at work
     # were the closed one looked at again, its garbled file would drop it from the line
     (tmp_path / "done.json").write_bytes(b"{not json")
-    later = read_totals(tmp_path, snapshots=snapshots)
+    later = snapshots.totals()
     assert (later.calls, later.cached, later.shards, later.shards_done) == (13, 1, 2, 1)
     assert (later.shards_failed, later.waiting) == (1, 0)
     assert sorted(Path(r).name for r in reads) == ["done.json", "going.json", "going.json"]

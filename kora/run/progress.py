@@ -217,11 +217,9 @@ def _add_totals(t: Totals, more: Totals) -> None:
     t.unclaimed += more.unclaimed
 
 
-def read_totals(
-    directory: Path, paid: Counts | None = None, snapshots: Snapshots | None = None
-) -> Totals:
-    """The run's totals from its snapshots (`snapshots`: as last read, else all read now)."""
-    return (snapshots or Snapshots(directory)).totals(paid)
+def read_totals(directory: Path, paid: Counts | None = None) -> Totals:
+    """The run's totals from its snapshots, every one read now."""
+    return Snapshots(directory).totals(paid)
 
 
 def format_totals(t: Totals, planned_calls: int | None = None, shards: int | None = None) -> str:
@@ -322,8 +320,8 @@ class Monitor:
     def totals(self, *, fresh: bool = False) -> Totals:
         """`fresh`: every snapshot read again (the run's last line), not only changed ones."""
         with self._lock:  # the bill is read on from where the last reading stopped
-            read = None if fresh else self._snapshots
-            return read_totals(self.dir, self.bill.read(), read)
+            snapshots = Snapshots(self.dir) if fresh else self._snapshots
+            return snapshots.totals(self.bill.read())
 
     def print(self, totals: Totals | None = None) -> None:
         line = format_totals(totals or self.totals(), self.planned, self.shards)

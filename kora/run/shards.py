@@ -90,11 +90,12 @@ def _recorded(path: Path, status: Any = None) -> dict[str, Any] | None:
 
 
 def damage(path: Path | str, status: Any = None) -> str | None:
-    """A cheap check before a run (`status`: its status file, when already read): None when the shard's size is the one its status gives,
-    or when its risk's folder is missing too (Snakemake makes it anyway); else a signature
-    of the damage (its size and modification time, or "missing" and the folder's), the same
-    until the file changes again. A job declares the risk's folder, not the shard
-    (kora.run.groups): a shard gone from a folder that is there is Snakemake's to miss."""
+    """A cheap check before a run (`status`: its status file, when already read): None
+    when the shard's size is the one its status gives, or when its risk's folder is
+    missing too (Snakemake makes it anyway); else a signature of the damage (its size and
+    modification time, or "missing" and the folder's), the same until the file changes
+    again. A job declares the risk's folder, not the shard (kora.run.groups): a shard
+    gone from a folder that is there is Snakemake's to miss."""
     path = Path(path)
     try:
         st = path.stat()
