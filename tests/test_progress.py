@@ -178,7 +178,7 @@ def test_a_jobs_snapshot_carries_every_counter_to_the_line(
     from types import SimpleNamespace
 
     from kora.llm.usage import Counts
-    from kora.run.progress import RUN_ENV, ProgressReporter, progress_dir, read_totals
+    from kora.run.progress import RUN_ENV, ProgressReporter, Snapshots, progress_dir
 
     monkeypatch.setenv(RUN_ENV, "run-1")
     usage = Usage()
@@ -192,7 +192,7 @@ def test_a_jobs_snapshot_carries_every_counter_to_the_line(
 
     (snapshot,) = progress_dir(tmp_path, "run-1").glob("*.json")
     assert Counts.from_dict(orjson.loads(snapshot.read_bytes())) == usage.totals()
-    t = read_totals(progress_dir(tmp_path, "run-1"))
+    t = Snapshots(progress_dir(tmp_path, "run-1")).totals()
     assert (t.calls, t.cached, t.failures, t.unstored) == (3, 1, 1, 1)
     assert (t.shards, t.shards_done, t.shards_failed) == (1, 1, 1)
 
@@ -203,7 +203,7 @@ def test_the_line_reads_a_snapshot_again_only_once_it_changed(
 ) -> None:
     """A whole grid's run ends with 3,000 snapshots: the line reads the changed ones."""
     from kora.run import progress
-    from kora.run.progress import Snapshots, read_totals
+    from kora.run.progress import Snapshots
 
     def snap(name: str, calls: int, when: int) -> None:
         path = tmp_path / f"{name}.json"
@@ -224,7 +224,7 @@ def test_the_line_reads_a_snapshot_again_only_once_it_changed(
     assert len(reads) == 3
     (tmp_path / "a.json").unlink()
     assert snapshots.totals().calls == 5
-    assert read_totals(tmp_path).calls == 5  # without a reader's memory: all read
+    assert Snapshots(tmp_path).totals().calls == 5  # without a reader's memory: all read
 
 
 @pytest.mark.timeout(30)

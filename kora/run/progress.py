@@ -217,11 +217,6 @@ def _add_totals(t: Totals, more: Totals) -> None:
     t.unclaimed += more.unclaimed
 
 
-def read_totals(directory: Path, paid: Counts | None = None) -> Totals:
-    """The run's totals from its snapshots, every one read now."""
-    return Snapshots(directory).totals(paid)
-
-
 def format_totals(t: Totals, planned_calls: int | None = None, shards: int | None = None) -> str:
     # the plan counts nominal calls where the store cannot tell: retries can add some
     total = f"/{max(planned_calls, t.calls)}" if planned_calls else ""
