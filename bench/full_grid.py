@@ -175,6 +175,7 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
             out["written"] = max(out["written"], (work / path).stat().st_mtime)
         out["cpu"] = usage.ru_utime + usage.ru_stime
         out["cpu_by_kind"] = watch.cpu(out["cpu"])
+        out["broker_wakes"] = watch.broker_wakes
         out["memory"] = dict(watch.peak, all=watch.total, **{"all, proportional": watch.total_pss})
         out["at_peak"] = watch.at_peak
         out["samples"] = watch.samples
@@ -351,6 +352,8 @@ def main() -> None:
         + f"  CPU {r['cpu']:.0f} s = {r['cpu'] / max(r['all_calls'], 1) * 1000:.1f} ms a call ("
         + ", ".join(f"{k} {v:.1f} s" for k, v in r["cpu_by_kind"].items())
         + ")\n"
+        + f"  the broker's event loop slept and woke {r['broker_wakes']:,} times: "
+        + f"{r['broker_wakes'] / max(r['all_calls'], 1):.2f} a call\n"
         + "".join(f"  the broker's garbage collector: {c}\n" for c in r["collector"])
         + "".join(f"  the broker's CPU: {c}\n" for c in r["loop_cpu"])
         + "".join(f"  the broker's loop: {c}\n" for c in r["loop"])

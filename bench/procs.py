@@ -77,6 +77,20 @@ def _read(pid: int) -> tuple[float, int] | None:
     return (int(fields[11]) + int(fields[12])) / TICK, rss
 
 
+def _sleeps(pid: int) -> int | None:
+    """How many times the process's main thread (the broker's event loop) has gone to
+    sleep waiting for something (the kernel's voluntary context switches): each is a wake
+    that follows, to work on whatever it waited for."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"voluntary_ctxt_switches:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 def _pss(pid: int) -> int:
     """Proportional resident bytes of a process (0 where the kernel does not say)."""
     try:
@@ -101,6 +115,7 @@ class Watch(threading.Thread):
         self.total_pss = 0  # the largest proportional memory of all of them at once
         self.at_peak: dict[str, int] = {}  # that moment's memory by kind (jobs by script)
         self._cpu: dict[int, tuple[str, float]] = {}
+        self._sleeps: dict[int, int] = {}  # the broker's, by process (the last value seen)
         self.samples: list[tuple[float, dict[str, float]]] = []  # (time, CPU s by kind)
         self.done = threading.Event()
 
@@ -121,10 +136,19 @@ class Watch(threading.Thread):
                 if what:
                     self.peak[what] = max(self.peak.get(what, 0), rss)
                     self._cpu[pid] = (what, cpu)
+                if what == "broker":
+                    slept = _sleeps(pid)
+                    if slept is not None:
+                        self._sleeps[pid] = slept
             if total > self.total:
                 self.total, self.at_peak = total, now
             self.total_pss = max(self.total_pss, pss)
             self.samples.append((time.time(), self.cpu(0.0)))
+
+    @property
+    def broker_wakes(self) -> int:
+        """The times the brokers' event loops slept and woke (up to the last sample)."""
+        return sum(self._sleeps.values())
 
     def cpu(self, whole: float) -> dict[str, float]:
         """CPU seconds by kind; `whole` is the tree's (jobs: the rest of it)."""

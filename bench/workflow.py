@@ -322,6 +322,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "total_wall": ended - started,
         "cpu": cpu,
         "cpu_by_kind": watch.cpu(cpu),
+        "broker_wakes": watch.broker_wakes,
         "jobs": jobs,
         "times": times,
         "samples": watch.samples,
@@ -385,13 +386,16 @@ def main() -> None:
             f"({100 * r['refused'] / max(r['requests'], 1):.1f} %)\n"
             f"  wall (first call -> results.json) {r['wall']:.1f} s; ideal {r['ideal']:.1f} s; "
             f"ratio {r['wall'] / r['ideal']:.2f} (whole command {r['total_wall']:.1f} s)\n"
-            f"  CPU {r['cpu']:.1f} s: {r['cpu'] / max(r['calls'], 1) * 1000:.0f} ms a call, "
+            f"  CPU {r['cpu']:.1f} s: {r['cpu'] / max(r['calls'], 1) * 1000:.1f} ms a call, "
             f"{r['cpu'] / max(r['jobs'], 1):.2f} s a job ("
             + ", ".join(
                 f"{k} {v:.1f} s = {v / max(r['calls'], 1) * 1000:.1f} ms"
                 for k, v in r["cpu_by_kind"].items()
             )
-            + ")"
+            + ")\n"
+            f"  the broker's event loop slept and woke {r['broker_wakes']:,} times: "
+            f"{r['broker_wakes'] / max(r['calls'], 1):.2f} a call (bench/cold_wake.py: what "
+            "a wake after a spell of sleep costs)"
         )
         if args.input_tokens_per_minute:
             limit = args.input_tokens_per_minute / 60.0
