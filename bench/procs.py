@@ -1,7 +1,8 @@
 """What each kind of process of a run costs: Snakemake's own process, the broker, the jobs.
 
 Read from /proc ten times a second while the run goes: each process's CPU time (user +
-system, the last value seen before it ended) and resident memory. Resident memory summed
+system, the last value seen before it ended) and resident memory, and how many times the
+broker's event loop slept and woke (`broker_wakes`). Resident memory summed
 over processes counts a page they share (the interpreter's code, a forked parent's pages)
 once for each of them; the proportional figure (Pss: each shared page split among those
 that share it) counts it once, which is what the machine spends. A job that lives less

@@ -13,8 +13,9 @@ the real command runs there, from a cold start (no call store):
 Printed: calls, the steady throughput (accepted requests a second between the 10th and
 90th percentile of their arrival times) and its share of the limit, the share of requests
 refused with 429, the wall time from the first request to results.json against the ideal
-(`calls / limit + longest chain of dependent calls x latency`), and the CPU-seconds of the
-Snakemake process tree (jobs included) per call and per job.
+(`calls / limit + longest chain of dependent calls x latency`), the CPU-seconds of the
+Snakemake process tree (jobs included) per call and per job, and the times the broker's
+event loop slept and woke a call.
 
     python bench/workflow.py                       # 1 risk x 3 ages x 10 motivations
     python bench/workflow.py --motivations 3       # a smaller slice
