@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import statistics
 import sys
@@ -58,7 +59,7 @@ async def _calls(url: str, folder: Path, args: argparse.Namespace) -> dict[str, 
         ledger=Ledger(),
         bill=BillWriter(folder / "bill", "bench"),
     )
-    serial = iter(range(10**9))
+    serial = itertools.count()
 
     async def one() -> None:
         # distinct, so that each is a paid call the store keeps, as a run's are

@@ -78,30 +78,30 @@ def _read(pid: int) -> tuple[float, int] | None:
     return (int(fields[11]) + int(fields[12])) / TICK, rss
 
 
-def _sleeps(pid: int) -> int | None:
-    """How many times the process's main thread (the broker's event loop) has gone to
-    sleep waiting for something (the kernel's voluntary context switches): each is a wake
-    that follows, to work on whatever it waited for."""
+def _field(path: str, name: bytes) -> int | None:
+    """The number on the line of a /proc file that starts with `name` (None: no such
+    line, or the process is gone)."""
     try:
-        with open(f"/proc/{pid}/status", "rb") as f:
+        with open(path, "rb") as f:
             for line in f:
-                if line.startswith(b"voluntary_ctxt_switches:"):
+                if line.startswith(name):
                     return int(line.split()[1])
     except (OSError, ValueError):
         pass
     return None
 
 
+def _sleeps(pid: int) -> int | None:
+    """How many times the process's main thread (the broker's event loop) has gone to
+    sleep waiting for something (the kernel's voluntary context switches): each is a wake
+    that follows, to work on whatever it waited for."""
+    return _field(f"/proc/{pid}/status", b"voluntary_ctxt_switches:")
+
+
 def _pss(pid: int) -> int:
     """Proportional resident bytes of a process (0 where the kernel does not say)."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
-            for line in f:
-                if line.startswith(b"Pss:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        pass
-    return 0
+    kib = _field(f"/proc/{pid}/smaps_rollup", b"Pss:")
+    return 0 if kib is None else kib * 1024
 
 
 class Watch(threading.Thread):
