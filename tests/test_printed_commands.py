@@ -35,6 +35,21 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.timeout(120)
+def test_import_conversations_prints_the_readmes_next_command(tmp_path: Path) -> None:
+    """After the README's import, the command the tool says to run is the README's next
+    line, word for word (the demo's `--cores 2`)."""
+    readme = (REPO / "README.md").read_text()
+    imported, judge = (
+        line
+        for line in readme.splitlines()
+        if line.startswith(("kora import-conversations ", "snakemake --cores 2 results/recorded"))
+    )
+    step = command(project(tmp_path), imported)
+    assert step.returncode == 0, step.stderr
+    assert printed(step.stderr) == [judge]
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_the_readme_recorded_conversations_run_as_printed(tmp_path: Path) -> None:

@@ -68,12 +68,12 @@ def configfiles(args: argparse.Namespace) -> str:
     return f" --configfile {shlex.join(files)}" if files else ""
 
 
-def run_command(args: argparse.Namespace, targets: list[str], cores: int = 2) -> str:
+def run_command(args: argparse.Namespace, targets: list[str]) -> str:
     """The Snakemake command that makes `targets` with the config files this command was
-    given (kora.config.files.snakemake_command)."""
+    given (kora.config.files.snakemake_command): `--cores 2`, as the README's commands."""
     from kora.config.files import snakemake_command
 
-    return snakemake_command(targets, getattr(args, "configfile", []), cores)
+    return snakemake_command(targets, getattr(args, "configfile", []))
 
 
 def split_overlays(configfiles: list[str], targets: list[str]) -> tuple[list[str], list[str]]:
@@ -100,4 +100,4 @@ def next_steps(
         entries = ", ".join(f"{n}: {entry}" for n in missing)
         print(f"add under `targets:` in your config: {entries}", file=sys.stderr)
     runs = [layout.results_json(n) for n in targets]
-    print(f"{then}: {run_command(args, runs, cores=10)}", file=sys.stderr)
+    print(f"{then}: {run_command(args, runs)}", file=sys.stderr)
