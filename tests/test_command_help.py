@@ -101,3 +101,32 @@ def test_stats_does_not_warn_of_a_real_provider(
     (tmp_path / "t" / "results.json").write_bytes(orjson.dumps({"target": "t"}))
     assert kora_main(["stats", str(shard)]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "command",
+    [["compare-targets", "t", "u"], ["annotate", "t", "--annotator", "ana", "--queue", "judges"]],
+    ids=["compare-targets", "annotate"],
+)
+def test_compare_targets_and_annotate_warn_of_mock_results_as_stats_does(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: list[str],
+) -> None:
+    from kora.commands import annotate
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(annotate, "serve", lambda *args: 0)  # no grading page
+    for name in ("t", "u"):
+        _write(tmp_path / "results" / name)
+    results = tmp_path / "results" / "t" / "results.json"
+    results.write_bytes(orjson.dumps({"target": "t", "mock": True}))
+    assert kora_main(command) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"warning: .*offline mock provider \(results/t/results.json\)", err), err
+    assert re.search(r"its answers are placeholders, so .* nothing", err)
+    results.write_bytes(orjson.dumps({"target": "t"}))
+    assert kora_main(command) == 0
+    assert "warning" not in capsys.readouterr().err

@@ -79,6 +79,7 @@ def judged_records(args: argparse.Namespace) -> list[Any]:
     config's."""
     from kora import benchmarks
     from kora.analysis.records import benchmark_of, judged, load_records
+    from kora.commands.stats import warn_if_mock
 
     folder = Path(layout_of_args(args).target_dir(args.target)) / "judgments"
     files = sorted(folder.rglob("*.jsonl"))
@@ -86,6 +87,7 @@ def judged_records(args: argparse.Namespace) -> list[Any]:
         raise InputError(f"{folder}: no judged conversations (run the target first)")
     records = judged(load_records(files))
     benchmarks.check_same(benchmark_of(records), benchmark_of_args(args), str(folder))
+    warn_if_mock([folder], "grading them measures nothing")
     return records
 
 

@@ -31,7 +31,7 @@ ADJUST = {"holm": "holm", "bh": "fdr_bh"}
 
 
 def register(sub: Any) -> None:
-    ct = sub.add_parser(
+    p = sub.add_parser(
         "compare-targets",
         help="where two targets differ on the same scenarios (cells, adjusted); a CI gate",
         description="Compare NEW with BASELINE on the tests both ran, cell by cell: "
@@ -39,11 +39,7 @@ def register(sub: Any) -> None:
         "adjusted for the number of cells. With --fail-if-worse, exit status 1 when NEW "
         "is significantly worse.",
     )
-    add_compare_targets_arguments(ct)
-    ct.set_defaults(func=cmd_compare_targets)
-
-
-def add_compare_targets_arguments(p: Any) -> None:
+    p.set_defaults(func=cmd_compare_targets)
     p.add_argument("a", help="NEW: a target name (in the config's results folder) or a folder")
     p.add_argument("b", help="BASELINE: the target to compare with")
     p.add_argument("--alpha", type=float, default=ALPHA, help="significance level (0.05)")
@@ -185,10 +181,12 @@ def load_pair(args: argparse.Namespace) -> tuple[list[Any], list[Any], dict[str,
     from kora.analysis.records import benchmark_of, load_records
     from kora.analysis.stats.people import with_people_grades
     from kora.commands.common import benchmark_of_args, layout_of_args
+    from kora.commands.stats import warn_if_mock
 
     results_dir = args.results_dir or layout_of_args(args).results
     pa, pb = resolve_target(args.a, results_dir), resolve_target(args.b, results_dir)
     ra, rb = load_records([pa]), load_records([pb])
+    warn_if_mock([pa, pb], "the differences below measure nothing")
     va, vb = benchmark_of(ra), benchmark_of(rb)
     if va is not vb:
         config = benchmark_of_args(args)

@@ -92,25 +92,33 @@ def _offline(models: Any) -> bool:
     return any(k is not None and k.offline for k in kinds)
 
 
-def mock_evidence(paths: Sequence[str | Path]) -> Path | None:
-    """The file that says these tests were made with the offline mock provider, if one
-    does: the target's results.json, found in the folder given or above it, else (no
-    results.json yet) the first shard status file under the folder given."""
+def warn_if_mock(
+    paths: Sequence[str | Path], so: str = "the figures below measure nothing"
+) -> bool:
+    """Whether the tests at `paths` were made with the offline mock provider, and if so a
+    warning on stderr (`kora stats`, `compare-targets`, `annotate`). The target's
+    results.json, found in the folder given or above it, says so, else (no results.json
+    yet) the first shard status file under the folder given."""
     for given in map(Path, paths):
         if given.suffix == ".zip":  # an archive of per-test files says nothing of its models
             continue
         start = given if given.is_dir() else given.parent
         # a judgment shard's folder is four below its target's: results/T/judgments/r/a/
         above = [f / "results.json" for f in [start, *start.parents][:5]]
-        results = next((f for f in above if f.is_file()), None)
-        if results is not None:
-            if _json_object(results).get("mock") is True:
-                return results
-            continue
-        status = next(start.rglob("*.status.json"), None) if start.is_dir() else None
-        if status is not None and _offline(_json_object(status).get("models")):
-            return status
-    return None
+        found = next((f for f in above if f.is_file()), None)
+        if found is not None:
+            mock = _json_object(found).get("mock") is True
+        else:
+            found = next(start.rglob("*.status.json"), None) if start.is_dir() else None
+            mock = found is not None and _offline(_json_object(found).get("models"))
+        if mock:
+            print(
+                f"kora: warning: these tests were made with the offline mock provider ({found}): "
+                f"its answers are placeholders, so {so}",
+                file=sys.stderr,
+            )
+            return True
+    return False
 
 
 def _by_judge(records: Sequence[TestRecord]) -> dict[str, list[TestRecord]]:
@@ -136,22 +144,18 @@ def register(sub: Any) -> None:
         "intervals, the mean occurrence count, and NO SIGNAL where one grade holds nearly "
         "every test. Warns when the tests were made with the offline mock provider.",
     )
-    add_stats_arguments(st)
     st.set_defaults(func=cmd_stats)
-
-
-def add_stats_arguments(p: Any) -> None:
-    p.add_argument(
+    st.add_argument(
         "paths", nargs="+", help="judgment JSONL / per-test JSON: folders, files or .zip"
     )
-    p.add_argument(
+    st.add_argument(
         "--criteria", nargs="+", help="only these criteria (safety, anthropomorphism, ...)"
     )
-    p.add_argument("--by-judge", action="store_true", help="also each judge's own verdicts")
-    p.add_argument(
+    st.add_argument("--by-judge", action="store_true", help="also each judge's own verdicts")
+    st.add_argument(
         "--threshold", type=float, default=NO_SIGNAL_SHARE, help="NO SIGNAL share (0.95)"
     )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    st.add_argument("--json", action="store_true", help="machine-readable output")
 
 
 def cmd_stats(args: Any) -> int:
@@ -162,16 +166,10 @@ def cmd_stats(args: Any) -> int:
     records = load_records(paths)
     if not records:
         raise InputError(f"{', '.join(map(str, paths))}: no judged tests found")
-    mock = mock_evidence(paths)
-    if mock is not None:
-        print(
-            f"kora: warning: these tests were made with the offline mock provider ({mock}): "
-            "its answers are placeholders, so the figures below measure nothing",
-            file=sys.stderr,
-        )
+    mock = warn_if_mock(paths)
     if getattr(args, "json", False):
         doc = stats_document(records, threshold, criteria)
-        if mock is not None:
+        if mock:
             doc["mock"] = True
         if getattr(args, "by_judge", False):
             doc["judges"] = {
