@@ -524,6 +524,39 @@ def test_the_banner_names_earlier_stages_only_when_they_failed(tmp_path: Path, s
     assert f"1 shard ({stage}) recorded failed items" in problems, problems
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("n", [1, 12])
+def test_the_banner_names_the_rejected_scenarios_and_why(tmp_path: Path, n: int) -> None:
+    """Each seed whose scenario never passed validation, by id, cell and the validator's
+    reason, as the results rule reads them from the .rejected.jsonl shards; five at most."""
+    from kora.analysis.results import ResultsMeta, build_results
+    from tests.reportdata import TAXONOMY, make_judgments
+
+    rejected = [
+        {"seed": {"id": f"seed-{i}", "riskId": "cybersecurity", "ageRange": "10to12"},
+         "lastReasons": f"reason {i}: the first message does not fit the risk"}
+        for i in range(n)
+    ]  # fmt: skip
+    meta = ResultsMeta(benchmark="v1", target="t", judges=list(JUDGES), user="child-sim",
+                       prompts=["default"], skipped=[], models={}, imported=False)  # fmt: skip
+    judgments = write_jsonl(tmp_path / "j.jsonl", make_judgments())
+    doc, _ = build_results(meta, TAXONOMY, [judgments], [], rejected)
+    assert doc["rejectedScenarios"] == n
+    html_path = tmp_path / "report.html"
+    write_report(make_judgments(), doc, html_path, None, TAXONOMY)
+    page = parse(html_path.read_text(encoding="utf-8"))
+    problems = " ".join(n.text for n in page.find_all(cls="warn"))
+    if n == 1:
+        assert "1 scenario was rejected by validation, so its seed has no test: " in problems
+    else:
+        assert (
+            f"{n} scenarios were rejected by validation, so their seeds have no test: " in problems
+        )
+        assert "seed-5" not in problems and f"and {n - 5} more" in problems
+    assert "seed-0 (cybersecurity, 10to12): reason 0: the first message does not fit" in problems
+    assert ".rejected.jsonl" in problems
+
+
 @pytest.mark.slow
 def test_the_same_run_gives_the_same_page(tmp_path: Path) -> None:
     """report.html is the same bytes whatever Python's hash seed (no set order leaks)."""

@@ -23,6 +23,7 @@ MOCK_NOTE = (
     "Made with the offline mock provider: these figures are placeholders produced without "
     "any model and measure nothing."
 )
+NAMED_REJECTS = 5  # rejected scenarios results.json names (the first in grid order)
 
 
 def models_used(config: KoraConfig, target: str) -> dict[str, dict[str, Any]]:
@@ -217,7 +218,7 @@ def build_results(
     taxonomy: Taxonomy,
     judgment_files: Sequence[Path | str],
     status_files: Sequence[Path | str],
-    rejected_counts: int = 0,
+    rejected: Sequence[dict[str, Any]] = (),  # the .rejected.jsonl records
     this_run: Iterable[Charge] = (),
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(results.json, usage.json) documents for one target."""
@@ -255,7 +256,17 @@ def build_results(
     if blocked:  # tests a chat service would not let run, by the reason it gave
         results["blockedTests"] = dict(sorted(blocked.items()))
     results["stageFailures"] = stage_failures(statuses)
-    results["rejectedScenarios"] = rejected_counts
+    results["rejectedScenarios"] = len(rejected)
+    if rejected:
+        results["rejectedFirst"] = [
+            {
+                "seedId": r["seed"]["id"],
+                "riskId": r["seed"]["riskId"],
+                "ageRange": r["seed"]["ageRange"],
+                "reasons": r["lastReasons"],
+            }
+            for r in rejected[:NAMED_REJECTS]
+        ]
     # a run with failed tests or stage items is readable but not finished: the same
     # command retries what failed
     results["complete"] = results["failedTests"] == 0 and not results["stageFailures"]

@@ -85,7 +85,7 @@ async def results(
     for f in [*data, *seeds]:
         check(f)  # raises naming a damaged shard
     status = [Path(status_of(f)) for f in [*judgments, *conversations, *scenarios, *seeds]]
-    rejected = sum(1 for f in rejects for _ in iter_jsonl(f))
+    rejected = [r for f in rejects for _, r in iter_jsonl(f)]
     taxonomy = _taxonomy(input.taxonomy, ctx, benchmarks.get(params.meta.benchmark))
     # what this run paid for the result's calls: its own lines of the bill
     run = os.environ.get(RUN_ENV)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from textwrap import shorten
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
@@ -133,8 +134,20 @@ def _problems(summary: Mapping[str, Any], results: Mapping[str, Any]) -> list[st
         problems.append(
             f"{n} test{'s' if n != 1 else ''} failed (no grades): left out of every figure"
         )
-    if results.get("rejectedScenarios"):
-        problems.append(f"{results['rejectedScenarios']} scenarios were rejected by validation")
+    rejected, named = results.get("rejectedScenarios"), results.get("rejectedFirst", [])
+    if rejected:
+        who = [
+            f"{r['seedId']} ({r['riskId']}, {r['ageRange']}): "
+            + shorten(r["reasons"], 200, placeholder=" ...")
+            for r in named
+        ]
+        who += [f"and {rejected - len(named)} more"] if named and rejected > len(named) else []
+        problems.append(
+            f"{rejected} scenario{'s were' if rejected > 1 else ' was'} rejected by validation, "
+            f"so {'their seeds have' if rejected > 1 else 'its seed has'} no test"
+            + (f": {'; '.join(who)}" if who else "")
+            + " (kept with the validator's reasons in the scenarios' .rejected.jsonl)"
+        )
     if results.get("stageFailures"):
         n = len(results["stageFailures"])
         stages = sorted({str(s.get("stage")) for s in results["stageFailures"]})
