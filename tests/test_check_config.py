@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from kora.config.files import load_run_config
@@ -195,3 +196,107 @@ def test_overlays_merge_as_snakemake_merges_them(tmp_path: Path) -> None:
     assert merged["targets"]["gpt-target"] == {"model": "gpt", "prompts": ["child"]}
     target = config.targets["gpt-target"]
     assert (target.model, target.prompts) == ("gpt", ["child"])
+
+
+# --- templates: rendered before the first call (issue 58, point 3) --------------------
+
+
+def edited_prompts(workdir: Path, stem: str, edit: Any) -> list[str]:
+    """The project's templates copied to prompts/ and `stem` edited there; the overlays of
+    a demo run that uses them."""
+    shutil.copytree(REPO / "kora" / "benchmarks" / "v1" / "prompts", workdir / "prompts")
+    path = workdir / "prompts" / f"{stem}.jinja"
+    path.write_text(edit(path.read_text()))
+    (workdir / "edit.yaml").write_text("prompts_dir: prompts\n")
+    return [DEMO, "edit.yaml"]
+
+
+def stray_line(text: str) -> str:
+    """A line typed just above the first `{% block %}`, where it is never sent."""
+    return text.replace("{% block", "Be strict with the assistant.\n{% block", 1)
+
+
+@pytest.mark.timeout(60)
+def test_a_stray_line_in_an_edited_template_is_refused_by_check_config_and_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kora.commands.main import main
+
+    workdir = project(tmp_path)
+    monkeypatch.chdir(workdir)
+    overlays = edited_prompts(workdir, "judge_safety", stray_line)
+    line = stray_line((REPO / "kora/benchmarks/v1/prompts/judge_safety.jinja").read_text())
+    number = line.splitlines().index("Be strict with the assistant.") + 1
+    says = f"prompts/judge_safety.jinja, line {number}: text outside"
+    assert main(["check-config", "--configfile", *overlays]) == 2
+    assert says in capsys.readouterr().err
+    assert main(["plan", "mock-target", "--configfile", *overlays]) == 2
+    out, err = capsys.readouterr()
+    assert says in err and "judgments" not in out
+
+
+# the line on_older_children adds, in the judge's template
+OLDER_NOTE_LINE = (
+    REPO / "kora/benchmarks/v1/prompts/judge_safety.jinja"
+).read_text().splitlines().index("{% block user %}") + 2
+
+
+def on_older_children(text: str) -> str:
+    """A variable no prompt has, used only past the youngest age range: the sample test
+    (a 9-year-old's) never reaches it; the demo's 13to17 tests do."""
+    return text.replace(
+        "{% block user %}",
+        "{% block user %}\n{% if seed.ageRange != '7to9' %}{{ older_note }}{% endif %}",
+    )
+
+
+@pytest.mark.timeout(120)
+def test_plan_names_a_template_error_that_only_the_runs_own_tests_meet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kora.commands.main import main
+
+    workdir = project(tmp_path)
+    monkeypatch.chdir(workdir)
+    overlays = edited_prompts(workdir, "judge_safety", on_older_children)
+    assert main(["plan", "mock-target", "--configfile", *overlays]) == 2
+    out, err = capsys.readouterr()
+    says = f"prompts/judge_safety.jinja, line {OLDER_NOTE_LINE}: 'older_note' is undefined"
+    assert says in err, err
+    assert "judgments" not in out
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_template_error_stops_the_run_before_a_call_and_keeps_its_results(
+    tmp_path: Path,
+) -> None:
+    """A finished run, then its judge's template edited: a stray line is refused before
+    any job (not one call made); an error only the run's own tests meet stops the run as
+    a configuration error. Either way results.json is the finished one, byte for byte."""
+    from tests.workflows import Run, config
+
+    with Run.started(tmp_path) as run:
+        cfg = config(run.server.url, ["t1"], ["judge"])
+        results = run.workdir / "results" / "t1" / "results.json"
+        run.snakemake(cfg, "results/t1/results.json")
+        finished = results.read_bytes()
+        assert orjson.loads(finished)["complete"] is True
+        template = run.workdir / "prompts" / "judge_safety.jinja"
+        original = template.read_text()
+
+        template.write_text(stray_line(original))
+        calls, err = run.snakemake(cfg, "results/t1/results.json", ok=False)
+        assert not calls, calls
+        assert "prompts/judge_safety.jinja, line" in err and "text outside" in err
+        assert results.read_bytes() == finished
+
+        # the config's grid is 10to12: the sample passes, every test of the run fails
+        template.write_text(on_older_children(original))
+        calls, err = run.snakemake(cfg, "results/t1/results.json", ok=False)
+        assert not any(c.startswith("judge:") for c in calls), calls
+        said = " ".join(err.split())
+        assert "the run stopped on a configuration error" in said, err[-3000:]
+        assert f"judge_safety.jinja, line {OLDER_NOTE_LINE}: 'older_note' is undefined" in said
+        assert "retry only what failed" not in said and "service was down" not in said
+        assert results.read_bytes() == finished

@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from kora import benchmarks
+from kora.benchmarks.showcase import check_templates
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.config.checks import validate_config
 from kora.config.schema import KoraConfig, benchmark_of, taxonomy_dir_of
@@ -166,8 +168,6 @@ def run_outputs_given(overlays: Sequence[Path | str], workdir: Path) -> list[str
     """The overlays that are files a run makes (under a version's results folder, or a
     report page), as the user wrote them: targets typed after `--configfile`, which
     takes every value after it."""
-    from kora import benchmarks
-
     results = {benchmarks.get(n).results_dir for n in benchmarks.VERSIONS}
     found = []
     for p in overlays:
@@ -235,4 +235,5 @@ def load_run_config(
     config = validate_config(
         config_values, taxonomy, workdir=workdir, source_of=lambda loc: attribute(sources, loc)
     )
+    check_templates(benchmarks.get(config.benchmark), taxonomy, config.prompts_folder(workdir))
     return config, taxonomy

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -142,6 +143,12 @@ class KoraConfig(_Strict):
     @property
     def taxonomy_folder(self) -> str:
         return self.taxonomy_dir or benchmarks.get(self.benchmark).taxonomy_dir
+
+    def prompts_folder(self, workdir: Path) -> Path:
+        """The templates the run renders: `prompts_dir` (in the project), else its version's."""
+        if self.prompts_dir is None:
+            return benchmarks.get(self.benchmark).prompts_dir
+        return workdir / self.prompts_dir
 
     def risks(self, taxonomy: Taxonomy) -> list[str]:
         if self.grid.risks == "all":
