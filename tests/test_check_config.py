@@ -98,6 +98,62 @@ BAD: list[tuple[str, dict[str, str], str, str | None]] = [
         "bad.yaml: models.gpt.structured_output: json_object is for a local server",
         None,
     ),
+    # issue 58, point 10: each in kora's words, naming the file and the key
+    (
+        "an age range, not a list",
+        {"bad.yaml": "grid: {age_ranges: 7to9}\n"},
+        "bad.yaml: grid.age_ranges: a list of age ranges, or `all` (got '7to9'; write [7to9])",
+        None,
+    ),
+    (
+        "a risk, not a list",
+        {"bad.yaml": "grid: {risks: sycophancy}\n"},
+        "bad.yaml: grid.risks: a list of risk ids, or `all` (got 'sycophancy'; write [sycophancy])",
+        None,
+    ),
+    (
+        "a misspelt risk",
+        {"bad.yaml": "grid: {risks: [sycophncy]}\n"},
+        "bad.yaml: grid.risks: unknown risk id 'sycophncy' (did you mean 'sycophancy'?)",
+        None,
+    ),
+    (
+        "a misspelt motivation",
+        {"bad.yaml": "grid: {motivations: [curiosity_exploraton]}\n"},
+        "bad.yaml: grid.motivations: unknown motivation id 'curiosity_exploraton' "
+        "(did you mean 'curiosity_exploration'?)",
+        None,
+    ),
+    (
+        "a misspelt model",
+        {"bad.yaml": "seed_model: mokc\n"},
+        "bad.yaml: seed_model: model 'mokc' is not defined under `models` (did you mean 'mock'?)",
+        None,
+    ),
+    (
+        "a misspelt key",
+        {"bad.yaml": "grid: {seeds_per_tsk: 2}\n"},
+        "bad.yaml: unknown key 'grid.seeds_per_tsk' (did you mean 'seeds_per_task'?)",
+        None,
+    ),
+    (
+        "a target that is not a mapping",
+        {"bad.yaml": "targets: {x: 5}\n"},
+        "bad.yaml: targets.x: expected a mapping of keys (got 5)",
+        None,
+    ),
+    (
+        "an unknown version",
+        {"bad.yaml": "benchmark: v3\n"},
+        "bad.yaml: benchmark: unknown version 'v3' (expected one of v1, v2)",
+        None,
+    ),
+    (
+        "usd and tokens from two overlays",
+        {"a.yaml": "budget: {usd: 5}\n", "b.yaml": "budget: {tokens: 5000}\n"},
+        "a.yaml and b.yaml: budget: give one of `usd` (dollars) or `tokens`",
+        None,
+    ),
     (
         "a target after --configfile",
         {"bad.yaml": '{"models": {"mock": {"roles": ["seeds"]}}}'},
@@ -105,6 +161,8 @@ BAD: list[tuple[str, dict[str, str], str, str | None]] = [
         None,
     ),
 ]
+# pydantic's own words for a bad value, which a user of kora never needs to read
+PYDANTIC_WORDS = ("Input should", "instance of", "Value error", "literal[")
 # that last one is a results file written after --configfile: made where a run puts it
 AS_TARGET = {"a target after --configfile": "results/mock-target/results.json"}
 
@@ -147,6 +205,8 @@ def test_the_loader_and_check_config_refuse_alike(
         load_run_config(overlays, workdir=workdir)
     message = str(refused.value)
     assert says in message
+    for words in PYDANTIC_WORDS:
+        assert words not in message
     assert main(["check-config", "--configfile", *overlays]) == 2
     assert f"kora: error: {message}" in capsys.readouterr().err
 
@@ -196,6 +256,54 @@ def test_overlays_merge_as_snakemake_merges_them(tmp_path: Path) -> None:
     assert merged["targets"]["gpt-target"] == {"model": "gpt", "prompts": ["child"]}
     target = config.targets["gpt-target"]
     assert (target.model, target.prompts) == ("gpt", ["child"])
+
+
+# --- `--config KEY=VALUE` (issue 58, point 10) ----------------------------------------
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        # YAML reads `{usd:5}` as one key, `usd:5`, with no value
+        ("budget={usd:5}", "--config: unknown key 'budget.usd:5' (YAML reads `usd:5` as a key"),
+        ("budget={usd: 5, tokens: 9}", "--config: budget: give one of `usd` (dollars) or `tokens`"),
+        ("grid={risks: sycophancy}", "--config: grid.risks: a list of risk ids, or `all`"),
+        # Snakemake takes a top-level key before `=` only
+        ("budget.usd=5", "--config budget.usd=5: a key of the config's top level before `=`"),
+    ],
+)
+def test_check_config_names_a_bad_config_value_and_not_the_last_file(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    value: str,
+    says: str,
+) -> None:
+    from kora.commands.main import main
+
+    workdir = project(tmp_path)
+    monkeypatch.chdir(workdir)
+    (workdir / "more.yaml").write_text("grid: {seeds_per_task: 2}\n")
+    assert main(["check-config", "--configfile", DEMO, "more.yaml", "--config", value]) == 2
+    err = capsys.readouterr().err
+    assert says in err
+    assert "more.yaml" not in err and "Traceback" not in err
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_snakemake_names_a_bad_config_value_as_check_config_does(tmp_path: Path) -> None:
+    """The run blames `--config`, not the last --configfile, in check-config's words."""
+    workdir = project(tmp_path)
+    (workdir / "more.yaml").write_text("grid: {seeds_per_task: 2}\n")
+    for value in ("budget={usd:5}", "budget={usd: 5, tokens: 9}"):
+        line = f"--configfile {DEMO} more.yaml --config '{value}'"
+        run = command(workdir, f"snakemake -n --cores 1 results/mock-target/results.json {line}")
+        check = command(workdir, f"kora check-config {line}")
+        message = check.stderr.strip().removeprefix("kora: error: ")
+        assert check.returncode == 2 and message.startswith("--config: "), check.stderr
+        assert run.returncode != 0 and message in run.stdout + run.stderr, run.stderr[-2000:]
 
 
 # --- templates: rendered before the first call (issue 58, point 3) --------------------

@@ -215,20 +215,22 @@ def load_run_config(
     *,
     workdir: Path | str = ".",
     values: dict[str, Any] | None = None,
+    given: dict[str, Any] | None = None,
 ) -> tuple[KoraConfig, Taxonomy]:
     """The validated config of a run: config.yaml merged with `overlays` as Snakemake
-    merges them. The Snakefile reads a run's config files with it, and `kora
-    check-config` and `kora plan` do too, so they accept exactly what a run accepts.
+    merges them, and `given` (the `--config KEY=VALUE` values, as Snakemake parses them)
+    over those. The Snakefile reads a run's config files with it, and `kora check-config`
+    and `kora plan` do too, so they accept exactly what a run accepts.
 
-    `values` is the merged mapping when someone else merged it already (Snakemake, which
-    also applies `--config key=value`); the files are still read, for their errors and to
-    name the file at fault.
+    `values` is the merged mapping when someone else merged it already (Snakemake); the
+    files are still read, for their errors and to name the file (or `--config`) at fault.
     """
     workdir = Path(workdir)
     _refuse_run_outputs(overlays, workdir)
     sources: list[tuple[str, dict[str, Any]]] = []
     for path in config_paths(overlays, workdir):
         sources.append((str(_shown(path)), read_config_file(path)))
+    sources += [("--config", given)] if given else []
     config_values = merged([raw for _, raw in sources]) if values is None else values
     bm = benchmark_of(config_values)
     taxonomy = bm.load_taxonomy(bm.taxonomy_paths(workdir / taxonomy_dir_of(config_values)))
