@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from kora.benchmarks.schemas import AgeRange
-from kora.io import describe
 
 
 class Pinned(BaseModel):
@@ -28,11 +27,3 @@ class SeedOrder(BaseModel):
     count: int
     pinned: Pinned | None = None
     flavor: str | None = None
-
-
-def parse_orders(raw: object, where: str) -> list[SeedOrder]:
-    try:
-        return [SeedOrder.model_validate(o) for o in raw]  # type: ignore[attr-defined]
-    except (TypeError, ValidationError) as exc:
-        detail = describe(exc) if isinstance(exc, ValidationError) else str(exc)
-        raise ValueError(f"{where}: not a list of seed orders: {detail}") from None

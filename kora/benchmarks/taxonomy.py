@@ -46,14 +46,6 @@ class Shard:
     def path(self) -> str:
         return f"{self.risk_id}/{self.age_range}/{self.motivation_id}"
 
-    @classmethod
-    def of_cell(cls, taxonomy: Taxonomy, cell: str) -> Shard:
-        """The shard of a "<risk>/<age>/<motivation>" cell."""
-        risk, age, motivation = cell.split("/")
-        if age not in AGE_RANGES:
-            raise ValueError(f"cell {cell!r}: unknown age range {age!r}")
-        return cls(taxonomy.category_of(risk).id, risk, age, motivation)
-
 
 @dataclass(frozen=True)
 class Taxonomy:

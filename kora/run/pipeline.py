@@ -277,13 +277,6 @@ class Pipeline:
 
         return {"orders": orders}
 
-    def planned_seeds(self, cell: str) -> int:
-        """Seeds a cell is asked for: its plan's, or seeds_per_task."""
-        plan = self.seed_plan
-        if plan is None:
-            return self.config.grid.seeds_per_task
-        return sum(o.count for o in plan.get(cell, []))
-
     def model_params(self, name: str) -> dict[str, Any]:
         return self.config.model_params(name)
 
