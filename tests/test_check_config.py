@@ -381,7 +381,8 @@ def test_a_template_error_stops_the_run_before_a_call_and_keeps_its_results(
 ) -> None:
     """A finished run, then its judge's template edited: a stray line is refused before
     any job (not one call made); an error only the run's own tests meet stops the run as
-    a configuration error. Either way results.json is the finished one, byte for byte."""
+    a configuration error, as does a parameter the judge's server refuses. Each time
+    results.json is the finished one, byte for byte."""
     from tests.workflows import Run, config
 
     with Run.started(tmp_path) as run:
@@ -407,4 +408,14 @@ def test_a_template_error_stops_the_run_before_a_call_and_keeps_its_results(
         assert "the run stopped on a configuration error" in said, err[-3000:]
         assert f"judge_safety.jinja, line {OLDER_NOTE_LINE}: 'older_note' is undefined" in said
         assert "retry only what failed" not in said and "service was down" not in said
+        assert results.read_bytes() == finished
+
+        # a parameter the judge's server refuses (a 400): the same stop, the same results
+        template.write_text(original)
+        cfg["models"]["judge"]["max_tokens"] = 999  # the judgments are made again
+        run.server.fail_models = frozenset({"claude-judge"})
+        calls, err = run.snakemake(cfg, "results/t1/results.json", ok=False)
+        said = " ".join(err.split())
+        assert "the run stopped on a configuration error" in said, err[-3000:]
+        assert "retry only what failed" not in said
         assert results.read_bytes() == finished
