@@ -15,12 +15,13 @@ from kora.run.shards import missing_token
 from kora.run.stages import STAGES
 from kora.run.pipeline import Pipeline
 
-# Read config.yaml and every --configfile overlay with the project's loader first: it
-# names the file and line of a YAML problem or of a bad value, which Snakemake's own
-# reading does not. Snakemake's internals are read in kora.run.seam only.
+# Read config.yaml, every --configfile overlay and the --config values with the project's
+# loader first: it names the file and line of a YAML problem or of a bad value (or the
+# --config value), which Snakemake's own reading does not. Snakemake's internals are read
+# in kora.run.seam only.
 _overlays = seam.overlays(workflow)
 try:
-    load_run_config(_overlays, workdir=Path.cwd())
+    load_run_config(_overlays, workdir=Path.cwd(), given=seam.config_values(workflow))
 except KoraError as exc:
     raise WorkflowError(str(exc)) from None
 

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from kora.config.files import load_run_config
@@ -97,6 +98,62 @@ BAD: list[tuple[str, dict[str, str], str, str | None]] = [
         "bad.yaml: models.gpt.structured_output: json_object is for a local server",
         None,
     ),
+    # issue 58, point 10: each in kora's words, naming the file and the key
+    (
+        "an age range, not a list",
+        {"bad.yaml": "grid: {age_ranges: 7to9}\n"},
+        "bad.yaml: grid.age_ranges: a list of age ranges, or `all` (got '7to9'; write [7to9])",
+        None,
+    ),
+    (
+        "a risk, not a list",
+        {"bad.yaml": "grid: {risks: sycophancy}\n"},
+        "bad.yaml: grid.risks: a list of risk ids, or `all` (got 'sycophancy'; write [sycophancy])",
+        None,
+    ),
+    (
+        "a misspelt risk",
+        {"bad.yaml": "grid: {risks: [sycophncy]}\n"},
+        "bad.yaml: grid.risks: unknown risk id 'sycophncy' (did you mean 'sycophancy'?)",
+        None,
+    ),
+    (
+        "a misspelt motivation",
+        {"bad.yaml": "grid: {motivations: [curiosity_exploraton]}\n"},
+        "bad.yaml: grid.motivations: unknown motivation id 'curiosity_exploraton' "
+        "(did you mean 'curiosity_exploration'?)",
+        None,
+    ),
+    (
+        "a misspelt model",
+        {"bad.yaml": "seed_model: mokc\n"},
+        "bad.yaml: seed_model: model 'mokc' is not defined under `models` (did you mean 'mock'?)",
+        None,
+    ),
+    (
+        "a misspelt key",
+        {"bad.yaml": "grid: {seeds_per_tsk: 2}\n"},
+        "bad.yaml: unknown key 'grid.seeds_per_tsk' (did you mean 'seeds_per_task'?)",
+        None,
+    ),
+    (
+        "a target that is not a mapping",
+        {"bad.yaml": "targets: {x: 5}\n"},
+        "bad.yaml: targets.x: expected a mapping of keys (got 5)",
+        None,
+    ),
+    (
+        "an unknown version",
+        {"bad.yaml": "benchmark: v3\n"},
+        "bad.yaml: benchmark: unknown version 'v3' (expected one of v1, v2)",
+        None,
+    ),
+    (
+        "usd and tokens from two overlays",
+        {"a.yaml": "budget: {usd: 5}\n", "b.yaml": "budget: {tokens: 5000}\n"},
+        "a.yaml and b.yaml: budget: give one of `usd` (dollars) or `tokens`",
+        None,
+    ),
     (
         "a target after --configfile",
         {"bad.yaml": '{"models": {"mock": {"roles": ["seeds"]}}}'},
@@ -104,6 +161,8 @@ BAD: list[tuple[str, dict[str, str], str, str | None]] = [
         None,
     ),
 ]
+# pydantic's own words for a bad value, which a user of kora never needs to read
+PYDANTIC_WORDS = ("Input should", "instance of", "Value error", "literal[")
 # that last one is a results file written after --configfile: made where a run puts it
 AS_TARGET = {"a target after --configfile": "results/mock-target/results.json"}
 
@@ -146,6 +205,8 @@ def test_the_loader_and_check_config_refuse_alike(
         load_run_config(overlays, workdir=workdir)
     message = str(refused.value)
     assert says in message
+    for words in PYDANTIC_WORDS:
+        assert words not in message
     assert main(["check-config", "--configfile", *overlays]) == 2
     assert f"kora: error: {message}" in capsys.readouterr().err
 
@@ -195,3 +256,166 @@ def test_overlays_merge_as_snakemake_merges_them(tmp_path: Path) -> None:
     assert merged["targets"]["gpt-target"] == {"model": "gpt", "prompts": ["child"]}
     target = config.targets["gpt-target"]
     assert (target.model, target.prompts) == ("gpt", ["child"])
+
+
+# --- `--config KEY=VALUE` (issue 58, point 10) ----------------------------------------
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        # YAML reads `{usd:5}` as one key, `usd:5`, with no value
+        ("budget={usd:5}", "--config: unknown key 'budget.usd:5' (YAML reads `usd:5` as a key"),
+        ("budget={usd: 5, tokens: 9}", "--config: budget: give one of `usd` (dollars) or `tokens`"),
+        ("grid={risks: sycophancy}", "--config: grid.risks: a list of risk ids, or `all`"),
+        # Snakemake takes a top-level key before `=` only
+        ("budget.usd=5", "--config budget.usd=5: a key of the config's top level before `=`"),
+    ],
+)
+def test_check_config_names_a_bad_config_value_and_not_the_last_file(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    value: str,
+    says: str,
+) -> None:
+    from kora.commands.main import main
+
+    workdir = project(tmp_path)
+    monkeypatch.chdir(workdir)
+    (workdir / "more.yaml").write_text("grid: {seeds_per_task: 2}\n")
+    assert main(["check-config", "--configfile", DEMO, "more.yaml", "--config", value]) == 2
+    err = capsys.readouterr().err
+    assert says in err
+    assert "more.yaml" not in err and "Traceback" not in err
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_snakemake_names_a_bad_config_value_as_check_config_does(tmp_path: Path) -> None:
+    """The run blames `--config`, not the last --configfile, in check-config's words."""
+    workdir = project(tmp_path)
+    (workdir / "more.yaml").write_text("grid: {seeds_per_task: 2}\n")
+    for value in ("budget={usd:5}", "budget={usd: 5, tokens: 9}"):
+        line = f"--configfile {DEMO} more.yaml --config '{value}'"
+        run = command(workdir, f"snakemake -n --cores 1 results/mock-target/results.json {line}")
+        check = command(workdir, f"kora check-config {line}")
+        message = check.stderr.strip().removeprefix("kora: error: ")
+        assert check.returncode == 2 and message.startswith("--config: "), check.stderr
+        assert run.returncode != 0 and message in run.stdout + run.stderr, run.stderr[-2000:]
+
+
+# --- templates: rendered before the first call (issue 58, point 3) --------------------
+
+
+def edited_prompts(workdir: Path, stem: str, edit: Any) -> list[str]:
+    """The project's templates copied to prompts/ and `stem` edited there; the overlays of
+    a demo run that uses them."""
+    shutil.copytree(REPO / "kora" / "benchmarks" / "v1" / "prompts", workdir / "prompts")
+    path = workdir / "prompts" / f"{stem}.jinja"
+    path.write_text(edit(path.read_text()))
+    (workdir / "edit.yaml").write_text("prompts_dir: prompts\n")
+    return [DEMO, "edit.yaml"]
+
+
+def stray_line(text: str) -> str:
+    """A line typed just above the first `{% block %}`, where it is never sent."""
+    return text.replace("{% block", "Be strict with the assistant.\n{% block", 1)
+
+
+@pytest.mark.timeout(60)
+def test_a_stray_line_in_an_edited_template_is_refused_by_check_config_and_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kora.commands.main import main
+
+    workdir = project(tmp_path)
+    monkeypatch.chdir(workdir)
+    overlays = edited_prompts(workdir, "judge_safety", stray_line)
+    line = stray_line((REPO / "kora/benchmarks/v1/prompts/judge_safety.jinja").read_text())
+    number = line.splitlines().index("Be strict with the assistant.") + 1
+    says = f"prompts/judge_safety.jinja, line {number}: text outside"
+    assert main(["check-config", "--configfile", *overlays]) == 2
+    assert says in capsys.readouterr().err
+    assert main(["plan", "mock-target", "--configfile", *overlays]) == 2
+    out, err = capsys.readouterr()
+    assert says in err and "judgments" not in out
+
+
+# the line on_older_children adds, in the judge's template
+OLDER_NOTE_LINE = (
+    REPO / "kora/benchmarks/v1/prompts/judge_safety.jinja"
+).read_text().splitlines().index("{% block user %}") + 2
+
+
+def on_older_children(text: str) -> str:
+    """A variable no prompt has, used only past the youngest age range: the sample test
+    (a 9-year-old's) never reaches it; the demo's 13to17 tests do."""
+    return text.replace(
+        "{% block user %}",
+        "{% block user %}\n{% if seed.ageRange != '7to9' %}{{ older_note }}{% endif %}",
+    )
+
+
+@pytest.mark.timeout(120)
+def test_plan_names_a_template_error_that_only_the_runs_own_tests_meet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kora.commands.main import main
+
+    workdir = project(tmp_path)
+    monkeypatch.chdir(workdir)
+    overlays = edited_prompts(workdir, "judge_safety", on_older_children)
+    assert main(["plan", "mock-target", "--configfile", *overlays]) == 2
+    out, err = capsys.readouterr()
+    says = f"prompts/judge_safety.jinja, line {OLDER_NOTE_LINE}: 'older_note' is undefined"
+    assert says in err, err
+    assert "judgments" not in out
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_template_error_stops_the_run_before_a_call_and_keeps_its_results(
+    tmp_path: Path,
+) -> None:
+    """A finished run, then its judge's template edited: a stray line is refused before
+    any job (not one call made); an error only the run's own tests meet stops the run as
+    a configuration error, as does a parameter the judge's server refuses. Each time
+    results.json is the finished one, byte for byte."""
+    from tests.workflows import Run, config
+
+    with Run.started(tmp_path) as run:
+        cfg = config(run.server.url, ["t1"], ["judge"])
+        results = run.workdir / "results" / "t1" / "results.json"
+        run.snakemake(cfg, "results/t1/results.json")
+        finished = results.read_bytes()
+        assert orjson.loads(finished)["complete"] is True
+        template = run.workdir / "prompts" / "judge_safety.jinja"
+        original = template.read_text()
+
+        template.write_text(stray_line(original))
+        calls, err = run.snakemake(cfg, "results/t1/results.json", ok=False)
+        assert not calls, calls
+        assert "prompts/judge_safety.jinja, line" in err and "text outside" in err
+        assert results.read_bytes() == finished
+
+        # the config's grid is 10to12: the sample passes, every test of the run fails
+        template.write_text(on_older_children(original))
+        calls, err = run.snakemake(cfg, "results/t1/results.json", ok=False)
+        assert not any(c.startswith("judge:") for c in calls), calls
+        said = " ".join(err.split())
+        assert "the run stopped on a configuration error" in said, err[-3000:]
+        assert f"judge_safety.jinja, line {OLDER_NOTE_LINE}: 'older_note' is undefined" in said
+        assert "retry only what failed" not in said and "service was down" not in said
+        assert results.read_bytes() == finished
+
+        # a parameter the judge's server refuses (a 400): the same stop, the same results
+        template.write_text(original)
+        cfg["models"]["judge"]["max_tokens"] = 999  # the judgments are made again
+        run.server.fail_models = frozenset({"claude-judge"})
+        calls, err = run.snakemake(cfg, "results/t1/results.json", ok=False)
+        said = " ".join(err.split())
+        assert "the run stopped on a configuration error" in said, err[-3000:]
+        assert "retry only what failed" not in said
+        assert results.read_bytes() == finished

@@ -29,7 +29,7 @@ from kora.benchmarks.schemas import (
 )
 from kora.benchmarks.showcase import as_markdown, rendered_prompts
 from kora.benchmarks.taxonomy import AGE_RANGE_LABELS, TaxonomyMotivation, load_taxonomy
-from kora.benchmarks.templates import Prompt, render, template_path
+from kora.benchmarks.templates import Prompt, TemplateError, render, template_path
 from tests.helpers import upstream
 
 REPO = Path(__file__).resolve().parents[1]
@@ -191,20 +191,20 @@ def test_chat_prompts_have_system_and_user(stem: str) -> None:
     ],
 )
 def test_missing_variable_raises(stem: str, variables: dict[str, Any]) -> None:
-    with pytest.raises(ValueError, match="undefined"):
+    with pytest.raises(TemplateError, match="undefined"):
         render(stem, **variables)
 
 
 def test_missing_scenario_field_raises() -> None:
     partial = {k: v for k, v in SCENARIO.items() if k != "narrative"}
-    with pytest.raises(ValueError, match="narrative"):
+    with pytest.raises(TemplateError, match="narrative"):
         render("judge_safety", risk=RISK, seed=SEED, scenario=partial, transcript=TRANSCRIPT)
 
 
 def test_unknown_age_range_raises() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(TemplateError):
         target("6to8")
-    with pytest.raises(ValueError):
+    with pytest.raises(TemplateError):
         seeds(age_range="6to8")
 
 

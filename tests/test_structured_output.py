@@ -273,7 +273,7 @@ def check(models: dict[str, Any], **extra: Any) -> Any:
          "models.m.structured_output: only for OpenAI-compatible servers"),
         ({"provider": "mock", "schema_bounds": False}, "models.m.schema_bounds: only for"),
         ({"provider": "openai", "model": "g", "schema_bounds": "min"},
-         "models.m.schema_bounds: Value error, expected true, false or minimums"),
+         "models.m.schema_bounds: expected true, false or minimums"),
         ({"provider": "openai", "model": "g", "batch": True, "structured_output": "json_object"},
          "batch mode sends OpenAI's Batch API requests"),
         ({"provider": "openai", "model": "g", "base_url": "https://api.openai.com/v1",

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from kora.benchmarks.templates import PROMPTS_DIR, render
+from kora.errors import ConfigError
 
 
 @pytest.mark.parametrize(
@@ -29,7 +30,7 @@ def test_text_outside_a_block_is_an_error_naming_file_and_line(
     text = path.read_text()
     path.write_text(edit(text))
     expected_line = line if line is not None else len(text.splitlines()) + 2
-    with pytest.raises(ValueError, match=rf"judge_safety\.jinja, line {expected_line}: .*outside"):
+    with pytest.raises(ConfigError, match=rf"judge_safety\.jinja, line {expected_line}: .*outside"):
         render("judge_safety", folder, risk=None, seed=None, scenario=None, transcript="")
 
 

@@ -12,8 +12,9 @@ docs/example-scenario.json; docs/fidelity.md names these sections.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from pathlib import Path
 
+from kora.benchmarks.base import PROJECT, Benchmark
 from kora.benchmarks.messages import FIX_PLACEHOLDER
 from kora.benchmarks.outcomes import Message
 from kora.benchmarks.schemas import AGE_RANGES, SCENARIO_TEXT_FIELDS, Risk, Scenario
@@ -26,9 +27,6 @@ from kora.benchmarks.templates import (
     render,
 )
 from kora.benchmarks.testkeys import TestKey
-
-if TYPE_CHECKING:
-    from kora.benchmarks.base import Benchmark
 
 SAMPLE_REPLY = (
     "That sounds like a really exciting thing to be part of! Jumps can hurt badly, though, "
@@ -56,6 +54,18 @@ def rendered_prompts(
     """Every prompt of `benchmark` as rendered for `scenario`, its variants beside it."""
     with prompts_from(benchmark.prompts_dir):
         return _rendered(benchmark, scenario, taxonomy, count)
+
+
+def check_templates(benchmark: Benchmark, taxonomy: Taxonomy, directory: Path) -> None:
+    """Every template of a run (in `directory`) rendered once, before its first call, for
+    a sample test: docs/example-scenario.json's, from the run's taxonomy when it holds
+    the sample's risks, else the version's own. TemplateError names one that fails."""
+    sample = Scenario.model_validate_json((PROJECT / "docs" / "example-scenario.json").read_bytes())
+    with prompts_from(directory):
+        try:
+            _rendered(benchmark, sample, taxonomy, 8)
+        except KeyError:
+            _rendered(benchmark, sample, benchmark.taxonomy, 8)
 
 
 def _rendered(

@@ -6,6 +6,7 @@ is an error, never an empty string, so an edited template cannot silently lose i
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -18,10 +19,15 @@ import jinja2
 from jinja2 import nodes
 from pydantic import BaseModel
 
+from kora.errors import ConfigError
 from kora.llm.base import ChatMessage
 
 # rendered from when no run says otherwise: the default version's templates
 PROMPTS_DIR = Path(__file__).parent / "v1" / "prompts"
+
+
+class TemplateError(ConfigError):
+    """A prompt template that cannot render: the config's to fix, never one test's failure."""
 
 
 @dataclass(frozen=True)
@@ -121,7 +127,7 @@ def _check_blocks(env: jinja2.Environment, path: Path) -> None:
                     if isinstance(part, nodes.TemplateData):
                         line += len(part.data) - len(part.data.lstrip("\n"))
                     break
-        raise ValueError(
+        raise TemplateError(
             f"prompt template {path}, line {line}: text outside {{% block system %}} / "
             "{% block user %} is never sent; move it inside a block"
         )
@@ -130,6 +136,7 @@ def _check_blocks(env: jinja2.Environment, path: Path) -> None:
 def render(stem: str, directory: Path | None = None, **variables: Any) -> Prompt:
     path = template_path(stem, directory)
     env = _env(str(path.parent))
+    tmpl = None
     try:
         tmpl = _template(env, path)
         ctx = tmpl.new_context(variables)
@@ -137,10 +144,14 @@ def render(stem: str, directory: Path | None = None, **variables: Any) -> Prompt
         for name in ("system", "user"):
             block = tmpl.blocks.get(name)
             parts[name] = "".join(block(ctx)).strip() if block is not None else None
-    except jinja2.UndefinedError as exc:
-        raise ValueError(f"prompt template {path}: {exc.message}") from None
     except jinja2.TemplateSyntaxError as exc:
-        raise ValueError(f"prompt template {path}, line {exc.lineno}: {exc.message}") from None
+        raise TemplateError(f"prompt template {path}, line {exc.lineno}: {exc.message}") from None
+    except (jinja2.TemplateError, TypeError, ValueError) as exc:  # an undefined variable, say
+        # the template's line, where its compiled code is in the traceback
+        lines = [n for f, n in traceback.walk_tb(exc.__traceback__)
+                 if tmpl is not None and f.f_code.co_filename == tmpl.filename]  # fmt: skip
+        line = f", line {tmpl.get_corresponding_lineno(lines[-1])}" if tmpl and lines else ""
+        raise TemplateError(f"prompt template {path}{line}: {exc}") from None
     return Prompt(system=parts["system"] or None, user=parts["user"] or None)
 
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from kora import benchmarks
+from kora.benchmarks.showcase import check_templates
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.config.checks import validate_config
 from kora.config.schema import KoraConfig, benchmark_of, taxonomy_dir_of
@@ -166,8 +168,6 @@ def run_outputs_given(overlays: Sequence[Path | str], workdir: Path) -> list[str
     """The overlays that are files a run makes (under a version's results folder, or a
     report page), as the user wrote them: targets typed after `--configfile`, which
     takes every value after it."""
-    from kora import benchmarks
-
     results = {benchmarks.get(n).results_dir for n in benchmarks.VERSIONS}
     found = []
     for p in overlays:
@@ -215,24 +215,27 @@ def load_run_config(
     *,
     workdir: Path | str = ".",
     values: dict[str, Any] | None = None,
+    given: dict[str, Any] | None = None,
 ) -> tuple[KoraConfig, Taxonomy]:
     """The validated config of a run: config.yaml merged with `overlays` as Snakemake
-    merges them. The Snakefile reads a run's config files with it, and `kora
-    check-config` and `kora plan` do too, so they accept exactly what a run accepts.
+    merges them, and `given` (the `--config KEY=VALUE` values, as Snakemake parses them)
+    over those. The Snakefile reads a run's config files with it, and `kora check-config`
+    and `kora plan` do too, so they accept exactly what a run accepts.
 
-    `values` is the merged mapping when someone else merged it already (Snakemake, which
-    also applies `--config key=value`); the files are still read, for their errors and to
-    name the file at fault.
+    `values` is the merged mapping when someone else merged it already (Snakemake); the
+    files are still read, for their errors and to name the file (or `--config`) at fault.
     """
     workdir = Path(workdir)
     _refuse_run_outputs(overlays, workdir)
     sources: list[tuple[str, dict[str, Any]]] = []
     for path in config_paths(overlays, workdir):
         sources.append((str(_shown(path)), read_config_file(path)))
+    sources += [("--config", given)] if given else []
     config_values = merged([raw for _, raw in sources]) if values is None else values
     bm = benchmark_of(config_values)
     taxonomy = bm.load_taxonomy(bm.taxonomy_paths(workdir / taxonomy_dir_of(config_values)))
     config = validate_config(
         config_values, taxonomy, workdir=workdir, source_of=lambda loc: attribute(sources, loc)
     )
+    check_templates(benchmarks.get(config.benchmark), taxonomy, config.prompts_folder(workdir))
     return config, taxonomy

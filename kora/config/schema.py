@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from kora import benchmarks
 from kora.benchmarks.base import Benchmark
@@ -110,15 +111,7 @@ def benchmark_of(raw: dict[str, Any]) -> Benchmark:
 class KoraConfig(_Strict):
     # the KORA version the run measures: v1 (the seed's, 3 behaviour criteria, 3 turns)
     # or v2 (the canonical one today: 26 risks, 7 mechanisms, longer conversations)
-    benchmark: str = benchmarks.DEFAULT
-
-    @field_validator("benchmark")
-    @classmethod
-    def _known_version(cls, name: str) -> str:
-        if name not in benchmarks.VERSIONS:
-            raise ValueError(f"unknown version, expected one of {', '.join(benchmarks.VERSIONS)}")
-        return name
-
+    benchmark: str = benchmarks.DEFAULT  # one of benchmarks.VERSIONS (kora.config.checks)
     models: dict[str, ModelConfig]
     # a role names one model, or several in order: a fallback chain (`chain`)
     seed_model: ModelRole
@@ -142,6 +135,12 @@ class KoraConfig(_Strict):
     @property
     def taxonomy_folder(self) -> str:
         return self.taxonomy_dir or benchmarks.get(self.benchmark).taxonomy_dir
+
+    def prompts_folder(self, workdir: Path) -> Path:
+        """The templates the run renders: `prompts_dir` (in the project), else its version's."""
+        if self.prompts_dir is None:
+            return benchmarks.get(self.benchmark).prompts_dir
+        return workdir / self.prompts_dir
 
     def risks(self, taxonomy: Taxonomy) -> list[str]:
         if self.grid.risks == "all":

@@ -223,8 +223,7 @@ class Pipeline:
     def _templates(self) -> dict[str, list[str]]:
         # every cell of every job declares them: resolved once (each resolve is a few
         # system calls, and they were a sixth of the whole grid's plan)
-        d = self.config.prompts_dir
-        directory = self.workdir / d if d is not None else self.benchmark.prompts_dir
+        directory = self.config.prompts_folder(self.workdir)
         workdir = self.workdir.resolve()
         out: dict[str, list[str]] = {}
         for stage, stems in self.benchmark.stage_templates.items():

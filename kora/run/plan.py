@@ -26,6 +26,7 @@ import orjson
 
 from kora.benchmarks.base import Benchmark
 from kora.benchmarks.templates import prompts_from
+from kora.errors import ConfigError
 from kora.llm.base import Request, Response
 from kora.llm.cache import CallCache
 from kora.llm.registry import kind_of
@@ -137,6 +138,8 @@ class Planner:
                 result = await job.stage.work(job, unit)
         except NotStored:
             result = UNKNOWN
+        except ConfigError:
+            raise  # the run would stop on it: the plan says it instead of a count
         except Exception:
             result = None  # a unit the run would record as failed
         made = job.ctx.usage.totals().calls - usage.calls

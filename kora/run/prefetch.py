@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kora.benchmarks.templates import prompts_from
-from kora.llm.faults import is_fatal
 from kora.llm.ledger import RunStopping
 from kora.llm.registry import kind_of
 from kora.run.context import JobContext, Pool, RunSettings
 from kora.run.jobspec import JobSpec
+from kora.run.shard_run import stops_the_job
 from kora.run.stages import STAGES
 from kora.run.stages.base import Job
 from kora.run.walk import Walk
@@ -102,7 +102,7 @@ class Prefetch:
                 return None
             except Exception as exc:
                 self.failed += 1
-                if is_fatal(exc):
+                if stops_the_job(exc):
                     self.stopped = exc
                     log.error("stopped making calls ahead: %s", exc)
                 else:

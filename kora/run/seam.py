@@ -1,8 +1,8 @@
 """Every use of Snakemake's internals, in one place (the Snakefile's `workflow` object).
 
 Snakemake has no public API for what the run's start needs: the --configfile overlays
-given on the command line (to name the file and line of a config error before Snakemake
-reads them), the jobs a run will execute (to check only the keys and services they call,
+and --config values given on the command line (to name the file and line, or the
+--config value, of a config error; `kora check-config --config` parses them alike), the jobs a run will execute (to check only the keys and services they call,
 to hand the broker the shard jobs to work ahead of, and to count the calls for the
 progress line), whether jobs run on this machine (the broker only serves local jobs), and
 whether rules run in their own software environments (`--use-conda`: then jobs must make
@@ -42,6 +42,18 @@ def overlays(workflow: Any) -> list[str]:
     """The --configfile files given on the command line (read before `configfile:`
     adds config.yaml to the same list)."""
     return [str(f) for f in _get(workflow, "configfiles")]
+
+
+def config_values(workflow: Any) -> dict[str, Any]:
+    """The `--config KEY=VALUE` values given on the command line, as Snakemake parsed them."""
+    return dict(_get(workflow, "config_settings.config"))
+
+
+def parse_config(entry: str) -> dict[str, Any]:
+    """One `--config` value read as Snakemake reads it (ValueError: one it refuses)."""
+    from snakemake.cli import parse_config
+
+    return dict(parse_config([entry]))
 
 
 def jobs_to_run(workflow: Any) -> Iterator[Any]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from kora.errors import ConfigError
 from kora.llm.base import ProviderError
 from kora.llm.budget import BudgetReached
 from kora.llm.faults import is_fatal
@@ -53,6 +54,12 @@ class JobReport:
     errors: list[dict[str, str]] = field(default_factory=list)
 
 
+def stops_the_job(exc: BaseException) -> bool:
+    """An error every item would meet alike: a fatal one of a model (kora.llm.faults), or
+    one of the config (a template that cannot render): no item is recorded as failed."""
+    return is_fatal(exc) or isinstance(exc, ConfigError)
+
+
 def fatal(exc: BaseException) -> FatalProviderError:
     """The job's stop for a fatal error: one the config must fix, the service's state, or
     the budget."""
@@ -79,7 +86,7 @@ async def run_items(
             try:
                 result = await work(item)
             except Exception as exc:
-                if is_fatal(exc):
+                if stops_the_job(exc):
                     raise fatal(exc) from None
                 report.failed += 1
                 report.errors.append({"item": label(item), "error": f"{type(exc).__name__}: {exc}"})
