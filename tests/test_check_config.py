@@ -66,12 +66,6 @@ BAD: list[tuple[str, dict[str, str], str, str | None]] = [
     ),
     ("a budget of nothing", {"bad.yaml": "budget: {usd: 0}\n"}, "bad.yaml: budget.usd", None),
     (
-        "a budget in dollars without prices",
-        {"bad.yaml": "budget: {usd: 5}\ntargets: {gpt: {model: gpt}}\n"},
-        "bad.yaml: budget: a budget in dollars needs a `price` on every paid model; gpt has",
-        None,
-    ),
-    (
         "structured_output on anthropic",
         {"bad.yaml": "models: {sonnet: {structured_output: tool}}\n"},
         "bad.yaml: models.sonnet.structured_output: only for OpenAI-compatible servers",

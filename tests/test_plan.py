@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from kora.commands.main import main as kora_main
+from kora.llm.base import Response
 from tests.helpers import copy_workflow
 from tests.workflows import TINY, snakemake
 
@@ -27,11 +28,16 @@ def plan_output(workdir: Path, capsys: pytest.CaptureFixture[str]) -> str:
     return capsys.readouterr().out
 
 
+def dollars(figure: str) -> float:
+    return float(figure.lstrip("$").rstrip("*").replace(",", ""))
+
+
 def plan(workdir: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, list[str]]:
     rows = {}
     for line in plan_output(workdir, capsys).splitlines():
         parts = line.split()
-        if parts and parts[0] in ("seeds", "scenarios", "conversations", "judgments", "total"):
+        table = parts and not line.startswith(" ")  # not the lines that explain it
+        if table and parts[0] in ("seeds", "scenarios", "conversations", "judgments", "total"):
             rows[parts[0]] = parts[1:]
     return rows
 
@@ -48,11 +54,16 @@ def test_plan_before_and_after_a_run(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert before["judgments"][:2] == ["8", "16"]  # 2 prompts x 4 scenarios, 2 calls each
     calls, stored, repeated, to_pay = (int(x) for x in before["total"][:4])
     assert stored == 0 and to_pay == calls - repeated
-    assert float(before["total"][-1].lstrip("$").replace(",", "")) > 0
+    expected = dollars(before["total"][4])
+    assert expected > 0
     run = snakemake(tmp_path, "results/tiny/results.json")
     assert run.returncode == 0, run.stderr[-2000:]
     usage = orjson.loads((tmp_path / "results/tiny/usage.json").read_bytes())["asked"]
     assert (usage["calls"], usage["cached"]) == (calls, repeated)
+    # the mock's answers are played through: the expected cost is the bill, to the cent
+    # (issue 58: it was twice the bill, from typical lengths of a real model's answers)
+    paid = orjson.loads((tmp_path / "results/tiny/usage.json").read_bytes())["paidThisRun"]
+    assert expected == pytest.approx(paid["cost"], abs=0.006)
     after = plan(tmp_path, capsys)
     calls_after, stored, repeated, to_pay = (int(x) for x in after["total"][:4])
     assert calls_after == calls == stored and repeated == to_pay == 0
@@ -116,13 +127,64 @@ def test_plan_prices_the_prompt_cache_share_seen_before(
         return json.dumps({"usage": [row]})
 
     status.write_text(judged(0, 0, 100_000))
-    plain = float(plan(tmp_path, capsys)["judgments"][-1].lstrip("$"))
+    plain = dollars(plan(tmp_path, capsys)["judgments"][5])
     status.write_text(judged(0, 90_000, 10_000))
     out = plan_output(tmp_path, capsys)
-    cached = next(float(line.split()[-1].lstrip("$")) for line in out.splitlines()
+    cached = next(dollars(line.split()[6]) for line in out.splitlines()
                   if line.startswith("judgments"))  # fmt: skip
     assert cached < plain
     assert "prompt caching: the estimate is $" in out
+
+
+def test_plan_gives_the_expected_cost_beside_the_worst_case_and_says_how_it_is_made(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A paid model with no answers in this workspace: the expected cost is from the
+    benchmark's expected lengths, the worst case from max_tokens, and the plan says so by
+    stage; once the workspace has paid for answers of a kind, their mean is used."""
+    from kora.llm.bill import BillWriter, bill_dir
+    from kora.llm.config import Price
+
+    copy_workflow(tmp_path)
+    price = {"input": 3.0, "output": 15.0}
+    model = {"provider": "anthropic", "model": "m", "price": price, "max_tokens": 2000}
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(dict(TINY, models={"mock": model})))
+    out = plan_output(tmp_path, capsys)
+    head = next(line for line in out.splitlines() if line.startswith("stage"))
+    assert head.split()[-3:] == ["expected", "worst", "case"]
+    rows = plan(tmp_path, capsys)
+    assert 0 < dollars(rows["total"][4]) < dollars(rows["total"][5])
+    assert re.search(r"seeds [\d,]+, scenarios [\d,]+, conversations [\d,]+, judgments "
+                     r"[\d,]+: the benchmark's expected length", out), out  # fmt: skip
+    assert "worst case: every answer as long as its model's max_tokens allows" in out
+    # 40 judge answers of 50 output tokens paid for here before
+    bill = BillWriter(bill_dir(tmp_path / ".kora/cache"), "earlier")
+    for _ in range(40):
+        bill.charge("mock", "judge_safety", Response("", 900, 50), Price(**price))
+        bill.charge("mock", "judge_behavior", Response("", 900, 50), Price(**price))
+    bill.close()
+    out = plan_output(tmp_path, capsys)
+    assert re.search(
+        r"judgments 50: the answers of its kinds of call this workspace has paid", out
+    ), out
+
+
+def test_plan_prices_what_it_can_and_names_the_model_without_a_price(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 58: one model without a price made the total `unknown`, hiding what could be
+    priced. The priced part is shown, marked, and the model named."""
+    copy_workflow(tmp_path)
+    models = {"mock": {"provider": "anthropic", "model": "m", "price": {"input": 3.0, "output": 15.0}},
+              "gpt": {"provider": "openai", "model": "g"}}  # fmt: skip
+    cfg = dict(TINY, models=models, targets={"tiny": {"model": "gpt"}})
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(cfg))
+    out = plan_output(tmp_path, capsys)
+    rows = plan(tmp_path, capsys)
+    assert "unknown" not in out
+    assert rows["total"][4].endswith("*") and dollars(rows["total"][4]) > 0
+    assert rows["seeds"][5] == rows["seeds"][5].rstrip("*")  # the seeds are all priced
+    assert re.search(r"^\* the priced part only: gpt has no `price`", out, re.M), out
 
 
 def test_plan_halves_the_cost_of_a_model_in_batch_mode(
@@ -133,10 +195,10 @@ def test_plan_halves_the_cost_of_a_model_in_batch_mode(
     model = {"provider": "anthropic", "model": "m", "price": price}
     cfg = dict(TINY, models={"mock": model})
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(cfg))
-    plain = float(plan(tmp_path, capsys)["total"][-1].lstrip("$"))
+    plain = dollars(plan(tmp_path, capsys)["total"][4])
     model["batch"] = True
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(cfg))
-    batched = float(plan(tmp_path, capsys)["total"][-1].lstrip("$"))
+    batched = dollars(plan(tmp_path, capsys)["total"][4])
     assert batched == pytest.approx(plain / 2, abs=0.01)
 
 
@@ -188,7 +250,7 @@ def test_the_plan_announces_the_demo_runs_calls_and_the_prefetch_wastes_none(
     usage = orjson.loads((tmp_path / results / "usage.json").read_bytes())["asked"]
     assert (usage["calls"], usage["cached"]) == (calls, repeated) and stored == 0
     # the progress line's total is the plan's
-    assert f"calls {calls}/{calls} " in run.stderr
+    assert f"calls {calls:,} of {calls:,} answered (100%)" in run.stderr
     broker = next((tmp_path / "logs").rglob("broker.log")).read_text()
     made = re.findall(r"made ahead: (\d+) steps done", broker)
     assert made and int(made[-1]) > 0  # the prefetch did work ahead

@@ -72,6 +72,56 @@ def test_the_line_says_calls_are_waiting_and_why() -> None:
     assert "waiting" not in format_totals(Totals(calls=10), 100)
 
 
+def test_the_line_says_the_share_of_the_run_answered_and_what_was_paid() -> None:
+    """Issue 58: `calls 32/5268 ... | paid 4080 calls, ..., $23.9141 | 2975 of them made
+    ahead` hid what share of the run was done. The calls made ahead of their jobs are
+    answers in hand: the line counts them as answered, gives the share, puts the dollars
+    first, and leaves what "made ahead" means to the run's first lines."""
+    from kora.llm.usage import Counts
+
+    paid = Counts(calls=4080, input_tokens=6_192_361, output_tokens=355_803, cost=23.9141)
+    t = Totals(calls=32, cached=0, unclaimed=2975, shards_done=32, paid=paid)
+    line = format_totals(t, 5268, 400)
+    assert line.startswith("[kora] calls 3,007 of 5,268 answered (57%)"), line
+    assert "| shards 32 of 400 done |" in line
+    assert "| paid $23.9141 for 4,080 calls (6,192,361 tokens in, 355,803 out)" in line
+    assert "made ahead" not in line and "failed" not in line
+    assert ", 3 failed" in format_totals(Totals(calls=10, failures=3), 100)
+
+
+def test_the_line_projects_the_runs_total_from_what_each_kind_of_call_cost(
+    tmp_path: Path,
+) -> None:
+    """Once a run has paid for answers, its line says what it will have paid at its end:
+    each kind of call's calls still to come at what its calls have cost so far, a kind
+    not yet begun at the plan's figure."""
+    from kora.llm.bill import BillWriter
+    from kora.llm.config import Price
+    from kora.llm.usage import Counts
+    from kora.run.plan import STORED, Share, still_to_pay
+    from kora.run.progress import Monitor
+
+    price = Price(input=3.0, output=15.0)
+    bill = BillWriter(tmp_path / "bill", "run")
+    for _ in range(2):  # 2 of the 10 judge calls paid, at $0.0045 each
+        bill.charge("m", "judge_safety", Response("x", 1000, 100), price, key=None)
+    # the plan thought a judge call $0.0015, a seeds call $0.002
+    shares = [
+        Share("judgments", "judge_safety", STORED, 10, Counts(calls=10, cost=0.015), Counts()),
+        Share("seeds", "seeds", STORED, 5, Counts(calls=5, cost=0.01), Counts()),
+    ]
+    monitor = Monitor(tmp_path, "run", planned_calls=15, bill=tmp_path / "bill")
+    monitor.project = lambda paid: (
+        sum(c.cost for c in paid.values()) + (still_to_pay(shares, "usd", paid)[0])
+    )
+    t = monitor.totals()
+    assert t.paid.cost == pytest.approx(0.009)
+    projected = monitor.project(monitor.bill.by_kind)
+    assert projected == pytest.approx(0.009 + 8 * 0.0045 + 0.01)
+    line = format_totals(t, 15, 2, projected)
+    assert f"about ${projected:,.2f} by the run's end" in line
+
+
 def test_the_total_counts_the_calls_of_the_jobs_to_run_only(tmp_path: Path) -> None:
     copy_workflow(tmp_path)  # a project with no shards made yet
     plan = Pipeline.load(workdir=tmp_path)
@@ -124,14 +174,14 @@ def test_the_line_says_what_the_bill_says_and_never_counts_twice(tmp_path: Path)
     assert (t.paid.calls, t.paid.input_tokens, t.paid.output_tokens) == (2, 1500, 150)
     assert t.paid.cost == pytest.approx((1500 * 3 + 150 * 15) / 1e6)
     line = format_totals(t, 2, 1)
-    assert "calls 2/2 (0 from the call store, 0 failed) | shards 1/1 done" in line
-    assert f"paid 2 calls, tokens in 1,500 out 150, ${t.paid.cost:.4f}" in line
+    assert "calls 2 of 2 answered (100%), 0 from the call store | shards 1 of 1 done" in line
+    assert f"paid ${t.paid.cost:.4f} for 2 calls (1,500 tokens in, 150 out)" in line
     # read again: nothing new, nothing counted twice
     assert monitor.totals().paid == t.paid
     bill.charge("m", "judge", Response("z", 10, 1), price, key="k3")
     assert monitor.totals().paid.calls == 3
     # a total below what is done already grows to it
-    assert "calls 2/2 " in format_totals(t, 1, 1)
+    assert "calls 2 of 2 " in format_totals(t, 1, 1)
 
 
 @pytest.mark.timeout(60)

@@ -13,7 +13,19 @@ from kora.commands.common import configfile_option, split_overlays
 from kora.config.schema import ROLES, chain
 from kora.errors import ConfigError
 from kora.run.pipeline import Pipeline
-from kora.run.plan import StageCount, estimate_cost, plan_calls
+from kora.run.plan import (
+    PLAYED,
+    STORED,
+    TYPICAL,
+    Share,
+    StageCount,
+    dollars,
+    estimate,
+    plan_calls,
+    still_to_pay,
+    target_jobs,
+    unpriced_models,
+)
 from kora.run.stages import ORDER
 
 
@@ -56,9 +68,7 @@ def print_plan(args: argparse.Namespace) -> int:
     for note in lifecycle_notes(cfg.models, used):
         print(f"kora: warning: {note}", file=sys.stderr)
     report = asyncio.run(plan_calls(plan, targets))
-    costs, saved = estimate_cost(plan.config, report, targets, workdir, plan.benchmark)
-    from kora.run.plan import target_jobs
-
+    shares = estimate(cfg, report, targets, workdir, plan.benchmark)
     cells, shards = len(plan.cells()), len(target_jobs(plan, targets))
     # a shard is one cell's file of one stage: what the run's progress line counts
     print(
@@ -66,65 +76,84 @@ def print_plan(args: argparse.Namespace) -> int:
         f"(risk x age range x motivation), {shards} shards"
     )
     head = f"{'stage':<14}{'items':>8}{'calls':>9}{'stored':>9}{'repeated':>10}{'to pay':>9}"
-    print(f"{head}{'est. cost':>12}")
-    total_cost: float | None = 0.0
-    for stage in ORDER:
-        c = report.stages.get(stage, StageCount())
-        cost = costs.get(stage, 0.0)
-        cost_s = "no price" if cost is None else f"${cost:,.2f}"
-        if cost is None:
-            total_cost = None
-        elif total_cost is not None:
-            total_cost += cost
-        print(
-            f"{stage:<14}{c.items:>8}{c.calls:>9}{c.stored:>9}{c.repeated:>10}"
-            f"{c.to_pay:>9}{cost_s:>12}"
+    print(f"{head}{'expected':>11}{'worst case':>12}")
+    for stage in [*ORDER, "total"]:
+        total = stage == "total"
+        rows = list(report.stages.values()) if total else [report.stages.get(stage, StageCount())]
+        c = StageCount(
+            *(sum(getattr(r, f) for r in rows) for f in ("items", "calls", "stored", "repeated"))
         )
-    total = StageCount(
-        calls=report.calls,
-        stored=sum(c.stored for c in report.stages.values()),
-        repeated=sum(c.repeated for c in report.stages.values()),
-    )
-    total_s = (
-        "unknown (set `price` on every paid model)" if total_cost is None else f"${total_cost:,.2f}"
-    )
-    print(
-        f"{'total':<14}{'':>8}{total.calls:>9}{total.stored:>9}{total.repeated:>10}"
-        f"{total.to_pay:>9}   {total_s}"
-    )
+        mine = shares if total else [s for s in shares if s.stage == stage]
+        print(
+            f"{stage:<14}{'' if total else c.items:>8}{c.calls:>9}{c.stored:>9}{c.repeated:>10}"
+            f"{c.to_pay:>9}{dollars(mine, 'expected'):>11}{dollars(mine, 'worst'):>12}"
+        )
     print(
         "stored: answered from the call store by an earlier run; repeated: the same "
         "question asked twice in this run, answered the second time from the store"
     )
+    print("expected: output tokens a call by stage, and where the figures come from:")
+    said: dict[str, list[str]] = {}
+    for stage in ORDER:
+        if mine := [s for s in shares if s.stage == stage and s.calls]:
+            out = sum(s.expected.output_tokens for s in mine) / sum(s.calls for s in mine)
+            how = "; ".join(HOW[h] for h in dict.fromkeys(s.how for s in mine))
+            said.setdefault(how, []).append(f"{stage} {out:,.0f}")
+    for how, stages in said.items():
+        print(f"  {', '.join(stages)}: {how}")
+    print(
+        "worst case: every answer as long as its model's max_tokens allows, every prompt "
+        "counted generously (the room a budget holds for a call)"
+    )
+    if unpriced := unpriced_models(shares):
+        print(
+            f"* the priced part only: {', '.join(unpriced)} {'has' if len(unpriced) == 1 else 'have'} "
+            f"no `price` ({sum(s.calls for s in shares if s.unpriced):,.0f} of the calls "
+            "to pay are left out; set `price: {input: ..., output: ...}` to count them)"
+        )
+    saved = sum(s.expected.cache_saved for s in shares)
     if saved:
         print(
             f"prompt caching: the estimate is ${saved:,.2f} lower than without it "
             "(at the share of input the provider's cache served in earlier runs)"
         )
     if cfg.budget is not None:
-        print(against_budget(plan, report, total_cost))
+        print(against_budget(plan, shares))
     return 0
 
 
-def against_budget(plan: Pipeline, report: Any, cost: float | None) -> str:
+HOW = {
+    PLAYED: "the offline model's own answers, played as the run will play them",
+    STORED: "the answers of its kinds of call this workspace has paid for (`kora usage`)",
+    TYPICAL: "the benchmark's expected length for its kinds of call (none paid for here yet)",
+}
+
+
+def against_budget(plan: Pipeline, shares: list[Share]) -> str:
     """The estimate beside the config's budget and what the workspace's bill holds."""
     from kora.llm.bill import bill_dir, total
-    from kora.llm.budget import amount, counting_since, measure
-    from kora.run.plan import estimate_tokens
+    from kora.llm.budget import amount, counting_since, measure, suggest
 
     b = plan.config.budget
     assert b is not None
     store = plan.workdir / plan.config.cache_dir
     since = counting_since(store, b.since_epoch, start=False)
     billed = measure(b.unit, total(bill_dir(store), since=since))
-    need = cost if b.unit == "usd" else estimate_tokens(report, plan.workdir, store, plan.benchmark)
+    need, room = still_to_pay(shares, b.unit)
     line = f"budget {amount(b.unit, b.limit)}: {amount(b.unit, billed)} billed against it so far"
-    if need is None:
-        return line + "; this plan's cost is unknown (set `price` on every paid model)"
+    unpriced = unpriced_models(shares)
+    if b.unit == "usd" and unpriced:
+        return line + (
+            f"; a run that calls {', '.join(unpriced)} is refused: a budget in dollars needs "
+            "a `price` on every paid model the run calls"
+        )
+    if not room:
+        return line + "; this plan pays for no call, so the budget does not stop it"
     left = b.limit - billed - need
     if left >= 0:
         return line + f"; this plan's estimate {amount(b.unit, need)} leaves {amount(b.unit, left)}"
     return (
         line + f"; this plan's estimate {amount(b.unit, need)} is {amount(b.unit, -left)} over "
-        "it: the run will stop at the budget, its results unfinished"
+        "it: the run will stop at the budget, its results unfinished. To see it through: "
+        f"--config 'budget={suggest(b.unit, billed + need + room, b.since)}'"
     )

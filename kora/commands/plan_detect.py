@@ -88,7 +88,7 @@ def run_cost(
 
     from kora.config.schema import taxonomy_dir_of
     from kora.run.pipeline import Pipeline
-    from kora.run.plan import estimate_cost, plan_calls
+    from kora.run.plan import dollars, estimate, plan_calls, unpriced_models
 
     with tempfile.TemporaryDirectory(prefix="kora-detect-") as tmp:
         workdir = Path(tmp) if fresh else Path(".")
@@ -103,17 +103,13 @@ def run_cost(
             overlays = []
         plan = Pipeline.load(overlays, workdir, values=raw)
         report = asyncio.run(plan_calls(plan, targets))
-    costs, _ = estimate_cost(plan.config, report, targets, Path("."), plan.benchmark)
-    calls = sum(c.calls for c in report.stages.values())
+    shares = estimate(plan.config, report, targets, Path("."), plan.benchmark)
     stored = sum(c.stored for c in report.stages.values())
-    total = (
-        None if any(c is None for c in costs.values()) else sum(c or 0.0 for c in costs.values())
+    unpriced = ", ".join(unpriced_models(shares))
+    cost = dollars(shares) + (
+        f" (* without the calls of {unpriced}: no `price`)" if unpriced else ""
     )
-    return (
-        calls,
-        stored,
-        ("unknown (set `price` on every paid model)" if total is None else f"${total:,.2f}"),
-    )
+    return report.calls, stored, cost
 
 
 def describe(d: Detection, disc: Discordance, target: str, other: str) -> list[str]:

@@ -210,17 +210,6 @@ def _check_roles(cfg: KoraConfig) -> None:
     if b is not None and (b.usd is None) == (b.tokens is None):
         where = ("budget.usd", "budget.tokens") if b.usd is not None else "budget"
         raise _Problem(where, "give one of `usd` (dollars) or `tokens`, e.g. {usd: 25}", "budget")
-    if b is not None and b.usd is not None:
-        used = {n for role in ROLES for n in chain(getattr(cfg, role))} | set(cfg.judges)
-        used |= {t.model for t in cfg.targets.values() if t.model is not None}
-        models = {n: cfg.models[n] for n in used if n in cfg.models}
-        unpriced = [n for n, m in models.items() if m.price is None and m.kind.billed]
-        if unpriced:
-            raise _Problem(
-                "budget",
-                f"a budget in dollars needs a `price` on every paid model; "
-                f"{', '.join(sorted(unpriced))} has none (set it, or use `budget: {{tokens: N}}`)",
-            )
     for role in ROLES:
         names = chain(getattr(cfg, role))
         if not names:

@@ -18,6 +18,7 @@ import contextlib
 import os
 import socket
 import time
+from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -213,7 +214,7 @@ class RunTail:
         self._offsets: dict[Path, int] = {}
         self._batches: set[tuple[str, str]] = set()
         self.counts = Counts()
-        self.ahead = 0  # calls made ahead of their jobs, among them
+        self.by_kind: dict[str, Counts] = defaultdict(Counts)  # the same by kind of call
 
     def read(self) -> Counts:
         for path in sorted(self.dir.glob("*.jsonl")):
@@ -229,5 +230,5 @@ class RunTail:
                         continue
                     self._batches.add((c.batch, c.key))
                 self.counts += c.counts
-                self.ahead += c.ahead
+                self.by_kind[c.stage] += c.counts
         return replace(self.counts)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import math
 import os
 import socket
 import time
@@ -61,14 +62,28 @@ def amount(unit: Unit, value: float) -> str:
     return f"${value:,.4f}" if unit == "usd" else f"{value:,.0f} tokens"
 
 
+def suggest(unit: Unit, need: float, since: object = None) -> str:
+    """A budget of at least `need`, rounded up to two significant figures, counting from
+    `since` as the one it replaces did, as `--config budget=...` takes it."""
+    step = 10 ** (math.floor(math.log10(need)) - 1) if need > 0 else 1
+    day = f", since: {since}" if since is not None else ""
+    return f"{{{unit}: {math.ceil(need / step - 1e-9) * step:.10g}{day}}}"
+
+
 def worst_case(request: Request, price: Price | None) -> Counts:
-    """The most a call can cost: its prompt counted generously, its whole `max_tokens`,
-    every input token at the dearest of the input, cache-write and cache-read prices."""
-    tin = request.prompt_chars() // CHARS_PER_TOKEN + OVERHEAD_TOKENS
-    out = Counts(calls=1, input_tokens=tin, output_tokens=request.max_tokens)
+    """The most a call can cost: its prompt counted generously, its whole `max_tokens`."""
+    return most(
+        request.prompt_chars() // CHARS_PER_TOKEN + OVERHEAD_TOKENS, request.max_tokens, price
+    )
+
+
+def most(tin: int, tout: int, price: Price | None) -> Counts:
+    """What a call of `tin` input and `tout` output tokens costs at most: every input
+    token at the dearest of the input, cache-write and cache-read prices."""
+    out = Counts(calls=1, input_tokens=tin, output_tokens=tout)
     if price is not None:
         dearest = max(price.input, price.cache_write or 0.0, price.cache_read or 0.0)
-        out.cost = (tin * dearest + request.max_tokens * price.output) / 1e6
+        out.cost = (tin * dearest + tout * price.output) / 1e6
     return out
 
 
@@ -132,6 +147,8 @@ class Budget:
         """Hold room for a call's worst case (waiting while other calls hold theirs);
         BudgetReached when there is none and no other call will give any back."""
         need = measure(self.unit, worst)
+        if not need:  # a call that costs nothing in the budget's unit (a free model's)
+            return need
         me = _me()
 
         def take(state: dict[str, Any]) -> tuple[bool, bool, float, float]:

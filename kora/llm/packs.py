@@ -108,6 +108,7 @@ class Packs:
         self._writers: dict[bool, int] = {}  # rejected -> the pack this process writes
         self._listed: tuple[int, int] | None = None  # the folder when last listed
         self._stem, self._stem_pid = "", -1  # this process's packs: <stem>.jsonl, ...
+        self._frozen: list[int] | None = None  # each pack's size when frozen (`freeze`)
         weakref.finalize(self, _close_all, self._fds)
 
     # reading
@@ -130,10 +131,19 @@ class Packs:
         except OSError:
             return None
 
+    def freeze(self) -> None:
+        """Read the packs only as far as they are now: what is stored later stays unseen
+        (the plan a run counts beside itself must not take the run's answers for stored)."""
+        with contextlib.suppress(OSError):
+            self._add_new(os.listdir(self.folder))
+        self._frozen = [os.fstat(fd).st_size for fd in self._fds]
+
     def _refresh(self) -> None:
         """Index what every pack gained since the last look, new packs too. A run's broker
         looks on every call it makes: the folder is listed again only when it changed, or
         changed so lately that a file system keeping whole seconds might not show it."""
+        if self._frozen is not None:
+            return self._scan_all(set())
         try:
             seen = os.stat(self.folder)
         except OSError:
@@ -146,7 +156,9 @@ class Packs:
                 return
             self._listed = stamp
             self._add_new(names)
-        own = set(self._writers.values()) if self._stem_pid == os.getpid() else set()
+        self._scan_all(set(self._writers.values()) if self._stem_pid == os.getpid() else set())
+
+    def _scan_all(self, own: set[int]) -> None:
         for pack in range(len(self._fds)):
             if pack not in own:  # this process's own lines are indexed as it writes them
                 self._scan(pack)
@@ -169,7 +181,7 @@ class Packs:
         rejected = self._paths[pack].name.endswith(REJECTED)
         index = self._index[rejected]
         try:
-            end = os.fstat(fd).st_size
+            end = os.fstat(fd).st_size if self._frozen is None else self._frozen[pack]
             while at < end:
                 chunk = os.pread(fd, min(_CHUNK, end - at), at)
                 last = chunk.rfind(b"\n")

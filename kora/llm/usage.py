@@ -41,6 +41,10 @@ class Counts:
     def __sub__(self, other: Counts) -> Counts:
         return Counts(*[getattr(self, n) - getattr(other, n) for n in _COUNTERS])
 
+    def __mul__(self, k: float) -> Counts:
+        """Each counter times `k` (an estimate of `k` calls like this one)."""
+        return Counts(*[getattr(self, n) * k for n in _COUNTERS])
+
     def counters(self) -> dict[str, Any]:
         """Every counter by name, as written (a progress snapshot; `from_dict` reads it):
         what `dataclasses.asdict` gives, without its deep copy of each value."""

@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +28,11 @@ from kora.benchmarks.base import Benchmark
 from kora.benchmarks.templates import prompts_from
 from kora.errors import ConfigError
 from kora.llm.base import Request, Response
+from kora.llm.budget import OVERHEAD_TOKENS, Unit, measure, most
 from kora.llm.cache import CallCache
+from kora.llm.packs import Packs
 from kora.llm.registry import kind_of
+from kora.llm.usage import Counts, Usage
 from kora.run.context import JobContext, Pool, RunSettings
 from kora.run.jobspec import JobSpec
 from kora.run.pipeline import Pipeline
@@ -53,6 +56,8 @@ TYPICAL_TOKENS = {
 
 # a kind of call no table above has and no earlier run has billed (a new stage's)
 UNKNOWN_KIND = (1500.0, 500.0, 0.0, 0.0)
+# a call's tokens: input, output, written to and read from the provider's prompt cache
+Tokens = tuple[float, float, float, float]
 
 
 class NotStored(Exception):
@@ -90,6 +95,14 @@ class PlanStore(CallCache):
             self.stored += 1
         return hit
 
+    @classmethod
+    def as_now(cls, root: Path) -> PlanStore:
+        """The store as it is now, whatever a run stores in it later (kora.llm.packs)."""
+        store = cls(root)
+        store._packs = Packs(root)  # its own reader, not the one the process shares
+        store._packs.freeze()
+        return store
+
     def put(self, key: str, response: Response) -> None:
         self.memory[key] = response
 
@@ -112,10 +125,23 @@ class StageCount:
 @dataclass
 class PlanReport:
     stages: dict[str, StageCount] = field(default_factory=lambda: defaultdict(StageCount))
+    # every call of the walk by model and kind (the jobs share it): the offline models'
+    # answers, played through, with their tokens and cost
+    usage: Usage = field(default_factory=Usage)
 
     @property
     def calls(self) -> int:
         return sum(c.calls for c in self.stages.values())
+
+    @property
+    def played(self) -> dict[tuple[str, str], Counts]:
+        """The calls the offline models answered in the walk (not from the store), by
+        model and kind: what the run will pay for them, exactly."""
+        return {
+            key: replace(c, calls=c.calls - c.cached - c.failures, cached=0, failures=0)
+            for key, c in self.usage.by.items()
+            if c.calls - c.cached - c.failures
+        }
 
 
 @dataclass
@@ -159,9 +185,9 @@ def _replayable(job: Job) -> bool:
     return model is None or not kind_of(model["provider"]).is_service
 
 
-def plan_pool(plan: Pipeline) -> tuple[Pool, PlanStore]:
+def plan_pool(plan: Pipeline, store: PlanStore | None = None) -> tuple[Pool, PlanStore]:
     """Models that send nothing: the offline ones answer, the others from the store."""
-    store = PlanStore(plan.workdir / plan.config.cache_dir)
+    store = store or PlanStore(plan.workdir / plan.config.cache_dir)
     fixed = {name: StoreOnly() for name, m in plan.config.models.items() if not m.kind.offline}
     pool = Pool(plan.workdir, fixed=fixed, store=store, sends=False)  # type: ignore[arg-type]
     return pool, store
@@ -183,14 +209,18 @@ for _name in ("kora", "kora.llm"):
     logging.getLogger(_name).addFilter(_NotFromTheWalk())
 
 
-async def count_jobs(plan: Pipeline, specs: Iterable[JobSpec]) -> PlanReport:
-    """The calls of these shard jobs (their specs), walked as the run walks them."""
+async def count_jobs(
+    plan: Pipeline, specs: Iterable[JobSpec], store: PlanStore | None = None
+) -> PlanReport:
+    """The calls of these shard jobs (their specs), walked as the run walks them (`store`:
+    the call store as the walk reads it)."""
     walking = _WALKING.set(True)  # this task's context and the tasks it starts
-    pool, store = plan_pool(plan)
+    pool, store = plan_pool(plan, store)
     planner = Planner(store)
 
     def make(spec: JobSpec) -> Job:
-        return STAGES[spec.rule].job(spec, JobContext(pool, RunSettings(**spec.settings)))
+        ctx = JobContext(pool, RunSettings(**spec.settings), usage=planner.report.usage)
+        return STAGES[spec.rule].job(spec, ctx)
 
     walk = Walk(planner, make, concurrent=False).add(specs)
     try:
@@ -218,8 +248,7 @@ def target_jobs(plan: Pipeline, targets: list[str]) -> list[JobSpec]:
 
 
 def count_calls(plan: Pipeline, specs: list[JobSpec]) -> int:
-    """The calls these shard jobs will make (the run's progress line shows it as the
-    total: the Snakemake process counts it beside the run, in a thread of its own)."""
+    """The calls these shard jobs will make."""
     return asyncio.run(count_jobs(plan, specs)).calls
 
 
@@ -227,11 +256,18 @@ async def plan_calls(plan: Pipeline, targets: list[str]) -> PlanReport:
     return await count_jobs(plan, target_jobs(plan, targets))
 
 
-def tokens_per_call(workdir: Path, store: Path) -> dict[str, tuple[float, float, float, float]]:
+# how a kind's tokens a call are known (`Share.how`)
+PLAYED = "played"  # the offline model's own answers, played through by the plan
+STORED = "stored"  # the mean of the answers this workspace paid for (its bill)
+TYPICAL = "typical"  # the benchmark's expected length of the kind (TYPICAL_TOKENS)
+
+
+def tokens_per_call(workdir: Path, store: Path) -> dict[str, tuple[Tokens, str]]:
     """Mean tokens per call by kind (input, output, and the input written to and read from
-    the provider's prompt cache): from the workspace's bill (`store`: the call store, which
-    the bill is beside), every answer served here; for a kind the bill has not seen, from
-    earlier runs' status files (a workspace older than the bill); else typical figures."""
+    the provider's prompt cache), and how they are known: from the workspace's bill
+    (`store`: the call store, which the bill is beside), every answer served here; for a
+    kind the bill has not seen, from earlier runs' status files (a workspace older than
+    the bill); else the typical figures."""
     from kora.llm.bill import bill_dir, charges
 
     acc: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0, 0.0])
@@ -260,62 +296,107 @@ def tokens_per_call(workdir: Path, store: Path) -> dict[str, tuple[float, float,
                 a[2] += u["output_tokens"]
                 a[3] += write
                 a[4] += read
-    out = {k: (float(v[0]), float(v[1]), 0.0, 0.0) for k, v in TYPICAL_TOKENS.items()}
+    out = {k: ((float(v[0]), float(v[1]), 0.0, 0.0), TYPICAL) for k, v in TYPICAL_TOKENS.items()}
     for stage, (n, tin, tout, tw, tr) in acc.items():
         if n:
-            out[stage] = (tin / n, tout / n, tw / n, tr / n)
+            out[stage] = ((tin / n, tout / n, tw / n, tr / n), STORED)
     return out
 
 
-def estimate_tokens(report: PlanReport, workdir: Path, store: Path, benchmark: Benchmark) -> float:
-    """The tokens of every kind the calls still to pay will take (a budget in tokens)."""
-    tokens = tokens_per_call(workdir, store)
-    return sum(
-        count.to_pay * share * sum(tokens.get(sub, UNKNOWN_KIND))
-        for stage, count in report.stages.items()
-        for sub, (_, share) in STAGES[stage].calls(benchmark).items()
-    )
+@dataclass
+class Share:
+    """Calls of one kind still to pay, and what they are expected to cost (`expected`:
+    their tokens and, at the prices known, their dollars) and at most (`worst`: every
+    answer as long as its model's max_tokens)."""
+
+    stage: str
+    kind: str
+    how: str  # PLAYED, STORED or TYPICAL
+    calls: float
+    expected: Counts
+    worst: Counts
+    unpriced: frozenset[str] = frozenset()  # paid models among them with no `price`
 
 
-def estimate_cost(
-    raw_cfg: Any, report: PlanReport, targets: list[str], workdir: Path, benchmark: Benchmark
-) -> tuple[dict[str, float | None], float]:
-    """Estimated cost by stage (None: a paid model without `price`), and what the
-    provider's prompt cache saves of it at the share of cached tokens seen so far."""
-    from kora.llm.base import Response
-    from kora.llm.usage import Counts
+def dollars(shares: list[Share], figure: str = "expected") -> str:
+    """The dollars of these shares (`expected` or `worst`); `*`: the priced part only."""
+    total = sum(getattr(s, figure).cost for s in shares)
+    return f"${total:,.2f}" + ("*" if unpriced_models(shares) else "")
 
-    tokens = tokens_per_call(workdir, workdir / raw_cfg.cache_dir)
-    saved = 0.0
-    out: dict[str, float | None] = {}
+
+def unpriced_models(shares: list[Share]) -> list[str]:
+    """The paid models with no `price` among these shares'."""
+    return sorted(set().union(*(s.unpriced for s in shares)))
+
+
+def still_to_pay(
+    shares: list[Share], unit: Unit, paid: Mapping[str, Counts] | None = None
+) -> tuple[float, float]:
+    """What the calls still to pay are expected to cost in `unit`, and the worst case of
+    the dearest one (the room a budget must leave for the last call in flight). `paid`:
+    what a run under way has paid by kind of call; a kind it has paid for is counted at
+    what its calls have cost so far, for the calls of it still to come."""
+    by: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    room = 0.0
+    for s in shares:
+        by[s.kind][0] += s.calls
+        by[s.kind][1] += measure(unit, s.expected)
+        if s.calls:
+            room = max(room, measure(unit, s.worst) / s.calls)
+    rest = 0.0
+    for kind, (calls, expected) in by.items():
+        got = (paid or {}).get(kind)
+        if got is not None and got.calls:
+            rest += max(calls - got.calls, 0) * measure(unit, got) / got.calls
+        else:
+            rest += expected
+    return rest, room
+
+
+def estimate(
+    cfg: Any, report: PlanReport, targets: list[str], workdir: Path, benchmark: Benchmark
+) -> list[Share]:
+    """What a plan's calls still to pay cost, by stage and kind of call: the calls the
+    offline models answered in the walk at their own answers' tokens; the others (a paid
+    model's, not stored) at the tokens a call the bill has seen of their kind, else the
+    typical figures, spread over the stage's kinds by their share of its calls."""
+    tokens = tokens_per_call(workdir, workdir / cfg.cache_dir)
+    stage_of = {kind: name for name, st in STAGES.items() for kind in st.calls(benchmark)}
+
+    def make(stage: str, kind: str, how: str, m: str, calls: float, one: Counts) -> Share:
+        """`calls` calls of `kind` to model `m`, each like `one`."""
+        model = cfg.models[m]
+        # the most a call can cost as the budget holds room for it (kora.llm.budget): its
+        # prompt at two characters a token, where English runs near four
+        tin = one.input_tokens + one.cache_write_tokens + one.cache_read_tokens
+        out = model.max_tokens or 4000  # the client's default
+        worst = most(round(2 * tin) + OVERHEAD_TOKENS, out, model.cost_price)
+        unpriced = frozenset([m] if model.cost_price is None and model.kind.billed else [])
+        return Share(stage, kind, how, calls, one * calls, worst * calls, unpriced)
+
+    out = [
+        make(stage_of[kind], kind, PLAYED, m, c.calls, c * (1 / c.calls))
+        for (m, kind), c in report.played.items()
+        if kind in stage_of
+    ]
     for stage, count in report.stages.items():
-        todo = count.to_pay
-        cost = 0.0
-        for sub, (role, share) in STAGES[stage].calls(benchmark).items():
+        rest = count.to_pay - sum(s.calls for s in out if s.stage == stage)
+        for kind, (role, share) in STAGES[stage].calls(benchmark).items() if rest > 0 else ():
             # a fallback chain's later models answer only what the first cannot: priced
             # at the first; a judge's or a target's calls spread over them all
             if role == "target":
-                models = [m for t in targets for m in role_models(raw_cfg, role, t)]
+                models = [m for t in targets for m in role_models(cfg, role, t)]
             elif role == "judges":
-                models = role_models(raw_cfg, role)
+                models = role_models(cfg, role)
             else:
-                models = role_models(raw_cfg, role)[:1]
+                models = role_models(cfg, role)[:1]
+            (tin, tout, tw, tr), how = tokens.get(kind, (UNKNOWN_KIND, TYPICAL))
             for m in models:
-                price = raw_cfg.models[m].cost_price
-                if price is None:
-                    if raw_cfg.models[m].kind.billed:
-                        out[stage] = None
-                    continue
-                tin, tout, tw, tr = (round(x) for x in tokens.get(sub, UNKNOWN_KIND))
                 # a model in batch mode pays half (Counts.paid reads it from the answer)
-                meta = {"batch": "plan"} if raw_cfg.models[m].batch else {}
-                one = Counts.paid(
-                    Response("", tin, tout, cache_write_tokens=tw, cache_read_tokens=tr, meta=meta),
-                    price,
-                )
-                calls = todo * share / len(models)
-                cost += calls * one.cost
-                saved += calls * one.cache_saved
-        if out.get(stage, 0.0) is not None:
-            out[stage] = cost
-    return out, saved
+                meta = {"batch": "plan"} if cfg.models[m].batch else {}
+                tokens_in, write, read = round(tin), round(tw), round(tr)
+                answer = Response("", tokens_in, round(tout), meta=meta, cache_write_tokens=write,
+                                  cache_read_tokens=read)  # fmt: skip
+                one = Counts.paid(answer, cfg.models[m].cost_price)
+                out.append(make(stage, kind, how, m, rest * share / len(models), one))
+    return out

@@ -217,27 +217,38 @@ def _add_totals(t: Totals, more: Totals) -> None:
     t.unclaimed += more.unclaimed
 
 
-def format_totals(t: Totals, planned_calls: int | None = None, shards: int | None = None) -> str:
+def format_totals(
+    t: Totals,
+    planned_calls: int | None = None,
+    shards: int | None = None,
+    projected: float | None = None,
+) -> str:
+    """The progress line: the calls answered of the run's total (its jobs' and those made
+    ahead of them), its shards, what it paid and, once it has paid for answers, what it
+    will have paid at its end (`projected`)."""
+    answered = t.calls + t.unclaimed
     # the plan counts nominal calls where the store cannot tell: retries can add some
-    total = f"/{max(planned_calls, t.calls)}" if planned_calls else ""
+    total = max(planned_calls or 0, answered)
+    of = f" of {total:,}" if planned_calls else ""
+    share = f" ({100 * answered // total}%)" if planned_calls else ""
     p = t.paid
-    line = (
-        f"[kora] calls {t.calls}{total} ({t.cached} from the call store, {t.failures} failed)"
-        f" | shards {t.shards_done}/{max(shards or 0, t.shards)} done"
-    )
+    line = f"[kora] calls {answered:,}{of} answered{share}, {t.cached:,} from the call store"
+    if t.failures:
+        line += f", {t.failures:,} failed"
+    line += f" | shards {t.shards_done} of {max(shards or 0, t.shards)} done"
     if t.shards_failed:
         line += f" ({t.shards_failed} with failed items)"
     line += (
-        f" | paid {p.calls} calls, tokens in {p.input_tokens:,} out {p.output_tokens:,}"
-        f", ${p.cost:.4f}"
+        f" | paid ${p.cost:.4f} for {p.calls:,} calls ({p.input_tokens:,} tokens in, "
+        f"{p.output_tokens:,} out)"
     )
+    if projected is not None and answered < total:
+        line += f", about ${projected:,.2f} by the run's end"
     if p.cache_read_tokens or p.cache_write_tokens:
         line += (
             f" | prompt cache: {p.cache_read_tokens:,} tokens read, "
             f"{p.cache_write_tokens:,} written, saved ${p.cache_saved:.4f}"
         )
-    if t.unclaimed:
-        line += f" | {t.unclaimed} of them made ahead of the jobs that will use them"
     if t.unstored:
         line += f" | {t.unstored} paid answers NOT STORED (call store full?)"
     if t.waiting:
@@ -279,6 +290,10 @@ class Monitor:
     ) -> None:
         self.dir = progress_dir(workdir, run_id)
         self.planned = planned_calls
+        # the run's total dollars at its end, from what it paid by kind of call (set once
+        # the plan of its calls is in)
+        self.project: Callable[[dict[str, Counts]], float] | None = None
+        self.planning: threading.Thread | None = None  # the plan, counted beside the run
         self.shards: int | None = None  # the run's shards, when known
         # where batch mode keeps its batches (kora.llm.batch); set from the config
         self.batches: Path | None = None
@@ -310,7 +325,8 @@ class Monitor:
             except Exception as exc:  # a courtesy: the run goes on without a total
                 print(f"kora: no total for the progress line: {exc}", file=sys.stderr)
 
-        threading.Thread(target=work, daemon=True, name="kora-plan").start()
+        self.planning = threading.Thread(target=work, daemon=True, name="kora-plan")
+        self.planning.start()
 
     def totals(self, *, fresh: bool = False) -> Totals:
         """`fresh`: every snapshot read again (the run's last line), not only changed ones."""
@@ -319,7 +335,11 @@ class Monitor:
             return snapshots.totals(self.bill.read())
 
     def print(self, totals: Totals | None = None) -> None:
-        line = format_totals(totals or self.totals(), self.planned, self.shards)
+        t = totals or self.totals()
+        with self._lock:
+            paid = dict(self.bill.by_kind)
+        projected = self.project(paid) if self.project is not None and t.paid.calls else None
+        line = format_totals(t, self.planned, self.shards, projected)
         if self.batches is not None and self.batches.is_dir():
             from kora.llm.batch import batch_counts
 

@@ -15,8 +15,8 @@ Snakemake killed outright is cleared when no Snakemake of the workspace is alive
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import math
 import os
 import shlex
 import signal
@@ -29,7 +29,7 @@ from typing import Any
 
 from kora.errors import KoraError
 from kora.llm.bill import bill_dir, total
-from kora.llm.budget import Budget, amount, budget_file, counting_since, measure
+from kora.llm.budget import Budget, amount, budget_file, counting_since, measure, suggest
 from kora.llm.lifecycle import lifecycle_notes
 from kora.llm.structured import config_warnings
 from kora.run import written
@@ -37,7 +37,7 @@ from kora.run.broker import Broker, send_ahead, start_broker
 from kora.run.groups import cell_count
 from kora.run.jobspec import JobSpec
 from kora.run.pipeline import Pipeline
-from kora.run.plan import count_calls
+from kora.run.plan import PlanStore, Share, count_jobs, estimate, still_to_pay
 from kora.run.preflight import check_models, models_for_jobs
 from kora.run.progress import Monitor, Totals, unstored_warning
 from kora.run.protocol import stopping_path
@@ -73,14 +73,6 @@ def go_on_command(argv: Sequence[str], config: dict[str, Any] | None = None) -> 
     return shlex.join(words)
 
 
-def _round_up(x: float) -> str:
-    """`x` rounded up to two significant figures, as a budget is written."""
-    if x <= 0:
-        return "0"
-    step = 10 ** (math.floor(math.log10(x)) - 1)
-    return f"{math.ceil(x / step - 1e-9) * step:.10g}"
-
-
 @dataclass
 class RunSession:
     pipeline: Pipeline
@@ -92,6 +84,7 @@ class RunSession:
     lock: RunLock | None = None
     budget: Budget | None = None
     stopped_by: str | None = None  # the signal that stopped the run
+    shares: list[Share] | None = None  # the calls still to pay, by kind (kora.run.plan)
 
     def __post_init__(self) -> None:
         store = self.store
@@ -121,6 +114,15 @@ class RunSession:
         # with --nolock, would pay for the calls the first is paying for
         self.lock = hold(self.store, "snakemake run")
         models = models_for_jobs(config, [(name, wc) for name, wc, *_ in jobs])
+        targets = sorted({wc["target"] for _, wc, *_ in jobs if "target" in wc})
+        unpriced = [n for n in sorted(models) if config.models[n].price is None]
+        unpriced = [n for n in unpriced if config.models[n].kind.billed]
+        if config.budget is not None and config.budget.unit == "usd" and unpriced:
+            raise KoraError(
+                "budget: a budget in dollars needs a `price` on every paid model the run "
+                f"calls; {', '.join(unpriced)} {'has' if len(unpriced) == 1 else 'have'} none "
+                "(set it, or use `budget: {tokens: N}`)"
+            )
         # a missing key or a service down would fail every call of the run one by one:
         # stop before any job (unless a fallback chain has another model to take its calls)
         errors, warnings = check_models(config, models)
@@ -133,23 +135,41 @@ class RunSession:
         for name in sorted(models):
             for note in config_warnings(name, config.models[name]):
                 say(f"warning: {note}")
-        self._start_budget()
+        self._start_budget(specs, targets)
+        # the plan of the run's jobs, counted beside it, reads the call store as it is now
+        store = PlanStore.as_now(self.store)
         # One process makes the model calls of every job on this machine (kora.run.broker)
         # and works through the run's shard jobs ahead of them (kora.run.prefetch).
         # KORA_NO_BROKER=1 runs every job in its own process (the results are the same).
         if shared and not os.environ.get("KORA_NO_BROKER"):
             self.broker = start_broker(self.run_id, Path(self.pipeline.layout.log("broker")))
-            if self.broker is not None:
-                send_ahead(self.broker, specs)
-        # the line's total: the calls `kora plan` counts for the jobs this run runs
+            if self.broker is not None and send_ahead(self.broker, specs) and specs:
+                say(
+                    "calls are made ahead of the jobs that will use them, to keep the "
+                    "providers busy: the progress line counts them as answered, and paid, "
+                    "as they arrive"
+                )
+        # the line's total and projection: `kora plan` for the jobs this run runs
         self.monitor.shards = sum(cell_count(s) for s in specs)
-        self.monitor.plan(lambda: count_calls(self.pipeline, specs))
+        self.monitor.plan(lambda: self._plan(specs, targets, store))
         self.monitor.start()
         self._on_stop()
 
-    def _start_budget(self) -> None:
+    def _plan(self, specs: list[JobSpec], targets: list[str], store: PlanStore | None) -> int:
+        """The calls of the run's jobs, and what those still to pay cost (`self.shares`;
+        the progress line's projection of the run's total, when every model has a price)."""
+        report = asyncio.run(count_jobs(self.pipeline, specs, store))
+        p = self.pipeline
+        self.shares = shares = estimate(p.config, report, targets, p.workdir, p.benchmark)
+        if not any(s.unpriced for s in shares):
+            self.monitor.project = lambda paid: (
+                sum(c.cost for c in paid.values()) + (still_to_pay(shares, "usd", paid)[0])
+            )
+        return report.calls
+
+    def _start_budget(self, specs: list[JobSpec], targets: list[str]) -> None:
         """The budget's state for every process of the run, from the bill so far; a run
-        whose budget is spent already stops here."""
+        whose budget is spent already stops here, unless it has no call to pay for."""
         b = self.pipeline.config.budget
         if b is None:
             return
@@ -162,28 +182,32 @@ class RunSession:
             f"budget {amount(b.unit, b.limit)}: {amount(b.unit, spent)} billed since {when} "
             f"(`kora usage --since`), {amount(b.unit, max(left, 0))} left"
         )
-        if left <= 0:
+        if left > 0:
+            return
+        self._plan(specs, targets, None)
+        rest, room = still_to_pay(self.shares or [], b.unit)
+        if room:
             raise KoraError(
-                "the budget is spent before the run starts. To go on, raise it: "
-                + self.raise_budget()
+                f"the budget is spent before the run starts, and the calls this run still "
+                f"has to pay for are expected to cost {amount(b.unit, rest)} (`kora plan`). "
+                f"To go on, raise it: {self.raise_budget()}"
             )
+        say("the budget is spent, but this run pays for no call: it goes on")
 
-    def raise_budget(self, totals: Totals | None = None) -> str:
+    def raise_budget(self) -> str:
         """The command that goes on with a budget that should see the run through: what
-        is billed, and the calls still to make at this run's cost a call so far, with
-        half as much again for the room each call holds while in flight."""
+        is billed, what the calls still to pay are expected to cost (at what this run's
+        calls of each kind have cost so far), and room for the dearest call's worst case."""
         b = self.pipeline.config.budget
         if b is None:
             return go_on_command(self.argv)
-        need = 2 * b.limit
-        if totals is not None and self.budget is not None and totals.paid.calls:
-            per_call = measure(b.unit, totals.paid) / totals.paid.calls
-            left = max((self.monitor.planned or 0) - totals.calls, 0)
-            need = max(self.budget.spent() + 1.5 * per_call * left, 1.25 * b.limit)
-        more = (
-            f"{{usd: {_round_up(need)}}}" if b.unit == "usd" else f"{{tokens: {_round_up(need)}}}"
-        )
-        return go_on_command(self.argv, {"budget": more})
+        if self.monitor.planning is not None:
+            self.monitor.planning.join(timeout=300)  # the plan of the run's calls
+        if self.shares is None:  # no plan: the run's calls cannot be told
+            return go_on_command(self.argv, {"budget": suggest(b.unit, 2 * b.limit, b.since)})
+        spent = self.budget.spent() if self.budget is not None else 0.0
+        rest, room = still_to_pay(self.shares, b.unit, self.monitor.bill.by_kind)
+        return go_on_command(self.argv, {"budget": suggest(b.unit, spent + rest + room, b.since)})
 
     def _on_stop(self) -> None:
         """SIGINT and SIGTERM to the Snakemake process: its jobs in the broker end now (a
@@ -239,7 +263,7 @@ class RunSession:
         it, the status a shell gives such a stop (128 + the signal's number)."""
         totals = self._finish()
         lines = closing_summary(
-            self.pipeline.workdir, self.run_id, raise_budget=self.raise_budget(totals)
+            self.pipeline.workdir, self.run_id, raise_budget=self.raise_budget()
         )
         if self.stopped_by is not None and not lines:
             lines = [
