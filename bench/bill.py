@@ -113,7 +113,7 @@ def served(server: Server) -> dict[str, int]:
 
 
 def last_paid(text: str) -> str:
-    found = re.findall(r"^\[kora\] .*?(paid \d+ calls, tokens in [\d,]+ out [\d,]+, \$[\d.]+)", text, re.M)  # fmt: skip
+    found = re.findall(r"^\[kora\] .*?(paid \$[\d.]+ for [\d,]+ calls \([\d,]+ tokens in, [\d,]+ out\))", text, re.M)  # fmt: skip
     return found[-1] if found else "(none)"
 
 

@@ -114,11 +114,11 @@ def spaces(tmp_path: Path, serve: Servers) -> Any:
 
 def last_paid(log: str) -> dict[str, float]:
     """The paid figures of the run's last progress line."""
-    lines = re.findall(r"^\[kora\] .*\| paid (\d+) calls, tokens in ([\d,]+) out ([\d,]+), \$([\d.]+)", log, re.M)  # fmt: skip
+    lines = re.findall(r"^\[kora\] .*\| paid \$([\d.]+) for ([\d,]+) calls \(([\d,]+) tokens in, ([\d,]+) out\)", log, re.M)  # fmt: skip
     assert lines, log[-3000:]
-    calls, tin, tout, cost = lines[-1]
+    cost, calls, tin, tout = lines[-1]
     return {
-        "calls": int(calls),
+        "calls": int(calls.replace(",", "")),
         "input_tokens": int(tin.replace(",", "")),
         "output_tokens": int(tout.replace(",", "")),
         "cost": float(cost),

@@ -27,6 +27,7 @@ REPORT = "results/tiny/report.html"
 def tiny(d: Path, **more: Any) -> Path:
     copy_workflow(d)
     cfg = dict(TINY, models={"mock": {"provider": "mock", "price": PRICE}}, **more)
+    cfg["targets"] = {**cfg["targets"], "gpt-target": None}  # config.yaml's, unpriced
     (d / "tiny.yaml").write_text(yaml.safe_dump(cfg))
     return d
 
@@ -123,7 +124,7 @@ def test_a_dollar_budget_needs_a_price_only_on_the_models_the_run_calls(
     any job, naming the model."""
     d = tiny(tmp_path, budget={"usd": 100})
     cfg = yaml.safe_load((d / "tiny.yaml").read_text())
-    cfg["targets"]["gpt-target"] = {"model": "gpt"}
+    cfg["targets"]["gpt-target"] = {"model": "gpt"}  # config.yaml's, back
     (d / "tiny.yaml").write_text(yaml.safe_dump(cfg))
     check = command(d, "kora check-config --configfile tiny.yaml")
     assert check.returncode == 0, check.stderr
