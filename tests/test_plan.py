@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -112,23 +111,26 @@ def test_plan_prices_the_prompt_cache_share_seen_before(
 ) -> None:
     """Earlier runs read 90 % of their judge input from the provider's cache: the plan's
     judgments cost follows (reads at 0.1x the input price) and says what caching saves."""
+    from kora.llm.bill import BillWriter, bill_dir
+    from kora.llm.config import Price
+
     copy_workflow(tmp_path)
     price = {"input": 3.0, "output": 15.0}
     cfg = dict(TINY, models={"mock": {"provider": "anthropic", "model": "m", "price": price}})
     cfg.update(seed_model="mock", expand_model="mock", user_model="mock", judges=["mock"])
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(cfg))
-    status = tmp_path / "results" / "old" / "judgments" / "x.status.json"
-    status.parent.mkdir(parents=True)
 
-    def judged(write: int, read: int, tin: int) -> str:
-        row = {"stage": "judge_safety", "calls": 10, "cached": 0, "failures": 0,
-               "input_tokens": tin, "output_tokens": 1000, "cache_write_tokens": write,
-               "cache_read_tokens": read}  # fmt: skip
-        return json.dumps({"usage": [row]})
+    def judged(run: str, read: int, tin: int) -> None:
+        bill = BillWriter(bill_dir(tmp_path / ".kora/cache"), run)
+        answer = Response("", tin, 100, cache_read_tokens=read)
+        for _ in range(10):
+            bill.charge("mock", "judge_safety", answer, Price(**price))
+        bill.close()
 
-    status.write_text(judged(0, 0, 100_000))
+    judged("plain", 0, 10_000)
     plain = dollars(plan(tmp_path, capsys)["judgments"][5])
-    status.write_text(judged(0, 90_000, 10_000))
+    shutil.rmtree(tmp_path / ".kora/bill")
+    judged("cached", 9_000, 1_000)
     out = plan_output(tmp_path, capsys)
     cached = next(dollars(line.split()[6]) for line in out.splitlines()
                   if line.startswith("judgments"))  # fmt: skip

@@ -14,7 +14,7 @@ from kora.llm.base import ChatMessage, ProviderError, Request, Response
 from kora.llm.client import ModelClient, Usage
 from kora.llm.retry import RetryPolicy
 from kora.run.pipeline import Pipeline
-from kora.run.plan import count_calls
+from kora.run.plan import count_jobs
 from kora.run.progress import Totals, format_totals
 from tests.helpers import copy_workflow, record_truncations
 
@@ -116,10 +116,9 @@ def test_the_line_projects_the_runs_total_from_what_each_kind_of_call_cost(
     )
     t = monitor.totals()
     assert t.paid.cost == pytest.approx(0.009)
-    projected = monitor.project(monitor.bill.by_kind)
-    assert projected == pytest.approx(0.009 + 8 * 0.0045 + 0.01)
-    line = format_totals(t, 15, 2, projected)
-    assert f"about ${projected:,.2f} by the run's end" in line
+    t.projected = monitor.project(monitor.bill.by_kind)
+    assert t.projected == pytest.approx(0.009 + 8 * 0.0045 + 0.01)
+    assert f"about ${t.projected:,.2f} by the run's end" in format_totals(t, 15, 2)
 
 
 def test_the_total_counts_the_calls_of_the_jobs_to_run_only(tmp_path: Path) -> None:
@@ -135,7 +134,7 @@ def test_the_total_counts_the_calls_of_the_jobs_to_run_only(tmp_path: Path) -> N
     t = dict(wc, target="gpt-target")
 
     def count(*jobs: tuple[str, dict[str, str]]) -> int:
-        return count_calls(plan, [plan.job_spec(rule, w) for rule, w in jobs])
+        return asyncio.run(count_jobs(plan, [plan.job_spec(rule, w) for rule, w in jobs])).calls
 
     # nothing stored, real models: each job at its nominal count, and a seeds call that
     # is not known yet counts the scenarios, tests and judgments it would give

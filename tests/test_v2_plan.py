@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
@@ -14,7 +15,7 @@ import yaml
 
 from kora.errors import ConfigError, KoraError
 from kora.run.pipeline import Pipeline
-from kora.run.plan import count_calls
+from kora.run.plan import count_jobs
 from tests.helpers import REPO, V2_MOCK, upstream
 
 
@@ -99,7 +100,7 @@ def test_a_cell_the_plan_skips_asks_for_no_seed(tmp_path: Path) -> None:
     assert list(per_cell.values()).count(0) >= 25
     # the progress line's total counts the planned calls only
     specs = [p.job_spec("seeds", wildcards(c)) for c in per_cell]
-    assert count_calls(p, specs) == 5
+    assert asyncio.run(count_jobs(p, specs)).calls == 5
 
 
 def test_total_seeds_alone_draws_that_many_cells_of_each_risk(tmp_path: Path) -> None:

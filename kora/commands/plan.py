@@ -14,9 +14,6 @@ from kora.config.schema import ROLES, chain
 from kora.errors import ConfigError
 from kora.run.pipeline import Pipeline
 from kora.run.plan import (
-    PLAYED,
-    STORED,
-    TYPICAL,
     Share,
     StageCount,
     dollars,
@@ -97,7 +94,7 @@ def print_plan(args: argparse.Namespace) -> int:
     for stage in ORDER:
         if mine := [s for s in shares if s.stage == stage and s.calls]:
             out = sum(s.expected.output_tokens for s in mine) / sum(s.calls for s in mine)
-            how = "; ".join(HOW[h] for h in dict.fromkeys(s.how for s in mine))
+            how = "; ".join(dict.fromkeys(s.how for s in mine))
             said.setdefault(how, []).append(f"{stage} {out:,.0f}")
     for how, stages in said.items():
         print(f"  {', '.join(stages)}: {how}")
@@ -120,13 +117,6 @@ def print_plan(args: argparse.Namespace) -> int:
     if cfg.budget is not None:
         print(against_budget(plan, shares))
     return 0
-
-
-HOW = {
-    PLAYED: "the offline model's own answers, played as the run will play them",
-    STORED: "the answers of its kinds of call this workspace has paid for (`kora usage`)",
-    TYPICAL: "the benchmark's expected length for its kinds of call (none paid for here yet)",
-}
 
 
 def against_budget(plan: Pipeline, shares: list[Share]) -> str:

@@ -142,23 +142,21 @@ class Packs:
         """Index what every pack gained since the last look, new packs too. A run's broker
         looks on every call it makes: the folder is listed again only when it changed, or
         changed so lately that a file system keeping whole seconds might not show it."""
-        if self._frozen is not None:
-            return self._scan_all(set())
         try:
             seen = os.stat(self.folder)
         except OSError:
             return  # no pack yet
         stamp = (seen.st_ino, seen.st_mtime_ns)
-        if stamp != self._listed or time.time() - seen.st_mtime < _COARSE:
+        if self._frozen is None and (
+            stamp != self._listed or time.time() - seen.st_mtime < _COARSE
+        ):
             try:
                 names = os.listdir(self.folder)
             except OSError:
                 return
             self._listed = stamp
             self._add_new(names)
-        self._scan_all(set(self._writers.values()) if self._stem_pid == os.getpid() else set())
-
-    def _scan_all(self, own: set[int]) -> None:
+        own = set(self._writers.values()) if self._stem_pid == os.getpid() else set()
         for pack in range(len(self._fds)):
             if pack not in own:  # this process's own lines are indexed as it writes them
                 self._scan(pack)

@@ -13,7 +13,6 @@ status files when there are any, else typical figures for each kind of call.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -21,8 +20,6 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
-
-import orjson
 
 from kora.benchmarks.base import Benchmark
 from kora.benchmarks.templates import prompts_from
@@ -55,9 +52,8 @@ TYPICAL_TOKENS = {
 
 
 # a kind of call no table above has and no earlier run has billed (a new stage's)
-UNKNOWN_KIND = (1500.0, 500.0, 0.0, 0.0)
-# a call's tokens: input, output, written to and read from the provider's prompt cache
-Tokens = tuple[float, float, float, float]
+UNKNOWN_KIND = Counts(calls=1, input_tokens=1500, output_tokens=500)
+TOKENS = ("input_tokens", "output_tokens", "cache_write_tokens", "cache_read_tokens")
 
 
 class NotStored(Exception):
@@ -247,60 +243,31 @@ def target_jobs(plan: Pipeline, targets: list[str]) -> list[JobSpec]:
     return out
 
 
-def count_calls(plan: Pipeline, specs: list[JobSpec]) -> int:
-    """The calls these shard jobs will make."""
-    return asyncio.run(count_jobs(plan, specs)).calls
-
-
 async def plan_calls(plan: Pipeline, targets: list[str]) -> PlanReport:
     return await count_jobs(plan, target_jobs(plan, targets))
 
 
-# how a kind's tokens a call are known (`Share.how`)
-PLAYED = "played"  # the offline model's own answers, played through by the plan
-STORED = "stored"  # the mean of the answers this workspace paid for (its bill)
-TYPICAL = "typical"  # the benchmark's expected length of the kind (TYPICAL_TOKENS)
+# how a kind's tokens a call are known (`Share.how`, as `kora plan` says it)
+PLAYED = "the offline model's own answers, played as the run will play them"
+STORED = "the answers of its kinds of call this workspace has paid for (`kora usage`)"
+TYPICAL = "the benchmark's expected length for its kinds of call (none paid for here yet)"
 
 
-def tokens_per_call(workdir: Path, store: Path) -> dict[str, tuple[Tokens, str]]:
-    """Mean tokens per call by kind (input, output, and the input written to and read from
-    the provider's prompt cache), and how they are known: from the workspace's bill
-    (`store`: the call store, which the bill is beside), every answer served here; for a
-    kind the bill has not seen, from earlier runs' status files (a workspace older than
-    the bill); else the typical figures."""
+def tokens_per_call(store: Path) -> dict[str, tuple[Counts, str]]:
+    """The tokens of a call by kind, and how they are known: the mean of the answers the
+    workspace's bill holds (`store`: the call store, which the bill is beside), else the
+    typical figures."""
     from kora.llm.bill import bill_dir, charges
 
-    acc: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0, 0.0])
-    for c in charges(bill_dir(store)):
-        a = acc[c.stage]
-        a[0] += 1
-        a[1] += c.counts.input_tokens
-        a[2] += c.counts.output_tokens
-        a[3] += c.counts.cache_write_tokens
-        a[4] += c.counts.cache_read_tokens
-    billed = set(acc)
-    for f in list((workdir / "data").rglob("*.status.json")) + list(
-        (workdir / "results").rglob("*.status.json")
-    ):
-        try:
-            s = orjson.loads(f.read_bytes())
-        except (OSError, orjson.JSONDecodeError):
-            continue
-        for u in s.get("usage", []):
-            paid = u.get("calls", 0) - u.get("cached", 0) - u.get("failures", 0)
-            write, read = u.get("cache_write_tokens", 0), u.get("cache_read_tokens", 0)
-            if u["stage"] not in billed and paid > 0 and u.get("input_tokens", 0) + write + read:
-                a = acc[u["stage"]]
-                a[0] += paid
-                a[1] += u["input_tokens"]
-                a[2] += u["output_tokens"]
-                a[3] += write
-                a[4] += read
-    out = {k: ((float(v[0]), float(v[1]), 0.0, 0.0), TYPICAL) for k, v in TYPICAL_TOKENS.items()}
-    for stage, (n, tin, tout, tw, tr) in acc.items():
-        if n:
-            out[stage] = ((tin / n, tout / n, tw / n, tr / n), STORED)
-    return out
+    acc: dict[str, Counts] = defaultdict(Counts)
+    for charge in charges(bill_dir(store)):
+        acc[charge.stage] += charge.counts
+    typical = {
+        k: Counts(calls=1, input_tokens=i, output_tokens=o) for k, (i, o) in TYPICAL_TOKENS.items()
+    }
+    return {k: (c, TYPICAL) for k, c in typical.items()} | {
+        kind: (c * (1 / c.calls), STORED) for kind, c in acc.items()
+    }
 
 
 @dataclass
@@ -360,7 +327,7 @@ def estimate(
     offline models answered in the walk at their own answers' tokens; the others (a paid
     model's, not stored) at the tokens a call the bill has seen of their kind, else the
     typical figures, spread over the stage's kinds by their share of its calls."""
-    tokens = tokens_per_call(workdir, workdir / cfg.cache_dir)
+    tokens = tokens_per_call(workdir / cfg.cache_dir)
     stage_of = {kind: name for name, st in STAGES.items() for kind in st.calls(benchmark)}
 
     def make(stage: str, kind: str, how: str, m: str, calls: float, one: Counts) -> Share:
@@ -390,13 +357,13 @@ def estimate(
                 models = role_models(cfg, role)
             else:
                 models = role_models(cfg, role)[:1]
-            (tin, tout, tw, tr), how = tokens.get(kind, (UNKNOWN_KIND, TYPICAL))
+            typical, how = tokens.get(kind, (UNKNOWN_KIND, TYPICAL))
             for m in models:
                 # a model in batch mode pays half (Counts.paid reads it from the answer)
                 meta = {"batch": "plan"} if cfg.models[m].batch else {}
-                tokens_in, write, read = round(tin), round(tw), round(tr)
-                answer = Response("", tokens_in, round(tout), meta=meta, cache_write_tokens=write,
-                                  cache_read_tokens=read)  # fmt: skip
+                tin, tout, tw, tr = (round(getattr(typical, f)) for f in TOKENS)
+                answer = Response("", tin, tout, meta=meta, cache_write_tokens=tw,
+                                  cache_read_tokens=tr)  # fmt: skip
                 one = Counts.paid(answer, cfg.models[m].cost_price)
                 out.append(make(stage, kind, how, m, rest * share / len(models), one))
     return out

@@ -133,6 +133,7 @@ class Totals:
     # calls made ahead of their jobs (kora.run.prefetch) that no job has used yet
     unclaimed: int = 0
     paid: Counts = field(default_factory=Counts)
+    projected: float | None = None  # dollars paid at the run's end, at this pace
 
 
 class Snapshots:
@@ -217,15 +218,9 @@ def _add_totals(t: Totals, more: Totals) -> None:
     t.unclaimed += more.unclaimed
 
 
-def format_totals(
-    t: Totals,
-    planned_calls: int | None = None,
-    shards: int | None = None,
-    projected: float | None = None,
-) -> str:
+def format_totals(t: Totals, planned_calls: int | None = None, shards: int | None = None) -> str:
     """The progress line: the calls answered of the run's total (its jobs' and those made
-    ahead of them), its shards, what it paid and, once it has paid for answers, what it
-    will have paid at its end (`projected`)."""
+    ahead of them), its shards, what it paid and what it will have paid at its end."""
     answered = t.calls + t.unclaimed
     # the plan counts nominal calls where the store cannot tell: retries can add some
     total = max(planned_calls or 0, answered)
@@ -242,8 +237,8 @@ def format_totals(
         f" | paid ${p.cost:.4f} for {p.calls:,} calls ({p.input_tokens:,} tokens in, "
         f"{p.output_tokens:,} out)"
     )
-    if projected is not None and answered < total:
-        line += f", about ${projected:,.2f} by the run's end"
+    if t.projected is not None and answered < total:
+        line += f", about ${t.projected:,.2f} by the run's end"
     if p.cache_read_tokens or p.cache_write_tokens:
         line += (
             f" | prompt cache: {p.cache_read_tokens:,} tokens read, "
@@ -336,10 +331,9 @@ class Monitor:
 
     def print(self, totals: Totals | None = None) -> None:
         t = totals or self.totals()
-        with self._lock:
-            paid = dict(self.bill.by_kind)
-        projected = self.project(paid) if self.project is not None and t.paid.calls else None
-        line = format_totals(t, self.planned, self.shards, projected)
+        if self.project is not None and t.paid.calls:
+            t.projected = self.project(self.bill.by_kind)
+        line = format_totals(t, self.planned, self.shards)
         if self.batches is not None and self.batches.is_dir():
             from kora.llm.batch import batch_counts
 

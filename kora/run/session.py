@@ -115,14 +115,7 @@ class RunSession:
         self.lock = hold(self.store, "snakemake run")
         models = models_for_jobs(config, [(name, wc) for name, wc, *_ in jobs])
         targets = sorted({wc["target"] for _, wc, *_ in jobs if "target" in wc})
-        unpriced = [n for n in sorted(models) if config.models[n].price is None]
-        unpriced = [n for n in unpriced if config.models[n].kind.billed]
-        if config.budget is not None and config.budget.unit == "usd" and unpriced:
-            raise KoraError(
-                "budget: a budget in dollars needs a `price` on every paid model the run "
-                f"calls; {', '.join(unpriced)} {'has' if len(unpriced) == 1 else 'have'} none "
-                "(set it, or use `budget: {tokens: N}`)"
-            )
+        self._start_budget(specs, targets, models)
         # a missing key or a service down would fail every call of the run one by one:
         # stop before any job (unless a fallback chain has another model to take its calls)
         errors, warnings = check_models(config, models)
@@ -135,7 +128,6 @@ class RunSession:
         for name in sorted(models):
             for note in config_warnings(name, config.models[name]):
                 say(f"warning: {note}")
-        self._start_budget(specs, targets)
         # the plan of the run's jobs, counted beside it, reads the call store as it is now
         store = PlanStore.as_now(self.store)
         # One process makes the model calls of every job on this machine (kora.run.broker)
@@ -163,16 +155,24 @@ class RunSession:
         self.shares = shares = estimate(p.config, report, targets, p.workdir, p.benchmark)
         if not any(s.unpriced for s in shares):
             self.monitor.project = lambda paid: (
-                sum(c.cost for c in paid.values()) + (still_to_pay(shares, "usd", paid)[0])
+                still_to_pay(shares, "usd", paid)[0] + sum(c.cost for c in paid.values())
             )
         return report.calls
 
-    def _start_budget(self, specs: list[JobSpec], targets: list[str]) -> None:
+    def _start_budget(self, specs: list[JobSpec], targets: list[str], models: set[str]) -> None:
         """The budget's state for every process of the run, from the bill so far; a run
-        whose budget is spent already stops here, unless it has no call to pay for."""
+        whose budget is spent already stops here, unless it has no call to pay for, and
+        so does one with a budget in dollars that calls a paid model with no price."""
         b = self.pipeline.config.budget
         if b is None:
             return
+        known = self.pipeline.config.models
+        unpriced = [n for n in sorted(models) if known[n].price is None and known[n].kind.billed]
+        if b.unit == "usd" and unpriced:
+            raise KoraError(
+                "budget: a budget in dollars needs a `price` on every paid model the run "
+                f"calls; {', '.join(unpriced)} has none (set it, or use `budget: {{tokens: N}}`)"
+            )
         since = counting_since(self.store, b.since_epoch)
         spent = measure(b.unit, total(bill_dir(self.store), since=since))
         self.budget = Budget.start(budget_file(self.store, self.run_id), b.unit, b.limit, spent)
