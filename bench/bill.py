@@ -19,6 +19,17 @@ budget, what was spent, and the gap to the budget.
 
     python bench/bill.py                  # 4 risks x 2 ages x 2 motivations x 3 seeds
     python bench/bill.py --risks 2 --latency 0.5
+
+With `--estimates` (issue 58), the estimates against the bill instead, in a fresh copy each:
+the demo (config/demo.yaml, the mock at $3 / $15 a million tokens), the grid (the same with
+every risk: 100 cells, 5,268 calls) and the demo's grid on the counting server (every model
+a paid one, the plan at its typical lengths). For each: `kora plan`'s expected and worst
+case, the projection of the run's total the progress line gives when a tenth of the paid
+calls are in (kora.run.plan.still_to_pay over the bill's first tenth, in the order the
+answers arrived, with the plan the run's start makes; and for the server run, whose lines
+come often enough, the run's own line nearest after a tenth), and the final bill.
+
+    python bench/bill.py --estimates
 """
 
 from __future__ import annotations
@@ -129,12 +140,91 @@ def brief(c: dict[str, Any]) -> str:
     return f"{c['calls']:,} calls, {c['input_tokens']:,} in, {c['output_tokens']:,} out{cost}"
 
 
+def estimate_case(d: Path, cfg: dict[str, Any], env: dict[str, str]) -> list[str]:
+    """One row of `--estimates`: the run of mock-target in `d` with `cfg` as run.yaml."""
+    import asyncio
+
+    from kora.run.pipeline import Pipeline
+    from kora.run.plan import estimate, plan_calls, still_to_pay
+
+    d.mkdir()
+    copy_workflow(d)
+    (d / "run.yaml").write_text(yaml.safe_dump(cfg))
+    main_ = [sys.executable, "-m", "kora.commands.main"]
+    plan = subprocess.run([*main_, "plan", "mock-target", "--configfile", "run.yaml"],
+                          cwd=d, env=env, capture_output=True, text=True, check=True).stdout  # fmt: skip
+    expected, worst = re.findall(r"^total .* \$([\d,.]+)\*? +\$([\d,.]+)\*?$", plan, re.M)[-1]
+    here = Path.cwd()
+    os.chdir(d)  # the plan the run's start makes, for the replay of its line
+    try:
+        pipeline = Pipeline.load(["run.yaml"], ".")
+        report = asyncio.run(plan_calls(pipeline, ["mock-target"]))
+        shares = estimate(pipeline.config, report, ["mock-target"], Path("."), pipeline.benchmark)
+    finally:
+        os.chdir(here)
+    started = time.monotonic()
+    words = [*SNAKEMAKE, "--cores", "10", "results/mock-target/results.json", "--configfile", "run.yaml"]  # fmt: skip
+    with (d / "run.log").open("w") as out:
+        status = subprocess.run(
+            words, cwd=d, env=env, stdout=out, stderr=subprocess.STDOUT
+        ).returncode
+    took = time.monotonic() - started
+    bill = sorted(charges(bill_dir(d / ".kora/cache")), key=lambda c: c.t)
+    final = sum(c.counts.cost for c in bill)
+    tenth = bill[: -(-len(bill) // 10)]
+    by_kind: dict[str, Any] = {}
+    for c in tenth:
+        by_kind[c.stage] = by_kind[c.stage] + c.counts if c.stage in by_kind else c.counts
+    projected = sum(c.counts.cost for c in tenth) + still_to_pay(shares, "usd", by_kind)[0]
+    printed = "-"
+    line = re.compile(r"paid \$[\d.]+ for ([\d,]+) calls .*?about \$([\d,.]+) by the run's end")
+    for m in line.finditer((d / "run.log").read_text()):
+        if int(m.group(1).replace(",", "")) >= len(bill) / 10:
+            printed = f"${m.group(2)} at {m.group(1)} calls ({_ratio(m.group(2), final)})"
+            break
+    exp = float(expected.replace(",", ""))
+    return [f"{len(bill):,}", f"${exp:,.2f} ({_ratio(expected, final)})", f"${worst}",
+            f"${projected:,.2f} ({projected / final:.2f} x)", printed, f"${final:,.4f}",
+            f"{status}, {took:.0f} s"]  # fmt: skip
+
+
+def _ratio(figure: str, final: float) -> str:
+    return f"{float(figure.replace(',', '')) / final:.2f} x"
+
+
+def estimates(args: argparse.Namespace) -> None:
+    price = {"input": 3.0, "output": 15.0}
+    demo = yaml.safe_load((ROOT / "config/demo.yaml").read_text())
+    demo["models"] = {"mock": {"provider": "mock", "price": price}}
+    rows: list[tuple[str, list[str]]] = []
+    with tempfile.TemporaryDirectory(prefix="kora-estimates-") as tmp:
+        root = Path(tmp)
+        rows.append(("demo, mock", estimate_case(root / "demo", demo, env())))
+        grid = {**demo, "grid": {**demo["grid"], "risks": "all"}}
+        rows.append(("grid (every risk), mock", estimate_case(root / "grid", grid, env())))
+        with Server(structured=structured_answer, latency=args.latency) as server:
+            cfg = config(server.url, ["mock-target"], ["judge"])
+            cfg.pop("prompts_dir")
+            cfg.update(grid=demo["grid"], targets={**cfg["targets"], "gpt-target": None})
+            for m in cfg["models"].values():
+                m.update(price=price, max_tokens=1000, prompt_cache=False)
+            rows.append(("demo, counting server", estimate_case(root / "server", cfg, env())))
+    print("| run | paid calls | plan: expected | plan: worst case | projected at a tenth "
+          "(replayed) | projected at a tenth (its line) | bill | exit, wall |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
+    for name, cells in rows:
+        print(f"| {name} | {' | '.join(cells)} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--risks", type=int, default=4)
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--latency", type=float, default=0.3)
+    ap.add_argument("--estimates", action="store_true", help="the estimates against the bill")
     args = ap.parse_args()
+    if args.estimates:
+        return estimates(args)
     rows: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory(prefix="kora-bill-") as tmp:
         root = Path(tmp)
@@ -195,7 +285,9 @@ def main() -> None:
              "--configfile", "bench.yaml"],
             cwd=d, env=env(), capture_output=True, text=True, check=True,
         ).stdout  # fmt: skip
-        estimate = float(re.findall(r"^total .*\$([\d,.]+)$", plan, re.M)[-1].replace(",", ""))
+        # the total row's expected figure (the worst case follows it)
+        expected = re.findall(r"^total .* \$([\d,.]+) +\$[\d,.]+$", plan, re.M)[-1]
+        estimate = float(expected.replace(",", ""))
         budget = round(estimate / 2, 4)
         cfg = yaml.safe_load((d / "bench.yaml").read_text())
         cfg["budget"] = {"usd": budget}

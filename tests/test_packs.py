@@ -195,3 +195,28 @@ def test_the_index_finds_each_keys_latest_line_and_nothing_else(
     assert {slot: index.get(slot) for slot in model} == model
     assert all(index.get(s) is None for s in others if s not in model)
     assert len(index) == len(model)
+
+
+@pytest.mark.timeout(30)
+def test_the_run_s_own_plan_reads_the_store_as_it_was_when_the_run_began(tmp_path: Path) -> None:
+    """The run counts its plan beside itself while its calls are stored: a frozen reader
+    finds what was stored before, and none of what the run stores after, in a pack it
+    grows or a new one; the plan would take those answers for stored ones, and the
+    progress line would project the run's total from too few calls to pay."""
+    from kora.run.plan import PlanStore
+
+    writer = CallCache(tmp_path)
+    writer.put(_key(1), Response(text="before"))
+    plan = PlanStore.as_now(tmp_path)
+    writer.put(_key(2), Response(text="after, same pack"))
+    subprocess.run(  # another process: a pack of its own
+        [sys.executable, "-c", "import sys; from kora.llm.cache import CallCache; "
+         "from kora.llm.base import Response; "
+         f"CallCache(sys.argv[1]).put({_key(3)!r}, Response(text='after, new pack'))",
+         str(tmp_path)],
+        check=True,
+    )  # fmt: skip
+    assert len(_files(tmp_path)) == 2
+    assert plan.get(_key(1)).text == "before"  # type: ignore[union-attr]
+    assert plan.get(_key(2)) is None and plan.get(_key(3)) is None
+    assert CallCache(tmp_path).get(_key(3)) is not None  # an ordinary reader finds both

@@ -302,7 +302,8 @@ def still_to_pay(
     """What the calls still to pay are expected to cost in `unit`, and the worst case of
     the dearest one (the room a budget must leave for the last call in flight). `paid`:
     what a run under way has paid by kind of call; a kind it has paid for is counted at
-    what its calls have cost so far, for the calls of it still to come."""
+    what its calls have cost so far, for the calls of it still to come, and a kind not
+    begun at the plan's figure times what the kinds begun cost against theirs."""
     by: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     room = 0.0
     for s in shares:
@@ -310,14 +311,14 @@ def still_to_pay(
         by[s.kind][1] += measure(unit, s.expected)
         if s.calls:
             room = max(room, measure(unit, s.worst) / s.calls)
-    rest = 0.0
+    rest = cost = thought = 0.0  # the kinds begun: what they cost, what the plan thought
     for kind, (calls, expected) in by.items():
         got = (paid or {}).get(kind)
-        if got is not None and got.calls:
+        if got is not None and got.calls and calls:
             rest += max(calls - got.calls, 0) * measure(unit, got) / got.calls
-        else:
-            rest += expected
-    return rest, room
+            cost, thought = cost + measure(unit, got), thought + got.calls * expected / calls
+    unbegun = sum(e for k, (_, e) in by.items() if not (paid or {}).get(k, Counts()).calls)
+    return rest + unbegun * (cost / thought if thought else 1.0), room
 
 
 def estimate(
