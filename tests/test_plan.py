@@ -253,6 +253,9 @@ def test_the_plan_announces_the_demo_runs_calls_and_the_prefetch_wastes_none(
     assert (usage["calls"], usage["cached"]) == (calls, repeated) and stored == 0
     # the progress line's total is the plan's
     assert f"calls {calls:,} of {calls:,} answered (100%)" in run.stderr
+    # what "made ahead" means is said once, at the start, not on every line
+    assert run.stderr.count("calls are made ahead of the jobs that will use them") == 1
+    assert not [x for x in run.stderr.splitlines() if x.startswith("[kora]") and "ahead" in x]
     broker = next((tmp_path / "logs").rglob("broker.log")).read_text()
     made = re.findall(r"made ahead: (\d+) steps done", broker)
     assert made and int(made[-1]) > 0  # the prefetch did work ahead
