@@ -84,6 +84,7 @@ SESSION = RunSession(PIPELINE, os.environ[RUN_ENV])
 seam.tidy_job_reports(lambda: SESSION.stopped_by is not None)
 seam.keep_dataframes_out()
 seam.read_only_sizes_that_count()
+seam.quote_the_interpreter()
 
 
 onstart:
