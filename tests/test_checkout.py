@@ -1,9 +1,11 @@
-"""A checkout runs its own kora package. A second clone used with the first clone's
-virtualenv ran the first clone's code and templates: `kora plan` counted 0 calls from
-them, and the run paid 93. Now both stop, before any call, naming the package in use."""
+"""A checkout runs its own kora package. In a second clone used with the first clone's
+virtualenv, `kora plan` ran the first clone's code and templates and counted 0 calls,
+while the run (Snakemake imports the package beside its Snakefile) paid 93. Now a `kora`
+command, or a run, given another checkout's package stops before any call, naming it."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -19,8 +21,7 @@ def second_clone(where: Path) -> Path:
     """A checkout of its own at `where` (its Snakefile, rules and kora/ package), while
     this environment's kora is the repository's."""
     copy_workflow(where)
-    (where / "kora").mkdir()
-    (where / "kora" / "__init__.py").write_text("")
+    shutil.copytree(REPO / "kora", where / "kora", ignore=shutil.ignore_patterns("__pycache__"))
     (where / "tiny.yaml").write_text(yaml.safe_dump(TINY))
     return where
 
@@ -39,8 +40,11 @@ def test_a_kora_command_in_another_checkout_stops_naming_the_package_in_use(
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_run_in_another_checkout_stops_before_any_call(tmp_path: Path) -> None:
+    """Snakemake imports the package beside the Snakefile it reads: the repository's
+    Snakefile run in the second clone's folder would run the repository's code on the
+    clone's templates and data."""
     clone = second_clone(tmp_path)
-    done = snakemake(clone, "results/tiny/results.json")
+    done = snakemake(clone, "-s", str(REPO / "Snakefile"), "results/tiny/results.json")
     assert done.returncode != 0
     said = " ".join(done.stderr.split())
     assert f"Python runs the kora package in {REPO / 'kora'}, not this one's" in said
