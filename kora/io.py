@@ -80,8 +80,8 @@ def describe(exc: ValidationError) -> str:
 WRITTEN = ".kora-written"
 
 
-def _digest(path: Path) -> str:
-    with path.open("rb") as f:
+def sha256_file(path: Path | str) -> str:
+    with open(path, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
@@ -97,7 +97,7 @@ def _free(path: Path) -> bool:
     """Whether a command may write `path`: nothing is there, or what kora last wrote."""
     if not (path.is_file() or path.is_symlink()):
         return True
-    return path.is_file() and _written(path.parent).get(path.name) == _digest(path)
+    return path.is_file() and _written(path.parent).get(path.name) == sha256_file(path)
 
 
 def refuse_to_replace(paths: Iterable[Path], force: bool) -> None:
@@ -117,7 +117,7 @@ def refuse_to_replace(paths: Iterable[Path], force: bool) -> None:
 def remember_written(paths: Iterable[Path]) -> None:
     """Record `paths` as written by kora, as they are now, in their folders' records."""
     for path in paths:
-        record = _written(path.parent) | {path.name: _digest(path)}
+        record = _written(path.parent) | {path.name: sha256_file(path)}
         lines = "".join(f"{d}  {n}\n" for n, d in sorted(record.items()))
         write_atomic(path.parent / WRITTEN, lines.encode())
 
@@ -129,6 +129,7 @@ __all__ = [
     "read_jsonl",
     "refuse_to_replace",
     "remember_written",
+    "sha256_file",
     "validate_all",
     "write_atomic",
     "write_json",
