@@ -255,18 +255,15 @@ def quote_the_interpreter() -> bool:
     """Snakemake starts a `script:` job as `{py_exec} {fname:q}`, the Python's path not
     quoted (snakemake/snakemake#2645): in a checkout whose path holds a space every job
     failed with exit 127, `bash: .../my: No such file or directory`. Here it is quoted;
-    False when the installed Snakemake starts scripts some other way (tests/test_paths.py)."""
+    False when the installed Snakemake has no PythonScript (tests/test_paths.py)."""
     try:
         from snakemake.script import PythonScript
     except ImportError:
         return False
-    execute = PythonScript._execute_cmd
-    if getattr(execute, "kora", False):
-        return True
+    execute = PythonScript._execute_cmd  # wrapped again, it finds nothing more to quote
 
     def _execute_cmd(self: Any, cmd: str, **kwargs: Any) -> Any:
         return execute(self, cmd.replace("{py_exec} ", "{py_exec:q} "), **kwargs)
 
-    _execute_cmd.kora = True  # type: ignore[attr-defined]
     PythonScript._execute_cmd = _execute_cmd
     return True
