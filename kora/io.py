@@ -1,7 +1,9 @@
-"""File I/O at the edges: atomic writes and JSONL reading with line-numbered errors."""
+"""File I/O at the edges: atomic writes, JSONL reading with line-numbered errors, and the
+record of the files a command wrote where its user said (nothing else there is replaced)."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -73,11 +75,61 @@ def describe(exc: ValidationError) -> str:
     return f"field {loc}: {err['msg']}{more}"
 
 
+# in a folder a command wrote files into at its user's word (`kora export --hf DIR`, `-o
+# FILE`): the SHA-256 of each file it wrote there, as `sha256sum` writes them
+WRITTEN = ".kora-written"
+
+
+def sha256_file(path: Path | str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _written(folder: Path) -> dict[str, str]:
+    try:
+        lines = (folder / WRITTEN).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return {}
+    return {name: digest for digest, _, name in (line.partition("  ") for line in lines)}
+
+
+def _free(path: Path) -> bool:
+    """Whether a command may write `path`: nothing is there, or what kora last wrote."""
+    if not (path.is_file() or path.is_symlink()):
+        return True
+    return path.is_file() and _written(path.parent).get(path.name) == sha256_file(path)
+
+
+def refuse_to_replace(paths: Iterable[Path], force: bool) -> None:
+    """Before a command writes `paths`: each that holds a file kora did not write there (a
+    user's file, or one of kora's changed since) is named, and nothing is written, unless
+    `force`."""
+    theirs = [str(p) for p in paths if not force and not _free(p)]
+    if theirs:
+        them = "it" if len(theirs) == 1 else "them"
+        raise InputError(
+            f"{', '.join(theirs)}: not written by kora (or changed since it was), so not "
+            f"replaced, and nothing was written: name a new folder or file, or give --force "
+            f"to replace {them}"
+        )
+
+
+def remember_written(paths: Iterable[Path]) -> None:
+    """Record `paths` as written by kora, as they are now, in their folders' records."""
+    for path in paths:
+        record = _written(path.parent) | {path.name: sha256_file(path)}
+        lines = "".join(f"{d}  {n}\n" for n, d in sorted(record.items()))
+        write_atomic(path.parent / WRITTEN, lines.encode())
+
+
 __all__ = [
     "describe",
     "dumps",
     "iter_jsonl",
     "read_jsonl",
+    "refuse_to_replace",
+    "remember_written",
+    "sha256_file",
     "validate_all",
     "write_atomic",
     "write_json",

@@ -6,7 +6,7 @@ import uuid
 from pathlib import Path
 
 from kora.run import gather_inputs, legacy, misdirected, seam
-from kora.config.files import load_run_config
+from kora.config.files import check_checkout, load_run_config
 from kora.errors import KoraError
 from kora.run.progress import RUN_ENV
 from kora.run.runlock import lock_path
@@ -21,6 +21,7 @@ from kora.run.pipeline import Pipeline
 # in kora.run.seam only.
 _overlays = seam.overlays(workflow)
 try:
+    check_checkout(Path.cwd())  # this checkout's own code and templates, or none
     load_run_config(_overlays, workdir=Path.cwd(), given=seam.config_values(workflow))
 except KoraError as exc:
     raise WorkflowError(str(exc)) from None
@@ -84,6 +85,7 @@ SESSION = RunSession(PIPELINE, os.environ[RUN_ENV])
 seam.tidy_job_reports(lambda: SESSION.stopped_by is not None)
 seam.keep_dataframes_out()
 seam.read_only_sizes_that_count()
+seam.quote_the_interpreter()
 
 
 onstart:

@@ -75,6 +75,22 @@ def test_the_same_results_with_or_without_the_broker(
 
 
 @pytest.mark.slow
+def test_no_call_is_made_ahead_of_jobs_that_cannot_start(project: Path) -> None:
+    """A checkout whose path held a space failed every job as it started, after the run
+    had paid for 160 calls made ahead of them: the calls ahead now wait for a job to reach
+    the broker. Here every job's script fails before it can hand its job over."""
+    from kora.llm.bill import bill_dir, total
+
+    for script in (project / "scripts").glob("*.py"):
+        script.write_text("import a_module_nowhere\n" + script.read_text())
+    done = run(project)
+    assert done.returncode != 0
+    assert "No module named 'a_module_nowhere'" in done.stderr
+    assert total(bill_dir(project / ".kora" / "cache")).calls == 0
+    assert "kora: this run paid 0 calls" in done.stderr
+
+
+@pytest.mark.slow
 def test_a_broker_that_is_gone_leaves_the_jobs_to_their_own_processes(project: Path) -> None:
     done = run(project, KORA_BROKER=f"{os.uname().nodename}|/nonexistent/kora.sock")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -83,11 +99,12 @@ def test_a_broker_that_is_gone_leaves_the_jobs_to_their_own_processes(project: P
 def test_the_whole_run_can_be_handed_to_the_broker(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The specs of a full grid take megabytes in one message; the broker reads them and
-    makes their calls ahead (here, mock seed calls)."""
+    """The specs of a full grid take megabytes in one message; the broker reads them and,
+    once the first job comes, makes their calls ahead (here, mock seed calls)."""
     from dataclasses import replace
 
     from kora.run.broker import send_ahead, start_broker
+    from kora.run.dispatch import BROKER_ENV, submit
     from kora.run.jobspec import JobSpec
     from tests.helpers import REPO
 
@@ -123,8 +140,12 @@ def test_the_whole_run_can_be_handed_to_the_broker(
     monkeypatch.setenv("KORA_RUN_ID", "aheadtest")
     broker = start_broker("aheadtest", tmp_path / "broker.log", workdir=tmp_path)
     assert broker is not None
+    monkeypatch.setenv(BROKER_ENV, os.environ[BROKER_ENV])  # start_broker set it
     try:
         send_ahead(broker, specs)
+        # the calls ahead start once a job of the run has reached the broker
+        first = submit(specs[0])
+        assert first is not None and first.status == 0
         import time
 
         log = ""

@@ -90,11 +90,9 @@ def test_an_empty_result_still_has_every_column(tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.timeout(120)
-def test_export_writes_what_hugging_face_datasets_loads(
-    shards: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    work = tmp_path / "project"
+def exportable(shards: list[Path], work: Path) -> Path:
+    """A project folder `work` with the result of `fixture-target` made: the table, its
+    manifest and results.json."""
     target = work / "results" / "fixture-target"
     target.mkdir(parents=True)
     write_conversations(shards, target / "conversations.parquet")
@@ -117,7 +115,14 @@ def test_export_writes_what_hugging_face_datasets_loads(
     }  # fmt: skip
     (target / "manifest.json").write_bytes(orjson.dumps(manifest))
     (target / "results.json").write_bytes(orjson.dumps({"tests": 40, "failedTests": 1}))
-    monkeypatch.chdir(work)
+    return work
+
+
+@pytest.mark.timeout(120)
+def test_export_writes_what_hugging_face_datasets_loads(
+    shards: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(exportable(shards, tmp_path / "project"))
     assert kora_main(["export", "fixture-target", "--hf", str(tmp_path / "ds")]) == 0
 
     card = (tmp_path / "ds" / "README.md").read_text()
@@ -147,3 +152,32 @@ def test_export_writes_what_hugging_face_datasets_loads(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["41", "40", "safety"]
+
+
+@pytest.mark.timeout(60)
+def test_export_into_a_folder_of_other_files_replaces_none_of_them(
+    shards: list[Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`kora export T --hf .` in a checkout overwrote its README.md with the dataset card,
+    without a word: now the README is named and kept, and nothing is written."""
+    work = exportable(shards, tmp_path / "project")
+    monkeypatch.chdir(work)
+    (work / "README.md").write_text("# my project\n")
+    assert kora_main(["export", "fixture-target", "--hf", "."]) == 2
+    said = " ".join(capsys.readouterr().err.split())
+    assert "README.md: not written by kora" in said and "--force" in said
+    assert (work / "README.md").read_text() == "# my project\n"
+    assert not (work / "manifest.json").exists() and not (work / "data").exists()
+    # a folder kora exported to before is exported to again; a card edited since is kept
+    assert kora_main(["export", "fixture-target", "--hf", "ds"]) == 0
+    assert kora_main(["export", "fixture-target", "--hf", "ds"]) == 0
+    card = work / "ds" / "README.md"
+    card.write_text(card.read_text() + "Our notes.\n")
+    assert kora_main(["export", "fixture-target", "--hf", "ds"]) == 2
+    assert "ds/README.md: not written by kora" in capsys.readouterr().err
+    assert card.read_text().endswith("Our notes.\n")
+    assert kora_main(["export", "fixture-target", "--hf", "ds", "--force"]) == 0
+    assert not card.read_text().endswith("Our notes.\n")

@@ -109,8 +109,8 @@ def test_rendered_prompts_v2_doc_is_up_to_date() -> None:
     scenario = Scenario.model_validate(orjson.loads(EXAMPLE.read_bytes()))
     now = as_markdown(rendered_prompts(V2B, scenario, TAXONOMY), V2B.rendered_intro)
     assert GOLDEN.read_text(encoding="utf-8") == now, (
-        "docs/rendered-prompts-v2.md is out of date: regenerate it with `kora --taxonomy "
-        "data/taxonomy/v2 prompts docs/example-scenario.json -o docs/rendered-prompts-v2.md`"
+        "docs/rendered-prompts-v2.md is out of date: regenerate it with `kora --benchmark v2 "
+        "prompts docs/example-scenario.json -o docs/rendered-prompts-v2.md --force`"
     )
 
 

@@ -169,3 +169,29 @@ def test_a_missing_input_file_is_named_without_a_traceback(
     assert str(missing) in err
     assert "not found" in err.lower() or "no such file" in err.lower()
     assert "Traceback" not in err
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_runs_conversations_are_not_replaced_by_an_import_without_force(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`kora import-conversations FILE --target T` replaced the conversations a run of T
+    had made (and paid for) without a word."""
+    from kora.commands.main import main
+
+    monkeypatch.chdir(tmp_path)
+    src = tmp_path / "recorded.jsonl"
+    src.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recorded_conversations(3)))
+    made = tmp_path / "results/mock-target/conversations/cybersecurity/7to9/x.jsonl"
+    made.parent.mkdir(parents=True)
+    made.write_text('{"a run\'s": "conversation"}\n')
+    command = ["--taxonomy", str(REPO / "data/taxonomy"), "import-conversations", str(src)]
+    assert main([*command, "--target", "mock-target"]) == 2
+    said = " ".join(capsys.readouterr().err.split())
+    assert "results/mock-target/conversations holds conversations a run made" in said
+    assert "--force" in said
+    assert made.read_text() == '{"a run\'s": "conversation"}\n'
+    assert main([*command, "--target", "mock-target", "--force"]) == 0
+    assert not made.exists()
+    assert main([*command, "--target", "mock-target"]) == 0  # an import replaces an import

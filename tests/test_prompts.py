@@ -37,7 +37,7 @@ V1 = benchmarks.get("v1")
 TAXONOMY = load_taxonomy(REPO / "data" / "taxonomy")
 EXAMPLE = REPO / "docs" / "example-scenario.json"
 GOLDEN = REPO / "docs" / "rendered-prompts.md"
-REGENERATE = "kora prompts docs/example-scenario.json -o docs/rendered-prompts.md"
+REGENERATE = "kora prompts docs/example-scenario.json -o docs/rendered-prompts.md --force"
 
 RISK = Risk(
     id="sycophancy",

@@ -31,16 +31,10 @@ from typing import Any
 
 import orjson
 
-from kora.analysis.manifest import (
-    PROJECT,
-    answers_index,
-    rested_keys,
-    sha256_bytes,
-    sha256_file,
-)
+from kora.analysis.manifest import PROJECT, answers_index, rested_keys, sha256_bytes
 from kora.analysis.results import read_status
 from kora.errors import KoraError
-from kora.io import write_atomic
+from kora.io import sha256_file, write_atomic
 from kora.llm.base import Response
 from kora.llm.cache import CallCache
 

@@ -30,7 +30,7 @@ from typing import Any
 import orjson
 
 from kora.analysis.results import iter_status
-from kora.io import write_json
+from kora.io import sha256_file, write_json
 from kora.llm.bill import Charge, bill_dir, charges
 from kora.llm.cache import CallCache
 from kora.llm.registry import kind_of
@@ -59,14 +59,6 @@ PROJECT = Path(__file__).resolve().parents[2]
 
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def sha256_file(path: Path | str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def config_digest(config: Mapping[str, Any]) -> str:

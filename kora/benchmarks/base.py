@@ -89,11 +89,9 @@ class Benchmark(ABC):
     def taxonomy_paths(self, directory: Path | str) -> list[Path]:
         """The files of a taxonomy folder: risks.json and motivations.json (the folder's
         own, or its parent's: a later version may keep an earlier one's motivations)."""
-        directory = Path(directory)
-        motivations = directory / "motivations.json"
-        if not motivations.exists() and (directory.parent / "motivations.json").exists():
-            motivations = directory.parent / "motivations.json"
-        return [directory / "risks.json", motivations]
+        from kora.benchmarks.taxonomy import taxonomy_paths
+
+        return taxonomy_paths(directory)[:2]
 
     def load_taxonomy(self, files: Sequence[Path]) -> Taxonomy:
         from kora.benchmarks.taxonomy import load_taxonomy_files

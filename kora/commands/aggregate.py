@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kora.commands.common import configfile_option, taxonomy_dir, taxonomy_of_args
+from kora.commands.common import configfile_option, force_option, taxonomy_dir, taxonomy_of_args
 
 
 def register(sub: Any) -> None:
@@ -22,20 +22,24 @@ def register(sub: Any) -> None:
     )
     a.add_argument("path", help="the per-test results: a folder, a .zip, a JSONL or a JSON file")
     a.add_argument("-o", "--output", required=True, help="the results.json to write")
+    force_option(a)
     configfile_option(a)
     a.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from kora.analysis.aggregate import aggregate_path
-    from kora.io import write_json
+    from kora.io import refuse_to_replace, remember_written, write_json
 
+    output = Path(args.output)
+    refuse_to_replace([output], args.force)
     taxonomy = taxonomy_of_args(args) if Path(taxonomy_dir(args)).exists() else None
     scores, failed = aggregate_path(Path(args.path), taxonomy)
     out: dict[str, Any] = {"scores": scores}
     if failed:
         out["failed"] = failed
-    write_json(args.output, out)
+    write_json(output, out)
+    remember_written([output])
     tests = sum(s["sums"]["al"] for s in scores)
     print(f"{args.output}: {tests} tests in {len(scores)} groups", file=sys.stderr)
     return 0

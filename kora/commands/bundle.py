@@ -5,11 +5,18 @@ holds)."""
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
-from kora.commands.common import configfile_option, layout_of_args, run_command, split_overlays
+from kora.commands.common import (
+    configfile_option,
+    force_option,
+    layout_of_args,
+    run_command,
+    split_overlays,
+)
 
 
 def register(sub: Any) -> None:
@@ -23,13 +30,16 @@ def register(sub: Any) -> None:
     )
     b.add_argument("target", help="the target whose result to bundle")
     b.add_argument("-o", "--output", required=True, help="the bundle file to write (.zip)")
+    force_option(b)
     configfile_option(b)
     b.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from kora.analysis.bundle import BundleError, make_bundle
+    from kora.io import refuse_to_replace, remember_written
 
+    refuse_to_replace([Path(args.output)], args.force)
     args.configfile, more = split_overlays(args.configfile, [args.target])
     target = more[0]
     layout = layout_of_args(args)
@@ -51,9 +61,10 @@ def run(args: argparse.Namespace) -> int:
         layout.agreement_json(target),
     ]
     done = make_bundle(Path(args.output), workdir=Path.cwd(), target_dir=folder, extra=extra)
+    remember_written([done.path])
     print(
         f"{done.path}: {done.bytes / 1e6:,.1f} MB, {done.files:,} files and {done.answers:,} "
-        f"stored answers; replay it anywhere with `kora replay {done.path}`",
+        f"stored answers; replay it anywhere with `kora replay {shlex.quote(str(done.path))}`",
         file=sys.stderr,
     )
     return 0

@@ -24,6 +24,15 @@ def configfile_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def force_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a file in the way that kora did not write (or that was changed since); "
+        "without it such a file is named and kept (kora.io.refuse_to_replace)",
+    )
+
+
 def raw_config(args: argparse.Namespace) -> dict[str, Any]:
     """config.yaml with the --configfile overlays merged over it, not validated."""
     from kora.config.files import config_paths, merged, read_config_file

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kora.analysis.stats.paired import ALPHA, Adjustment
-from kora.commands.common import configfile_option
+from kora.commands.common import configfile_option, force_option
 from kora.errors import InputError
 
 # where a test's grade comes from; issue 27's judge-corrected rates would be a third
@@ -84,6 +84,7 @@ def register(sub: Any) -> None:
         action="store_true",
         help="worse also means exemplary significantly less often",
     )
+    force_option(p)
     configfile_option(p)
 
 
@@ -302,8 +303,10 @@ def cmd_compare_targets(args: argparse.Namespace) -> int:
     """`kora compare-targets NEW BASELINE`: the comparison, its document, and with
     --fail-if-worse the gate's exit status."""
     from kora.commands.stats import print_json
-    from kora.io import write_json
+    from kora.io import refuse_to_replace, remember_written, write_json
 
+    if args.output:  # the default, beside NEW's results, is kora's own
+        refuse_to_replace([Path(args.output)], args.force)
     if not 0 < args.alpha < 1:
         raise InputError(f"--alpha must be between 0 and 1, got {args.alpha}")
     doc = run_comparison(args)
@@ -312,6 +315,7 @@ def cmd_compare_targets(args: argparse.Namespace) -> int:
     output = Path(args.output) if args.output else default_output(args)
     output.parent.mkdir(parents=True, exist_ok=True)
     write_json(output, doc)
+    remember_written([output] if args.output else [])
     if args.json:
         print_json(doc)
     else:

@@ -4,12 +4,17 @@ dataset card, laid out as Hugging Face `datasets` loads a folder: `datasets.load
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
-from kora.commands.common import configfile_option, layout_of_args, run_command, split_overlays
+from kora.commands.common import (
+    configfile_option,
+    force_option,
+    layout_of_args,
+    run_command,
+    split_overlays,
+)
 
 
 def register(sub: Any) -> None:
@@ -23,6 +28,7 @@ def register(sub: Any) -> None:
     )
     e.add_argument("target", help="the target whose result to export")
     e.add_argument("--hf", required=True, metavar="DIR", help="the folder to write")
+    force_option(e)
     configfile_option(e)
     e.set_defaults(func=run)
 
@@ -33,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from kora.analysis.card import DATA_FILE, dataset_card
     from kora.analysis.parquet import count_rows
     from kora.errors import KoraError
-    from kora.io import write_atomic
+    from kora.io import refuse_to_replace, remember_written, write_atomic
 
     args.configfile, more = split_overlays(args.configfile, [args.target])
     target = more[0]
@@ -41,18 +47,21 @@ def run(args: argparse.Namespace) -> int:
     table = Path(layout.conversations_parquet(target))
     manifest = Path(layout.manifest_json(target))
     results = Path(layout.results_json(target))
+    out = Path(args.hf)
+    written = [out / DATA_FILE, out / "manifest.json", out / "README.md"]
+    refuse_to_replace(written, args.force)
     for path in (table, manifest, results):
         if not path.exists():
             raise KoraError(f"{path} not found: make it first, `{run_command(args, [str(path)])}`")
     rows = count_rows(table)
-    out = Path(args.hf)
     (out / DATA_FILE).parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(table, out / DATA_FILE)
-    shutil.copyfile(manifest, out / "manifest.json")
+    write_atomic(out / DATA_FILE, table.read_bytes())
+    write_atomic(out / "manifest.json", manifest.read_bytes())
     card = dataset_card(
         orjson.loads(manifest.read_bytes()), orjson.loads(results.read_bytes()), rows
     )
     write_atomic(out / "README.md", card.encode())
+    remember_written(written)
     print(
         f"{out}: {rows:,} rows in {DATA_FILE}, with README.md (the dataset card) and "
         f"manifest.json; load it with datasets.load_dataset({str(out)!r})",

@@ -22,6 +22,11 @@ def register(sub: Any) -> None:
     )
     ic.add_argument("file", help="a JSONL file, or a folder / .zip / .json of per-test results")
     ic.add_argument("--target", help="target name for every record (default: each modelId)")
+    ic.add_argument(
+        "--force",
+        action="store_true",
+        help="replace the conversations a run made for the target (not imported ones)",
+    )
     configfile_option(ic)
     ic.set_defaults(func=run)
 
@@ -31,7 +36,12 @@ def run(args: argparse.Namespace) -> int:
 
     layout = layout_of_args(args)
     counts = import_conversations(
-        Path(args.file), taxonomy_of_args(args), layout, Path("."), target=args.target
+        Path(args.file),
+        taxonomy_of_args(args),
+        layout,
+        Path("."),
+        target=args.target,
+        force=args.force,
     )
     for name, n in counts.items():
         print(

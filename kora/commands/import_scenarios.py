@@ -22,7 +22,11 @@ def register(sub: Any) -> None:
     )
     i.add_argument("file", nargs="?", help="JSONL of scenarios, one per line")
     i.add_argument(
-        "--replace", action="store_true", help="replace generated scenarios already in data/"
+        "--replace",
+        "--force",
+        dest="replace",
+        action="store_true",
+        help="replace generated scenarios already in data/",
     )
     i.add_argument(
         "--remove",

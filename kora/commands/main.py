@@ -7,6 +7,7 @@ import contextlib
 import importlib
 import os
 import sys
+from pathlib import Path
 
 from kora.benchmarks import VERSIONS
 from kora.errors import KoraError
@@ -55,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        from kora.config.files import check_checkout
+
+        check_checkout(Path.cwd())
         code: int = args.func(args)
         return code
     except KoraError as exc:

@@ -193,6 +193,21 @@ def _refuse_run_outputs(overlays: Sequence[Path | str], workdir: Path) -> None:
     )
 
 
+def check_checkout(workdir: Path) -> None:
+    """A workspace that is a checkout of kora (a Snakefile beside a kora/ package) runs
+    its own package: another's (a second clone used with the first one's virtualenv, a
+    copy installed without -e) would make the run with its code and templates, not these."""
+    mine, used = workdir / "kora", Path(__file__).resolve().parents[1]
+    checkout = (workdir / "Snakefile").is_file() and (mine / "__init__.py").is_file()
+    if checkout and mine.resolve() != used:
+        raise ConfigError(
+            f"this folder is a checkout of kora, but Python runs the kora package in {used}, "
+            "not this one's: its code and templates would make the run. Use this checkout's "
+            "own virtualenv: python3 -m venv .venv && . .venv/bin/activate && pip install -e "
+            "'.[dev]'"
+        )
+
+
 def snakemake_command(targets: Sequence[str], overlays: Sequence[str], cores: int = 2) -> str:
     """A Snakemake command line to print for the user, runnable as printed: the targets
     before `--configfile` (which takes every value after it), then the run's overlays."""

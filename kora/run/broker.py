@@ -47,16 +47,21 @@ MESSAGE_LIMIT = 1 << 30
 
 @dataclass
 class _Ahead:
-    """The broker's prefetching (kora.run.prefetch) and its line on the run's progress."""
+    """The broker's prefetching (kora.run.prefetch) and its line on the run's progress,
+    from the moment the run's first job reaches the broker: where no job can start (a
+    job's script failed before it could hand its job over), no call is paid for ahead of
+    them."""
 
     task: asyncio.Task[None] | None = None
     reporter: asyncio.Task[None] | None = None
+    waiting: tuple[list[JobSpec], Any] | None = None  # the run's jobs, until one comes
 
-    def start(self, specs: list[JobSpec], pool: Any) -> None:
+    def start(self) -> None:
         from kora.run.prefetch import Prefetch
 
-        if self.task is not None:
+        if self.waiting is None:  # started, or never handed the run's jobs
             return
+        (specs, pool), self.waiting = self.waiting, None
         run = Prefetch.of(specs, pool)
         # the run's job specs, the stages and the benchmark are here for the whole run
         collector.freeze()
@@ -160,11 +165,12 @@ async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, poo
         return
     if isinstance(request, PrefetchRequest):  # from onstart: every shard job of the run
         remaining.expect(request.specs)
-        ahead.start(request.specs, pool)
+        ahead.waiting = (request.specs, pool)
         writer.write(Outcome(0).encode())
         await writer.drain()
         writer.close()
         return
+    ahead.start()  # a job of the run could start: its calls ahead of the others go out
     job = asyncio.create_task(execute(request.spec, pool, where="the run's broker"))
     gone = asyncio.create_task(reader.read())  # ends when the job's script does
     try:

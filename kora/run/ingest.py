@@ -279,9 +279,22 @@ def import_conversations(
     workdir: Path = Path("."),
     *,
     target: str | None = None,
+    force: bool = False,
 ) -> dict[str, int]:
-    """Recorded conversations into <results>/<target>/conversations/, for judging only."""
+    """Recorded conversations into <results>/<target>/conversations/, for judging only;
+    the conversations a run made there are replaced only if `force`."""
     by_target = parse_conversations(path, taxonomy, target)
+    made = [
+        folder
+        for folder in (f"{layout.results}/{name}/conversations" for name in by_target)
+        if any((workdir / folder).glob("*")) and not (workdir / folder / "IMPORTED.json").exists()
+    ]
+    if made and not force:
+        raise InputError(
+            f"{', '.join(made)} holds conversations a run made (paid for), not imported ones: "
+            "not replaced, and nothing was written. Name another --target, or give --force "
+            "to replace them"
+        )
     return write_recorded(path, by_target, taxonomy, layout, workdir)
 
 

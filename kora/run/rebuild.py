@@ -40,8 +40,9 @@ from kora.analysis.bundle import (
     BundleStore,
     status_path,
 )
-from kora.analysis.manifest import project_facts, rested_keys, sha256_bytes, sha256_file
+from kora.analysis.manifest import project_facts, rested_keys, sha256_bytes
 from kora.benchmarks.templates import template_path
+from kora.io import sha256_file
 from kora.llm.base import ProviderError, Request, Response
 from kora.llm.cache import cache_key
 from kora.llm.registry import kind_of

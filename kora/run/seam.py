@@ -8,7 +8,8 @@ progress line), whether jobs run on this machine (the broker only serves local j
 whether rules run in their own software environments (`--use-conda`: then jobs must make
 their calls in that environment, not in the broker's). Two more adjust Snakemake's own
 process: what it imports (`keep_dataframes_out`) and what its scheduler reads before it
-picks jobs (`read_only_sizes_that_count`). Each reader checks what it reads
+picks jobs (`read_only_sizes_that_count`), and how it starts a script job
+(`quote_the_interpreter`). Each reader checks what it reads
 and says which Snakemake changed it; tests/test_seam.py runs each against the installed
 Snakemake, and pyproject.toml pins the releases they passed on.
 """
@@ -247,4 +248,22 @@ def read_only_sizes_that_count() -> bool:
 
     update_input_sizes.kora = True  # type: ignore[attr-defined]
     JobScheduler.update_input_sizes = update_input_sizes
+    return True
+
+
+def quote_the_interpreter() -> bool:
+    """Snakemake starts a `script:` job as `{py_exec} {fname:q}`, the Python's path not
+    quoted (snakemake/snakemake#2645): in a checkout whose path holds a space every job
+    failed with exit 127, `bash: .../my: No such file or directory`. Here it is quoted;
+    False when the installed Snakemake has no PythonScript (tests/test_paths.py)."""
+    try:
+        from snakemake.script import PythonScript
+    except ImportError:
+        return False
+    execute = PythonScript._execute_cmd  # wrapped again, it finds nothing more to quote
+
+    def _execute_cmd(self: Any, cmd: str, **kwargs: Any) -> Any:
+        return execute(self, cmd.replace("{py_exec} ", "{py_exec:q} "), **kwargs)
+
+    PythonScript._execute_cmd = _execute_cmd
     return True

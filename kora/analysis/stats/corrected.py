@@ -48,14 +48,13 @@ of an average.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from kora.analysis.stats.rates import two_sided_z, wilson
+from kora.analysis.stats.rates import two_sided_z, wilson, wilson_share
 from kora.analysis.stats.score import stratified_score
 
 Floats = npt.NDArray[np.float64]
@@ -342,18 +341,8 @@ def ratio(
     # this variance), as survey estimates of a share do (Korn & Graubard 1998, with
     # Clopper-Pearson's): a normal interval misses low at a few failing conversations
     n_eff_all = r * (1 - r) / variance if variance > 0 and 0 < r < 1 else float(t[graded].sum())
-    low, high = _wilson_share(r, max(n_eff_all, 1e-9), z)
+    low, high = wilson_share(r, max(n_eff_all, 1e-9), z)
     return r, low, high
-
-
-def _wilson_share(p: float, n: float, z: float) -> tuple[float, float]:
-    """The Wilson score interval of a share p of n (n need not be whole)."""
-    z2 = z * z
-    denom = 1 + z2 / n
-    centre = (p + z2 / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
-    low = 0.0 if p <= 0 else max(0.0, centre - half)
-    return low, 1.0 if p >= 1 else min(1.0, centre + half)
 
 
 def _clip(x: float) -> float:

@@ -31,17 +31,18 @@ def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
     """The Wilson score interval of k successes in n trials; (0, 1) when n is 0."""
     if n < 0 or k < 0 or k > n:
         raise ValueError(f"wilson: need 0 <= k <= n, got k={k}, n={n}")
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
+    return (0.0, 1.0) if n == 0 else wilson_share(k / n, n, z)
+
+
+def wilson_share(p: float, n: float, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval of a share p of n (n need not be whole)."""
     z2 = z * z
     denom = 1 + z2 / n
     centre = (p + z2 / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
-    # exact ends at 0 and n (the formula gives them up to rounding)
-    low = 0.0 if k == 0 else max(0.0, centre - half)
-    high = 1.0 if k == n else min(1.0, centre + half)
-    return low, high
+    # exact ends at 0 and 1 (the formula gives them up to rounding)
+    low = 0.0 if p <= 0 else max(0.0, centre - half)
+    return low, 1.0 if p >= 1 else min(1.0, centre + half)
 
 
 @dataclass(frozen=True)

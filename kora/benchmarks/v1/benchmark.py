@@ -119,7 +119,7 @@ class V1(Benchmark):
             "the JSON schema sent with each structured call (the field descriptions in it "
             "reach the model). Sections named `[...]` show variants this scenario does not "
             "itself use. Regenerate with `kora prompts docs/example-scenario.json -o "
-            "docs/rendered-prompts.md`; `docs/fidelity.md` maps every fact of the reference "
+            "docs/rendered-prompts.md --force`; `docs/fidelity.md` maps every fact of the reference "
             "prompts to these sections.\n"
         )
 

@@ -211,13 +211,12 @@ class V2(Benchmark):
     def rendered_intro(self) -> str:
         return (
             "# Rendered prompts: KORA v2\n\n"
-            "Every prompt of `benchmark: v2`, rendered by `kora --taxonomy data/taxonomy/v2 "
-            "prompts` for one scenario, with the JSON schema sent with each structured call. "
-            "Sections named `[...]` show variants this scenario does not itself use: a seed "
-            "call of a population plan, the privacy risk's gradual flavor. Regenerate with "
-            "`kora --taxonomy data/taxonomy/v2 prompts docs/example-scenario.json -o "
-            "docs/rendered-prompts-v2.md`; `docs/fidelity-v2.md` maps every fact of the v2 "
-            "rubrics and prompt changes to these sections; docs/rendered-prompts.md has v1's.\n"
+            "Every prompt of `benchmark: v2`, rendered by `kora --benchmark v2 prompts` for "
+            "one scenario, with the JSON schema sent with each structured call. Sections "
+            "named `[...]` show variants this scenario does not itself use: a seed call of a "
+            "population plan, the privacy risk's gradual flavor. Regenerate with `kora "
+            "--benchmark v2 prompts docs/example-scenario.json -o docs/rendered-prompts-v2.md "
+            "--force`; `docs/fidelity-v2.md` maps every fact of the v2 rubrics and prompt changes to these sections; docs/rendered-prompts.md has v1's.\n"
         )
 
     @property
