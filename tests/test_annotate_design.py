@@ -238,7 +238,7 @@ def test_grades_outside_the_drawn_sample_go_to_the_review_queue(
     err = capsys.readouterr().err
     doc = sample.load(folder)
     assert doc is not None and doc["size"] == 20 and len(doc["keys"]) == 40
-    assert ("1 of those conversations are not in the drawn sample (its first 20): their "
+    assert ("1 of those conversations is not in the drawn sample (its first 20): their "
             "grades went to the review queue") in err  # fmt: skip
     queued = {a["key"]: a["queue"] for a in labels.lines(folder / "ana.jsonl")}
     assert queued == {first: "estimate", late: "review"}

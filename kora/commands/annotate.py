@@ -223,9 +223,9 @@ def import_grades(args: argparse.Namespace, records: list[Any], folder: Path) ->
     )
     if aside:
         say(
-            f"{len(aside)} of those conversations are not in the drawn sample (its first "
-            f"{len(drawn)}): their grades went to the review queue, for agreement, not the "
-            "corrected rates"
+            f"{len(aside)} of those conversations {'is' if len(aside) == 1 else 'are'} not "
+            f"in the drawn sample (its first {len(drawn)}): their grades went to the review "
+            "queue, for agreement, not the corrected rates"
         )
     if args.queue == labels.ESTIMATE and graded:
         reach = max(i for i, k in enumerate(drawn) if k in graded) + 1
