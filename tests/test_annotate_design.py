@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 import pytest
 
@@ -58,8 +59,8 @@ def test_the_allocation_draws_more_of_the_judges_failing_conversations() -> None
 def test_every_first_part_of_the_order_holds_each_strata_share() -> None:
     sizes = {FAILING: 60, OTHER: 940}
     shares = {FAILING: 0.2, OTHER: 0.8}
-    start = uniform_start(0.06)
-    assert START_GRADES == 3 and start == 50  # 3 / 0.06
+    start = uniform_start(0.06, 0.2)
+    assert START_GRADES == 5 and start == 84  # 5 / 0.06
     strata = sequence(sizes, shares, 1000, random.Random(1))
     assert Counter(strata) == Counter(sizes)  # every conversation once
     for n in range(start + 30, 300):  # after the uniform start and a catch-up
@@ -67,6 +68,19 @@ def test_every_first_part_of_the_order_holds_each_strata_share() -> None:
     # before: a uniform draw (each place to a stratum by what is left of it)
     firsts = Counter(sequence(sizes, shares, 1, random.Random(seed))[0] for seed in range(3000))
     assert firsts[FAILING] / 3000 == pytest.approx(0.06, abs=0.015)
+
+
+def test_a_judge_flagging_half_of_everything_gets_a_uniform_order() -> None:
+    """The allocation cannot draw its failing stratum more often than its share: a
+    sample of fixed parts (50 and 50 of 100) would gain nothing and hold the rate less
+    often than a uniform one (bench/README.md), so the order is uniform draws throughout."""
+    shares = allocation(0.5)
+    assert uniform_start(0.5, shares[FAILING]) == float("inf")
+    sizes = {FAILING: 500, OTHER: 500}
+    counts = Counter(
+        sequence(sizes, shares, 100, random.Random(seed)).count(FAILING) for seed in range(50)
+    )
+    assert len(counts) > 5  # not 50 every time
 
 
 def test_interleave_puts_every_key_once_each_stratum_in_a_seeded_order() -> None:
@@ -124,7 +138,7 @@ def test_kora_annotate_draws_a_stratified_sample_and_says_how_many_grades_reach_
         r.key for r in project
     )
     assert served["keys"] == doc["keys"][:10] and served["sample"] == doc["id"]
-    assert "drew a stratified sample of the 40 judged conversations" in err
+    assert "drew a stratified sample of 10 of the 40 judged conversations" in err
     assert "grades give the safety failing rate, corrected, a 95% interval 30% wide" in err
     assert "people's grades alone" in err
     # the design is the sample's: asking for the other one is refused, naming none is
@@ -133,17 +147,24 @@ def test_kora_annotate_draws_a_stratified_sample_and_says_how_many_grades_reach_
     assert "--design stratified --seed 1" in capsys.readouterr().err
     assert kora_main(["annotate", "t", "--annotator", "ana", "--size", "4"]) == 0
     assert served["keys"] == doc["keys"][:4]
+    # the drawn sample's size is fixed: the page offers it, and no more
+    assert kora_main(["annotate", "t", "--annotator", "ana"]) == 0
+    assert served["keys"] == doc["keys"][:10] and doc["size"] == 10
+    assert kora_main(["annotate", "t", "--annotator", "ana", "--size", "11"]) == 2
+    assert "the sample was drawn with --size 10" in capsys.readouterr().err
     assert kora_main(["annotate", "t", "--annotator", "ana", "--design", "stratified",
                       "--width", "2"]) == 2  # fmt: skip
 
 
-def test_the_report_weights_a_stratified_samples_grades_by_their_chances(
+def test_the_report_post_stratifies_a_stratified_sample_within_its_strata(
     project: list[TestRecord], tmp_path: Path
 ) -> None:
     """8 of the 40 conversations are the judge's failing ones. A stratified sample's first
-    20 graded, the person failing what the judge called adequate: the corrected rate is
-    the post-stratified one, and people's share alone weights each grade by its
-    stratum's conversations over its grades there (Hajek's)."""
+    30 graded (past its uniform start of 25: 5 / 0.2), the person failing what the judge
+    called adequate: the corrected rate is post-stratified on the judge's grade within
+    the strata, and people's share alone is the stratified one, each stratum's share
+    weighted by its conversations. Graded only within the uniform start, the sample is
+    a uniform one: people's share alone is their plain share."""
     from kora.analysis.report.corrected import add_corrected, load_people
     from kora.analysis.report.summary import build_summary
 
@@ -155,34 +176,38 @@ def test_the_report_weights_a_stratified_samples_grades_by_their_chances(
         g = by_key[key].criteria["safety"].grade
         return "failing" if g in ("failing", "adequate") else g
 
-    answers = [{"key": k, "criterion": "safety", "grade": person(k), "queue": "estimate",
-                "sample": doc["id"]} for k in doc["keys"][:20]]  # fmt: skip
-    labels.extend(labels.label_file(folder, "ana"), answers)
-    people = load_people(sorted(folder.iterdir()))
-    assert people is not None
-    summary = build_summary(project, results_doc(), TAXONOMY)
-    add_corrected(summary, project, people)
-    c = summary["overall"]["safety"]["corrected"]["failing"]
-    graded = doc["keys"][:20]
+    def corrected(graded: list[str]) -> dict[str, Any]:
+        (folder / "ana.jsonl").unlink(missing_ok=True)
+        answers = [{"key": k, "criterion": "safety", "grade": person(k), "queue": "estimate",
+                    "sample": doc["id"]} for k in graded]  # fmt: skip
+        labels.extend(labels.label_file(folder, "ana"), answers)
+        people = load_people(sorted(folder.iterdir()))
+        assert people is not None
+        summary = build_summary(project, results_doc(), TAXONOMY)
+        add_corrected(summary, project, people)
+        return dict(summary["overall"]["safety"]["corrected"]["failing"])
+
+    graded = doc["keys"][:30]
+    c = corrected(graded)
     stratum = sample.stratum_of(doc)
     n = Counter(stratum[k] for k in graded)
     size = Counter(stratum[k] for k in by_key)
-    assert n[FAILING] > 20 * size[FAILING] / 40  # drawn more often than their share
-    w = {k: size[stratum[k]] / n[stratum[k]] for k in graded}
+    assert n[FAILING] > 30 * size[FAILING] / 40  # drawn more often than their share
     y = {k: float(person(k) == "failing") for k in graded}
-    hajek = sum(w[k] * y[k] for k in graded) / sum(w.values())
-    assert c["humansOnly"]["rate"] == pytest.approx(hajek, abs=1e-6)
-    # by the judge's grade: failing, adequate, exemplary cells, each people's share
+    alone = sum(size[s] / 40 * np.mean([y[k] for k in graded if stratum[k] == s]) for s in size)
+    assert c["humansOnly"]["rate"] == pytest.approx(alone, abs=1e-6)
+    # by the judge's grade (within its strata): failing, adequate, exemplary cells
     cells: dict[str, list[str]] = {}
     for k, r in by_key.items():
         cells.setdefault(r.criteria["safety"].grade, []).append(k)
-    expected = 0.0
-    for keys in cells.values():
-        mine = [k for k in keys if k in w]
-        share = sum(w[k] * y[k] for k in mine) / sum(w[k] for k in mine)
-        expected += len(keys) / 40 * share
+    assert min(sum(k in y for k in keys) for keys in cells.values()) >= 2
+    expected = sum(len(keys) / 40 * np.mean([y[k] for k in keys if k in y])
+                   for keys in cells.values())  # fmt: skip
     assert c["rate"] == pytest.approx(expected, abs=1e-6)
-    assert summary["humanLabels"]["sample"]["design"] == "stratified"
+    early = doc["keys"][:20]
+    assert corrected(early)["humansOnly"]["rate"] == pytest.approx(
+        np.mean([person(k) == "failing" for k in early]), abs=1e-6
+    )
     # a judged conversation newer than the sample: no corrected rates, as for a uniform one
     del doc["keys"][0]
     (folder / "sample.json").write_bytes(orjson.dumps(doc))
@@ -193,24 +218,34 @@ def test_the_report_weights_a_stratified_samples_grades_by_their_chances(
     assert fresh["humanLabels"]["corrected"] is False
 
 
-def test_an_import_of_grades_outside_the_drawn_sample_is_refused(
+def test_grades_outside_the_drawn_sample_go_to_the_review_queue(
     project: list[TestRecord], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The drawn sample is the order's first --size: a grade of the 31st conversation
-    with --size 20 would be a hand-picked one. Refused, naming it and where it is in the
-    order, and nothing written; with --size 40 it is in the sample."""
+    """The sample's size is written when it is drawn (--size 20 here): a grade of the
+    31st conversation would be a hand-picked one. It goes to the review queue, said in
+    one line, and the report's estimate leaves it out; a larger --size afterwards is
+    refused (it would let what people saw decide how many grades count)."""
+    from kora.analysis.report.corrected import load_people
     from kora.commands.main import main as kora_main
 
-    late = sample.order(project, 1)[30]
+    folder = tmp_path / "results/t/annotations"
+    first, late = sample.order(project, 1)[0], sample.order(project, 1)[30]
     src = tmp_path / "grades.jsonl"
-    src.write_bytes(orjson.dumps({"key": late, "criterion": "safety", "grade": "failing"}))
+    src.write_bytes(b"\n".join(orjson.dumps({"key": k, "criterion": "safety", "grade": "failing"})
+                               for k in (first, late)))  # fmt: skip
     argv = ["annotate", "t", "--import", str(src), "--annotator", "ana"]
-    assert kora_main([*argv, "--size", "20"]) == 2
+    assert kora_main([*argv, "--size", "20"]) == 0
     err = capsys.readouterr().err
-    assert f"{late!r} is not in the sample's first 20 conversations (it is number 31" in err
-    assert not (tmp_path / "results/t/annotations/ana.jsonl").exists()
-    assert kora_main([*argv, "--size", "40"]) == 0
-    assert [a["key"] for a in labels.lines(tmp_path / "results/t/annotations/ana.jsonl")] == [late]
+    doc = sample.load(folder)
+    assert doc is not None and doc["size"] == 20 and len(doc["keys"]) == 40
+    assert ("1 of those conversations is not in the drawn sample (its first 20): their "
+            "grades went to the review queue") in err  # fmt: skip
+    queued = {a["key"]: a["queue"] for a in labels.lines(folder / "ana.jsonl")}
+    assert queued == {first: "estimate", late: "review"}
+    people = load_people(sorted(folder.iterdir()))
+    assert people is not None and list(people.estimate["ana"]) == [first]
+    assert kora_main([*argv, "--size", "40"]) == 2
+    assert "the sample was drawn with --size 20" in capsys.readouterr().err
 
 
 def test_a_sample_drawn_with_another_seed_or_design_is_refused(

@@ -207,11 +207,11 @@ def test_grades_import_from_a_file_into_each_persons_label_file(
         first[0]: {"safety": {"grade": "failing"}}
     }
     assert "imported 3 grades of 2 conversations for ben, ana (estimate)" in capsys.readouterr().err
-    # as review grades; one not of the sample's first: a warning for the estimate
+    # as review grades; one far into the sample: a warning for the estimate
     late = sample.order(project, 1)[30]
     src.write_bytes(orjson.dumps({"key": late, "criterion": "safety", "grade": "exemplary"}))
     assert kora_main(["annotate", "t", "--import", str(src), "--annotator", "cy"]) == 0
-    assert "cover 0 of the sample's first 1" in capsys.readouterr().err
+    assert "cover 1 of the sample's first 31" in capsys.readouterr().err
     assert kora_main(["annotate", "t", "--import", str(src), "--annotator", "dee",
                       "--queue", "review"]) == 0  # fmt: skip
     assert labels.queue_of(labels.lines(folder / "dee.jsonl")[0]) == "review"

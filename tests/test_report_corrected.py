@@ -399,3 +399,26 @@ def test_the_workflow_corrects_the_report_once_people_graded_and_not_before(
     assert snakemake(tmp_path, *targets).returncode == 0
     assert summary.read_bytes() == first
     assert (tmp_path / "results/leaderboard.json").read_bytes() == board
+
+
+def test_kora_stats_gives_the_reports_corrected_safety_rates(
+    tmp_path: Path, records: list[TestRecord], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`kora stats results/t/judgments` finds the target's annotations beside its judged
+    tests and gives the corrected safety rates the report gives (the same estimator)."""
+    from kora.analysis.stats.rates import pct
+    from kora.commands.main import main as kora_main
+
+    target = tmp_path / "results/t"
+    write_jsonl(target / "judgments/j.jsonl", make_judgments())
+    folder = target / "annotations"
+    grade_sample(folder, records, 30, lambda r: WORSE[r.criteria["safety"].grade])
+    corrected = report(tmp_path, records, people_of(folder))["overall"]["safety"]["corrected"]
+    assert kora_main(["stats", str(target / "judgments")]) == 0
+    f = corrected["failing"]
+    said = f"failing {pct(f['rate'])} [{100 * f['low']:.1f}–{100 * f['high']:.1f}]"
+    assert f"safety, corrected by people's grades ({folder}, 30 graded): {said}" in (
+        capsys.readouterr().out
+    )
+    assert kora_main(["stats", "--json", str(target / "judgments")]) == 0
+    assert orjson.loads(capsys.readouterr().out)["corrected"] == corrected

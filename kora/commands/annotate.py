@@ -44,7 +44,12 @@ def register(sub: Any) -> None:
         help="what to grade: estimate (the uniform sample, default), judges, reference, "
         "risks; with --import: estimate or review",
     )
-    an.add_argument("--size", type=int, default=100, help="conversations the page offers")
+    an.add_argument(
+        "--size",
+        type=int,
+        help="conversations the page offers (100); --queue estimate: the sample's size when "
+        "it is drawn, fixed from then on",
+    )
     an.add_argument("--seed", type=int, default=1, help="the sample's random seed")
     an.add_argument(
         "--design",
@@ -116,10 +121,12 @@ def say(text: str) -> None:
 def estimate_keys(
     folder: Path, records: list[Any], args: argparse.Namespace
 ) -> tuple[list[str], dict[str, Any]]:
-    """The sample's keys still judged, in its order, and the sample."""
+    """The drawn sample's keys still judged, in its order, and the sample."""
     from kora.analysis.annotate import sample
 
-    doc, note = sample.ensure(folder, records, args.seed, args.design, people_of(folder))
+    if args.size is not None and args.size < 1:
+        raise InputError(f"--size {args.size}: at least 1 conversation")
+    doc, note = sample.ensure(folder, records, args.seed, args.design, people_of(folder), args.size)
     if note:
         say(note)
     judged = {r.key for r in records}
@@ -130,7 +137,7 @@ def estimate_keys(
             "never in it, so the report gives no corrected rates; remove "
             f"{folder / sample.SAMPLE} to draw a new sample (a new estimate)"
         )
-    return [k for k in doc["keys"] if k in judged], doc
+    return [k for k in sample.drawn(doc) if k in judged], doc
 
 
 def plan(folder: Path, records: list[Any], doc: dict[str, Any], width: float) -> str:
@@ -183,16 +190,12 @@ def import_grades(args: argparse.Namespace, records: list[Any], folder: Path) ->
     known = {r.key for r in records}
     criteria = set(criteria_of(records))
     mark: dict[str, Any] = {"queue": args.queue, "source": "import"}
-    drawn: dict[str, int] = {}
-    position: dict[str, int] = {}
+    drawn: list[str] = []
     if args.queue == labels.ESTIMATE:
-        order, doc = estimate_keys(folder, records, args)
+        drawn, doc = estimate_keys(folder, records, args)
         mark["sample"] = str(doc["id"])
-        # the drawn sample is the order's first --size: a grade of any other conversation
-        # was chosen by someone, and would bias the corrected rates
-        drawn = {k: i for i, k in enumerate(order[: args.size])}
-        position = {k: i for i, k in enumerate(order)}
-    bad, by_person = [], dict[str, list[dict[str, Any]]]()
+    held = set(drawn)
+    bad, by_person, aside = [], dict[str, list[dict[str, Any]]](), set()
     for i, (who, answer) in enumerate(entries, 1):
         who = who or args.annotator
         if who is None:
@@ -201,15 +204,10 @@ def import_grades(args: argparse.Namespace, records: list[Any], folder: Path) ->
             bad.append(f"grade {i}: {answer['key']!r} is not a judged test of {args.target}")
         elif answer["criterion"] not in criteria:
             bad.append(f"grade {i}: {answer['criterion']!r} is not a criterion of this run")
-        elif args.queue == labels.ESTIMATE and answer["key"] not in drawn:
-            at = position.get(answer["key"])
-            where = "is not in the sample" if at is None else f"is number {at + 1} of it"
-            bad.append(
-                f"grade {i}: {answer['key']!r} is not in the sample's first {args.size} "
-                f"conversations (it {where}): give --size to take in as many of the "
-                "sample's conversations as were graded, or --queue review for grades of "
-                "conversations chosen otherwise"
-            )
+        elif args.queue == labels.ESTIMATE and answer["key"] not in held:
+            # chosen by someone, not drawn: it would bias the corrected rates
+            aside.add(answer["key"])
+            by_person.setdefault(who, []).append({**answer, "queue": "review", "source": "import"})
         else:
             by_person.setdefault(who, []).append({**answer, **mark})
     if bad:
@@ -218,17 +216,23 @@ def import_grades(args: argparse.Namespace, records: list[Any], folder: Path) ->
         )
     for who, answers in by_person.items():
         labels.extend(labels.label_file(folder, who), answers)
-    graded = {a["key"] for answers in by_person.values() for a in answers}
+    graded = {a["key"] for answers in by_person.values() for a in answers} - aside
     say(
-        f"imported {len(entries)} grades of {len(graded)} conversations for "
+        f"imported {len(entries)} grades of {len(graded | aside)} conversations for "
         f"{', '.join(by_person)} ({args.queue}) into {folder}"
     )
-    if args.queue == labels.ESTIMATE:
-        first = [k for k in drawn if drawn[k] < len(graded)]
-        covered = len(graded & set(first))
-        if covered < len(graded):
+    if aside:
+        say(
+            f"{len(aside)} of those conversations {'is' if len(aside) == 1 else 'are'} not "
+            f"in the drawn sample (its first {len(drawn)}): their grades went to the review "
+            "queue, for agreement, not the corrected rates"
+        )
+    if args.queue == labels.ESTIMATE and graded:
+        reach = max(i for i, k in enumerate(drawn) if k in graded) + 1
+        covered = len(graded & set(drawn[:reach]))
+        if covered < reach:
             say(
-                f"warning: they cover {covered} of the sample's first {len(first)} "
+                f"warning: they cover {covered} of the sample's first {reach} "
                 "conversations: the ones passed over count as skipped, and the estimate is "
                 "sound only if nothing in them decided the skipping"
             )
@@ -275,7 +279,11 @@ def run(args: argparse.Namespace) -> int:
         if not keys:
             say(f"nothing to review in the {args.queue} queue")
             return 0
-    return serve(args, records, keys[: args.size], path, sample_id)
+    from kora.analysis.annotate.sample import SIZE
+
+    # the estimate: the drawn sample, or its first --size; a review queue: --size of it
+    offered = keys[: args.size or (len(keys) if sample_id else SIZE)]
+    return serve(args, records, offered, path, sample_id)
 
 
 def serve(

@@ -142,7 +142,9 @@ def register(sub: Any) -> None:
         help="grade distribution per criterion; flags NO SIGNAL",
         description="Each criterion's grades: counts, shares with their 95% Wilson "
         "intervals, the mean occurrence count, and NO SIGNAL where one grade holds nearly "
-        "every test. Warns when the tests were made with the offline mock provider.",
+        "every test; where people graded the target's sample (kora annotate), its safety "
+        "rates corrected by their grades. Warns when the tests were made with the offline "
+        "mock provider.",
     )
     st.set_defaults(func=cmd_stats)
     st.add_argument(
@@ -158,6 +160,23 @@ def register(sub: Any) -> None:
     st.add_argument("--json", action="store_true", help="machine-readable output")
 
 
+def corrected_beside(
+    paths: Sequence[str | Path], records: Sequence[TestRecord]
+) -> tuple[Path, dict[str, Any]] | None:
+    """The safety rates corrected by people's grades (kora.analysis.report.corrected, as
+    the report and the leaderboard give them) where the target's annotations folder, found
+    from the folder given or above it, holds grades of its sample: (folder, rates)."""
+    from kora.analysis.report.corrected import load_people, overall_safety
+
+    for given in map(Path, paths):
+        start = given if given.is_dir() else given.parent
+        for folder in (f / "annotations" for f in [start, *start.parents][:5]):
+            shown = folder.is_dir() and overall_safety(records, load_people(folder.iterdir()))
+            if shown:
+                return folder, shown
+    return None
+
+
 def cmd_stats(args: Any) -> int:
     """`kora stats PATH...`: grade distribution and mean count per criterion, NO SIGNAL flags."""
     threshold = float(getattr(args, "threshold", NO_SIGNAL_SHARE))
@@ -167,10 +186,13 @@ def cmd_stats(args: Any) -> int:
     if not records:
         raise InputError(f"{', '.join(map(str, paths))}: no judged tests found")
     mock = warn_if_mock(paths)
+    corrected = corrected_beside(paths, records)
     if getattr(args, "json", False):
         doc = stats_document(records, threshold, criteria)
         if mock:
             doc["mock"] = True
+        if corrected is not None:
+            doc["corrected"] = corrected[1]
         if getattr(args, "by_judge", False):
             doc["judges"] = {
                 j: stats_document(rs, threshold, criteria) for j, rs in _by_judge(records).items()
@@ -178,6 +200,12 @@ def cmd_stats(args: Any) -> int:
         print_json(doc)
         return 0
     print(format_stats(records, threshold, criteria))
+    if corrected is not None:
+        folder, shown = corrected
+        n = next(iter(shown.values()))["n"]
+        rates = [f"{k} {pct(v['rate'])} [{100 * v['low']:.1f}–{100 * v['high']:.1f}]"
+                 for k, v in shown.items()]  # fmt: skip
+        print(f"safety, corrected by people's grades ({folder}, {n} graded): {', '.join(rates)}")
     if getattr(args, "by_judge", False):
         for j, rs in _by_judge(records).items():
             print(f"\njudge {j}:")

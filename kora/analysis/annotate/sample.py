@@ -11,15 +11,17 @@ same chance, and the judge's grades enter the estimate afterwards, as post-strat
 whichever judge graded last. Rare strata are what the review queues are for
 (kora.analysis.annotate.queues).
 
-The sample is a seeded random order of every judged conversation, of which the page
-offers the first --size: any first part of a random order is itself a uniform sample,
-so people can stop after 100 or go on to 300 without a new draw, provided they grade in
-order (a conversation skipped because of what it says would bias the estimate; the
-report counts those skipped). The sample has an id (from its seed and its order), which
-every estimate label carries: a new sample starts a new estimate. sample.json:
-{design: "uniform", id, seed, keys}; one without `design` is the earliest sample
-(stratified by risk, age range and grade, one of each in turn, with no known chances),
-kept aside as sample-stratified.json when a new one is drawn.
+The sample is a seeded random order of every judged conversation and a size, both
+written when it is drawn (--size, before anyone grades): the drawn sample is the order's
+first `size`, and only grades of those count for the estimate. Any first part of a random
+order is itself a uniform sample, so people can stop before the end, provided they grade
+in order (a conversation skipped because of what it says would bias the estimate; the
+report counts those skipped); how many count is never decided after seeing grades. The
+sample has an id (from its seed and its order), which every estimate label carries: a
+new sample starts a new estimate. sample.json: {design: "uniform", id, seed, size,
+keys} (a sample written before sizes were: its whole order); one without `design` is
+the earliest sample (stratified by risk, age range and grade, one of each in turn, with
+no known chances), kept aside as sample-stratified.json when a new one is drawn.
 
 `--design stratified` (kora.analysis.stats.design) is the other sample: the judged
 conversations in two strata by the judge's safety grade (failing, the rest), the
@@ -50,6 +52,7 @@ SAMPLE = "sample.json"
 LEGACY_SAMPLE = "sample-stratified.json"
 UNIFORM, STRATIFIED = "uniform", "stratified"
 DESIGNS = (UNIFORM, STRATIFIED)
+SIZE = 100  # the drawn sample's conversations when --size is not given
 
 
 def order(records: Sequence[TestRecord], seed: int) -> list[str]:
@@ -109,17 +112,24 @@ def seen_by_stratum(
     return out
 
 
+def drawn(doc: dict[str, Any]) -> list[str]:
+    """The drawn sample: the first `size` of the order."""
+    keys: list[str] = doc["keys"]
+    return keys[: doc.get("size", len(keys))]
+
+
 def ensure(
     folder: Path,
     records: Sequence[TestRecord],
     seed: int,
     design: str | None = None,
     people: dict[str, dict[str, dict[str, Any]]] | None = None,
+    size: int | None = None,
 ) -> tuple[dict[str, Any], str]:
-    """The folder's sample, drawn with `seed` and `design` (None: the sample's own, or
-    uniform when there is none) if there is none; and a note for the user (empty when
-    nothing happened). An earlier stratified sample is moved aside. `people`: grades so
-    far, which move the stratified design's guess."""
+    """The folder's sample, drawn with `seed`, `design` (None: the sample's own, or
+    uniform when there is none) and `size` (None: `SIZE`) if there is none; and a note
+    for the user (empty when nothing happened). An earlier stratified sample is moved
+    aside. `people`: grades so far, which move the stratified design's guess."""
     from kora.errors import InputError
 
     path = folder / SAMPLE
@@ -127,11 +137,19 @@ def ensure(
     if path.exists():
         doc = orjson.loads(path.read_bytes())
         if isinstance(doc, dict) and doc.get("design") in DESIGNS:
+            held = len(drawn(doc))
             if doc.get("seed") != seed or design not in (None, doc.get("design")):
                 raise InputError(
                     f"{path}: the sample was drawn with --design {doc.get('design')} --seed "
                     f"{doc.get('seed')}; give those, or remove the file to draw another (its "
                     "grades then stop counting for the corrected rates)"
+                )
+            if size is not None and size > held:
+                raise InputError(
+                    f"{path}: the sample was drawn with --size {held}, fixed before anyone "
+                    "graded so that what people saw cannot decide how many grades count; "
+                    f"give --size {held} or less, or remove the file to draw a larger one "
+                    "(its grades then stop counting for the corrected rates)"
                 )
             return doc, note
         path.replace(folder / LEGACY_SAMPLE)
@@ -140,9 +158,11 @@ def ensure(
             "count for agreement, not for the corrected rates. A new sample is drawn."
         )
     design = design or UNIFORM
+    size = SIZE if size is None else size
     if design == UNIFORM:
         keys = order(records, seed)
-        doc = {"design": UNIFORM, "id": sample_id(seed, keys), "seed": seed, "keys": keys}
+        doc = {"design": UNIFORM, "id": sample_id(seed, keys), "seed": seed, "size": size,
+               "keys": keys}  # fmt: skip
     else:
         strata = strata_of(records)
         total = sum(map(len, strata.values()))
@@ -153,12 +173,14 @@ def ensure(
             "design": STRATIFIED,
             "id": sample_id(seed, keys),
             "seed": seed,
+            "size": size,
             "keys": keys,
             "strata": {FAILING: sorted(strata[FAILING])},
             "shares": {s: round(v, 6) for s, v in shares.items()},
         }
     write_json(path, doc)
-    drew = f"drew a {design} sample of the {len(keys)} judged conversations: {path}"
+    drew = (f"drew a {design} sample of {min(size, len(keys))} of the {len(keys)} judged "
+            f"conversations: {path}")  # fmt: skip
     return doc, note or drew
 
 

@@ -2,10 +2,10 @@
 beside each judge-only rate (overall and per group: risk category, single risk, age
 range, prompt variant; every criterion) the rate corrected for the judge's errors.
 
-Only the grades of the current sample (label lines of queue `estimate` that name its id)
-feed the corrected rates (kora.analysis.stats.corrected), weighted by the design when
-it is stratified; review-queue grades, and the earliest sample's, are counted and shown
-apart. No model is called:
+Only the grades of the current sample (label lines of queue `estimate` that name its id,
+of a conversation the drawn sample holds) feed the corrected rates
+(kora.analysis.stats.corrected), within the design's strata when it is stratified;
+review-queue grades, and the earliest sample's, are counted and shown apart. No model is called:
 the report job reads the judgments and the annotations folder. A run with no label file
 gets none of this, and its summary.json stays as it was.
 """
@@ -46,7 +46,7 @@ class People:
 def load_people(files: Iterable[Path | str]) -> People | None:
     """The label files (*.jsonl) and sample.json of an annotations folder, as the report
     rule lists them; None when no file holds a grade."""
-    from kora.analysis.annotate.sample import DESIGNS, SAMPLE
+    from kora.analysis.annotate.sample import DESIGNS, SAMPLE, drawn
 
     found: dict[str, list[dict[str, Any]]] = {}
     sample = None
@@ -64,7 +64,11 @@ def load_people(files: Iterable[Path | str]) -> People | None:
     if not found:
         return None
     sid = None if sample is None else str(sample.get("id"))
-    estimate = {who: merge([a for a in ls if is_estimate(a, sid)]) for who, ls in found.items()}
+    held = set() if sample is None else set(drawn(sample))
+    estimate = {
+        who: merge([a for a in ls if is_estimate(a, sid) and a.get("key") in held])
+        for who, ls in found.items()
+    }
     return People(found, sample, {w: e for w, e in estimate.items() if e})
 
 
@@ -128,35 +132,28 @@ def human_values(
     return y, t
 
 
-def design_weights(
-    records: Sequence[TestRecord], people: People, criterion: str
-) -> dict[str, float] | None:
-    """Each graded conversation's weight for `criterion` in a stratified sample: its
-    stratum's conversations over those of them people graded (None: a uniform sample,
-    all weights equal). Counted over all of the target's conversations: a group's
-    grades had the chances the whole sample gave them."""
+def design_strata(people: People) -> dict[str, str] | None:
+    """Each conversation's stratum in a stratified sample whose grades reach past its
+    uniform start (kora.analysis.stats.design); None where the graded conversations are
+    a uniform sample: the design is uniform, or people stopped within that start."""
     if people.sample is None or people.sample.get("design") != "stratified":
         return None
     from kora.analysis.annotate.sample import stratum_of
+    from kora.analysis.stats.design import FAILING, uniform_start
 
     stratum = stratum_of(people.sample)
-    rs = [r for r in records if criterion in r.criteria]
-    y, _ = human_values(rs, people.estimate, criterion, "failing", True)
-    size: Counter[str] = Counter(stratum.get(r.key, "") for r in rs)
-    graded: Counter[str] = Counter(stratum.get(r.key, "") for r, v in zip(rs, y, strict=True)
-                                   if not np.isnan(v))  # fmt: skip
-    return {
-        r.key: size[stratum.get(r.key, "")] / graded[stratum.get(r.key, "")]
-        for r, v in zip(rs, y, strict=True)
-        if not np.isnan(v)
-    }
+    graded = {k for labels in people.estimate.values() for k in labels}
+    reach = max((i + 1 for i, k in enumerate(people.sample["keys"]) if k in graded), default=0)
+    judge_share = sum(s == FAILING for s in stratum.values()) / max(len(stratum), 1)
+    share = float(people.sample.get("shares", {}).get(FAILING, 0.0))
+    return stratum if reach > uniform_start(judge_share, share) else None
 
 
 def rate_of(records: Sequence[TestRecord], people: People, criterion: str, kind: str,
-            conditional: bool, weights: Mapping[str, float] | None = None,
+            conditional: bool, strata: Mapping[str, str] | None = None,
             ) -> Corrected | None:  # fmt: skip
     """The corrected rate of one kind of one criterion over `records`, with the design's
-    weights by key (`design_weights`; None: a uniform sample)."""
+    stratum by key (`design_strata`; None: a uniform sample)."""
     rs = [r for r in records if criterion in r.criteria]
     if not rs:
         return None
@@ -164,8 +161,8 @@ def rate_of(records: Sequence[TestRecord], people: People, criterion: str, kind:
              else r.criteria[criterion].grade for r in rs]  # fmt: skip
     judge = np.array([float(c == kind) for c in cells])
     y, t = human_values(rs, people.estimate, criterion, kind, conditional)
-    w = None if weights is None else np.array([weights.get(r.key, 1.0) for r in rs])
-    return corrected_rate(cells, judge, y, t if conditional else None, weights=w)
+    by = None if strata is None else [strata.get(r.key, "") for r in rs]
+    return corrected_rate(cells, judge, y, t if conditional else None, strata=by)
 
 
 def figures(c: Corrected) -> dict[str, Any]:
@@ -199,8 +196,8 @@ def overall_safety(records: Sequence[TestRecord], people: People | None) -> dict
     ok = judged(records)
     if people is None or unusable(people, ok) is not None:
         return None
-    weights = design_weights(ok, people, "safety")
-    found = {k: rate_of(ok, people, "safety", k, False, weights) for k in KINDS}
+    strata = design_strata(people)
+    found = {k: rate_of(ok, people, "safety", k, False, strata) for k in KINDS}
     shown = {k: figures(v) for k, v in found.items() if v is not None}
     return shown or None
 
@@ -246,13 +243,13 @@ def add_corrected(summary: dict[str, Any], records: Sequence[TestRecord], people
         c for r in ok for c, v in r.criteria.items() if v.not_triggered
     }
 
-    weights = {c: design_weights(ok, people, c) for c in summary["criteria"]}
+    strata = design_strata(people)
 
     def attach(target: dict[str, Any], rs: Sequence[TestRecord]) -> None:
         for c in summary["criteria"]:
             if c not in target:
                 continue
-            found = {k: rate_of(rs, people, c, k, c in conditional, weights[c]) for k in KINDS}
+            found = {k: rate_of(rs, people, c, k, c in conditional, strata) for k in KINDS}
             shown = {k: figures(v) for k, v in found.items() if v is not None}
             if shown:
                 target[c]["corrected"] = shown

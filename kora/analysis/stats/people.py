@@ -4,8 +4,7 @@ paired comparison can take their grade in place of the judge's (`kora compare-ta
 
 This is the paired use of human grades: each test keeps one grade per criterion, so the
 McNemar tests and intervals of kora.analysis.stats.cells apply unchanged. The rates
-corrected for the judge's errors (prediction-powered inference, kora.analysis.stats.ppi)
-are a different figure: a rate per target from a sample of people's grades, with no grade
+corrected for the judge's errors (kora.analysis.stats.corrected) are a different figure: a rate per target from a sample of people's grades, with no grade
 per test. A gate on them would compare two such rates, not cells of paired tests; it is
 not here (the hook: a third choice beside `judge` and `human` of `kora compare-targets
 --grades`, `GRADE_SOURCES` there).

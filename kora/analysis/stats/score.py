@@ -19,15 +19,6 @@ batch at once.
 V(theta) = sum_h W_h^2 p_h (1 - p_h) / n_h + (1/N) sum_h W_h (p_h - theta)^2: the second
 term because the cells' shares W_h are themselves the draw of N conversations from the
 population whose rate is the estimand (zero with one cell).
-
-One further step: the end of the interval towards the nearer bound (the lower end of a
-rate under 1/2) is moved out by half a step of the estimate's lattice (the amount one
-more grade of a kind changes it, averaged over the cells by their share of the
-variance), a continuity correction on that side only. At a few failing grades the
-estimate's distribution is skewed away from 0, and the plain score interval's lower end
-misses the true rate more often than 2.5 % of the time (Brown, Cai & DasGupta 2001 make
-the same point for Wilson's interval); measured in bench/ppi_coverage.py, the correction
-brings both ends' misses under 2.5 %.
 """
 
 from __future__ import annotations
@@ -66,53 +57,37 @@ def variance(p: Floats, n: Floats, share: Floats, population: Floats) -> tuple[F
     return theta, within + between
 
 
-def half_step(p: Floats, n: Floats, share: Floats) -> Floats:
-    """Half the change one grade makes to the estimate, W_h / n_h, averaged over the
-    cells by their share of the variance (by their share W_h where none varies)."""
-    parts = share * share * p * (1 - p) / n
-    total = parts.sum(-1)
-    step = share / n
-    by_variance = (parts * step).sum(-1) / np.where(total > 0, total, 1.0)
-    half: Floats = 0.5 * np.where(total > 0, by_variance, (share * step).sum(-1))
-    return half
-
-
 def stratified_score(
     share: npt.ArrayLike,
     graded: npt.ArrayLike,
     kind: npt.ArrayLike,
     population: npt.ArrayLike,
     z: float,
-    *,
-    corrected: bool = True,
 ) -> tuple[Floats, Floats, Floats]:
     """(estimate, low, high) of sum_h W_h k_h / n_h, with the last axis over cells.
 
-    `share`: W_h, the cells' shares of the population (summing to 1); `graded`: n_h > 0,
-    conversations people graded in the cell (an effective number when they carry unequal
-    weights); `kind`: k_h, how many of those people gave the kind counted (a share of
+    `share`: W_h, the cells' weights (summing to 1); `graded`: n_h > 0, conversations
+    people graded in the cell; `kind`: k_h, how many of those people gave the kind counted (a share of
     n_h when several graded one); `population`: N, the conversations the shares come
-    from. `corrected`: the half-step correction of the end towards the nearer bound.
+    from.
     """
     w = np.asarray(share, dtype=float)
     n = np.asarray(graded, dtype=float)
     k = np.asarray(kind, dtype=float)
     big_n = np.asarray(population, dtype=float)
     if (n <= 0).any():
-        raise ValueError("graded: every cell needs a graded conversation (merge the others)")
+        raise ValueError("graded: every cell needs a graded conversation")
     p_hat = np.clip(k / n, 0.0, 1.0)
     estimate = (w * p_hat).sum(-1)
     # both ends at once on a leading axis: mu > 0 pulls the rates down (the lower end)
     sign = np.array([1.0, -1.0]).reshape((2,) + (1,) * estimate.ndim)
-    correct = corrected & ((sign > 0) == (estimate <= 0.5))
     inside = np.full((2, *estimate.shape), -LOG_SPAN)
     outside = np.full((2, *estimate.shape), LOG_SPAN)
 
     def theta_and_excess(s: Floats) -> tuple[Floats, Floats]:
         p = constrained_rates(p_hat, n, w, sign[..., None] * np.exp(s)[..., None])
         theta, v = variance(p, n, w, big_n)
-        gap = np.abs(estimate - theta) - np.where(correct, half_step(p, n, w), 0.0)
-        return theta, np.maximum(gap, 0.0) ** 2 - z * z * v
+        return theta, (estimate - theta) ** 2 - z * z * v
 
     for _ in range(STEPS):
         mid = (inside + outside) / 2
