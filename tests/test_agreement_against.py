@@ -80,6 +80,7 @@ def test_kora_agreement_against_a_saved_result_or_earlier_judgments(
 ) -> None:
     from kora.commands.main import main as kora_main
 
+    (tmp_path / ".kora").mkdir()  # a workspace, as a run leaves it
     monkeypatch.chdir(tmp_path)
     shard = tmp_path / "results/t/judgments/a/b/c.jsonl"
     write_jsonl(shard, make_judgments())

@@ -257,6 +257,7 @@ def test_kora_agreement_with_people_and_the_reference_judge(
 ) -> None:
     from kora.commands.main import main as kora_main
 
+    (tmp_path / ".kora").mkdir()  # a workspace, as a run leaves it
     monkeypatch.chdir(tmp_path)
     judgments = make_judgments()
     write_jsonl(tmp_path / "results/t/judgments/a/b/c.jsonl", judgments)
@@ -291,6 +292,7 @@ def test_the_reference_runs_per_test_files_import_for_re_judging(
     reference run wrote them): their conversations are imported, their grades left."""
     from kora.commands.main import main as kora_main
 
+    (tmp_path / ".kora").mkdir()  # a workspace, as a run leaves it
     monkeypatch.chdir(tmp_path)
     reference = tmp_path / "reference-run"
     reference.mkdir()

@@ -35,6 +35,7 @@ pytestmark = pytest.mark.timeout(60)
 
 @pytest.fixture()
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[TestRecord]:
+    (tmp_path / ".kora").mkdir()  # a workspace, as a run leaves it
     monkeypatch.chdir(tmp_path)
     path = write_jsonl(tmp_path / "results/t/judgments/a/b/c.jsonl", make_judgments())
     return judged(load_records([path]))

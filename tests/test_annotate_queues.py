@@ -177,6 +177,7 @@ def test_a_review_answer_is_marked_and_the_estimate_page_does_not_count_it(
 
 @pytest.fixture()
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[TestRecord]:
+    (tmp_path / ".kora").mkdir()  # a workspace, as a run leaves it
     monkeypatch.chdir(tmp_path)
     path = write_jsonl(tmp_path / "results/t/judgments/a/b/c.jsonl", make_judgments())
     return judged(load_records([path]))

@@ -115,6 +115,7 @@ def exportable(shards: list[Path], work: Path) -> Path:
     }  # fmt: skip
     (target / "manifest.json").write_bytes(orjson.dumps(manifest))
     (target / "results.json").write_bytes(orjson.dumps({"tests": 40, "failedTests": 1}))
+    (work / ".kora").mkdir()  # a workspace, as a run leaves it
     return work
 
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from kora.benchmarks import VERSIONS
+from kora.commands.common import in_workspace
 from kora.errors import KoraError
 
 # each module registers its subcommand and runs it (imported when the parser is built:
@@ -56,10 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        from kora.config.files import check_checkout
+        with in_workspace(args):
+            from kora.config.files import check_checkout
 
-        check_checkout(Path.cwd())
-        code: int = args.func(args)
+            check_checkout(Path.cwd())  # the workspace's, wherever the command was typed
+            code: int = args.func(args)
         return code
     except KoraError as exc:
         from kora.llm.masking import terminal_safe  # the text may quote a server's
