@@ -81,6 +81,16 @@ class Space:
         assert billed["calls"] == total(bill_dir(self.dir / ".kora/cache")).calls
         return {f: billed[f] for f in FIELDS}
 
+    def run_records(self) -> list[dict[str, Any]]:
+        """Each run's bill and record, oldest first, as `kora usage --runs --json` has them."""
+        done = subprocess.run(
+            [sys.executable, "-m", "kora.commands.main", "usage", "--runs", "--json"],
+            cwd=self.dir, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        runs: list[dict[str, Any]] = orjson.loads(done.stdout)["byRun"]
+        return runs
+
     def served(self) -> dict[str, int]:
         with self.server.lock:
             return {f: self.server.served[f] for f in FIELDS}
@@ -204,9 +214,13 @@ def test_a_stopped_run_goes_on_with_the_same_command_and_the_bill_stays_exact(
     # a stop lets the requests in flight end: every answer served is in the bill
     assert stopped_bill == space.served()
     assert 0 < stopped_bill["calls"] < reference["calls"]
+    stopped = space.run_records()[-1]
+    assert stopped["outcome"] == ("SIGTERM" if how == "term" else "SIGINT")
+    assert stopped["targets"] == ["bot"] and shlex.split(stopped["command"])[1:] == COMMAND[3:]
 
     status, log = space.run()  # the plain command, as printed
     assert status == 0, log[-4000:]
+    assert [r["outcome"] for r in space.run_records()] == [stopped["outcome"], "finished"]
     assert space.billed() == space.served()  # both attempts, to the token
     usage = space.usage()
     assert usage["result"] == reference  # the result costs what it costs, stop or not
@@ -229,6 +243,9 @@ def test_after_kill_9_the_plain_command_resumes_and_only_calls_in_flight_are_unb
     status, log = space.run()
     assert status == 0, log[-4000:]
     assert "kora: removed .snakemake/locks" in log or "left by a run that was killed" in log
+    killed, resumed = space.run_records()
+    assert killed["started"] and (killed["ended"], killed["outcome"]) == (None, None)
+    assert resumed["outcome"] == "finished"
     served, billed = space.served(), space.billed()
     lost = served["calls"] - billed["calls"]
     assert 0 <= lost <= near, (served, billed, near)
@@ -268,6 +285,7 @@ def test_a_budget_stops_the_run_within_one_call_and_a_higher_one_goes_on(
     said = re.search(r"^kora: .*raise the budget: (.*)$", log, re.M)
     assert said is not None, log[-3000:]
     assert "the run stopped at its budget" in log
+    assert [r["outcome"] for r in space.run_records()] == ["budget"]
     done = command(space.dir, said.group(1), env=dict(os.environ, ANTHROPIC_API_KEY="test-key"))
     assert done.returncode == 0, done.stderr[-4000:]
     assert space.billed() == space.served()

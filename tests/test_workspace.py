@@ -1,10 +1,12 @@
 """Every `kora` command finds its workspace from any folder inside it, as git finds its
 repository, or says in one line that it found none; the paths typed on its command line
-stay relative to the folder they were typed in."""
+stay relative to the folder they were typed in. And `kora usage --runs` says of each run
+when it started and ended, what it made, the command that ran it and how it ended."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ from kora.commands.main import main
 from kora.llm.base import Response
 from kora.llm.bill import BillWriter
 from tests.helpers import REPO, copy_workflow
-from tests.workflows import command
+from tests.workflows import TINY, command, snakemake
 
 DEMO = {"models": {"mock": {"provider": "mock"}}, **yaml.safe_load(
     (REPO / "config/demo.yaml").read_text()
@@ -142,3 +144,42 @@ def test_every_option_that_can_name_a_file_is_read_from_where_it_was_typed() -> 
             takes_text = action.nargs != 0 and action.type is None and action.choices is None
             if takes_text and action.dest != "help":
                 assert action.dest in PATHS | PATHS_OR_NAMES | NAMES, (name, action.dest)
+
+
+@pytest.mark.timeout(120)
+def test_kora_usage_runs_prints_a_run_from_before_runs_were_recorded(workspace: Path) -> None:
+    """The fixture's bill has no record of its run: its calls' times stand in for it."""
+    status, out, err = kora(workspace, "usage --runs")
+    assert status == 0, err
+    runs = out[out.index("runs, oldest first:") :].splitlines()
+    assert re.fullmatch(
+        r"  r1  calls from \d{4}-\d\d-\d\d \d\d:\d\d:\d\d to \d{4}-\d\d-\d\d \d\d:\d\d:\d\d; "
+        r"its start, end, targets and command were not recorded \(a run of an older kora\)",
+        runs[1],
+    ), runs
+    assert runs[2].startswith("    billed: 3 calls, 300 input and 30 output tokens")
+    row = json.loads(kora(workspace, "usage --runs --json")[1])["byRun"][0]
+    assert (row["name"], row["started"], row["outcome"]) == ("r1", None, None)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_kora_usage_runs_says_when_a_run_began_and_ended_what_it_made_and_how(
+    workspace: Path,
+) -> None:
+    (workspace / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    done = snakemake(workspace, "results/tiny/results.json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    status, out, err = kora(workspace / "results", "usage --runs")
+    assert status == 0, err
+    runs = out[out.index("runs, oldest first:") :].splitlines()
+    when = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"
+    assert re.fullmatch(rf"  [0-9a-f]{{12}}  {when} to {when}, finished", runs[3]), runs
+    assert runs[4:6] == [
+        "    targets: tiny",
+        "    command: snakemake --cores 2 results/tiny/results.json --configfile tiny.yaml",
+    ]
+    assert runs[6].startswith("    billed: ")
+    row = json.loads(kora(workspace, "usage --runs --json")[1])["byRun"][1]
+    assert row["outcome"] == "finished" and row["targets"] == ["tiny"]
+    assert row["started"] <= row["first_call"] <= row["last_call"] <= row["ended"]

@@ -39,7 +39,11 @@ def register(sub: Any) -> None:
         metavar="DATE",
         help="count from this day on (YYYY-MM-DD, local time)",
     )
-    c.add_argument("--runs", action="store_true", help="also list the bill of each run")
+    c.add_argument(
+        "--runs",
+        action="store_true",
+        help="also each run: its start and end, targets, command, how it ended and its bill",
+    )
     configfile_option(c)
     c.set_defaults(func=run)
 
@@ -63,8 +67,8 @@ def run(args: argparse.Namespace) -> int:
     since = None
     if args.since is not None:
         since = dt.datetime.combine(args.since, dt.time()).timestamp()
-    folder = bill_folder(args)
-    report = summarise(charges(folder, since=since))
+    folder = bill_folder(args).resolve()  # the workspace's, wherever the command was typed
+    report = summarise(charges(folder, since=since), folder)
     if args.json:
         doc = {"bill": str(folder), "since": args.since and args.since.isoformat(), **report}
         sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
@@ -75,29 +79,73 @@ def run(args: argparse.Namespace) -> int:
     print(f"  billed: {_words(billed)}")
     if not billed["calls"]:
         return 0
-    tables = [("model", "byModel"), ("kind of call", "byStage"), ("day", "byDay")]
-    if args.runs:
-        tables.append(("run", "byRun"))
-    for title, key in tables:
+    for title, key in [("model", "byModel"), ("kind of call", "byStage"), ("day", "byDay")]:
         print()
         _table(title, report[key])
+    if args.runs:
+        print("\n  runs, oldest first:")
+        for r in report["byRun"]:
+            print(f"  {r['name']}  {_how_it_went(r)}")
+            if r["started"]:
+                print(f"    targets: {', '.join(r['targets'] or []) or 'none'}")
+                print(f"    command: {r['command']}")
+            print(f"    billed: {_words(r)}")
     return 0
 
 
-def summarise(items: Iterable[Any]) -> dict[str, Any]:
-    """The bill's lines summed: in all, and by model, kind of call, day and run."""
+def summarise(items: Iterable[Any], folder: Path) -> dict[str, Any]:
+    """The bill's lines summed: in all, and by model, kind of call, day and run; each run
+    with its record (kora.llm.bill.run_record), oldest first."""
+    from kora.llm.bill import run_record
     from kora.llm.usage import Counts
 
     total = Counts()
     groups: dict[str, dict[str, Counts]] = {g: defaultdict(Counts) for g in GROUPS}
+    calls: dict[str, list[float]] = defaultdict(list)
     for c in items:
         total += c.counts
+        calls[c.run].append(c.t)
         for g, of in GROUPS.items():
             groups[g][of(c)] += c.counts
     out: dict[str, Any] = {"billed": _row(total)}
     for g, rows in groups.items():
         out[g] = [{"name": name, **_row(rows[name])} for name in sorted(rows)]
+    for r in out["byRun"]:
+        record = run_record(folder, r["name"])
+        r["first_call"], r["last_call"] = _when(min(calls[r["name"]])), _when(max(calls[r["name"]]))
+        r["started"], r["ended"] = _when(record.get("started")), _when(record.get("ended"))
+        r.update({k: record.get(k) for k in ("targets", "command", "outcome")})
+    out["byRun"].sort(key=lambda r: r["started"] or r["first_call"])
     return out
+
+
+def _when(t: float | None) -> str | None:
+    """A time of the bill as it is printed: local, to the second."""
+    return None if t is None else dt.datetime.fromtimestamp(t).isoformat(" ", "seconds")
+
+
+# how a run ended (the record's `outcome`, kora.run.session), in words
+OUTCOMES = {
+    "finished": "finished",
+    "failures": "finished with failures",
+    "SIGINT": "stopped by Ctrl-C (SIGINT)",
+    "SIGTERM": "stopped by SIGTERM",
+    "budget": "stopped at the budget",
+    "config": "failed on a configuration error",
+    "service": "failed: a service could not be reached",
+    "failed": "failed: a job failed",
+}
+
+
+def _how_it_went(r: dict[str, Any]) -> str:
+    if not r["started"]:
+        return (
+            f"calls from {r['first_call']} to {r['last_call']}; its start, end, targets and "
+            "command were not recorded (a run of an older kora)"
+        )
+    if not r["outcome"]:
+        return f"{r['started']}, no end recorded: killed (kill -9, a lost machine) or running"
+    return f"{r['started']} to {r['ended']}, {OUTCOMES.get(r['outcome'], r['outcome'])}"
 
 
 GROUPS: dict[str, Callable[[Any], str]] = {

@@ -9,7 +9,8 @@ The line goes out in one `write` on a file opened for appending, the way the cal
 writes its entries (no fsync): a killed process loses only the calls still in flight.
 
 What the tool says a run paid (its progress line, usage.json, `kora usage`, a budget) is
-read from these lines and nowhere else.
+read from these lines and nowhere else. Beside them, `run.json` records the run itself
+(kora.run.session): when it started, its targets and command, then when and how it ended.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import orjson
 
 from kora.llm.base import Response
 from kora.llm.config import Price
+from kora.llm.files import write_atomic
 from kora.llm.usage import Counts
 
 # a call made outside a Snakemake run (`kora ping`): its lines go under this run name
@@ -37,6 +39,25 @@ OUTSIDE = "outside-a-run"
 def bill_dir(store: Path) -> Path:
     """The bill's folder for a call store's folder: beside it, as the batches are."""
     return store.parent / "bill"
+
+
+def record_run(folder: Path, run: str, **facts: Any) -> None:
+    """Add `facts` to the run's record: at its start `started`, `targets`, `command`; at its
+    end `ended` and `outcome` (how it ended). A record that cannot be written costs the run
+    nothing: the bill's lines are what counts."""
+    path = folder / run / "run.json"
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, orjson.dumps({**run_record(folder, run), **facts}))
+
+
+def run_record(folder: Path, run: str) -> dict[str, Any]:
+    """The run's record; empty for a run of an older kora, which kept none."""
+    try:
+        doc = orjson.loads((folder / run / "run.json").read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from kora.errors import KoraError
-from kora.llm.bill import bill_dir, total
+from kora.llm.bill import bill_dir, record_run, total
 from kora.llm.budget import Budget, amount, budget_file, counting_since, measure, suggest
 from kora.llm.lifecycle import lifecycle_notes
 from kora.llm.structured import config_warnings
@@ -43,7 +43,7 @@ from kora.run.progress import Monitor, Totals, unstored_warning
 from kora.run.protocol import stopping_path
 from kora.run.runlock import RunLock, hold
 from kora.run.stages import STAGES
-from kora.run.stops import closing_summary, rerun_advice
+from kora.run.stops import closing_summary, rerun_advice, stop_kind
 
 # a job's parts as kora.run.seam.job_parts gives them: rule, wildcards, input, output,
 # params, log
@@ -128,6 +128,7 @@ class RunSession:
         for name in sorted(models):
             for note in config_warnings(name, config.models[name]):
                 say(f"warning: {note}")
+        self._record(started=self.started, targets=targets, command=go_on_command(self.argv))
         # the plan of the run's jobs, counted beside it, reads the call store as it is now
         store = PlanStore.as_now(self.store)
         # One process makes the model calls of every job on this machine (kora.run.broker)
@@ -255,6 +256,7 @@ class RunSession:
                 + rerun_advice(incomplete)
             )
         failed = self._unstored(totals) or bool(incomplete)
+        self._record(ended=time.time(), outcome="failures" if failed else "finished")
         self._release()
         return 1 if failed else 0
 
@@ -262,6 +264,8 @@ class RunSession:
         """The run's end when a job failed or the run was stopped: when a signal stopped
         it, the status a shell gives such a stop (128 + the signal's number)."""
         totals = self._finish()
+        how = self.stopped_by or stop_kind(self.pipeline.workdir, self.run_id) or "failed"
+        self._record(ended=time.time(), outcome=how)
         lines = closing_summary(
             self.pipeline.workdir, self.run_id, raise_budget=self.raise_budget()
         )
@@ -277,6 +281,10 @@ class RunSession:
         self._unstored(totals)
         self._release()
         return None if self.stopped_by is None else 128 + signal.Signals[self.stopped_by]
+
+    def _record(self, **facts: Any) -> None:
+        """The run's record beside its bill (`kora usage --runs`)."""
+        record_run(bill_dir(self.store), self.run_id, **facts)
 
     def _unstored(self, totals: Totals) -> bool:
         """Paid answers the call store could not keep (a full disk): said loudly."""

@@ -44,12 +44,7 @@ def closing_summary(workdir: Path, run_id: str, *, raise_budget: str = "") -> li
     """The lines that end a run stopped by such errors (none when no job left a note); the
     notes are removed. `raise_budget`: the command that goes on with a higher budget."""
     folder = stops_dir(workdir, run_id)
-    notes: list[dict[str, object]] = []
-    for f in sorted(folder.glob("*.json")):
-        try:
-            notes.append(orjson.loads(f.read_bytes()))
-        except (OSError, orjson.JSONDecodeError):
-            continue
+    notes = _notes(folder)
     shutil.rmtree(folder, ignore_errors=True)
     lines: list[str] = []
     budget = [str(n["message"]) for n in notes if n.get("why") == "budget"]
@@ -82,6 +77,25 @@ def closing_summary(workdir: Path, run_id: str, *, raise_budget: str = "") -> li
             "store and is not asked again."
         )
     return lines
+
+
+def stop_kind(workdir: Path, run_id: str) -> StopKind | None:
+    """What stopped the run's jobs, as `closing_summary` says it (read before it)."""
+    whys = {n.get("why") for n in _notes(stops_dir(workdir, run_id))}
+    return next((w for w in STOP_KINDS if w in whys), None)
+
+
+STOP_KINDS: tuple[StopKind, ...] = ("budget", "config", "service")  # the first found is said
+
+
+def _notes(folder: Path) -> list[dict[str, object]]:
+    notes: list[dict[str, object]] = []
+    for f in sorted(folder.glob("*.json")):
+        try:
+            notes.append(orjson.loads(f.read_bytes()))
+        except (OSError, orjson.JSONDecodeError):
+            continue
+    return notes
 
 
 def rerun_advice(failures: list[str]) -> str:
