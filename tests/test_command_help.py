@@ -117,6 +117,7 @@ def test_compare_targets_and_annotate_warn_of_mock_results_as_stats_does(
 ) -> None:
     from kora.commands import annotate
 
+    (tmp_path / ".kora").mkdir()  # a workspace, as a run leaves it
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(annotate, "serve", lambda *args: 0)  # no grading page
     for name in ("t", "u"):
