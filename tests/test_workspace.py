@@ -132,6 +132,7 @@ def test_every_command_is_either_tried_outside_or_runs_on_named_files_alone() ->
 # the options of the commands that name no file (the rest are in PATHS or PATHS_OR_NAMES,
 # to be read from where they were typed)
 NAMES = {"target", "targets", "risk_ids", "target_models", "annotator", "criteria", "since"}
+NAMES |= {"config"}  # check-config --config KEY=VALUE
 
 
 def test_every_option_that_can_name_a_file_is_read_from_where_it_was_typed() -> None:
