@@ -30,6 +30,7 @@ def test_a_users_file_in_the_way_is_named_and_kept(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv, mine = COMMANDS[name]
+    (tmp_path / ".kora").mkdir()  # a workspace, as a run leaves it
     monkeypatch.chdir(tmp_path)
     (tmp_path / mine).write_text("the user's own\n")
     assert kora_main(argv) == 2
@@ -37,13 +38,14 @@ def test_a_users_file_in_the_way_is_named_and_kept(
     assert f"kora: error: {mine}: not written by kora" in said
     assert "--force to replace it" in said
     assert (tmp_path / mine).read_text() == "the user's own\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == [mine]  # nothing else written
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".kora", mine]  # nothing else
 
 
 @pytest.mark.timeout(60)
 def test_a_file_kora_wrote_is_written_again_and_one_changed_since_is_not(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    (tmp_path / ".kora").mkdir()  # a workspace, as a run leaves it
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "prompts.md"
     out.write_text("the user's own\n")
