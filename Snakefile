@@ -15,7 +15,6 @@ include: "rules/conversations.smk"
 include: "rules/judgments.smk"
 include: "rules/results.smk"
 include: "rules/report.smk"
-include: "rules/requests.smk"
 
 
 # rules that only gather what the shards hold and draw it, calling no model: under a

@@ -64,9 +64,9 @@ wildcard_constraints:
     **PIPELINE.wildcard_constraints(),
 
 
-def stop_misdirected(path):
-    # the input function of rules/requests.smk: what is wrong with a file asked of the run
-    raise WorkflowError(misdirected.unknown_request(PIPELINE, [path]))
+# a file asked on the command line that no rule can make (a target the config lacks,
+# another version's folder) ends the command before Snakemake looks for its rule
+seam.check_targets(workflow, lambda paths: misdirected.unknown_request(PIPELINE, paths))
 
 
 def _needrun():

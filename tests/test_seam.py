@@ -64,15 +64,29 @@ def test_each_reader_works_with_the_installed_snakemake(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_file_of_no_target_or_of_another_version_is_named_as_such(tmp_path: Path) -> None:
+    """seam.check_targets: a file asked on the command line that no rule can make ends
+    the command before Snakemake builds its jobs, in one error line and no traceback, be
+    it a run, a dry run or a report."""
     copy_workflow(tmp_path)
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(TINY))
-    nobody = snakemake(tmp_path, "results/nobody/results.json")
-    assert nobody.returncode != 0
-    assert "no target 'nobody' in the config (targets: tiny" in " ".join(nobody.stderr.split())
+    for args in (
+        ["results/nobody/results.json"],
+        ["-n", "results/nobody/results.json"],
+        [f"{tmp_path}/results/nobody/report.html"],
+        ["results/tiny/results.json", "./results/nobody/summary.json"],
+    ):
+        nobody = snakemake(tmp_path, *args)
+        assert nobody.returncode != 0
+        said = " ".join((nobody.stdout + nobody.stderr).split())  # a dry run's on stdout
+        assert "no target 'nobody' in the config (targets: tiny" in said, said[-2000:]
+        assert "Exception" not in said and "Traceback" not in said and "File " not in said
+        assert "Building DAG" not in said
+        assert not (tmp_path / ".kora" / "cache").exists()  # no run started
     other = snakemake(tmp_path, "results-v2/tiny/report.html")
     assert other.returncode != 0
     said = " ".join(other.stderr.split())
     assert "results-v2/ holds KORA v2 results, but this run's config is KORA v1" in said
+    assert "Exception" not in said and "Traceback" not in said
 
 
 PARAMS_SNAKEFILE = """

@@ -1,11 +1,11 @@
 """A file asked of the run that no rule of its can make: one under a target the config
 lacks, or under another benchmark version's folder. Snakemake alone would say it has no
-rule for it; rules/requests.smk's rules catch such a request and stop the run before any
-job, naming what is wrong."""
+rule for it; rules/common.smk has each file named on the command line read here first
+(kora.run.seam.check_targets), and such a request ends the command, naming what is wrong."""
 
 from __future__ import annotations
 
-import re
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,26 +13,13 @@ from kora import benchmarks
 from kora.run.pipeline import Pipeline
 
 
-def unknown_targets(pipeline: Pipeline) -> str:
-    """Wildcard pattern of a folder name under the results folder that is no target
-    of the config (a file asked there gets a message naming the targets)."""
-    known = "|".join(re.escape(t) for t in pipeline.config.targets)
-    # the look-ahead ends at the slash after the name: a known target's path never matches
-    return f"(?!(?:{known})/)[^/]+" if known else "[^/]+"
-
-
-def other_results_dirs(pipeline: Pipeline) -> list[str]:
-    """The results folders of the other benchmark benchmarks."""
-    others = (benchmarks.get(n) for n in benchmarks.VERSIONS)
-    return [b.results_dir for b in others if b is not pipeline.benchmark]
-
-
 def unknown_request(pipeline: Pipeline, paths: Sequence[str]) -> str | None:
     """What is wrong with target files asked of this run, when one names a target the
     config lacks or another version's folder (Snakemake alone would only say it has no
     rule for it), else None."""
     for path in paths:
-        parts = Path(path).parts
+        # as Snakemake reads a target: relative to the workspace
+        parts = Path(os.path.relpath(path, pipeline.workdir) if os.path.isabs(path) else path).parts
         if len(parts) < 2:
             continue
         root, target = parts[0], parts[1]

@@ -2,7 +2,9 @@
 
 Snakemake has no public API for what the run's start needs: the --configfile overlays
 and --config values given on the command line (to name the file and line, or the
---config value, of a config error; `kora check-config --config` parses them alike), the jobs a run will execute (to check only the keys and services they call,
+--config value, of a config error; `kora check-config --config` parses them alike), the
+files asked on the command line (one no rule can make is named before Snakemake looks
+for a rule), the jobs a run will execute (to check only the keys and services they call,
 to hand the broker the shard jobs to work ahead of, and to count the calls for the
 progress line), whether jobs run on this machine (the broker only serves local jobs), and
 whether rules run in their own software environments (`--use-conda`: then jobs must make
@@ -55,6 +57,25 @@ def parse_config(entry: str) -> dict[str, Any]:
     from snakemake.cli import parse_config
 
     return dict(parse_config([entry]))
+
+
+def check_targets(workflow: Any, check: Callable[[list[str]], str | None]) -> None:
+    """Before Snakemake builds its jobs (a run, a dry run, a report: every command that
+    reads the targets), `check` reads the files named on the command line; what it says
+    is wrong ends the command as an error of the command line: `Error: ...`, with no
+    traceback (a rule's input function that raised would be printed with one)."""
+    from snakemake_interface_common.exceptions import ApiError
+
+    build = _get(workflow, "_build_dag")
+
+    def checked() -> None:
+        asked = _get(workflow, "dag_settings.targets")
+        problem = check([t for t in asked if not workflow.is_rule(t)])
+        if problem:
+            raise ApiError(problem)
+        build()
+
+    workflow._build_dag = checked
 
 
 def jobs_to_run(workflow: Any) -> Iterator[Any]:
