@@ -82,7 +82,7 @@ shell.prefix("set -euo pipefail; trap '' INT; ")
 
 # the run's start, end and stops (kora.run.session)
 SESSION = RunSession(PIPELINE, os.environ[RUN_ENV])
-seam.tidy_job_reports(lambda: SESSION.stopped_by is not None)
+seam.tidy_job_reports(SESSION.stopping)
 seam.keep_dataframes_out()
 seam.read_only_sizes_that_count()
 seam.quote_the_interpreter()

@@ -336,7 +336,9 @@ class _FakeBroker:
         return conn, pid
 
 
-def _start_script(workdir: Path, spec: JobSpec, broker: _FakeBroker) -> subprocess.Popen[str]:
+def _start_script(
+    workdir: Path, spec: JobSpec, broker: _FakeBroker, run: str | None = None
+) -> subprocess.Popen[str]:
     import signal
     import sys
 
@@ -354,6 +356,8 @@ def _start_script(workdir: Path, spec: JobSpec, broker: _FakeBroker) -> subproce
     (workdir / "job.json").write_text(orjson.dumps(job).decode())
     env = dict(os.environ, KORA_BROKER=broker.where, PYTHONPATH=str(REPO))
     env.pop("KORA_RUN_ID", None)
+    if run:
+        env["KORA_RUN_ID"] = run
     # started as Snakemake's shell prefix starts a script: Ctrl-C ignored
     return subprocess.Popen(
         [sys.executable, "script.py", "job.json"],
@@ -409,14 +413,18 @@ def test_a_script_waits_for_the_brokers_answer_as_a_shell(tmp_path: Path) -> Non
     assert "seeds job stopped: cleared" in err and "\x1b" not in err
     conn.close()
 
-    # a stop (SIGTERM from Snakemake, SIGINT from the terminal) ends the wait quietly
+    # a stop (SIGTERM from Snakemake, SIGINT from the terminal) ends the wait quietly; a
+    # Ctrl-C, which reaches every process of the run, says the run is stopping
+    from kora.run.protocol import stopping_path
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        script = _start_script(tmp_path, spec, broker)
+        script = _start_script(tmp_path, spec, broker, run="r1")
         conn, pid = broker.take_job()
         _waits_small(pid)
         script.send_signal(sig)
         _, err = script.communicate(timeout=30)
         assert script.returncode == 130 and err == ""
+        assert stopping_path(tmp_path, "r1").exists() == (sig == signal.SIGINT)
         conn.close()
 
 

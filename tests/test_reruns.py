@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.workflows import Run, config
+from tests.workflows import Run, config, kora_has_the_last_word
 
 pytestmark = pytest.mark.slow
 
@@ -168,6 +168,7 @@ def test_a_request_the_server_refuses_stops_the_run_saying_to_fix_the_config(run
     assert "model is unavailable" in log and "To fix: check models.t1" in log
     assert "Fix the config first" in log and "call store" in log
     assert "retry only what failed" not in log
+    kora_has_the_last_word(log)  # not Snakemake's report of the job it stopped
     assert not (run.workdir / "results/t1/results.json").exists()
 
 

@@ -89,6 +89,40 @@ def test_a_file_of_no_target_or_of_another_version_is_named_as_such(tmp_path: Pa
     assert "Exception" not in said and "Traceback" not in said
 
 
+FAILING_SNAKEFILE = """
+from pathlib import Path
+from kora.run import seam
+
+seam.tidy_job_reports(lambda: Path("stopping").exists())
+
+
+rule fail:
+    output:
+        "a.txt",
+    shell:
+        "exit 3"
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_failed_job_is_not_reported_while_the_run_is_stopping(tmp_path: Path) -> None:
+    """seam.tidy_job_reports: Snakemake's report of a failed job, and the line that ends
+    the run on it, are left out while `stopping()` holds, and only then."""
+    (tmp_path / "Snakefile").write_text(FAILING_SNAKEFILE)
+    failing = snakemake(tmp_path, cores=1, configfile=None, timeout=280)
+    said = failing.stdout + failing.stderr
+    assert failing.returncode != 0
+    for line in ("Error in rule fail", "RuleException", "Exiting because a job execution failed"):
+        assert line in said, said[-3000:]
+    (tmp_path / "stopping").touch()
+    stopped = snakemake(tmp_path, cores=1, configfile=None, timeout=280)
+    said = stopped.stdout + stopped.stderr
+    assert stopped.returncode != 0
+    for line in ("Error in rule", "RuleException", "CalledProcessError", "Exiting because"):
+        assert line not in said, said[-3000:]
+
+
 PARAMS_SNAKEFILE = """
 import sys
 from kora.run import seam

@@ -148,6 +148,27 @@ def progress(output: str) -> tuple[int, int]:
     return int(calls), int(cached)
 
 
+# what Snakemake prints of a job that failed: after a stop kora's closing lines say what
+# happened instead (kora.run.seam.tidy_job_reports)
+SNAKEMAKES_FAILURE_LINES = (
+    "Exiting because a job execution failed",
+    "Error in rule",
+    "CalledProcessError",
+    "RuleException",
+    "message: None",
+    "At least one job did not complete successfully",
+)
+
+
+def kora_has_the_last_word(output: str) -> None:
+    """After a stop: none of Snakemake's lines of a failed job, and the last line kora's."""
+    for line in SNAKEMAKES_FAILURE_LINES:
+        assert line not in output, output[-4000:]
+    assert "Traceback" not in output, output[-4000:]
+    lines = [x for x in output.splitlines() if x.strip()]
+    assert lines and lines[-1].startswith("kora: "), output[-4000:]
+
+
 # --- every role on one loopback Anthropic server ---------------------------------------
 
 ROLES = ("seed", "expand", "user", "judge", "target")

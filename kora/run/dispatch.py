@@ -19,7 +19,7 @@ import sys
 from typing import Any
 
 from kora.run.jobspec import JobSpec
-from kora.run.protocol import RUN_ENV, JobRequest, connect, stopping_path
+from kora.run.protocol import RUN_ENV, JobRequest, connect, say_stopping, stopping_path
 from kora.run.reply import STOPPED, Outcome
 from kora.run.waiter import SHELL, answer, finish
 from kora.run.waiter import argv as waiter_argv
@@ -31,8 +31,13 @@ BROKER_ENV = "KORA_BROKER"  # "<host>|<socket path>" of the run's broker
 BROKERED = frozenset({"seeds", "scenarios", "conversations", "judgments"})
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, which may be meant for this job alone (a cluster's time limit): not said to
+    be the run's stop, as a Ctrl-C is."""
+
+
 def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt  # a job in its own process then cancels its calls in order
+    raise _Terminated  # a job in its own process then cancels its calls in order
 
 
 def hand_over(spec: JobSpec) -> socket.socket | None:
@@ -72,6 +77,8 @@ def wait_small(conn: socket.socket) -> None:
     connection; returns only if the shell could not start."""
     os.set_inheritable(conn.fileno(), True)
     rerun = [sys.executable, *sys.orig_argv[1:]]
+    run = os.environ.get(RUN_ENV)
+    stopping = str(stopping_path(os.getcwd(), run)) if run else ""
     os.environ[BROKER_ENV] = ""  # should the broker go away, the script runs again here
     # the shell's first line traps a stop; it cannot trap one it was started ignoring, so
     # it starts with the defaults: a stop in its first moment (its start, under a
@@ -79,7 +86,7 @@ def wait_small(conn: socket.socket) -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
-        os.execv(SHELL, waiter_argv(conn.fileno(), rerun))
+        os.execv(SHELL, waiter_argv(conn.fileno(), stopping, rerun))
     except OSError:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, _interrupt)
@@ -109,6 +116,10 @@ def run(rule: str, smk: Any) -> None:
             from kora.run.execute import run_here
 
             done = run_here(spec)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
+        # Ctrl-C reaches every process of the run at once: a job that ends on it before the
+        # run's Snakemake has run its handler must not read as a job that failed
+        if not isinstance(stop, _Terminated):
+            say_stopping(os.getcwd(), os.environ.get(RUN_ENV))
         raise SystemExit(STOPPED) from None
     finish(done)

@@ -6,6 +6,7 @@ The answer (kora.run.reply) has a module of its own, lighter still.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 from dataclasses import dataclass
@@ -25,8 +26,18 @@ RUN_ENV = "KORA_RUN_ID"
 
 def stopping_path(workdir: Path | str, run: str) -> Path:
     """Where the run being stopped says so: a job's script that finds it runs nothing (its
-    broker is gone because the run is stopping, not because it died)."""
+    broker is gone because the run is stopping, not because it died), and the run's
+    Snakemake tells a job a Ctrl-C ended from one that failed (kora.run.session)."""
     return Path(workdir) / ".kora" / "stops" / run / "stopping"
+
+
+def say_stopping(workdir: Path | str, run: str | None) -> None:
+    """Leave `stopping_path` (outside a run, or where it cannot be written: nothing)."""
+    if run:
+        marker = stopping_path(workdir, run)
+        with contextlib.suppress(OSError):
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()
 
 
 @dataclass(frozen=True)

@@ -184,19 +184,25 @@ SHOWN_FILES = 3
 def tidy_job_reports(stopping: Callable[[], bool]) -> None:
     """Snakemake's reports of a job (its start, its failure) name a few of its files and
     count the rest; while the run is being stopped (`stopping()`), the failures of the
-    jobs the stop ended are not reported at all (the run's closing lines say what
-    happened)."""
+    jobs the stop ended are not reported at all, nor the line that ends the run on them
+    ("Exiting because a job execution failed"): the run's closing lines say what
+    happened."""
     import logging
 
+    from snakemake.scheduling import job_scheduler
     from snakemake_interface_logger_plugins.common import LogEvent
+
+    # (a Snakemake without it: the line is shown, tests/test_seam.py says so)
+    failed = getattr(job_scheduler, "_ERROR_MSG_FINAL", None)
 
     class Tidy(logging.Filter):
         def filter(self, record: logging.LogRecord) -> bool:
             event = getattr(record, "event", None)
-            if stopping() and (
+            if (
                 event == LogEvent.JOB_ERROR
                 or (event == LogEvent.ERROR and getattr(record, "exception", "") == "RuleException")
-            ):
+                or record.msg == failed
+            ) and stopping():
                 return False
             if event in (LogEvent.JOB_INFO, LogEvent.JOB_ERROR):
                 for name in ("input", "output", "log"):

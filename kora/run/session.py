@@ -40,10 +40,10 @@ from kora.run.pipeline import Pipeline
 from kora.run.plan import PlanStore, Share, count_jobs, estimate, still_to_pay
 from kora.run.preflight import check_models, models_for_jobs
 from kora.run.progress import Monitor, Totals, unstored_warning
-from kora.run.protocol import stopping_path
+from kora.run.protocol import say_stopping, stopping_path
 from kora.run.runlock import RunLock, hold
 from kora.run.stages import STAGES
-from kora.run.stops import closing_summary, rerun_advice, stop_kind
+from kora.run.stops import closing_summary, rerun_advice, stop_kind, stopping
 
 # a job's parts as kora.run.seam.job_parts gives them: rule, wildcards, input, output,
 # params, log
@@ -221,10 +221,7 @@ class RunSession:
                 if self.stopped_by is None:
                     self.stopped_by = signal.Signals(signum).name
                     # first: a job whose script starts now runs nothing (kora.run.dispatch)
-                    marker = stopping_path(self.pipeline.workdir, self.run_id)
-                    with contextlib.suppress(OSError):
-                        marker.parent.mkdir(parents=True, exist_ok=True)
-                        marker.touch()
+                    say_stopping(self.pipeline.workdir, self.run_id)
                     if self.broker is not None:
                         self.broker.ask_to_stop()
                 if callable(before):
@@ -234,6 +231,12 @@ class RunSession:
 
             with contextlib.suppress(ValueError):  # not the main thread: nothing to catch
                 signal.signal(sig, handler)
+
+    def stopping(self) -> bool:
+        """Whether the run is being stopped (a signal, or a job's stop on the budget or
+        an error no retry gets past): Snakemake's reports of the jobs it ended are not
+        shown, the closing lines say what happened (kora.run.seam.tidy_job_reports)."""
+        return self.stopped_by is not None or stopping(self.pipeline.workdir, self.run_id)
 
     def _finish(self) -> Totals:
         if self.broker is not None:
@@ -262,8 +265,12 @@ class RunSession:
 
     def failed(self) -> int | None:
         """The run's end when a job failed or the run was stopped: when a signal stopped
-        it, the status a shell gives such a stop (128 + the signal's number)."""
+        it, the status a shell gives such a stop (128 + the signal's number); when a job
+        stopped on the budget or an error no retry gets past, 1. Either ends the process
+        after the closing lines, which are then its last; None: Snakemake ends it."""
         totals = self._finish()
+        if self.stopped_by is None and stopping_path(self.pipeline.workdir, self.run_id).exists():
+            self.stopped_by = "SIGINT"  # a Ctrl-C that ended a job before it reached here
         how = self.stopped_by or stop_kind(self.pipeline.workdir, self.run_id) or "failed"
         self._record(ended=time.time(), outcome=how)
         lines = closing_summary(
@@ -280,7 +287,9 @@ class RunSession:
             say(line)
         self._unstored(totals)
         self._release()
-        return None if self.stopped_by is None else 128 + signal.Signals[self.stopped_by]
+        if self.stopped_by is not None:
+            return 128 + signal.Signals[self.stopped_by]
+        return 1 if lines else None
 
     def _record(self, **facts: Any) -> None:
         """The run's record beside its bill (`kora usage --runs`)."""

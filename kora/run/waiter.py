@@ -23,13 +23,15 @@ from kora.run.reply import Outcome, ProtocolError, read_line
 
 SHELL = "/bin/sh"
 UNREAD = "kora: the run's broker answered what no job's script reads"
-# $1: the connection's descriptor; the rest: the command that runs the script again. A
-# stop (SIGINT, SIGTERM) ends the wait quietly: the run's closing lines tell. The status
-# is checked for digits before `exit` is given it; the message's backslashes and
-# newlines come escaped for printf's %b (`Outcome.encode`).
-SCRIPT = r"""trap 'exit 130' INT TERM
-fd=$1
-shift
+# $1: the connection's descriptor; $2: the file a Ctrl-C leaves (kora.run.dispatch, run);
+# the rest: the command that runs the script again. A stop (SIGINT, SIGTERM) ends the wait
+# quietly: the run's closing lines tell. The status is checked for digits before `exit` is
+# given it; the message's backslashes and newlines come escaped for printf's %b
+# (`Outcome.encode`).
+SCRIPT = r"""trap 'exit 130' TERM
+trap '[ -z "$stop" ] || { mkdir -p "${stop%/*}" && : >"$stop"; } 2>/dev/null; exit 130' INT
+fd=$1 stop=$2
+shift 2
 if eval "IFS= read -r line <&$fd"; then
     case $line in
         [0-9]*" "*) status=${line%%" "*} message=${line#*" "} ;;
@@ -50,9 +52,10 @@ exec "$@"
 """.replace("@UNREAD@", UNREAD)
 
 
-def argv(fd: int, rerun: list[str]) -> list[str]:
-    """The shell's command line: wait on descriptor `fd`, else run `rerun`."""
-    return [SHELL, "-c", SCRIPT, "kora-waiter", str(fd), *rerun]
+def argv(fd: int, stopping: str, rerun: list[str]) -> list[str]:
+    """The shell's command line: wait on descriptor `fd`, else run `rerun`; a Ctrl-C
+    leaves the file `stopping` (none: "")."""
+    return [SHELL, "-c", SCRIPT, "kora-waiter", str(fd), stopping, *rerun]
 
 
 def finish(done: Outcome) -> None:
