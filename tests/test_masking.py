@@ -238,7 +238,9 @@ def test_credentials_in_a_url_are_refused_with_how_to_pass_a_header(provider: st
 def test_a_url_from_the_environment_is_never_shown_with_its_credentials() -> None:
     from kora.llm.http import unreachable
 
-    msg = str(unreachable("m", "https://kora:hunter2-pw@llm.example/v1", OSError(111, "x")))
+    msg = str(
+        unreachable("m", "https://kora:hunter2-pw@llm.example/v1", OSError(111, "x"), "X_URL")
+    )
     assert "hunter2" not in msg and "https://****@llm.example/v1" in msg
 
 

@@ -167,3 +167,32 @@ def test_the_shipped_config_offline_stops_before_its_first_job(tmp_path: Path) -
     assert "model 'gpt'" in out and "api.openai.com" in out, out[-3000:]
     assert "model 'sonnet'" in out and "api.anthropic.com" in out, out[-3000:]
     assert not (tmp_path / "data" / "seeds").exists()
+
+
+@pytest.mark.timeout(120)
+def test_ping_offline_says_what_the_runs_check_says(tmp_path: Path, offline: list[str]) -> None:
+    """`kora ping` on a machine with no network: each model's line says what the run's own
+    check before its first job says of the same failure (one place words it): the host
+    does not resolve, check this machine's internet connection and DNS; not "is the
+    service running"."""
+    from kora.config.files import load_run_config
+
+    copy_workflow(tmp_path)
+    env = {**os.environ, "ANTHROPIC_API_KEY": "x", "OPENAI_API_KEY": "y"}
+    done = command(tmp_path, "kora ping gpt-target", env=env, offline=True)
+    assert done.returncode == 1, done.stdout + done.stderr
+    config, _ = load_run_config([], workdir=tmp_path)
+    checked, _ = check_models(config, {"gpt", "sonnet"})
+    lines = done.stdout.splitlines()
+    assert "Traceback" not in done.stderr, done.stderr
+    for model, host in (("gpt", "api.openai.com"), ("sonnet", "api.anthropic.com")):
+        pinged = [x for x in lines if x.split(":")[0].endswith(f" {model}")]
+        said = next(e for e in checked if f"model {model!r}" in e)
+        assert pinged, done.stdout
+        for line in pinged:
+            assert f"the host {host} does not resolve" in line, line
+            assert "is the service running" not in line, line
+            # the same words from the reason on
+            assert (
+                line[line.index(" does not resolve") :] == said[said.index(" does not resolve") :]
+            )

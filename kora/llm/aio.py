@@ -77,12 +77,14 @@ async def post(
     label: str,
     timeout: float,
     key: str | None,
+    source: str,
     limit: int | None,
     proxy: str | None = None,
     redirects: bool = False,
 ) -> Answer:
     """POST `data` (JSON) to `url`; a redirect followed only when `redirects` (as the
-    provider's SDK or client did before: Anthropic's follows them, httpx does not)."""
+    provider's SDK or client did before: Anthropic's follows them, httpx does not).
+    `source`: what set the URL (kora.llm.http.cannot_connect)."""
     try:
         async with session.post(url, data=data, allow_redirects=redirects, proxy=proxy) as raw:
             # the Content-Length of an encoded (compressed) body is not its size
@@ -92,7 +94,7 @@ async def post(
     except ProviderError:
         raise
     except aiohttp.ClientConnectorError as exc:  # no connection could be made
-        raise unreachable(label, url, exc) from None
+        raise unreachable(label, url, exc, source) from None
     except (TimeoutError, aiohttp.ServerTimeoutError):
         raise timed_out(label, timeout) from None
     except aiohttp.ClientError as exc:  # dropped, cut short, too many redirects
@@ -132,6 +134,7 @@ class AioModel(RemoteModel[C]):
             label=self.label,
             timeout=self.timeout,
             key=self._key,
+            source=self.source,
             limit=self.max_reply_bytes,
             proxy=self._proxy,
             redirects=redirects,

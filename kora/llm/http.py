@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
@@ -28,12 +30,14 @@ async def send(
     label: str,
     timeout: float,
     key: str | None,
+    source: str,
     limit: int | None = None,
     **kwargs: Any,
 ) -> httpx.Response:
     """One request (the Batch API's, a chat service's), whatever its status. The body is
     read as it comes and given up past `limit` bytes (a ProviderError naming its size and
-    the limit); the response returned holds it whole."""
+    the limit); the response returned holds it whole. `source`: what set the URL
+    (`cannot_connect`)."""
     try:
         request = client.build_request(method, url, **kwargs)
         streamed = await client.send(request, stream=True)
@@ -46,7 +50,7 @@ async def send(
         finally:
             await streamed.aclose()
     except httpx.ConnectError as exc:
-        raise unreachable(label, url, exc) from None
+        raise unreachable(label, url, exc, source) from None
     except httpx.TimeoutException:
         raise timed_out(label, timeout) from None
     except httpx.RequestError as exc:  # a dropped connection, too many redirects, ...
@@ -75,33 +79,50 @@ def identity(headers: Any) -> bool:
     return headers.get("content-encoding", "identity").strip().lower() in ("", "identity")
 
 
-def _root_reason(exc: BaseException) -> str:
-    """The most specific words in an exception chain (the OS's 'connection refused')."""
+def cannot_connect(label: str, url: str, exc: BaseException, source: str) -> str:
+    """What a connection to `url` that could not be made means, and what to check, by what
+    the attempt met (`exc` and its causes) and what set the URL (`source`, as
+    ModelConfig.endpoint names it: "public", "base_url", a variable): the words of both a
+    call (`unreachable`) and the run's check before its first job (kora.run.preflight)."""
     reason = str(exc) or type(exc).__name__
-    seen = 0
+    seen: list[BaseException] = []
     cur: BaseException | None = exc
-    while cur is not None and seen < 10:
+    while cur is not None and len(seen) < 10:  # the most specific words: the OS's
+        seen.append(cur)
         if isinstance(cur, OSError) and cur.strerror:
-            errno = cur.errno
-            reason = os.strerror(errno) if isinstance(errno, int) and errno > 0 else cur.strerror
+            code = cur.errno
+            reason = os.strerror(code) if isinstance(code, int) and code > 0 else cur.strerror
         cur = cur.__cause__ or cur.__context__
-        seen += 1
-    return reason
-
-
-def unreachable(label: str, url: str, exc: BaseException) -> ProviderError:
-    """No connection to `url` could be made: most often a wrong base_url or a service
-    that is not running, which no retry fixes."""
-    reason = _root_reason(exc)
     parts = urlsplit(url)
     if "@" in parts.netloc:  # from an environment variable: never shown with credentials
         url = parts._replace(netloc="****@" + parts.netloc.rpartition("@")[2]).geturl()
-    return ProviderError(
-        f"{label}: cannot connect to {url} ({reason[:200]}): is the service running, "
-        "and is base_url right?",
-        status=None,
-        unreachable=True,
-    )
+    port = None
+    with contextlib.suppress(ValueError):
+        port = parts.port
+    where = f"{parts.hostname}:{port or (443 if parts.scheme == 'https' else 80)}"
+    unresolved = any(isinstance(e, socket.gaierror) for e in seen)
+    if unresolved:
+        what = f"the host {parts.hostname} does not resolve"
+    elif any(isinstance(e, OSError) and e.errno == errno.ECONNREFUSED for e in seen):
+        what = f"{where} refused the connection"
+    else:  # no route, network down
+        what = f"no connection to {where}"
+    if source == "public":
+        advice = (
+            "check this machine's internet connection and DNS (behind a proxy, set "
+            "HTTPS_PROXY), or point the model at another server with base_url"
+        )
+    elif unresolved:
+        advice = f"is {source} right?"
+    else:
+        advice = f"is the service running, and is {source} right?"
+    return f"{label}: cannot connect to {url}: {what} ({reason[:200]}): {advice}"
+
+
+def unreachable(label: str, url: str, exc: BaseException, source: str) -> ProviderError:
+    """No connection to `url` could be made (`cannot_connect` says why): a wrong URL, a
+    service not running, no network, which no retry fixes."""
+    return ProviderError(cannot_connect(label, url, exc, source), status=None, unreachable=True)
 
 
 def read_key(env: str, label: str, *, required: bool) -> str | None:
@@ -170,6 +191,7 @@ class RemoteModel(Generic[C]):
         self.key_env = config.api_key_env or config.kind.key_env or ""
         where = config.endpoint()
         self.base_url = self.normalise_url(where[0] if where else "")
+        self.source = where[1] if where else "base_url"  # what set it (`cannot_connect`)
         self.timeout = config.timeout or DEFAULT_TIMEOUT
         self.max_reply_bytes = config.max_reply_bytes
         self._clients = LoopBound(self._new_client, self._close_client)

@@ -21,6 +21,7 @@ class _Provider(Protocol):
     """What the batch requests use of the OpenAI provider (kora.llm.openai)."""
 
     base_url: str
+    source: str
     label: str
     _key: str | None
     timeout: float
@@ -39,7 +40,14 @@ async def _call(p: _Provider, method: str, path: str, **kw: Any) -> httpx.Respon
     # no size limit: a batch's files hold many answers (each is held to it on its own)
     url = f"{p.base_url}{path}"
     resp = await send(
-        p._clients.get(), method, url, label=p.label, timeout=p.timeout, key=p._key, **kw
+        p._clients.get(),
+        method,
+        url,
+        label=p.label,
+        timeout=p.timeout,
+        key=p._key,
+        source=p.source,
+        **kw,
     )
     if resp.status_code >= 400:
         raise ProviderError(

@@ -160,6 +160,7 @@ class ServiceTarget:
         self.spec = spec_for(config.provider, config.http)
         self.base = (config.base_url or "").rstrip("/")
         self.label = f"model {name!r} ({self.base or config.provider})"
+        self.source = (config.endpoint() or ("", "base_url"))[1]  # what set the URL
         self.limiter = limiter or limiter_for(name, config, state_dir)
         self.retry_policy = retry_policy or RetryPolicy()
         self.timeout = config.timeout or DEFAULT_TIMEOUT
@@ -315,6 +316,7 @@ class ServiceTarget:
                 label=self.label,
                 timeout=self.timeout,
                 key=self._key,
+                source=self.source,
                 limit=self.config.max_reply_bytes,
                 content=content,
                 headers=headers,

@@ -11,10 +11,10 @@ import socket
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from kora.config.schema import ROLES, KoraConfig, chain
+from kora.llm.http import cannot_connect
 from kora.llm.service_config import ENV_REF
 
 _PROXY_ENV = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
@@ -56,35 +56,20 @@ def missing_keys(config: KoraConfig, names: Iterable[str]) -> list[str]:
 PROBE_TIMEOUT = 5.0  # seconds a connection may take before the host counts as slow
 
 
-@dataclass(frozen=True)
-class _Seen:
-    """What one connection attempt to a host's port met."""
-
-    what: str  # ok, unresolved, refused, failed or slow
-    reason: str = ""
-
-
-def _connect(host: str, port: int, timeout: float) -> _Seen:
-    try:
-        socket.create_connection((host, port), timeout=timeout).close()
-    except socket.gaierror as exc:
-        return _Seen("unresolved", exc.strerror or str(exc))
-    except ConnectionRefusedError as exc:
-        return _Seen("refused", os.strerror(exc.errno) if exc.errno else str(exc))
-    except TimeoutError:
-        return _Seen("slow", f"no connection within {timeout:g} s")
-    except OSError as exc:  # no route, network down
-        return _Seen("failed", exc.strerror or str(exc) or type(exc).__name__)
-    return _Seen("ok")
-
-
-def _connect_all(addresses: set[tuple[str, int]], timeout: float) -> dict[tuple[str, int], _Seen]:
-    """Each address tried once, all at the same time: the run waits for the slowest one
-    alone, and a name lookup that hangs past the timeout counts as slow."""
-    seen: dict[tuple[str, int], _Seen] = {}
+def _connect_all(
+    addresses: set[tuple[str, int]], timeout: float
+) -> dict[tuple[str, int], OSError | None]:
+    """Each address tried once, all at the same time: what each attempt met (None: a
+    connection). The run waits for the slowest one alone, and a name lookup that hangs
+    past the timeout counts as slow (a TimeoutError)."""
+    seen: dict[tuple[str, int], OSError | None] = {}
 
     def attempt(address: tuple[str, int]) -> None:
-        seen[address] = _connect(*address, timeout)
+        try:
+            socket.create_connection(address, timeout=timeout).close()
+            seen[address] = None
+        except OSError as exc:  # TimeoutError is one
+            seen[address] = exc
 
     # daemon threads: a lookup the OS never answers must not keep the run from ending
     threads = [threading.Thread(target=attempt, args=(a,), daemon=True) for a in addresses]
@@ -93,8 +78,7 @@ def _connect_all(addresses: set[tuple[str, int]], timeout: float) -> dict[tuple[
     deadline = time.monotonic() + timeout + 1.0
     for t in threads:
         t.join(max(0.0, deadline - time.monotonic()))
-    late = _Seen("slow", f"no answer within {timeout:g} s")
-    return {a: seen.get(a, late) for a in addresses}
+    return {a: seen.get(a, TimeoutError()) for a in addresses}
 
 
 def _address(url: str) -> tuple[str, int] | None:
@@ -106,26 +90,6 @@ def _address(url: str) -> tuple[str, int] | None:
     except ValueError:
         return None
     return parts.hostname, port or (443 if parts.scheme == "https" else 80)
-
-
-def _without_password(url: str) -> str:
-    parts = urlsplit(url)
-    if "@" in parts.netloc:  # from an environment variable: never shown with credentials
-        return parts._replace(netloc="****@" + parts.netloc.rpartition("@")[2]).geturl()
-    return url
-
-
-def _advice(source: str, seen: _Seen) -> str:
-    """What to check, by what set the address and what the attempt met."""
-    if source == "public":
-        return (
-            "check this machine's internet connection and DNS (behind a proxy, set "
-            "HTTPS_PROXY), or point the model at another server with base_url"
-        )
-    setting = "base_url" if source == "base_url" else source
-    if seen.what == "unresolved":
-        return f"is {setting} right?"
-    return f"is the service running, and is {setting} right?"
 
 
 def reachability(config: KoraConfig, names: Iterable[str]) -> tuple[dict[str, str], list[str]]:
@@ -147,23 +111,13 @@ def reachability(config: KoraConfig, names: Iterable[str]) -> tuple[dict[str, st
     warnings: list[str] = []
     for name, (url, source, (host, port)) in where.items():
         got = seen[(host, port)]
-        shown = _without_password(url)
-        if got.what == "ok":
-            continue
-        if got.what == "slow":
+        if isinstance(got, TimeoutError):
             warnings.append(
-                f"model {name!r}: {host}:{port} ({shown}) did not answer ({got.reason}); "
+                f"model {name!r}: {host}:{port} did not answer within {PROBE_TIMEOUT:g} s; "
                 "the run starts, and its calls retry as for any slow service"
             )
-            continue
-        what = {
-            "unresolved": f"the host {host} does not resolve",
-            "refused": f"{host}:{port} refused the connection",
-        }.get(got.what, f"no connection to {host}:{port}")
-        errors[name] = (
-            f"model {name!r}: cannot connect to {shown}: {what} ({got.reason[:200]}): "
-            f"{_advice(source, got)}"
-        )
+        elif got is not None:
+            errors[name] = cannot_connect(f"model {name!r}", url, got, source)
     return errors, warnings
 
 
