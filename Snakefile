@@ -29,5 +29,8 @@ localrules:
 rule all:
     default_target: True
     input:
-        PIPELINE.results_files(),
-        PIPELINE.report_files(),
+        lambda wc: [
+            f
+            for f in PIPELINE.results_files() + PIPELINE.report_files()
+            if not REPORTING() or os.path.exists(f)
+        ],

@@ -232,6 +232,42 @@ def test_snakemakes_own_report_holds_the_results(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(600)
+def test_the_scores_alone_are_reported_bundled_and_replayed(tmp_path: Path) -> None:
+    """After the README's main command (results.json alone, no report, no leaderboard):
+    Snakemake's report packs the files there are, `kora bundle` bundles the result without
+    a report and `kora replay` checks what it holds, also once the bundle is unpacked and
+    packed again with directory entries (as `zip -r` packs it)."""
+    copy_workflow(tmp_path)
+    cfg = {**TINY, "targets": {**TINY["targets"], "gpt-target": None}}
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(cfg))
+    done = snakemake(tmp_path, "results/tiny/results.json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert not (tmp_path / "results/tiny/report.html").exists()
+
+    report = snakemake(tmp_path, "--report", "report.zip")
+    assert report.returncode == 0, report.stderr[-3000:]
+    with zipfile.ZipFile(tmp_path / "report.zip") as z:
+        held = {Path(n).name for n in z.namelist() if "/data/raw/" in n}
+    assert {"results.json", "manifest.json"} <= held and "leaderboard.html" not in held, held
+
+    made = kora(tmp_path, "bundle", "tiny", "-o", "tiny.zip", "--configfile", "tiny.yaml")
+    assert made.returncode == 0, made.stderr
+    assert "report" in made.stderr and "not bundled" in made.stderr, made.stderr
+    unpacked = tmp_path / "unpacked"
+    with zipfile.ZipFile(tmp_path / "tiny.zip") as z:
+        z.extractall(unpacked)
+    shutil.make_archive(str(tmp_path / "again"), "zip", unpacked)  # with folders' entries
+    with zipfile.ZipFile(tmp_path / "again.zip") as z:
+        assert "taxonomy/" in z.namelist()
+    (tmp_path / "elsewhere").mkdir()
+    for bundle in ("tiny.zip", "again.zip"):
+        replayed = kora(tmp_path / "elsewhere", "replay", str(tmp_path / bundle), env=no_way_out())
+        assert replayed.returncode == 0, replayed.stderr[-3000:]
+        assert "identical: results.json and every rebuilt shard" in replayed.stderr
+        assert "report.html" not in replayed.stderr.split("identical")[-1]
+
+
+@pytest.mark.timeout(600)
 def test_kora_v2_writes_its_manifest_under_its_own_results_and_replays(tmp_path: Path) -> None:
     copy_workflow(tmp_path)
     cfg = {

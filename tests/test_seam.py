@@ -123,6 +123,42 @@ def test_a_failed_job_is_not_reported_while_the_run_is_stopping(tmp_path: Path) 
         assert line not in said, said[-3000:]
 
 
+REPORTING_SNAKEFILE = """
+from kora.run import seam
+
+reporting = seam.reporting(workflow)
+
+
+def asked(wc):
+    print("REPORTING", reporting(), flush=True)
+    return ["a.txt"]
+
+
+rule all:
+    input:
+        asked,
+
+
+rule make:
+    output:
+        report("a.txt"),
+    shell:
+        "touch {output}"
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_report_is_told_from_a_run_when_the_jobs_are_built(tmp_path: Path) -> None:
+    (tmp_path / "Snakefile").write_text(REPORTING_SNAKEFILE)
+    run = snakemake(tmp_path, cores=1, configfile=None, timeout=280)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "REPORTING False" in run.stdout and "REPORTING True" not in run.stdout
+    packed = snakemake(tmp_path, "--report", "r.zip", cores=None, configfile=None, timeout=280)
+    assert packed.returncode == 0, packed.stderr[-3000:]
+    assert "REPORTING True" in packed.stdout and (tmp_path / "r.zip").exists()
+
+
 PARAMS_SNAKEFILE = """
 import sys
 from kora.run import seam

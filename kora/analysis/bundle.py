@@ -6,7 +6,8 @@ Inside:
 - `bundle.json`: what the bundle is, and the SHA-256 of every other member but the
   answers, and of the report (rebuilt, not carried: it is the largest file);
 - `manifest.json`, the result's own (kora.analysis.manifest), which holds its config;
-- the result's files as written: results.json, summary.json, usage.json;
+- the result's files as written: results.json, usage.json, and summary.json when the
+  report was made of this result (else neither is bundled: a replay checks the rest);
 - `prompts/<stem>.jinja`: the templates as the run read them, `taxonomy/`: its taxonomy;
 - every data shard with its status file, at its path in the project: seeds, scenarios
   (and the ones validation turned down), conversations, judgments; and what a run takes
@@ -47,7 +48,6 @@ PROMPTS = "prompts"
 TAXONOMY = "taxonomy"
 # the result's own files carried as they are (the report only by its digest)
 CARRIED = ("results.json", "summary.json", "usage.json")
-REBUILT_ONLY = ("report.html",)
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
@@ -116,10 +116,12 @@ def make_bundle(
     workdir: Path,
     target_dir: str,
     extra: list[str],
+    report: bool,
 ) -> Bundled:
     """Bundle the result in `target_dir` (relative to `workdir`) into `out`. `extra`:
     files and folders the run takes as given, carried where they exist (an import's
-    record, recordings, people's grades)."""
+    record, recordings, people's grades); `report`: the report (summary.json and the
+    digest of report.html) too, made of this result."""
     target = workdir / target_dir
     try:
         manifest_bytes = (target / MANIFEST).read_bytes()
@@ -135,17 +137,12 @@ def make_bundle(
         f"{target_dir}/results.json", workdir, manifest["results"]["sha256"], "results file"
     )
     m.add(f"{target_dir}/results.json", results)
-    outputs: dict[str, str] = {}
-    for name in CARRIED[1:]:
-        path = target / name
-        if not path.exists():
-            raise BundleError(f"{target_dir}/{name} not found: make the report first")
-        m.add(f"{target_dir}/{name}", path.read_bytes())
-    for name in REBUILT_ONLY:
-        path = target / name
-        if not path.exists():
-            raise BundleError(f"{target_dir}/{name} not found: make the report first")
-        outputs[f"{target_dir}/{name}"] = sha256_file(path)
+    outputs = {f"{target_dir}/report.html": sha256_file(target / "report.html")} if report else {}
+    for name in ("summary.json", "usage.json") if report else ("usage.json",):
+        try:
+            m.add(f"{target_dir}/{name}", (target / name).read_bytes())
+        except OSError:
+            raise BundleError(f"{target_dir}/{name} not found: run the workflow again") from None
     for stem, t in manifest["templates"].items():
         m.add(f"{PROMPTS}/{stem}.jinja", _read_named(t["path"], workdir, t["sha256"], "template"))
     for path, digest in manifest["taxonomy"].items():
@@ -217,7 +214,8 @@ class Bundle:
             raise BundleError(f"{path}: not a result bundle ({exc})") from None
         if self.index.get("bundle") != FORMAT:
             raise BundleError(f"{path}: bundle format {self.index.get('bundle')!r} unknown")
-        self.names = set(self.zip.namelist())
+        # a bundle packed again by another tool may list its folders too
+        self.names = {n for n in self.zip.namelist() if not n.endswith("/")}
 
     @property
     def target(self) -> str:

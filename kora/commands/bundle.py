@@ -36,7 +36,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kora.analysis.bundle import BundleError, make_bundle
+    from kora.analysis.bundle import make_bundle
     from kora.io import refuse_to_replace, remember_written
 
     refuse_to_replace([Path(args.output)], args.force)
@@ -45,26 +45,34 @@ def run(args: argparse.Namespace) -> int:
     layout = layout_of_args(args)
     folder = layout.target_dir(target)
     results, summary = Path(layout.results_json(target)), Path(layout.summary_json(target))
-    if results.exists() and (
-        not summary.exists() or summary.stat().st_mtime_ns < results.stat().st_mtime_ns
-    ):
-        # the bundle carries the report's figures: they must be those of this result
-        report = layout.report_html(target)
-        raise BundleError(
-            f"{layout.report_html(target)} is older than {results} or missing: make it "
-            f"first, `{run_command(args, [report])}`"
-        )
+    report = Path(layout.report_html(target))
+    # the report's figures are bundled when they are this result's
+    with_report = (
+        results.exists()
+        and report.exists()
+        and summary.exists()
+        and summary.stat().st_mtime_ns >= results.stat().st_mtime_ns
+    )
     extra = [
         str(layout.import_manifest),
         str(Path(layout.recorded(target, "x")).parent),
         layout.annotations(target),
         layout.agreement_json(target),
     ]
-    done = make_bundle(Path(args.output), workdir=Path.cwd(), target_dir=folder, extra=extra)
+    done = make_bundle(
+        Path(args.output), workdir=Path.cwd(), target_dir=folder, extra=extra, report=with_report
+    )
     remember_written([done.path])
     print(
         f"{done.path}: {done.bytes / 1e6:,.1f} MB, {done.files:,} files and {done.answers:,} "
         f"stored answers; replay it anywhere with `kora replay {shlex.quote(str(done.path))}`",
         file=sys.stderr,
     )
+    if not with_report:
+        print(
+            f"the report is not bundled ({report} is missing or older than {results}): a "
+            "replay checks the scores and the shards; to bundle it too, make it first, "
+            f"`{run_command(args, [str(report)])}`, then bundle again",
+            file=sys.stderr,
+        )
     return 0

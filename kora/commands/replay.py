@@ -87,8 +87,8 @@ def run(args: argparse.Namespace) -> int:
     for note in found.notes:
         say(f"note: {note}")
     if found.identical:
-        say("identical: results.json, summary.json, report.html and every rebuilt shard are "
-            "byte for byte the bundle's, and every answer is the one the manifest names")  # fmt: skip
+        say(f"identical: {', '.join(found.checked)} and every rebuilt shard are byte for byte "
+            "the bundle's, and every answer is the one the manifest names")  # fmt: skip
         return 0
     say("NOT identical:")
     for line in _some(lines):

@@ -100,6 +100,7 @@ class Replay:
     missing_answers: dict[str, str] = field(default_factory=dict)  # key -> model
     differing: list[str] = field(default_factory=list)  # rebuilt files that differ
     rebuilt_shards: int = 0
+    checked: list[str] = field(default_factory=list)  # the result's files compared
     given: list[str] = field(default_factory=list)  # what was laid out, not rebuilt
     notes: list[str] = field(default_factory=list)
     failed_jobs: list[str] = field(default_factory=list)
@@ -242,9 +243,12 @@ async def _rebuild(bundle: Bundle, work: Path, found: Replay) -> None:
 
     for name in sorted(rebuilt):
         _compare(bundle, work, name, found)
-    for name in CARRIED[:2]:
-        _compare(bundle, work, f"{bundle.target_dir}/{name}", found)
+    for name in CARRIED[:2]:  # summary.json: bundled with the report, or not at all
+        if f"{bundle.target_dir}/{name}" in bundle.index["files"]:
+            found.checked.append(name)
+            _compare(bundle, work, f"{bundle.target_dir}/{name}", found)
     for name, digest in bundle.index["rebuiltOnly"].items():
+        found.checked.append(Path(name).name)
         path = work / name
         if not path.exists() or sha256_file(path) != digest:
             found.differing.append(name)

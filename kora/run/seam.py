@@ -4,7 +4,8 @@ Snakemake has no public API for what the run's start needs: the --configfile ove
 and --config values given on the command line (to name the file and line, or the
 --config value, of a config error; `kora check-config --config` parses them alike), the
 files asked on the command line (one no rule can make is named before Snakemake looks
-for a rule), the jobs a run will execute (to check only the keys and services they call,
+for a rule), whether it packs a report (`--report`: of the files there are), the jobs a
+run will execute (to check only the keys and services they call,
 to hand the broker the shard jobs to work ahead of, and to count the calls for the
 progress line), whether jobs run on this machine (the broker only serves local jobs), and
 whether rules run in their own software environments (`--use-conda`: then jobs must make
@@ -76,6 +77,20 @@ def check_targets(workflow: Any, check: Callable[[list[str]], str | None]) -> No
         build()
 
     workflow._build_dag = checked
+
+
+def reporting(workflow: Any) -> Callable[[], bool]:
+    """Whether this Snakemake packs a report (`--report`), asked when its jobs are built:
+    the Snakefile is read before Snakemake says what it will do."""
+    pack = _get(workflow, "create_report")
+    asked: list[bool] = []
+
+    def packing(*args: Any, **kwargs: Any) -> Any:
+        asked.append(True)
+        return pack(*args, **kwargs)
+
+    workflow.create_report = packing
+    return lambda: bool(asked)
 
 
 def jobs_to_run(workflow: Any) -> Iterator[Any]:
