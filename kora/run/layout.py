@@ -91,13 +91,6 @@ class Layout:
 
     # --- per target -------------------------------------------------------------------
 
-    def target_file(self, target: str = TARGET, file: str = "{file}") -> str:
-        return f"{self.results}/{target}/{file}"
-
-    def anywhere(self, results_dir: str) -> str:
-        """Any file under a results folder (`path` wildcard)."""
-        return f"{results_dir}/{{path}}"
-
     def target_dir(self, target: str = TARGET) -> str:
         return f"{self.results}/{target}"
 
