@@ -5,7 +5,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from kora.run import gather_inputs, legacy, misdirected, seam
+from kora.run import gather_inputs, legacy, misdirected, seam, stops
 from kora.config.files import check_checkout, load_run_config
 from kora.errors import KoraError
 from kora.run.progress import RUN_ENV
@@ -84,7 +84,10 @@ shell.prefix("set -euo pipefail; trap '' INT; ")
 
 # the run's start, end and stops (kora.run.session)
 SESSION = RunSession(PIPELINE, os.environ[RUN_ENV])
-seam.tidy_job_reports(SESSION.stopping)
+# while the run is being stopped (its stops folder holds a job's note of the budget or of
+# an error no retry gets past, or the mark a stop leaves), Snakemake's reports of the jobs
+# the stop ended are not shown: the closing lines say what happened
+seam.tidy_job_reports(lambda: stops.stops_dir(PIPELINE.workdir, SESSION.run_id).exists())
 seam.keep_dataframes_out()
 seam.read_only_sizes_that_count()
 seam.quote_the_interpreter()

@@ -18,6 +18,7 @@ from tests.workflows import TINY, snakemake
 
 if TYPE_CHECKING:
     from kora.run.jobspec import JobSpec
+    from kora.run.reply import Outcome
 
 OUTPUTS = ("results.json", "usage.json", "summary.json", "report.html")
 
@@ -166,7 +167,7 @@ def test_a_broker_that_takes_no_message_is_given_up_and_the_run_goes_on(tmp_path
     import socket as socketlib
 
     from kora.run.broker import Broker, send_ahead
-    from kora.run.dispatch import BROKER_ENV, submit
+    from kora.run.dispatch import BROKER_ENV, hand_over
     from kora.run.jobspec import JobSpec
 
     seeds = JobSpec("seeds", {}, {}, {}, [], {})
@@ -182,7 +183,7 @@ def test_a_broker_that_takes_no_message_is_given_up_and_the_run_goes_on(tmp_path
         server.close()
         path.unlink()
         os.environ[BROKER_ENV] = f"{socketlib.gethostname()}|{path}"
-        assert submit(seeds) is None
+        assert hand_over(seeds) is None
     finally:
         os.environ.pop(BROKER_ENV, None)
         server.close()
@@ -241,6 +242,19 @@ def _seed_cells(workdir: Path, motivations: tuple[str, ...]) -> list:
     return specs
 
 
+def submit(spec: JobSpec) -> Outcome | None:
+    """As a job's script waiting in Python: the broker's answer; None when no broker
+    serves this machine (or it went away first)."""
+    from kora.run.dispatch import hand_over
+    from kora.run.waiter import answer
+
+    conn = hand_over(spec)
+    if conn is None:
+        return None
+    with conn:
+        return answer(conn)
+
+
 @pytest.mark.timeout(120)
 def test_the_broker_exits_once_every_job_of_the_run_has_finished(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -249,7 +263,7 @@ def test_the_broker_exits_once_every_job_of_the_run_has_finished(
     broker exits when the last job it was handed has finished well, and a job after that
     runs in its own process."""
     from kora.run.broker import send_ahead, start_broker
-    from kora.run.dispatch import BROKER_ENV, submit
+    from kora.run.dispatch import BROKER_ENV
 
     copy_workflow(tmp_path)
     specs = _seed_cells(tmp_path, ("curiosity_exploration", "emotional_distress_anxiety"))
@@ -277,7 +291,7 @@ def test_a_job_that_failed_keeps_the_broker_for_its_next_try(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from kora.run.broker import send_ahead, start_broker
-    from kora.run.dispatch import BROKER_ENV, submit
+    from kora.run.dispatch import BROKER_ENV
 
     copy_workflow(tmp_path)
     (spec,) = _seed_cells(tmp_path, ("curiosity_exploration",))

@@ -236,11 +236,12 @@ def test_credentials_in_a_url_are_refused_with_how_to_pass_a_header(provider: st
 
 @pytest.mark.timeout(10)
 def test_a_url_from_the_environment_is_never_shown_with_its_credentials() -> None:
+    from types import SimpleNamespace
+
     from kora.llm.http import unreachable
 
-    msg = str(
-        unreachable("m", "https://kora:hunter2-pw@llm.example/v1", OSError(111, "x"), "X_URL")
-    )
+    by = SimpleNamespace(label="m", timeout=1.0, _key=None, source="X_URL")
+    msg = str(unreachable(by, "https://kora:hunter2-pw@llm.example/v1", OSError(111, "x")))
     assert "hunter2" not in msg and "https://****@llm.example/v1" in msg
 
 

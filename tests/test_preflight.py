@@ -143,7 +143,7 @@ def test_a_proxy_is_trusted_to_know_the_way(
 
 
 def test_offline_models_are_not_probed(offline: list[str]) -> None:
-    assert preflight.unreachable(cfg(m={"provider": "mock"}), {"m"}) == []
+    assert preflight.reachability(cfg(m={"provider": "mock"}), {"m"}) == ({}, [])
     assert not offline
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import zipfile
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -64,14 +64,6 @@ def status_path(shard: str) -> str | None:
 
 def answer_member(key: str, rejected: bool = False) -> str:
     return f"{ANSWERS}/{key[:2]}/{key}{'.rejected' if rejected else ''}.json"
-
-
-@dataclass
-class _Members:
-    files: dict[str, bytes] = field(default_factory=dict)
-
-    def add(self, name: str, data: bytes) -> None:
-        self.files[name] = data
 
 
 def _read_named(path: str, workdir: Path, expected: str, what: str) -> bytes:
@@ -131,32 +123,31 @@ def make_bundle(
             "(its results job writes the manifest)"
         ) from None
     manifest = orjson.loads(manifest_bytes)
-    m = _Members()
-    m.add(MANIFEST, manifest_bytes)
+    files = {MANIFEST: manifest_bytes}
     results = _read_named(
         f"{target_dir}/results.json", workdir, manifest["results"]["sha256"], "results file"
     )
-    m.add(f"{target_dir}/results.json", results)
+    files[f"{target_dir}/results.json"] = results
     outputs = {f"{target_dir}/report.html": sha256_file(target / "report.html")} if report else {}
     for name in ("summary.json", "usage.json") if report else ("usage.json",):
         try:
-            m.add(f"{target_dir}/{name}", (target / name).read_bytes())
+            files[f"{target_dir}/{name}"] = (target / name).read_bytes()
         except OSError:
             raise BundleError(f"{target_dir}/{name} not found: run the workflow again") from None
     for stem, t in manifest["templates"].items():
-        m.add(f"{PROMPTS}/{stem}.jinja", _read_named(t["path"], workdir, t["sha256"], "template"))
+        files[f"{PROMPTS}/{stem}.jinja"] = _read_named(t["path"], workdir, t["sha256"], "template")
     for path, digest in manifest["taxonomy"].items():
-        m.add(f"{TAXONOMY}/{Path(path).name}", _read_named(path, workdir, digest, "taxonomy file"))
+        files[f"{TAXONOMY}/{Path(path).name}"] = _read_named(path, workdir, digest, "taxonomy file")
     status_files = []
     for path, digest in manifest["data"].items():
-        m.add(path, _read_named(path, workdir, digest, "data file"))
+        files[path] = _read_named(path, workdir, digest, "data file")
         status = status_path(path)
         if status is not None and (workdir / status).exists():
-            m.add(status, (workdir / status).read_bytes())
+            files[status] = (workdir / status).read_bytes()
             status_files.append(workdir / status)
     for rel in extra:
         for name, data in _optional(workdir, rel):
-            m.files.setdefault(name, data)
+            files.setdefault(name, data)
 
     store = CallCache(workdir / manifest["config"]["effective"].get("cache_dir", ".kora/cache"))
     keys = rested_keys(read_status(status_files))
@@ -167,11 +158,11 @@ def make_bundle(
             f"when it was made ({len(entries)} of {len(keys)} found): run the workflow "
             "again, then bundle"
         )
-    m.add(ANSWERS_INDEX, index)
+    files[ANSWERS_INDEX] = index
     for key, data in entries.items():
-        m.add(answer_member(key), data)
+        files[answer_member(key)] = data
     for key, data in rejected.items():
-        m.add(answer_member(key, rejected=True), data)
+        files[answer_member(key, rejected=True)] = data
 
     answers = {*map(answer_member, entries), *(answer_member(k, True) for k in rejected)}
     doc = {
@@ -179,13 +170,13 @@ def make_bundle(
         "target": manifest["target"],
         "benchmark": manifest["benchmark"],
         "targetDir": target_dir,
-        "files": {n: sha256_bytes(d) for n, d in sorted(m.files.items()) if n not in answers},
+        "files": {n: sha256_bytes(d) for n, d in sorted(files.items()) if n not in answers},
         "rebuiltOnly": outputs,
     }
-    m.add(INDEX, orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
-    _write_zip(out, m.files)
+    files[INDEX] = orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+    _write_zip(out, files)
     held = len(entries) + len(rejected)
-    return Bundled(out, out.stat().st_size, len(m.files) - held, held)
+    return Bundled(out, out.stat().st_size, len(files) - held, held)
 
 
 def _write_zip(out: Path, files: Mapping[str, bytes]) -> None:

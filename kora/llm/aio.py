@@ -22,7 +22,7 @@ import aiohttp
 from kora.llm.base import ProviderError
 from kora.llm.bounds import read_body, timed_out
 from kora.llm.config import ModelConfig
-from kora.llm.http import LoopBound, RemoteModel, identity, unreachable
+from kora.llm.http import Caller, LoopBound, RemoteModel, identity, unreachable
 from kora.llm.limits import wrote
 from kora.llm.masking import redact
 
@@ -74,32 +74,28 @@ async def post(
     url: str,
     data: bytes,
     *,
-    label: str,
-    timeout: float,
-    key: str | None,
-    source: str,
+    by: Caller,
     limit: int | None,
     proxy: str | None = None,
     redirects: bool = False,
 ) -> Answer:
     """POST `data` (JSON) to `url`; a redirect followed only when `redirects` (as the
-    provider's SDK or client did before: Anthropic's follows them, httpx does not).
-    `source`: what set the URL (kora.llm.http.cannot_connect)."""
+    provider's SDK or client did before: Anthropic's follows them, httpx does not)."""
     try:
         async with session.post(url, data=data, allow_redirects=redirects, proxy=proxy) as raw:
             # the Content-Length of an encoded (compressed) body is not its size
             declared = raw.headers.get("content-length") if identity(raw.headers) else None
-            body = await read_body(raw.content.iter_chunked(1 << 16), limit, label, declared)
+            body = await read_body(raw.content.iter_chunked(1 << 16), limit, by.label, declared)
             return Answer(raw.status, raw.reason or "", raw.headers, body)
     except ProviderError:
         raise
     except aiohttp.ClientConnectorError as exc:  # no connection could be made
-        raise unreachable(label, url, exc, source) from None
+        raise unreachable(by, url, exc) from None
     except (TimeoutError, aiohttp.ServerTimeoutError):
-        raise timed_out(label, timeout) from None
+        raise timed_out(by.label, by.timeout) from None
     except aiohttp.ClientError as exc:  # dropped, cut short, too many redirects
         raise ProviderError(
-            f"{label}: connection failed ({type(exc).__name__}: {redact(str(exc), key)[:200]})",
+            f"{by.label}: connection failed ({type(exc).__name__}: {redact(str(exc), by._key)[:200]})",
             status=None,
         ) from None
 
@@ -131,10 +127,7 @@ class AioModel(RemoteModel[C]):
             self._sessions.get(),
             url,
             data,
-            label=self.label,
-            timeout=self.timeout,
-            key=self._key,
-            source=self.source,
+            by=self,
             limit=self.max_reply_bytes,
             proxy=self._proxy,
             redirects=redirects,

@@ -9,7 +9,7 @@ import errno
 import os
 import socket
 from collections.abc import Awaitable, Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
@@ -22,22 +22,28 @@ from kora.llm.masking import redact
 __all__ = ["DEFAULT_TIMEOUT", "LoopBound", "RemoteModel", "read_key", "send"]
 
 
+class Caller(Protocol):
+    """Who sends a request: the label that names it in every error, its timeout, its key
+    (masked in them), and what set its URL (`cannot_connect`)."""
+
+    label: str
+    timeout: float
+    _key: str | None
+    source: str
+
+
 async def send(
     client: httpx.AsyncClient,
     method: str,
     url: str,
     *,
-    label: str,
-    timeout: float,
-    key: str | None,
-    source: str,
+    by: Caller,
     limit: int | None = None,
     **kwargs: Any,
 ) -> httpx.Response:
     """One request (the Batch API's, a chat service's), whatever its status. The body is
     read as it comes and given up past `limit` bytes (a ProviderError naming its size and
-    the limit); the response returned holds it whole. `source`: what set the URL
-    (`cannot_connect`)."""
+    the limit); the response returned holds it whole."""
     try:
         request = client.build_request(method, url, **kwargs)
         streamed = await client.send(request, stream=True)
@@ -46,16 +52,16 @@ async def send(
             declared = (
                 streamed.headers.get("content-length") if identity(streamed.headers) else None
             )
-            body = await read_body(streamed.aiter_bytes(), limit, label, declared)
+            body = await read_body(streamed.aiter_bytes(), limit, by.label, declared)
         finally:
             await streamed.aclose()
     except httpx.ConnectError as exc:
-        raise unreachable(label, url, exc, source) from None
+        raise unreachable(by, url, exc) from None
     except httpx.TimeoutException:
-        raise timed_out(label, timeout) from None
+        raise timed_out(by.label, by.timeout) from None
     except httpx.RequestError as exc:  # a dropped connection, too many redirects, ...
         raise ProviderError(
-            f"{label}: connection failed ({type(exc).__name__}: {redact(str(exc), key)[:200]})",
+            f"{by.label}: connection failed ({type(exc).__name__}: {redact(str(exc), by._key)[:200]})",
             status=None,
         ) from None
     # the body already decoded: the headers that described its encoding no longer do
@@ -79,6 +85,18 @@ def identity(headers: Any) -> bool:
     return headers.get("content-encoding", "identity").strip().lower() in ("", "identity")
 
 
+def address(url: str) -> tuple[str, int] | None:
+    """The host and port a URL connects to (None: no host, or a port that is no number)."""
+    parts = urlsplit(url)
+    if not parts.hostname:
+        return None
+    try:
+        port = parts.port
+    except ValueError:
+        return None
+    return parts.hostname, port or (443 if parts.scheme == "https" else 80)
+
+
 def cannot_connect(label: str, url: str, exc: BaseException, source: str) -> str:
     """What a connection to `url` that could not be made means, and what to check, by what
     the attempt met (`exc` and its causes) and what set the URL (`source`, as
@@ -96,10 +114,7 @@ def cannot_connect(label: str, url: str, exc: BaseException, source: str) -> str
     parts = urlsplit(url)
     if "@" in parts.netloc:  # from an environment variable: never shown with credentials
         url = parts._replace(netloc="****@" + parts.netloc.rpartition("@")[2]).geturl()
-    port = None
-    with contextlib.suppress(ValueError):
-        port = parts.port
-    where = f"{parts.hostname}:{port or (443 if parts.scheme == 'https' else 80)}"
+    where = "{}:{}".format(*(address(url) or (parts.hostname, "?")))
     unresolved = any(isinstance(e, socket.gaierror) for e in seen)
     if unresolved:
         what = f"the host {parts.hostname} does not resolve"
@@ -119,10 +134,11 @@ def cannot_connect(label: str, url: str, exc: BaseException, source: str) -> str
     return f"{label}: cannot connect to {url}: {what} ({reason[:200]}): {advice}"
 
 
-def unreachable(label: str, url: str, exc: BaseException, source: str) -> ProviderError:
+def unreachable(by: Caller, url: str, exc: BaseException) -> ProviderError:
     """No connection to `url` could be made (`cannot_connect` says why): a wrong URL, a
     service not running, no network, which no retry fixes."""
-    return ProviderError(cannot_connect(label, url, exc, source), status=None, unreachable=True)
+    message = cannot_connect(by.label, url, exc, by.source)
+    return ProviderError(message, status=None, unreachable=True)
 
 
 def read_key(env: str, label: str, *, required: bool) -> str | None:

@@ -12,19 +12,15 @@ import httpx
 import orjson
 
 from kora.llm.base import ProviderError, Request, Response
-from kora.llm.http import send
+from kora.llm.http import Caller, send
 from kora.llm.masking import redact
 from kora.llm.retry import parse_retry_after
 
 
-class _Provider(Protocol):
+class _Provider(Caller, Protocol):
     """What the batch requests use of the OpenAI provider (kora.llm.openai)."""
 
     base_url: str
-    source: str
-    label: str
-    _key: str | None
-    timeout: float
     _clients: Any
 
     def _body(self, request: Request) -> dict[str, Any]: ...
@@ -39,16 +35,7 @@ FINAL = ("completed", "failed", "expired", "cancelled")
 async def _call(p: _Provider, method: str, path: str, **kw: Any) -> httpx.Response:
     # no size limit: a batch's files hold many answers (each is held to it on its own)
     url = f"{p.base_url}{path}"
-    resp = await send(
-        p._clients.get(),
-        method,
-        url,
-        label=p.label,
-        timeout=p.timeout,
-        key=p._key,
-        source=p.source,
-        **kw,
-    )
+    resp = await send(p._clients.get(), method, url, by=p, **kw)
     if resp.status_code >= 400:
         raise ProviderError(
             f"{p.label}: HTTP {resp.status_code} from {path}: {redact(resp.text, p._key)[:200]}",

@@ -20,7 +20,7 @@ from typing import Any
 
 from kora.run.jobspec import JobSpec
 from kora.run.protocol import RUN_ENV, JobRequest, connect, say_stopping, stopping_path
-from kora.run.reply import STOPPED, Outcome
+from kora.run.reply import STOPPED
 from kora.run.waiter import SHELL, answer, finish
 from kora.run.waiter import argv as waiter_argv
 
@@ -31,13 +31,10 @@ BROKER_ENV = "KORA_BROKER"  # "<host>|<socket path>" of the run's broker
 BROKERED = frozenset({"seeds", "scenarios", "conversations", "judgments"})
 
 
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM, which may be meant for this job alone (a cluster's time limit): not said to
-    be the run's stop, as a Ctrl-C is."""
-
-
 def _interrupt(signum: int, frame: Any) -> None:
-    raise _Terminated  # a job in its own process then cancels its calls in order
+    # SIGTERM: a job in its own process then cancels its calls in order, and ends quietly;
+    # it may be meant for this job alone (a cluster's time limit), not the run's stop
+    raise SystemExit(STOPPED)
 
 
 def hand_over(spec: JobSpec) -> socket.socket | None:
@@ -60,16 +57,6 @@ def hand_over(spec: JobSpec) -> socket.socket | None:
     # connection, and the job then runs here
     conn.settimeout(None)
     return conn
-
-
-def submit(spec: JobSpec) -> Outcome | None:
-    """Run the job in the broker and wait; None when no broker serves this machine (or it
-    went away before answering: the job then runs here, its calls from the store)."""
-    conn = hand_over(spec)
-    if conn is None:
-        return None
-    with conn:
-        return answer(conn)
 
 
 def wait_small(conn: socket.socket) -> None:
@@ -116,10 +103,9 @@ def run(rule: str, smk: Any) -> None:
             from kora.run.execute import run_here
 
             done = run_here(spec)
-    except KeyboardInterrupt as stop:
+    except KeyboardInterrupt:
         # Ctrl-C reaches every process of the run at once: a job that ends on it before the
         # run's Snakemake has run its handler must not read as a job that failed
-        if not isinstance(stop, _Terminated):
-            say_stopping(os.getcwd(), os.environ.get(RUN_ENV))
+        say_stopping(os.getcwd(), os.environ.get(RUN_ENV))
         raise SystemExit(STOPPED) from None
     finish(done)

@@ -11,10 +11,9 @@ import socket
 import threading
 import time
 from collections.abc import Iterable
-from urllib.parse import urlsplit
 
 from kora.config.schema import ROLES, KoraConfig, chain
-from kora.llm.http import cannot_connect
+from kora.llm.http import address, cannot_connect
 from kora.llm.service_config import ENV_REF
 
 _PROXY_ENV = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
@@ -81,17 +80,6 @@ def _connect_all(
     return {a: seen.get(a, TimeoutError()) for a in addresses}
 
 
-def _address(url: str) -> tuple[str, int] | None:
-    parts = urlsplit(url)
-    if not parts.hostname:
-        return None
-    try:
-        port = parts.port
-    except ValueError:
-        return None
-    return parts.hostname, port or (443 if parts.scheme == "https" else 80)
-
-
 def reachability(config: KoraConfig, names: Iterable[str]) -> tuple[dict[str, str], list[str]]:
     """({model: why it stops the run}, warnings) for the models among `names` whose
     address cannot be reached: a host that does not resolve or a port that refuses
@@ -103,9 +91,9 @@ def reachability(config: KoraConfig, names: Iterable[str]) -> tuple[dict[str, st
     where = {}
     for name in sorted(set(names)):
         found = config.models[name].endpoint()
-        address = _address(found[0]) if found else None
-        if found and address:
-            where[name] = (found[0], found[1], address)
+        at = address(found[0]) if found else None
+        if found and at:
+            where[name] = (found[0], found[1], at)
     seen = _connect_all({a for _, _, a in where.values()}, PROBE_TIMEOUT)
     errors: dict[str, str] = {}
     warnings: list[str] = []
@@ -119,12 +107,6 @@ def reachability(config: KoraConfig, names: Iterable[str]) -> tuple[dict[str, st
         elif got is not None:
             errors[name] = cannot_connect(f"model {name!r}", url, got, source)
     return errors, warnings
-
-
-def unreachable(config: KoraConfig, names: Iterable[str]) -> list[str]:
-    """Why each model among `names` cannot be reached (kora.run.preflight.reachability)."""
-    errors, _ = reachability(config, names)
-    return [errors[n] for n in sorted(errors)]
 
 
 def spared_by_fallback(config: KoraConfig, names: Iterable[str], bad: Iterable[str]) -> set[str]:

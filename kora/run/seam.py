@@ -198,10 +198,8 @@ SHOWN_FILES = 3
 
 def tidy_job_reports(stopping: Callable[[], bool]) -> None:
     """Snakemake's reports of a job (its start, its failure) name a few of its files and
-    count the rest; while the run is being stopped (`stopping()`), the failures of the
-    jobs the stop ended are not reported at all, nor the line that ends the run on them
-    ("Exiting because a job execution failed"): the run's closing lines say what
-    happened."""
+    count the rest; while the run is being stopped (`stopping()`), neither the failures of
+    the jobs the stop ended nor the run's end on them are reported: its closing lines say."""
     import logging
 
     from snakemake.scheduling import job_scheduler

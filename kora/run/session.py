@@ -43,7 +43,7 @@ from kora.run.progress import Monitor, Totals, unstored_warning
 from kora.run.protocol import say_stopping, stopping_path
 from kora.run.runlock import RunLock, hold
 from kora.run.stages import STAGES
-from kora.run.stops import closing_summary, rerun_advice, stop_kind, stopping
+from kora.run.stops import closing_summary, rerun_advice, stop_kind
 
 # a job's parts as kora.run.seam.job_parts gives them: rule, wildcards, input, output,
 # params, log
@@ -231,12 +231,6 @@ class RunSession:
 
             with contextlib.suppress(ValueError):  # not the main thread: nothing to catch
                 signal.signal(sig, handler)
-
-    def stopping(self) -> bool:
-        """Whether the run is being stopped (a signal, or a job's stop on the budget or
-        an error no retry gets past): Snakemake's reports of the jobs it ended are not
-        shown, the closing lines say what happened (kora.run.seam.tidy_job_reports)."""
-        return self.stopped_by is not None or stopping(self.pipeline.workdir, self.run_id)
 
     def _finish(self) -> Totals:
         if self.broker is not None:

@@ -40,14 +40,6 @@ def note_stop(workdir: Path, where: str, message: str, *, why: StopKind) -> None
         write_atomic(stops_dir(workdir, run_id) / f"{uuid.uuid4().hex}.json", orjson.dumps(note))
 
 
-def stopping(workdir: Path, run_id: str) -> bool:
-    """Whether the run is being stopped: a job left a note, or a stop reached one of its
-    processes (kora.run.protocol.stopping_path, in the same folder)."""
-    with contextlib.suppress(OSError):
-        return any(stops_dir(workdir, run_id).iterdir())
-    return False
-
-
 def closing_summary(workdir: Path, run_id: str, *, raise_budget: str = "") -> list[str]:
     """The lines that end a run stopped by such errors (none when no job left a note); the
     notes are removed. `raise_budget`: the command that goes on with a higher budget."""
