@@ -105,7 +105,7 @@ def test_the_whole_run_can_be_handed_to_the_broker(
     from dataclasses import replace
 
     from kora.run.broker import send_ahead, start_broker
-    from kora.run.dispatch import BROKER_ENV, submit
+    from kora.run.dispatch import BROKER_ENV
     from kora.run.jobspec import JobSpec
     from tests.helpers import REPO
 
