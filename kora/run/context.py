@@ -72,17 +72,7 @@ class RunSettings:
 
     def model(self, params: dict[str, Any]) -> ModelConfig:
         """A model's full config: its params (what changes answers) + its transport."""
-        settings = {k: v for k, v in params.items() if k != "name"}
-        return ModelConfig.model_validate(_merge(self.models.get(params["name"], {}), settings))
-
-
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """`over` on top of `base`, mappings merged key by key: a chat service's `http` in the
-    params leaves out its headers (transport), which come from the config."""
-    out = dict(base)
-    for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
+        return ModelConfig.of_job(params, self.models.get(params["name"], {}))
 
 
 @dataclass

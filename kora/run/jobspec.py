@@ -13,29 +13,6 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-# the settings of a model that carry its calls without changing an answer: a job takes
-# them from the run's config by model name, never from its params (kora.run.context)
-TRANSPORT_FIELDS = (
-    "base_url",
-    "api_key_env",
-    "requests_per_minute",
-    "input_tokens_per_minute",
-    "output_tokens_per_minute",
-    "tokens_per_minute",
-    "max_concurrency",
-    "timeout",
-    "max_reply_bytes",
-    "follow_redirects",
-    "price",
-    "prompt_cache",
-    "cache_ttl",
-    "batch",
-    "structured_output",
-    "schema_bounds",
-    # a chat service's requests: the params carry them without their headers
-    "http",
-)
-
 
 def model_names(params: Any) -> set[str]:
     """Every model named in a rule's params (a mapping with `name` and `provider`)."""
@@ -49,14 +26,11 @@ def model_names(params: Any) -> set[str]:
 
 
 def run_settings(config: Any, params: dict[str, Any]) -> dict[str, Any]:
-    """The run-wide settings the job's models need that do not change results (see
-    kora.run.context): taken from the config by model name, for the models its params name."""
+    """The run-wide settings of the job: its models' settings in the config, by the names
+    its params give (what carries their calls is taken from them: kora.llm.config.of_job)."""
     models = config.get("models") or {}
     return {
-        "models": {
-            n: {k: v for k, v in (models.get(n) or {}).items() if k in TRANSPORT_FIELDS}
-            for n in sorted(model_names(params))
-        },
+        "models": {n: models.get(n) or {} for n in sorted(model_names(params))},
         "cache_dir": str(config.get("cache_dir", ".kora/cache")),
         "concurrency": int(config.get("concurrency", 16)),
         # a cap on the bill (kora.llm.budget): it never changes an answer; its `since`, a
