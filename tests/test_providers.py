@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from kora.llm.base import ChatMessage, ProviderError
 from kora.llm.client import ModelClient, StructuredOutputError, Usage
 from kora.llm.config import ModelConfig
+from kora.llm.registry import KINDS
 from tests.loopback import (
     DROP,
     INVALID,
@@ -308,6 +309,9 @@ def test_openai_token_limit_field() -> None:
         "l", ModelConfig(provider="openai", model="m", base_url="http://127.0.0.1:1/v1")
     )
     assert local._body(req)["max_tokens"] == 77
+    # the table's conditions that pick the field are a model's settings or its tests
+    conditions = {c for kind in KINDS.values() for c in kind.token_fields}
+    assert all(c in ModelConfig.model_fields or hasattr(ModelConfig, c) for c in conditions)
 
 
 # --- the call store never keeps an answer that failed validation ----------------------

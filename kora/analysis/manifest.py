@@ -34,7 +34,6 @@ from kora.io import sha256_file, write_json
 from kora.llm.bill import Charge, bill_dir, charges
 from kora.llm.cache import CallCache
 from kora.llm.registry import kind_of
-from kora.llm.structured import DEFAULT as OPENAI_DEFAULT
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -161,14 +160,7 @@ def software() -> dict[str, str]:
 
 def structured_mode(model: Mapping[str, Any]) -> str | None:
     """How the model was asked for a structured answer."""
-    kind = kind_of(str(model["provider"]))
-    if kind.offline:
-        return "mock"
-    if kind.is_service:
-        return None  # a target only: never asked for one
-    if kind.structured_modes:
-        return str(model.get("structured_output") or OPENAI_DEFAULT)
-    return "tool"  # Anthropic: a forced tool call with the schema as its input
+    return model.get("structured_output") or kind_of(str(model["provider"])).structured
 
 
 def shown_path(path: Path | str, workdir: Path) -> str:

@@ -33,7 +33,7 @@ from kora.llm.base import ChatMessage, ProviderError
 from kora.llm.bill import BillWriter, bill_dir
 from kora.llm.config import ModelConfig
 from kora.llm.retry import RetryPolicy
-from kora.llm.structured import DEFAULT, SENT_AS
+from kora.llm.structured import SENT_AS
 from kora.llm.usage import Usage
 
 if TYPE_CHECKING:
@@ -166,7 +166,7 @@ def sent_as(config: ModelConfig) -> str:
         return "answered offline"
     if not config.kind.structured_modes:
         return "a forced tool call"
-    sent = SENT_AS[config.structured_output or DEFAULT]
+    sent = SENT_AS[str(config.structured_mode)]
     if config.schema_bounds == "minimums":
         return f"{sent}, without the schema's upper length and count bounds"
     return sent if config.schema_bounds else f"{sent}, without the schema's length and count bounds"

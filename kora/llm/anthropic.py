@@ -86,10 +86,8 @@ class AnthropicProvider(aio.AioModel["anthropic.AsyncAnthropic"]):
         )
 
     def _read_key(self) -> str:
-        key = read_key(self.key_env, self.label, required=True)
-        assert key is not None  # required: read_key raised otherwise
-        self._key = key
-        return key
+        self._key = read_key(self.key_env, self.label, required=self.key_required)
+        return self._key or ""
 
     def _session_headers(self) -> dict[str, str]:
         return {
@@ -124,7 +122,8 @@ class AnthropicProvider(aio.AioModel["anthropic.AsyncAnthropic"]):
             ]
             params["tool_choice"] = {"type": "tool", "name": tool}
         if self.config.prompt_cache:
-            params = prompt_cache.mark(params, ttl=self.config.cache_ttl, model=self.model)
+            least = self.config.kind.cache_minimum(self.model)
+            params = prompt_cache.mark(params, ttl=self.config.cache_ttl, minimum=least)
         return params
 
     async def generate(self, request: Request) -> Response:

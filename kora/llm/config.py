@@ -197,6 +197,28 @@ class ModelConfig(_Strict):
             and urlsplit(where[0]).hostname == urlsplit(public).hostname
         )
 
+    def api_key(self) -> tuple[str | None, bool]:
+        """The variable its API key is read from, and whether its calls need one: the
+        `api_key_env` it names (needed), else its kind's variable, needed but at a server
+        of one's own speaking a protocol local servers speak too (vLLM, Ollama)."""
+        if self.api_key_env:
+            return self.api_key_env, True
+        env = self.kind.key_env
+        return env, env is not None and not (self.kind.local_servers and not self.public_api())
+
+    def token_field(self) -> str:
+        """The request body's field for an answer's token limit (its kind's `token_fields`)."""
+        for condition, name in self.kind.token_fields.items():
+            met = getattr(self, condition)
+            if met() if callable(met) else met is not None:
+                return name
+        return "max_tokens"
+
+    @property
+    def structured_mode(self) -> str | None:
+        """How it is asked for a structured answer: its `structured_output`, else its kind's."""
+        return self.structured_output or self.kind.structured
+
     def output_settings(self) -> dict[str, Any]:
         """What changes the model's answers, as each setting declares (`Changes`): rule
         params and call-store keys use only these."""

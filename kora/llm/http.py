@@ -204,7 +204,8 @@ class RemoteModel(Generic[C]):
         self.model = config.model or ""
         self.label = f"model {name!r} ({self.model})"
         # the provider's variables and public API: its kind's (kora.llm.registry)
-        self.key_env = config.api_key_env or config.kind.key_env or ""
+        env, self.key_required = config.api_key()
+        self.key_env = env or ""
         where = config.endpoint()
         self.base_url = self.normalise_url(where[0] if where else "")
         self.source = where[1] if where else "base_url"  # what set it (`cannot_connect`)

@@ -44,13 +44,7 @@ class OpenAIProvider(aio.AioModel[httpx.AsyncClient]):
     def __init__(self, name: str, config: ModelConfig) -> None:
         super().__init__(name, config)
         self.url = f"{self.base_url}/chat/completions"
-        # a local server needs no key unless the config names one
-        self.key_required = config.api_key_env is not None
-        # OpenAI's own API wants max_completion_tokens (reasoning models reject
-        # max_tokens); compatible servers know max_tokens.
-        self.tokens_field = (
-            "max_completion_tokens" if "api.openai.com" in self.base_url else "max_tokens"
-        )
+        self.tokens_field = config.token_field()
 
     def _new_client(self) -> httpx.AsyncClient:
         self._key = read_key(self.key_env, self.label, required=self.key_required)
@@ -73,8 +67,8 @@ class OpenAIProvider(aio.AioModel[httpx.AsyncClient]):
         if request.temperature is not None:
             body["temperature"] = request.temperature
         if request.schema is not None:
-            mode = self.config.structured_output or structured.DEFAULT
-            structured.shape(body, request.schema, mode, self.config.schema_bounds)
+            mode, bounds = self.config.structured_mode, self.config.schema_bounds
+            structured.shape(body, request.schema, mode, bounds)
         return body
 
     async def generate(self, request: Request) -> Response:

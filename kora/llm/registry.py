@@ -30,7 +30,9 @@ class ProviderKind:
     needs_base_url: bool = False
     needs_app: bool = False
     described: bool = False  # its requests are described in config (`http:`)
-    batch: bool = False  # has a batch API at half price (or plays one offline)
+    # has a batch API at half price (kora.llm.batch; the offline mock takes `batch: true`
+    # and answers at once)
+    batch: bool = False
     key_env: str | None = None  # the API key's variable unless `api_key_env` says
     # a protocol that local servers speak too (vLLM, Ollama, llama.cpp): at a base URL of
     # one's own, the key may not be needed
@@ -38,9 +40,19 @@ class ProviderKind:
     url_env: str | None = None  # the base URL's variable unless `base_url` says
     # where its calls go when neither `base_url` nor `url_env` says: the public API
     default_url: str | None = None
-    # takes `structured_output` and `schema_bounds` (kora.llm.structured): the ways
-    # OpenAI-compatible servers take an answer's schema
+    # how it is asked for a structured answer (the manifest's words): Anthropic's forced
+    # tool call, OpenAI's json_schema, the mock's own; None: never (a chat service)
+    structured: str | None = None
+    # takes `structured_output` and `schema_bounds` (kora.llm.structured), which change
+    # `structured`: the ways OpenAI-compatible servers take an answer's schema
     structured_modes: bool = False
+    # the request body's field for an answer's token limit: `max_tokens`, or the field of
+    # the first condition here a model meets (a ModelConfig setting that is set, or its
+    # test `public_api`: its calls go to the provider's own API)
+    token_fields: dict[str, str] = field(default_factory=dict)
+    # the shortest prompt its cache keeps, in tokens: the first whose word the model's
+    # name holds ("": any model)
+    cache_minimums: dict[str, int] = field(default_factory=dict)
     # the prompt variants it can run: a chat endpoint always receives an age, so it has no
     # no-age `default`; an app behind an app runner receives neither age nor system prompt
     variants: tuple[str, ...] = ("default", "child")
@@ -55,6 +67,9 @@ class ProviderKind:
     def is_service(self) -> bool:
         """A chat service with sessions (only ever a target), not an LLM provider."""
         return self.service
+
+    def cache_minimum(self, model: str) -> int:
+        return next((n for w, n in self.cache_minimums.items() if w in model.lower()), 0)
 
     @property
     def billed(self) -> bool:
@@ -73,8 +88,10 @@ KINDS: dict[str, ProviderKind] = {
             key_env="ANTHROPIC_API_KEY",
             url_env="ANTHROPIC_BASE_URL",
             default_url=ANTHROPIC_URL,
+            structured="tool",
             # 1.25x for a write kept 5 minutes, 2x for one kept an hour, 0.1x for a read
             cache_prices={"5m": (1.25, 0.1), "1h": (2.0, 0.1)},
+            cache_minimums={"haiku": 2048, "": 1024},
         ),
         ProviderKind(
             "openai",
@@ -84,11 +101,14 @@ KINDS: dict[str, ProviderKind] = {
             local_servers=True,
             url_env="OPENAI_BASE_URL",
             default_url=OPENAI_URL,
+            structured="json_schema",
             structured_modes=True,
-            # caches on its own, without a write premium; a read at half the input price
+            # its own API wants max_completion_tokens (reasoning models refuse max_tokens)
+            token_fields={"public_api": "max_completion_tokens"},
+            # caches on its own (prompts of 1,024 tokens or more), without a write premium; a read at half the input price
             cache_prices={"5m": (1.0, 0.5), "1h": (1.0, 0.5)},
         ),
-        ProviderKind("mock", offline=True, batch=True),
+        ProviderKind("mock", offline=True, batch=True, structured="mock"),
         ProviderKind("http", service=True, described=True),
         ProviderKind(
             "chat-endpoint",

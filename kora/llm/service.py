@@ -173,8 +173,8 @@ class ServiceTarget:
         self.record = False
 
     def _new_client(self) -> httpx.AsyncClient:
-        env = self.config.api_key_env
-        self._key = read_key(env, self.label, required=True) if env else None
+        env, needed = self.config.api_key()
+        self._key = read_key(env, self.label, required=needed) if env else None
         if self._key:
             self.secrets.add(self._key)
         headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
