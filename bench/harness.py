@@ -46,7 +46,7 @@ def client_process(
 
     from kora.llm import retry
     from kora.llm.base import ChatMessage, Provider
-    from kora.llm.client import ModelClient, Usage
+    from kora.llm.client import ModelClient
     from kora.llm.config import ModelConfig
     from kora.llm.limits import limiter_for
 
@@ -62,7 +62,7 @@ def client_process(
         **(limits or {}),
     )
     limiter = limiter_for(name, config, Path(state_dir), adaptive=adaptive)
-    client = ModelClient(name, config, cache=None, usage=Usage(), limiter=limiter)
+    client = ModelClient(name, config, limiter=limiter)
     provider_obj: Provider = client.provider
     done = 0
     errors: list[str] = []

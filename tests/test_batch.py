@@ -18,6 +18,7 @@ from kora.llm.base import ChatMessage, ProviderError
 from kora.llm.cache import CallCache
 from kora.llm.client import ModelClient
 from kora.llm.config import ModelConfig, Price
+from kora.llm.providers import Shared
 from kora.llm.retry import RetryPolicy
 from kora.llm.usage import Usage
 from tests.loopback import AnthropicServer, OpenAIServer
@@ -49,7 +50,7 @@ def _client(srv: Any, store: Path, usage: Usage, *, batch: bool) -> ModelClient:
         batch=batch,
         prompt_cache=False,
     )
-    return ModelClient("judge", cfg, cache=CallCache(store), usage=usage, retry_policy=FAST)
+    return ModelClient("judge", cfg, Shared(store=CallCache(store), usage=usage), retry_policy=FAST)
 
 
 def _ask_all(client: ModelClient, n: int) -> list[Any]:

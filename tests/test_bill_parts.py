@@ -18,15 +18,16 @@ import pytest
 from pydantic import BaseModel
 
 from kora.llm import batch as batch_mod
+from kora.llm.answers import StructuredOutputError
 from kora.llm.base import ChatMessage, Request, Response
 from kora.llm.bill import BillWriter, bill_dir, charges, total
 from kora.llm.budget import Budget, BudgetReached, worst_case
 from kora.llm.cache import CallCache
-from kora.llm.client import ModelClient, StructuredOutputError
+from kora.llm.client import ModelClient
 from kora.llm.config import ModelConfig, Price
 from kora.llm.ledger import Ledger
+from kora.llm.providers import Shared
 from kora.llm.retry import RetryPolicy
-from kora.llm.usage import Usage
 from tests.helpers import record_truncations
 from tests.loopback import INVALID, SERVER_ERROR, AnthropicServer, Fault, OpenAIServer
 
@@ -59,9 +60,11 @@ def client(srv: Any, tmp: Path, **cfg: Any) -> ModelClient:
     )
     store = CallCache(tmp / "cache")
     return ModelClient(
-        "m", config, cache=store, usage=Usage(), retry_policy=FAST, ledger=Ledger(),
-        bill=BillWriter(bill_dir(store.root), "run"),
-    )  # fmt: skip
+        "m",
+        config,
+        Shared(store=store, ledger=Ledger(), bill=BillWriter(bill_dir(store.root), "run")),
+        retry_policy=FAST,
+    )
 
 
 def ask(c: ModelClient, n: int, structured: bool = True) -> list[Any]:

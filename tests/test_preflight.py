@@ -22,7 +22,6 @@ from kora.config.schema import KoraConfig
 from kora.llm.base import ChatMessage, ProviderError
 from kora.llm.client import ModelClient
 from kora.llm.registry import KINDS
-from kora.llm.usage import Usage
 from kora.run import preflight
 from kora.run.preflight import check_models
 from tests.helpers import REPO, copy_workflow
@@ -94,7 +93,7 @@ def test_a_key_is_asked_before_a_run_exactly_where_a_call_needs_one(
             claude={"provider": "anthropic", "model": "c", "base_url": claude.url},
         )  # fmt: skip
         for name, model in config.models.items():
-            client = ModelClient(name, model, cache=None, usage=Usage())
+            client = ModelClient(name, model)
             try:
                 asyncio.run(client.text([ChatMessage("user", "hi")], stage="t"))
                 stopped = False

@@ -14,6 +14,7 @@ from kora.llm.cache import CallCache
 from kora.llm.client import ModelClient
 from kora.llm.config import ModelConfig, Price
 from kora.llm.prompt_cache import mark
+from kora.llm.providers import Shared
 from kora.llm.registry import KINDS
 from kora.llm.usage import Counts, Usage
 from tests.loopback import AnthropicServer, OpenAIServer
@@ -72,7 +73,7 @@ PRICE = Price(input=3.0, output=15.0)
 def _conversation(cfg: ModelConfig, turns: int, cache: CallCache | None = None) -> Usage:
     async def go() -> Usage:
         usage = Usage()
-        client = ModelClient("t", cfg, cache=cache, usage=usage)
+        client = ModelClient("t", cfg, Shared(store=cache, usage=usage))
         try:
             messages: list[ChatMessage] = []
             for k in range(turns):
@@ -138,7 +139,7 @@ def test_openai_cached_tokens_are_counted_apart_and_priced_at_half(
 
     async def go() -> tuple[Response, Usage]:
         usage = Usage()
-        client = ModelClient("m", cfg, cache=None, usage=usage)
+        client = ModelClient("m", cfg, Shared(usage=usage))
         try:
             r = await client.call(client.request([ChatMessage("user", LONG)]), stage="judge_safety")
         finally:

@@ -34,7 +34,6 @@ from kora.llm.bill import BillWriter, bill_dir
 from kora.llm.config import ModelConfig
 from kora.llm.retry import RetryPolicy
 from kora.llm.structured import SENT_AS
-from kora.llm.usage import Usage
 
 if TYPE_CHECKING:
     from kora.benchmarks.taxonomy import Taxonomy
@@ -121,15 +120,14 @@ _BILL: list[BillWriter] = []
 def _client(name: str, config: ModelConfig) -> ModelClient:
     from kora.llm.client import ModelClient
     from kora.llm.limits import Limiter
+    from kora.llm.providers import Shared
 
     return ModelClient(
         name,
         config,
-        cache=None,
-        usage=Usage(),
+        Shared(bill=_BILL[-1] if _BILL else None),
         limiter=Limiter(None, None),
         retry_policy=PING_RETRY,
-        bill=_BILL[-1] if _BILL else None,
     )
 
 
@@ -174,7 +172,7 @@ def sent_as(config: ModelConfig) -> str:
 
 async def ping_structured(name: str, config: ModelConfig, call: Rendered) -> str:
     """The role's structured call: what the server accepted, and whether the answer fits."""
-    from kora.llm.client import parse_answer
+    from kora.llm.answers import parse_answer
 
     assert call.schema is not None
     # a model's own timeout holds (a local server may be slow); else a ping's

@@ -53,10 +53,6 @@ class BatchProvider(Protocol):
     async def batch_results(self, batch_id: str) -> dict[str, Response | ProviderError]: ...
 
 
-def supports_batches(provider: object) -> bool:
-    return all(hasattr(provider, m) for m in ("batch_submit", "batch_ended", "batch_results"))
-
-
 @dataclass
 class BatchQueue:
     provider: BatchProvider

@@ -24,7 +24,7 @@ class ProviderKind:
     name: str
     # a chat service with sessions (kora.llm.service), only ever a target; the others
     # answer single calls in any role, made by kora.llm.providers
-    service: bool = False
+    is_service: bool = False
     offline: bool = False  # answers on this machine, deterministic and free (the mock)
     needs_model: bool = False
     needs_base_url: bool = False
@@ -62,11 +62,6 @@ class ProviderKind:
 
     # publishes the dates its models are retired on (kora.llm.lifecycle)
     retirements: bool = False
-
-    @property
-    def is_service(self) -> bool:
-        """A chat service with sessions (only ever a target), not an LLM provider."""
-        return self.service
 
     def cache_minimum(self, model: str) -> int:
         return next((n for w, n in self.cache_minimums.items() if w in model.lower()), 0)
@@ -109,17 +104,17 @@ KINDS: dict[str, ProviderKind] = {
             cache_prices={"5m": (1.0, 0.5), "1h": (1.0, 0.5)},
         ),
         ProviderKind("mock", offline=True, batch=True, structured="mock"),
-        ProviderKind("http", service=True, described=True),
+        ProviderKind("http", is_service=True, described=True),
         ProviderKind(
             "chat-endpoint",
-            service=True,
+            is_service=True,
             needs_base_url=True,
             variants=("child",),
             keeps_sessions=True,
         ),
         ProviderKind(
             "app-runner",
-            service=True,
+            is_service=True,
             needs_base_url=True,
             needs_app=True,
             variants=("default",),

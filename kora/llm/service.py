@@ -22,7 +22,6 @@ import contextlib
 import os
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 from uuid import uuid4
@@ -150,8 +149,6 @@ class ServiceTarget:
         *,
         limiter: Limiter | None = None,
         retry_policy: RetryPolicy | None = None,
-        state_dir: Path | None = None,
-        run_id: str | None = None,
     ) -> None:
         if not config.kind.described and not config.base_url:
             raise ValueError(f"model {name!r}: a {config.provider} model needs base_url")
@@ -161,10 +158,10 @@ class ServiceTarget:
         self.base = (config.base_url or "").rstrip("/")
         self.label = f"model {name!r} ({self.base or config.provider})"
         self.source = (config.endpoint() or ("", "base_url"))[1]  # what set the URL
-        self.limiter = limiter or limiter_for(name, config, state_dir)
+        self.limiter = limiter or limiter_for(name, config, None)
         self.retry_policy = retry_policy or RetryPolicy()
         self.timeout = config.timeout or DEFAULT_TIMEOUT
-        self.run_id = run_id or str(uuid4())
+        self.run_id = str(uuid4())
         self.env = environment()
         self._clients = LoopBound(self._new_client, lambda c: c.aclose())
         self._key: str | None = None

@@ -11,6 +11,8 @@ from typing import Any, Protocol
 from kora.llm.base import ChatMessage, ChatSession, Response
 from kora.llm.bill import BillWriter
 from kora.llm.client import ModelClient
+from kora.llm.config import ModelConfig
+from kora.llm.providers import Shared
 from kora.llm.usage import Usage
 
 
@@ -64,6 +66,19 @@ class LLMTarget:
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+def open_target(name: str, config: ModelConfig, shared: Shared) -> Target:
+    """The model under test of one whole model config: an LLM called directly, or a
+    deployed chat service (whose HTTP client is the job's: closed with `shared`)."""
+    if not config.is_service:
+        return LLMTarget(ModelClient(name, config, shared))
+    from kora.llm.service import ServiceTarget
+
+    endpoint = ServiceTarget(name, config, limiter=shared.limiter(name, config))
+    target = EndpointTarget(endpoint, name, shared.usage, shared.bill)
+    shared.owned.append(target)
+    return target
 
 
 class EndpointTarget:

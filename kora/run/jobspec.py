@@ -27,7 +27,8 @@ def model_names(params: Any) -> set[str]:
 
 def run_settings(config: Any, params: dict[str, Any]) -> dict[str, Any]:
     """The run-wide settings of the job: its models' settings in the config, by the names
-    its params give (what carries their calls is taken from them: kora.llm.config.of_job)."""
+    its params give (what carries their calls is taken from them:
+    kora.llm.config.ModelConfig.of_job)."""
     models = config.get("models") or {}
     return {
         "models": {n: models.get(n) or {} for n in sorted(model_names(params))},
