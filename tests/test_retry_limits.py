@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import multiprocessing
 import time
+from collections.abc import Awaitable, Callable
 from email.utils import formatdate
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from kora.llm.limits import Limiter, RatePolicy, RateState, RateTuning, limiter_
 from kora.llm.limits.state import FileState as _FileState
 from kora.llm.limits.tokens import TOKEN_BUCKETS, BucketState, TokenState
 from kora.llm.limits.turns import Turns, wrote
-from kora.llm.retry import RetryPolicy, backoff, is_transient, parse_retry_after, retrying
+from kora.llm.retry import RetryPolicy, attempts, backoff, is_transient, parse_retry_after
 from tests.loopback import Fault, OpenAIServer, busiest_second
 
 # --- retry ---------------------------------------------------------------------------
@@ -82,6 +83,14 @@ class Flaky:
 
 def _should_retry(exc: BaseException) -> bool:
     return isinstance(exc, ProviderError) and exc.retryable
+
+
+async def retrying(fn: Callable[[], Awaitable[str]], **how: Any) -> str:
+    """`fn()` through the retry layer's attempts, as the clients call it."""
+    async for attempt in attempts(**how):
+        async with attempt:
+            return await fn()
+    raise AssertionError("unreachable: an attempt returns or raises")
 
 
 def test_retrying_retries_transient_errors() -> None:

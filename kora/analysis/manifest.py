@@ -220,31 +220,7 @@ def build_manifest(
         if entry is not None:
             stored += 1
             served[rested[key][0]][served_model(entry)] += 1
-    stage_of = {stem: stage for stage, stems in stage_templates.items() for stem in stems}
-    shown_templates = {}
-    for path in sorted(templates, key=lambda p: Path(p).name):
-        stem = Path(path).stem
-        rel = _files([path], workdir)
-        for name, digest in rel.items():
-            shown_templates[stem] = {"stage": stage_of.get(stem), "path": name, "sha256": digest}
-
-    models = {}
-    for name, m in config.get("models", {}).items():
-        models[name] = {
-            "roles": list(roles.get(name, [])),
-            "provider": m["provider"],
-            "model": m.get("model"),
-            "sampling": {"temperature": m.get("temperature"), "max_tokens": m.get("max_tokens")},
-            "structuredOutput": structured_mode(m),
-            "answers": sum(served[name].values()),
-            "served": dict(sorted(served[name].items())),
-        }
-
-    first = last = None
-    for c in bill:
-        if c.key is not None and c.key in rested:
-            first = c.t if first is None else min(first, c.t)
-            last = c.t if last is None else max(last, c.t)
+    first, last = _span(bill, rested)
     asked, cached, failed = calls["calls"], calls["cached"], calls["failures"]
     doc = {
         "manifest": FORMAT,
@@ -254,10 +230,10 @@ def build_manifest(
         "project": project_facts(),
         "software": software(),
         "config": {"sha256": config_digest(config), "effective": config},
-        "templates": shown_templates,
+        "templates": _templates(templates, stage_templates, workdir),
         "taxonomy": _files(taxonomy, workdir),
         "data": _files(sorted(data), workdir),
-        "models": models,
+        "models": _models(config, roles, served),
         "calls": {
             "first": _when(first),
             "last": _when(last),
@@ -273,6 +249,48 @@ def build_manifest(
         },
     }
     return doc
+
+
+def _templates(
+    templates: Iterable[Path], stage_templates: Mapping[str, Sequence[str]], workdir: Path
+) -> dict[str, Any]:
+    """Each template by its name: the stage that renders it, its path and SHA-256."""
+    stage_of = {stem: stage for stage, stems in stage_templates.items() for stem in stems}
+    shown = {}
+    for path in sorted(templates, key=lambda p: Path(p).name):
+        stem = Path(path).stem
+        for name, digest in _files([path], workdir).items():
+            shown[stem] = {"stage": stage_of.get(stem), "path": name, "sha256": digest}
+    return shown
+
+
+def _models(
+    config: Mapping[str, Any], roles: Mapping[str, Sequence[str]], served: dict[str, Counter[str]]
+) -> dict[str, Any]:
+    """Each model of the config: its roles, what it is and how it was asked, and the
+    answers the result rests on, counted by the model id that served them."""
+    return {
+        name: {
+            "roles": list(roles.get(name, [])),
+            "provider": m["provider"],
+            "model": m.get("model"),
+            "sampling": {"temperature": m.get("temperature"), "max_tokens": m.get("max_tokens")},
+            "structuredOutput": structured_mode(m),
+            "answers": sum(served[name].values()),
+            "served": dict(sorted(served[name].items())),
+        }
+        for name, m in config.get("models", {}).items()
+    }
+
+
+def _span(bill: Iterable[Charge], rested: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    """When the first and the last of the calls the result rests on were paid."""
+    first = last = None
+    for c in bill:
+        if c.key is not None and c.key in rested:
+            first = c.t if first is None else min(first, c.t)
+            last = c.t if last is None else max(last, c.t)
+    return first, last
 
 
 def _tallied(

@@ -33,7 +33,6 @@ from kora.llm import aio, prompt_cache
 from kora.llm.base import ProviderError, Request, Response, answer_schema, finish_reasons
 from kora.llm.faults import refusal
 from kora.llm.headers import from_anthropic
-from kora.llm.http import read_key
 from kora.llm.masking import redact
 from kora.llm.retry import parse_retry_after
 
@@ -78,20 +77,16 @@ class AnthropicProvider(aio.AioModel["anthropic.AsyncAnthropic"]):
         import anthropic
 
         return anthropic.AsyncAnthropic(
-            api_key=self._read_key(),
+            api_key=self._read_key() or "",
             base_url=self.base_url,
             max_retries=0,
             timeout=self.timeout,
             http_client=anthropic.DefaultAioHttpClient(timeout=self.timeout),
         )
 
-    def _read_key(self) -> str:
-        self._key = read_key(self.key_env, self.label, required=self.key_required)
-        return self._key or ""
-
     def _session_headers(self) -> dict[str, str]:
         return {
-            "x-api-key": self._read_key(),
+            "x-api-key": self._read_key() or "",
             "anthropic-version": self.API_VERSION,
             "content-type": "application/json",
             "accept": "application/json",

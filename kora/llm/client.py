@@ -101,7 +101,7 @@ class ModelClient:
         self.config = config
         self.cache = shared.store
         self.usage = shared.usage
-        self.provider = provider or shared.providers.get(name, config)
+        self.provider = provider or shared.provider(name, config)
         self.limiter = limiter or shared.limiter(name, config)
         self.retry_policy = retry_policy or RetryPolicy()
         self.identity = config.output_settings()

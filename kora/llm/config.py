@@ -105,9 +105,7 @@ class ModelConfig(_Strict):
     # seconds one call may take in all, from connecting to the last byte (kora.llm.bounds)
     timeout: Annotated[float | None, Changes.TRANSPORT] = Field(default=None, gt=0)
     # the largest answer accepted, in bytes: a larger one is a failed call
-    max_reply_bytes: Annotated[int, Changes.TRANSPORT] = Field(
-        default=DEFAULT_MAX_REPLY_BYTES, gt=0
-    )
+    max_reply_bytes: Annotated[int, Changes.TRANSPORT] = Field(DEFAULT_MAX_REPLY_BYTES, gt=0)
     # a chat service's 3xx answers: followed, or (the default) a failed attempt naming
     # where it pointed
     follow_redirects: Annotated[bool, Changes.TRANSPORT] = False

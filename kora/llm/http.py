@@ -155,12 +155,13 @@ def bearer(key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
-def new_client(timeout: float, key: str | None, **headers: str) -> httpx.AsyncClient:
+def new_client(timeout: float, key: str | None, *, redirects: bool = False) -> httpx.AsyncClient:
     """An httpx client for many concurrent calls (a client belongs to one event loop)."""
     return httpx.AsyncClient(
-        headers={**headers, **bearer(key)},
+        headers=bearer(key),
         timeout=httpx.Timeout(timeout, connect=min(timeout, 30.0)),
         limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+        follow_redirects=redirects,
     )
 
 
@@ -213,6 +214,11 @@ class RemoteModel(Generic[C]):
         self.max_reply_bytes = config.max_reply_bytes
         self._clients = LoopBound(self._new_client, self._close_client)
         self._key: str | None = None
+
+    def _read_key(self) -> str | None:
+        """The API key, if set (a needed one that is not: a ProviderError)."""
+        self._key = read_key(self.key_env, self.label, required=self.key_required)
+        return self._key
 
     def normalise_url(self, url: str) -> str:
         return url.rstrip("/")

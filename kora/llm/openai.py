@@ -23,7 +23,7 @@ from kora.llm.base import ProviderError, Request, Response, finish_reasons
 from kora.llm.config import ModelConfig
 from kora.llm.faults import refusal, server_reason
 from kora.llm.headers import from_openai
-from kora.llm.http import bearer, new_client, read_key
+from kora.llm.http import bearer, new_client
 from kora.llm.masking import redact
 from kora.llm.retry import parse_retry_after
 
@@ -47,12 +47,10 @@ class OpenAIProvider(aio.AioModel[httpx.AsyncClient]):
         self.tokens_field = config.token_field()
 
     def _new_client(self) -> httpx.AsyncClient:
-        self._key = read_key(self.key_env, self.label, required=self.key_required)
-        return new_client(self.timeout, self._key)
+        return new_client(self.timeout, self._read_key())
 
     def _session_headers(self) -> dict[str, str]:
-        self._key = read_key(self.key_env, self.label, required=self.key_required)
-        return {"Content-Type": "application/json", **bearer(self._key)}
+        return {"Content-Type": "application/json", **bearer(self._read_key())}
 
     def _body(self, request: Request) -> dict[str, Any]:
         messages: list[dict[str, str]] = []

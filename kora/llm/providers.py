@@ -1,6 +1,6 @@
 """How each kind of model that answers single calls is made: one factory per kind of the
 registry (kora.llm.registry) that is not a chat service; and what a model's client is
-made with: the process's providers and what its calls share with the run (`Shared`).
+made with: what its calls share with the run and the process (`Shared`).
 
 Each factory imports its module only when a model of that kind is used (`import
 anthropic` alone costs more than a second of CPU); being plain functions, mypy and
@@ -58,36 +58,13 @@ def create_provider(name: str, config: ModelConfig) -> Provider:
 
 
 @dataclass
-class Providers:
-    """A process's providers: one per model and config, shared by its clients (an HTTP
-    client, an SDK), or the one `fixed` for a model's name (tests; `kora plan`'s replay
-    from the call store)."""
-
-    fixed: dict[str, Provider] = field(default_factory=dict)
-    made: dict[tuple[str, str], Provider] = field(default_factory=dict)
-
-    def get(self, name: str, config: ModelConfig) -> Provider:
-        if name in self.fixed:
-            return self.fixed[name]
-        key = (name, config.model_dump_json())
-        if key not in self.made:
-            self.made[key] = create_provider(name, config)
-        return self.made[key]
-
-    async def aclose(self) -> None:
-        made, self.made = self.made, {}
-        for provider in made.values():
-            await provider.aclose()
-
-
-@dataclass
 class Shared:
     """What a job's clients share with the run: the call store, the job's usage, the calls
     in flight of the process (kora.llm.ledger), the bill and the budget, the folder where
     the limiters share their state with the run's other processes (None: this process's
-    alone), the providers. `sends` False: the models send nothing (`kora plan`), so they
-    take no limiter's slots and make no batches; `ahead`: the calls are made before the
-    jobs that need them ask (kora.run.prefetch)."""
+    alone), the process's providers. `sends` False: the models send nothing (`kora
+    plan`), so they take no limiter's slots and make no batches; `ahead`: the calls are
+    made before the jobs that need them ask (kora.run.prefetch)."""
 
     store: CallCache | None = None
     usage: Usage = field(default_factory=Usage)
@@ -95,11 +72,23 @@ class Shared:
     bill: BillWriter | None = None
     budget: Budget | None = None
     limits: Path | None = None
-    providers: Providers = field(default_factory=Providers)
+    # the providers made, one per model and config (an HTTP client, an SDK), shared by
+    # the process's clients; those `fixed` by a model's name are used instead (tests;
+    # `kora plan`'s replay from the call store)
+    made: dict[tuple[str, str], Provider] = field(default_factory=dict)
+    fixed: dict[str, Provider] = field(default_factory=dict)
     sends: bool = True
     ahead: bool = False
     # what belongs to the job and is closed with it (a chat service's HTTP client)
     owned: list[Any] = field(default_factory=list)
+
+    def provider(self, name: str, config: ModelConfig) -> Provider:
+        if name in self.fixed:
+            return self.fixed[name]
+        key = (name, config.model_dump_json())
+        if key not in self.made:
+            self.made[key] = create_provider(name, config)
+        return self.made[key]
 
     def limiter(self, name: str, config: ModelConfig) -> Limiter:
         return limiter_for(name, config, self.limits) if self.sends else Limiter(adaptive=False)

@@ -6,14 +6,15 @@ A session answers the child's turns (`reply`) and is closed when the test ends
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kora.llm.base import ChatMessage, ChatSession, Response
-from kora.llm.bill import BillWriter
 from kora.llm.client import ModelClient
 from kora.llm.config import ModelConfig
 from kora.llm.providers import Shared
-from kora.llm.usage import Usage
+
+if TYPE_CHECKING:  # imported when a chat service is used (httpx, jinja2)
+    from kora.llm.service import ServiceSession, ServiceTarget
 
 
 class Session(ChatSession, Protocol):
@@ -76,24 +77,22 @@ def open_target(name: str, config: ModelConfig, shared: Shared) -> Target:
     from kora.llm.service import ServiceTarget
 
     endpoint = ServiceTarget(name, config, limiter=shared.limiter(name, config))
-    target = EndpointTarget(endpoint, name, shared.usage, shared.bill)
+    target = EndpointTarget(endpoint, name, shared)
     shared.owned.append(target)
     return target
 
 
+@dataclass
 class EndpointTarget:
     """A chat service (kora.llm.service): its own requests carry what it is sent (the
     rendered system prompt only where its description asks for `system`); its replies
-    are counted as target calls, never stored (a stateful service could not replay
-    them)."""
+    are counted as target calls and billed, never stored (a stateful service could not
+    replay them)."""
 
-    is_mock = False
-
-    def __init__(self, inner: Any, name: str, usage: Usage, bill: BillWriter | None = None) -> None:
-        self.inner = inner
-        self.name = name
-        self.usage = usage
-        self.bill = bill
+    inner: ServiceTarget
+    name: str
+    shared: Shared
+    is_mock: bool = False
 
     async def open_session(self, spec: SessionSpec) -> Session:
         try:
@@ -105,9 +104,9 @@ class EndpointTarget:
                 test_key=spec.test_key,
             )
         except Exception:
-            self.usage.add(self.name, "target", None, None, cached=False)
+            self.shared.usage.add(self.name, "target", None, None, cached=False)
             raise
-        return _CountedSession(session, self.name, self.usage, self.bill)
+        return _CountedSession(session, self.name, self.shared)
 
     async def aclose(self) -> None:
         await self.inner.aclose()
@@ -115,21 +114,21 @@ class EndpointTarget:
 
 @dataclass
 class _CountedSession:
-    session: Any
+    session: ServiceSession
     name: str
-    usage: Usage
-    bill: BillWriter | None = None
+    shared: Shared
 
     async def close(self, outcome: str = "completed") -> None:
         await self.session.close(outcome)
 
     async def reply(self, messages: list[ChatMessage]) -> Response:
+        usage, bill = self.shared.usage, self.shared.bill
         try:
-            resp: Response = await self.session.reply(messages)
+            resp = await self.session.reply(messages)
         except Exception:
-            self.usage.add(self.name, "target", None, None, cached=False)
+            usage.add(self.name, "target", None, None, cached=False)
             raise
-        if self.bill is not None:
-            self.bill.charge(self.name, "target", resp, None)
-        self.usage.add(self.name, "target", resp, None, cached=False)
+        if bill is not None:
+            bill.charge(self.name, "target", resp, None)
+        usage.add(self.name, "target", resp, None, cached=False)
         return resp

@@ -33,7 +33,7 @@ from kora.llm.chain import Asker, as_asker
 from kora.llm.client import ModelClient
 from kora.llm.config import ModelConfig
 from kora.llm.ledger import Ledger
-from kora.llm.providers import Providers, Shared
+from kora.llm.providers import Shared
 from kora.llm.targets import Target, open_target
 from kora.llm.usage import Usage
 from kora.run.progress import RUN_ENV
@@ -88,10 +88,8 @@ class Pool:
     cells: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(CELLS_AT_ONCE))
     _bills: dict[Path, BillWriter] = field(default_factory=dict)
     _budgets: dict[Path, Budget] = field(default_factory=dict)
+    providers: dict[tuple[str, str], Provider] = field(default_factory=dict)  # made here
     _taxonomies: dict[tuple[Any, ...], Taxonomy] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.providers = Providers(self.fixed)
 
     def bill(self, store: Path) -> BillWriter | None:
         """This process's writer of the bill beside the call store `store` (this run's
@@ -130,7 +128,9 @@ class Pool:
         return self._taxonomies[stamp]
 
     async def aclose(self) -> None:
-        await self.providers.aclose()
+        for p in self.providers.values():
+            await p.aclose()
+        self.providers.clear()
         for bill in self._bills.values():
             bill.close()
 
@@ -164,7 +164,8 @@ class JobContext:
             pool.bill(store.root),
             pool.budget(store.root, self.settings.budget),
             limits=self.workdir / ".kora" / "limits",
-            providers=pool.providers,
+            made=pool.providers,
+            fixed=pool.fixed,
             sends=pool.sends,
             ahead=self.ahead,
         )
