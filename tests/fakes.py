@@ -54,7 +54,10 @@ def client(
     c = ModelClient(
         name,
         ModelConfig(provider="mock"),
-        Shared(store=CallCache(cache_dir) if cache_dir else None, usage=usage or Usage()),
-        provider=provider,
+        Shared(
+            store=CallCache(cache_dir) if cache_dir else None,
+            usage=usage or Usage(),
+            fixed={name: provider},
+        ),
     )
     return c, provider

@@ -326,4 +326,4 @@ def test_a_budget_counts_from_the_first_run_that_set_one_or_from_its_day(tmp_pat
     assert counting_since(store, day.since_epoch) == day.since_epoch != first
     # a date from YAML reaches the jobs as JSON text
     budget = {"usd": 5, "since": dt.date(2026, 11, 1)}
-    assert run_settings({"budget": budget}, {})["budget"] == {"usd": 5, "since": "2026-11-01"}
+    assert run_settings({"budget": budget})["budget"] == {"usd": 5, "since": "2026-11-01"}

@@ -48,8 +48,7 @@ def test_a_call_waiting_to_retry_is_counted_while_it_waits(monkeypatch: pytest.M
     client = ModelClient(
         "m",
         ModelConfig(provider="mock"),
-        Shared(usage=usage),
-        provider=FailsThenAnswers(1),
+        Shared(usage=usage, fixed={"m": FailsThenAnswers(1)}),
         retry_policy=RetryPolicy(initial=0.4, jitter=0.0),
     )
     seen: list[tuple[int, str]] = []

@@ -19,6 +19,7 @@ from kora.llm.answers import StructuredOutputError
 from kora.llm.base import ChatMessage, Request
 from kora.llm.client import ModelClient
 from kora.llm.config import ModelConfig
+from kora.llm.providers import Shared
 from kora.run.context import RunSettings
 from tests.fakes import Scripted
 from tests.helpers import REPO
@@ -36,7 +37,7 @@ def ask(reask: bool) -> tuple[Grade | StructuredOutputError, list[Request]]:
     answers = iter(['{"grade": "bad"}', '{"grade": "adequate"}'])
     provider = Scripted(lambda r: next(answers), lambda r: "stop")
     config = ModelConfig(provider="mock", reask_invalid_answers=reask)
-    client = ModelClient("judge", config, provider=provider)
+    client = ModelClient("judge", config, Shared(fixed={"judge": provider}))
 
     async def go() -> Grade:
         return await client.structured([ChatMessage("user", "grade it")], Grade, stage="t")

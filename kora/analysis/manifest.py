@@ -22,7 +22,7 @@ import importlib.metadata
 import platform
 import subprocess
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -283,7 +283,7 @@ def _models(
     }
 
 
-def _span(bill: Iterable[Charge], rested: Mapping[str, Any]) -> tuple[float | None, float | None]:
+def _span(bill: Iterable[Charge], rested: Container[str]) -> tuple[float | None, float | None]:
     """When the first and the last of the calls the result rests on were paid."""
     first = last = None
     for c in bill:

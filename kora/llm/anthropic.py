@@ -23,7 +23,9 @@ The answer's rate-limit headers (`anthropic-ratelimit-*`) come with it and with 
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -178,39 +180,38 @@ class AnthropicProvider(aio.AioModel["anthropic.AsyncAnthropic"]):
 
     # --- Message Batches (kora.llm.batch) -----------------------------------------------
 
-    async def batch_submit(self, items: list[tuple[str, Request]]) -> str:
-        """Send requests as one Message Batch; its id."""
+    @contextlib.contextmanager
+    def _sdk_errors(self, what: str) -> Iterator[None]:
+        """The SDK's refusals and failed connections, as the project's errors (`what`: what
+        a failed connection left undone)."""
         import anthropic
 
-        client = self._clients.get()
-        requests = [{"custom_id": cid, "params": self._params(r)} for cid, r in items]
         try:
-            batch = await client.messages.batches.create(requests=requests)  # type: ignore[arg-type]
+            yield
         except anthropic.APIStatusError as exc:
             raise self._status_error(exc) from None
         except (anthropic.APIConnectionError, anthropic.APITimeoutError) as exc:
-            raise ProviderError(f"{self.label}: batch not sent ({type(exc).__name__})") from None
+            raise ProviderError(f"{self.label}: {what} ({type(exc).__name__})") from None
+
+    async def batch_submit(self, items: list[tuple[str, Request]]) -> str:
+        """Send requests as one Message Batch; its id."""
+        client = self._clients.get()
+        requests = [{"custom_id": cid, "params": self._params(r)} for cid, r in items]
+        with self._sdk_errors("batch not sent"):
+            batch = await client.messages.batches.create(requests=requests)  # type: ignore[arg-type]
         return str(batch.id)
 
     async def batch_ended(self, batch_id: str) -> bool:
-        import anthropic
-
         client = self._clients.get()
-        try:
+        with self._sdk_errors("batch not read"):
             batch = await client.messages.batches.retrieve(batch_id)
-        except anthropic.APIStatusError as exc:
-            raise self._status_error(exc) from None
-        except (anthropic.APIConnectionError, anthropic.APITimeoutError) as exc:
-            raise ProviderError(f"{self.label}: batch not read ({type(exc).__name__})") from None
         return str(batch.processing_status) == "ended"
 
     async def batch_results(self, batch_id: str) -> dict[str, Response | ProviderError]:
         """Each request's answer, or its own error (errored, expired, canceled)."""
-        import anthropic
-
         client = self._clients.get()
         out: dict[str, Response | ProviderError] = {}
-        try:
+        with self._sdk_errors("batch results not read"):
             async for line in await client.messages.batches.results(batch_id):
                 result = line.result
                 cid = str(line.custom_id)
@@ -231,12 +232,6 @@ class AnthropicProvider(aio.AioModel["anthropic.AsyncAnthropic"]):
                     )
                 else:  # expired or canceled: asked again, in a new batch
                     out[cid] = ProviderError(f"{self.label}: batch request {kind}", retryable=True)
-        except anthropic.APIStatusError as exc:
-            raise self._status_error(exc) from None
-        except (anthropic.APIConnectionError, anthropic.APITimeoutError) as exc:
-            raise ProviderError(
-                f"{self.label}: batch results not read ({type(exc).__name__})"
-            ) from None
         return out
 
     def _status_error(self, exc: anthropic.APIStatusError) -> ProviderError:

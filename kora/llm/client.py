@@ -36,7 +36,6 @@ from pydantic import BaseModel
 from kora.llm.answers import StructuredOutputError, parse_answer
 from kora.llm.base import (
     ChatMessage,
-    Provider,
     ProviderError,
     Request,
     Response,
@@ -76,8 +75,8 @@ class _Call:
 
 class ModelClient:
     """A configured model as used by the pipeline's stages: its provider, limiter, bill
-    and budget, store and usage from what it shares with the run (`Shared`), unless
-    given (tests, `kora ping`)."""
+    and budget, store and usage from what it shares with the run (`Shared`); a limiter
+    and a retry policy of its own may be given (`kora ping`)."""
 
     def __init__(
         self,
@@ -85,7 +84,6 @@ class ModelClient:
         config: ModelConfig,
         shared: Shared | None = None,
         *,
-        provider: Provider | None = None,
         limiter: Limiter | None = None,
         retry_policy: RetryPolicy | None = None,
     ) -> None:
@@ -101,7 +99,7 @@ class ModelClient:
         self.config = config
         self.cache = shared.store
         self.usage = shared.usage
-        self.provider = provider or shared.provider(name, config)
+        self.provider = shared.provider(name, config)
         self.limiter = limiter or shared.limiter(name, config)
         self.retry_policy = retry_policy or RetryPolicy()
         self.identity = config.output_settings()

@@ -10,10 +10,9 @@ reads it).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from kora.llm.base import Provider
 from kora.llm.bill import BillWriter
@@ -59,12 +58,10 @@ def create_provider(name: str, config: ModelConfig) -> Provider:
 
 @dataclass
 class Shared:
-    """What a job's clients share with the run: the call store, the job's usage, the calls
-    in flight of the process (kora.llm.ledger), the bill and the budget, the folder where
-    the limiters share their state with the run's other processes (None: this process's
-    alone), the process's providers. `sends` False: the models send nothing (`kora
-    plan`), so they take no limiter's slots and make no batches; `ahead`: the calls are
-    made before the jobs that need them ask (kora.run.prefetch)."""
+    """What a job's clients share with the run and the process. `limits`: where limiters
+    share their state with the run's other processes (None: this process's alone);
+    `sends` False: the models send nothing (`kora plan`), so they take no limiter's slots
+    and make no batches; `ahead`: the calls are made before the jobs ask (kora.run.prefetch)."""
 
     store: CallCache | None = None
     usage: Usage = field(default_factory=Usage)
@@ -72,15 +69,14 @@ class Shared:
     bill: BillWriter | None = None
     budget: Budget | None = None
     limits: Path | None = None
-    # the providers made, one per model and config (an HTTP client, an SDK), shared by
-    # the process's clients; those `fixed` by a model's name are used instead (tests;
-    # `kora plan`'s replay from the call store)
+    # the process's providers, one per model and config (an HTTP client, an SDK); those
+    # `fixed` by a model's name are used instead (tests; `kora plan`'s replay)
     made: dict[tuple[str, str], Provider] = field(default_factory=dict)
     fixed: dict[str, Provider] = field(default_factory=dict)
     sends: bool = True
     ahead: bool = False
-    # what belongs to the job and is closed with it (a chat service's HTTP client)
-    owned: list[Any] = field(default_factory=list)
+    # what closes what belongs to the job (a chat service's HTTP client), at its end
+    closing: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
     def provider(self, name: str, config: ModelConfig) -> Provider:
         if name in self.fixed:
@@ -94,6 +90,6 @@ class Shared:
         return limiter_for(name, config, self.limits) if self.sends else Limiter(adaptive=False)
 
     async def aclose(self) -> None:
-        owned, self.owned = self.owned, []
-        for o in owned:
-            await o.aclose()
+        closing, self.closing = self.closing, []
+        for close in closing:
+            await close()

@@ -30,9 +30,7 @@ class ProviderKind:
     needs_base_url: bool = False
     needs_app: bool = False
     described: bool = False  # its requests are described in config (`http:`)
-    # has a batch API at half price (kora.llm.batch; the offline mock takes `batch: true`
-    # and answers at once)
-    batch: bool = False
+    batch: bool = False  # has a batch API at half price (the offline mock: takes `batch:`)
     key_env: str | None = None  # the API key's variable unless `api_key_env` says
     # a protocol that local servers speak too (vLLM, Ollama, llama.cpp): at a base URL of
     # one's own, the key may not be needed
@@ -46,9 +44,8 @@ class ProviderKind:
     # takes `structured_output` and `schema_bounds` (kora.llm.structured), which change
     # `structured`: the ways OpenAI-compatible servers take an answer's schema
     structured_modes: bool = False
-    # the request body's field for an answer's token limit: `max_tokens`, or the field of
-    # the first condition here a model meets (a ModelConfig setting that is set, or its
-    # test `public_api`: its calls go to the provider's own API)
+    # the body field of an answer's token limit: `max_tokens`, or that of the first
+    # condition a model meets (a ModelConfig setting that is set, or its test `public_api`)
     token_fields: dict[str, str] = field(default_factory=dict)
     # the shortest prompt its cache keeps, in tokens: the first whose word the model's
     # name holds ("": any model)

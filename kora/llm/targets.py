@@ -78,7 +78,7 @@ def open_target(name: str, config: ModelConfig, shared: Shared) -> Target:
 
     endpoint = ServiceTarget(name, config, limiter=shared.limiter(name, config))
     target = EndpointTarget(endpoint, name, shared)
-    shared.owned.append(target)
+    shared.closing.append(target.aclose)
     return target
 
 

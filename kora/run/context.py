@@ -1,10 +1,10 @@
-"""What a stage job calls models through: clients built from the rule's params.
+"""What a stage job calls models through: the model layer's clients, each made from one
+whole model config and what the job shares with the run (kora.llm.providers.Shared).
 
-A rule's params carry every setting that changes a result (provider, model, max_tokens,
-temperature; a chat endpoint's URL): Snakemake re-runs a shard when one changes. The
-settings that only carry the calls (base URL of a proxy, key variable, rate limits,
-timeout, price) come from the run's config by model name (`RunSettings`): changing a rate
-limit must not re-run a finished shard.
+A rule's params carry every setting that changes a result (kora.llm.config.Changes):
+Snakemake re-runs a shard when one changes. The settings that only carry the calls come
+from the run's config by model name (`RunSettings`): changing a rate limit must not
+re-run a finished shard.
 
 A `Pool` lives as long as its process: the job's own, or the run's broker that serves many
 jobs (kora.run.broker). It keeps one provider (HTTP client, SDK) per model and the taxonomy
@@ -55,7 +55,7 @@ CELLS_AT_ONCE = 32
 @dataclass(frozen=True)
 class RunSettings:
     """The run-wide settings a job takes from the config rather than its params (built by
-    kora.run.jobspec.run_settings from the config, for the models the params name)."""
+    kora.run.jobspec.run_settings)."""
 
     models: dict[str, dict[str, Any]]
     cache_dir: str = ".kora/cache"
