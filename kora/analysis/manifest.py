@@ -222,7 +222,7 @@ def build_manifest(
             served[rested[key][0]][served_model(entry)] += 1
     first, last = _span(bill, rested)
     asked, cached, failed = calls["calls"], calls["cached"], calls["failures"]
-    doc = {
+    return {
         "manifest": FORMAT,
         "target": target,
         "benchmark": benchmark,
@@ -248,7 +248,6 @@ def build_manifest(
             "sha256": index.hexdigest(),
         },
     }
-    return doc
 
 
 def _templates(

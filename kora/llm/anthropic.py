@@ -140,17 +140,16 @@ class AnthropicProvider(aio.AioModel["anthropic.AsyncAnthropic"]):
             ) from None
 
     def _response(self, msg: Any, request: Request | None, limits: Any = None) -> Response:
-        """A Messages API answer (a message object or its dict) as a Response (without
-        its request: the tool_use block if there is one)."""
-        if isinstance(msg, list | str | int | float | bool) or msg is None:
+        """A Messages API answer (its JSON) as a Response (without its request: the
+        tool_use block if there is one)."""
+        if not isinstance(msg, dict):
             raise TypeError("not a message object")
-        get = (lambda o, k: o.get(k)) if isinstance(msg, dict) else getattr
-        content = get(msg, "content")
+        content = msg.get("content")
         if not isinstance(content, list):
             raise ProviderError(f"{self.label}: response without content", retryable=True)
 
         def field(o: Any, k: str) -> Any:
-            return o.get(k) if isinstance(o, dict) else getattr(o, k, None)
+            return o.get(k) if isinstance(o, dict) else None
 
         text = ""
         if request is None or request.schema is not None:
@@ -162,8 +161,8 @@ class AnthropicProvider(aio.AioModel["anthropic.AsyncAnthropic"]):
             text = "".join(
                 str(field(b, "text") or "") for b in content if field(b, "type") == "text"
             )
-        usage = get(msg, "usage")
-        stop = get(msg, "stop_reason")
+        usage = msg.get("usage")
+        stop = msg.get("stop_reason")
         return Response(
             text=text,
             input_tokens=int(field(usage, "input_tokens") or 0),
@@ -174,7 +173,7 @@ class AnthropicProvider(aio.AioModel["anthropic.AsyncAnthropic"]):
             limit_input_tokens=int(field(usage, "input_tokens") or 0)
             + int(field(usage, "cache_creation_input_tokens") or 0),
             finish_reason=_FINISH.get(str(stop), "other"),
-            meta={"stop_reason": stop, **_served(get(msg, "model"))},
+            meta={"stop_reason": stop, **_served(msg.get("model"))},
             limits=limits,
         )
 
@@ -219,7 +218,8 @@ class AnthropicProvider(aio.AioModel["anthropic.AsyncAnthropic"]):
                 if kind == "succeeded":
                     # a forced tool call answers with its tool_use block, a text call
                     # with text: the answer says which it was
-                    resp = self._response(result.message, None)  # type: ignore[union-attr]
+                    message = result.message.model_dump()  # type: ignore[union-attr]
+                    resp = self._response(message, None)
                     out[cid] = replace(resp, meta={**resp.meta, "batch": batch_id})
                 elif kind == "errored":
                     err = getattr(getattr(result, "error", None), "error", None)
@@ -236,40 +236,28 @@ class AnthropicProvider(aio.AioModel["anthropic.AsyncAnthropic"]):
 
     def _status_error(self, exc: anthropic.APIStatusError) -> ProviderError:
         """A refusal the SDK raised (Message Batches)."""
-        body = exc.body if isinstance(exc.body, dict) else None
-        return self._refusal(
-            exc.status_code, exc.response.reason_phrase or "", exc.response.headers, body
-        )
+        reason = exc.response.reason_phrase or ""
+        return self._refused(exc.status_code, reason, exc.response.headers, exc.body)
 
-    def _refused(self, status: int, reason: str, headers: Any, body: bytes) -> ProviderError:
-        """A refusal of a call (4xx, 5xx), from its status, headers and JSON body."""
-        try:
-            doc = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            doc = None
-        return self._refusal(status, reason, headers, doc if isinstance(doc, dict) else None)
-
-    def _refusal(
-        self, status: int, reason: str, headers: Any, body: dict[str, Any] | None
-    ) -> ProviderError:
-        detail = ""
-        err = (body or {}).get("error")
-        if isinstance(err, dict):
-            detail = str(err.get("message") or err.get("type") or "")
-        message, config_error = refusal(
+    def _refused(self, status: int, reason: str, headers: Any, body: object) -> ProviderError:
+        """A refusal (4xx, 5xx) from its status, headers and body (a call's JSON bytes, or
+        the SDK's reading of them)."""
+        if isinstance(body, bytes):
+            try:
+                body = orjson.loads(body)
+            except orjson.JSONDecodeError:
+                body = None
+        err = body.get("error") if isinstance(body, dict) else None
+        detail = str(err.get("message") or err.get("type") or "") if isinstance(err, dict) else ""
+        return refusal(
             self.label,
             self.name,
             status,
             detail or reason,
             key=self._key,
-            key_hint=f" (check {self.key_env})" if status in (401, 403) else "",
-        )
-        return ProviderError(
-            message,
-            status=status,
+            key_env=self.key_env,
             retry_after=parse_retry_after(headers),
             limits=from_anthropic(headers),
-            config_error=config_error,
         )
 
     async def _close_client(self, client: anthropic.AsyncAnthropic) -> None:

@@ -142,29 +142,16 @@ class OpenAIProvider(aio.AioModel[httpx.AsyncClient]):
         return await openai_batch.results(self, batch_id)
 
     def _status_error(self, resp: aio.Answer) -> ProviderError:
-        status = resp.status
-        hint = ""
-        if status in (401, 403):
-            hint = (
-                f" (check {self.key_env})"
-                if self._key
-                else f" (no API key sent: {self.key_env} is not set)"
-            )
-        message, config_error = refusal(
+        return refusal(
             self.label,
             self.name,
-            status,
+            resp.status,
             server_reason(resp.body, resp.reason),
             key=self._key,
+            key_env=self.key_env,
             mode=self.config.structured_output,
-            key_hint=hint,
-        )
-        return ProviderError(
-            message,
-            status=status,
             retry_after=parse_retry_after(resp.headers),
             limits=from_openai(resp.headers, time.time()),
-            config_error=config_error,
         )
 
     async def _close_client(self, client: httpx.AsyncClient) -> None:

@@ -122,13 +122,12 @@ class _CountedSession:
         await self.session.close(outcome)
 
     async def reply(self, messages: list[ChatMessage]) -> Response:
-        usage, bill = self.shared.usage, self.shared.bill
         try:
             resp = await self.session.reply(messages)
         except Exception:
-            usage.add(self.name, "target", None, None, cached=False)
+            self.shared.usage.add(self.name, "target", None, None, cached=False)
             raise
-        if bill is not None:
-            bill.charge(self.name, "target", resp, None)
-        usage.add(self.name, "target", resp, None, cached=False)
+        if self.shared.bill is not None:
+            self.shared.bill.charge(self.name, "target", resp, None)
+        self.shared.usage.add(self.name, "target", resp, None, cached=False)
         return resp
