@@ -9,6 +9,7 @@ import html
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -73,7 +74,7 @@ def test_the_counts_the_pages_quote_are_the_programs(
     tmp_path: Path, page: str, says: str, command: str, prints: str
 ) -> None:
     if "{scenarios}" in command:
-        command = command.format(scenarios=upstream("v2/data/scenarios.jsonl"))
+        command = command.format(scenarios=shlex.quote(str(upstream("v2/data/scenarios.jsonl"))))
     done = subprocess.run(["bash", "-euo", "pipefail", "-c", command], cwd=fresh_copy(tmp_path),
                           env=without_keys(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, timeout=100)  # fmt: skip

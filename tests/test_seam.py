@@ -167,6 +167,7 @@ from kora.run import seam
 print("EARLY", sys.modules.get("pandas") is not None, flush=True)
 if config.get("guard"):
     seam.keep_dataframes_out()
+seam.quote_the_interpreter()  # as rules/common.smk: this Python's path may hold a space
 
 
 rule make:
