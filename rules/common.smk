@@ -65,8 +65,9 @@ wildcard_constraints:
 
 
 # a file asked on the command line that no rule can make (a target the config lacks,
-# another version's folder) ends the command before Snakemake looks for its rule
-seam.check_targets(workflow, lambda paths: misdirected.unknown_request(PIPELINE, paths))
+# another version's folder, a misspelt file of a target) ends the command before
+# Snakemake looks for its rule
+seam.check_targets(workflow, lambda paths, made: misdirected.unknown_request(PIPELINE, paths, made))
 # `snakemake --report` packs the results there are: rule all asks only for those then
 REPORTING = seam.reporting(workflow)
 

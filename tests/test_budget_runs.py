@@ -126,7 +126,7 @@ def test_a_dollar_budget_needs_a_price_only_on_the_models_the_run_calls(
     cfg = yaml.safe_load((d / "tiny.yaml").read_text())
     cfg["targets"]["gpt-target"] = {"model": "gpt"}  # config.yaml's, back
     (d / "tiny.yaml").write_text(yaml.safe_dump(cfg))
-    check = command(d, "kora check-config --configfile tiny.yaml")
+    check = command(d, "kora check-config tiny --configfile tiny.yaml")
     assert check.returncode == 0, check.stderr
     run = snakemake(d, "results/tiny/results.json")
     assert run.returncode == 0, run.stderr[-3000:]
@@ -134,4 +134,8 @@ def test_a_dollar_budget_needs_a_price_only_on_the_models_the_run_calls(
     other = snakemake(d, "results/gpt-target/results.json")
     assert other.returncode != 0
     assert re.search(r"budget: .*gpt has none", other.stderr), other.stderr[-3000:]
+    # check-config refuses it too, in the run's words
+    check = command(d, "kora check-config gpt-target --configfile tiny.yaml")
+    said = check.stderr.strip().partition("a run of gpt-target is refused: ")[2]
+    assert check.returncode == 2 and said.startswith("budget: ") and said in other.stderr
     assert "mock" not in re.search(r"budget: .*has none.*", other.stderr).group(0)  # type: ignore[union-attr]

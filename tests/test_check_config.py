@@ -149,6 +149,12 @@ BAD: list[tuple[str, dict[str, str], str, str | None]] = [
         None,
     ),
     (
+        "a misspelt provider",
+        {"bad.yaml": "models: {sonnet: {provider: anthropc}}\n"},
+        "bad.yaml: models.sonnet.provider: unknown provider 'anthropc' (did you mean 'anthropic'?)",
+        None,
+    ),
+    (
         "a target after --configfile",
         {"bad.yaml": '{"models": {"mock": {"roles": ["seeds"]}}}'},
         "results/mock-target/results.json: a file the run makes, read as a config file",
@@ -298,6 +304,33 @@ def test_snakemake_names_a_bad_config_value_as_check_config_does(tmp_path: Path)
         message = check.stderr.strip().removeprefix("kora: error: ")
         assert check.returncode == 2 and message.startswith("--config: "), check.stderr
         assert run.returncode != 0 and message in run.stdout + run.stderr, run.stderr[-2000:]
+
+
+# --- a budget in dollars and the models a run calls (issue 58 round 2, point 7) -------
+
+# the run's words when it is refused (kora.run.session, before its first call)
+UNPRICED = (
+    "budget: a budget in dollars needs a `price` on every paid model the run calls; gpt "
+    "has none (set it, or use `budget: {tokens: N}`)"
+)
+
+
+@pytest.mark.timeout(60)
+def test_check_config_refuses_the_dollar_budget_a_run_of_a_target_refuses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """config.yaml's gpt-target calls gpt, which has no price: its run is refused with a
+    budget in dollars, and check-config said `config OK`."""
+    from kora.commands.main import main
+
+    monkeypatch.chdir(project(tmp_path))
+    assert main(["check-config", "--config", "budget={usd: 5}"]) == 2
+    assert capsys.readouterr().err == (
+        f"kora: error: config.yaml + --config: a run of gpt-target is refused: {UNPRICED}\n"
+    )
+    # the demo's target calls the mock alone, which costs nothing
+    assert main(["check-config", "--configfile", DEMO, "--config", "budget={usd: 5}"]) == 0
+    assert "config OK" in capsys.readouterr().err
 
 
 # --- templates: rendered before the first call (issue 58, point 3) --------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -260,9 +261,14 @@ def test_the_scores_alone_are_reported_bundled_and_replayed(tmp_path: Path) -> N
     with zipfile.ZipFile(tmp_path / "again.zip") as z:
         assert "taxonomy/" in z.namelist()
     (tmp_path / "elsewhere").mkdir()
+    # the shards the plan counts (a scenarios shard's .rejected.jsonl is no shard of its own)
+    planned = kora(tmp_path, "plan", "tiny", "--configfile", "tiny.yaml")
+    shards = re.search(r", (\d+) shards\n", planned.stdout)
+    assert shards and any((tmp_path / "data/scenarios").rglob("*.rejected.jsonl")), planned.stdout
     for bundle in ("tiny.zip", "again.zip"):
         replayed = kora(tmp_path / "elsewhere", "replay", str(tmp_path / bundle), env=no_way_out())
         assert replayed.returncode == 0, replayed.stderr[-3000:]
+        assert f": {shards.group(1)} shards rebuilt from" in replayed.stderr, replayed.stderr
         assert "identical: results.json and every rebuilt shard" in replayed.stderr
         assert "report.html" not in replayed.stderr.split("identical")[-1]
 

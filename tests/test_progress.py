@@ -198,8 +198,8 @@ def test_ping_names_a_missing_key_and_sends_nothing(
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     plan = Pipeline.load(workdir=tmp_path)
     cfg = validate_config(plan.config.model_dump(exclude_none=True), plan.taxonomy)
-    lines, ok = asyncio.run(ping_all(cfg, "gpt-target", roles=False))
-    assert not ok
+    lines, failed, unsent = asyncio.run(ping_all(cfg, "gpt-target", roles=False))
+    assert (failed, unsent) == (0, 1)
     assert lines == ["target gpt: not sent: set OPENAI_API_KEY (model 'gpt') first"]
 
 

@@ -87,6 +87,17 @@ def test_a_file_of_no_target_or_of_another_version_is_named_as_such(tmp_path: Pa
     said = " ".join(other.stderr.split())
     assert "results-v2/ holds KORA v2 results, but this run's config is KORA v1" in said
     assert "Exception" not in said and "Traceback" not in said
+    # a target's name, or a file of it misspelt: Snakemake's MissingRuleException before
+    for asked, says in (
+        ("tiny", "tiny: a target's name; ask Snakemake for its files, e.g. its report: "
+                 "snakemake --cores 2 results/tiny/report.html --configfile tiny.yaml"),
+        ("results/tiny/reprot.html", "results/tiny/reprot.html: no rule makes it (did you "
+                                     "mean report.html?); a target's files: results.json,"),
+    ):  # fmt: skip
+        wrong = snakemake(tmp_path, "-n", asked)
+        said = " ".join((wrong.stdout + wrong.stderr).split())
+        assert wrong.returncode != 0 and says in said, said[-2000:]
+        assert "Exception" not in said and "Traceback" not in said
 
 
 FAILING_SNAKEFILE = """

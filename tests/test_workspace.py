@@ -163,6 +163,31 @@ def test_kora_usage_runs_prints_a_run_from_before_runs_were_recorded(workspace: 
     assert (row["name"], row["started"], row["outcome"]) == ("r1", None, None)
 
 
+@pytest.mark.timeout(120)
+def test_kora_usage_runs_names_pings_calls_and_lists_a_run_that_paid_nothing(
+    workspace: Path,
+) -> None:
+    """`kora ping`'s calls were shown as a run of an older kora, and a recorded run that
+    paid for no call (every answer from the call store) was left out."""
+    from kora.llm.bill import record_run
+
+    ping = BillWriter(workspace / ".kora/bill", "ping")  # as kora ping writes its calls
+    ping.charge("mock", "ping", Response("", 7, 1), None)
+    ping.close()
+    when = {"started": 1.7e9, "ended": 1.7e9 + 5, "outcome": "finished"}
+    record_run(workspace / ".kora/bill", "r0", targets=["t"], command="snakemake x", **when)
+    status, out, err = kora(workspace, "usage --runs")
+    assert status == 0, err
+    runs = out[out.index("runs, oldest first:") :].splitlines()
+    stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"
+    assert re.fullmatch(rf"  r0  {stamp} to {stamp}, finished", runs[1]), runs
+    assert runs[2:5] == ["    targets: t", "    command: snakemake x",
+                         "    billed: 0 calls, 0 input and 0 output tokens, $0.0000"]  # fmt: skip
+    pinged = next(i for i, line in enumerate(runs) if "ping" in line)
+    assert re.fullmatch(rf"  kora ping  calls from {stamp} to {stamp}", runs[pinged]), runs
+    assert runs[pinged + 1].startswith("    billed: 1 calls, 7 input")
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_kora_usage_runs_says_when_a_run_began_and_ended_what_it_made_and_how(

@@ -31,6 +31,7 @@ def test_a_users_file_in_the_way_is_named_and_kept(
 ) -> None:
     argv, mine = COMMANDS[name]
     (tmp_path / ".kora").mkdir()  # a workspace, as a run leaves it
+    (tmp_path / "results" / "t").mkdir(parents=True)  # its target's results
     monkeypatch.chdir(tmp_path)
     (tmp_path / mine).write_text("the user's own\n")
     assert kora_main(argv) == 2
@@ -38,7 +39,7 @@ def test_a_users_file_in_the_way_is_named_and_kept(
     assert f"kora: error: {mine}: not written by kora" in said
     assert "--force to replace it" in said
     assert (tmp_path / mine).read_text() == "the user's own\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".kora", mine]  # nothing else
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".kora", mine, "results"]  # no more
 
 
 @pytest.mark.timeout(60)
@@ -46,6 +47,7 @@ def test_a_file_kora_wrote_is_written_again_and_one_changed_since_is_not(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / ".kora").mkdir()  # a workspace, as a run leaves it
+    (tmp_path / "results" / "t").mkdir(parents=True)  # its target's results
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "prompts.md"
     out.write_text("the user's own\n")

@@ -6,6 +6,7 @@ is an error, never an empty string, so an edited template cannot silently lose i
 
 from __future__ import annotations
 
+import difflib
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -73,11 +74,25 @@ def template_path(stem: str, directory: Path | None = None) -> Path:
     return (directory or _prompts_dir.get()) / f"{stem}.jinja"
 
 
+class _Undefined(jinja2.StrictUndefined):
+    """A name a template uses that is not there: an error naming the one it nearly is."""
+
+    @property
+    def _undefined_message(self) -> str:
+        found, name = self._undefined_obj, str(self._undefined_name)
+        if found is jinja2.utils.missing:
+            return f"{name!r} is undefined"
+        known = list(found) if isinstance(found, dict) else dir(found)
+        near = difflib.get_close_matches(name, [k for k in known if not k.startswith("_")], 1)
+        guess = f" (did you mean {near[0]!r}?)" if near else ""
+        return f"a {type(found).__name__} has no field {name!r}{guess}"
+
+
 @cache
 def _env(directory: str) -> jinja2.Environment:
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(directory),
-        undefined=jinja2.StrictUndefined,
+        undefined=_Undefined,
         autoescape=False,
         keep_trailing_newline=False,
         trim_blocks=True,

@@ -13,6 +13,7 @@ from kora.commands.common import (
     benchmark_of_args,
     configfile_option,
     layout_of_args,
+    named_targets,
     taxonomy_of_args,
 )
 from kora.errors import InputError
@@ -86,6 +87,7 @@ def judged_records(args: argparse.Namespace) -> list[Any]:
     from kora.analysis.records import benchmark_of, judged, load_records
     from kora.commands.stats import warn_if_mock
 
+    args.target = named_targets(args, [args.target], results=True)[0]
     folder = Path(layout_of_args(args).target_dir(args.target)) / "judgments"
     files = sorted(folder.rglob("*.jsonl"))
     if not files:

@@ -14,8 +14,8 @@ from kora.commands.common import (
     configfile_option,
     force_option,
     layout_of_args,
+    named_targets,
     run_command,
-    split_overlays,
 )
 
 
@@ -37,11 +37,13 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from kora.analysis.bundle import make_bundle
+    from kora.errors import InputError
     from kora.io import refuse_to_replace, remember_written
 
+    if Path(args.output).is_dir():  # said before the bundle is made
+        raise InputError(f"{args.output}: a folder, where a file is named")
     refuse_to_replace([Path(args.output)], args.force)
-    args.configfile, more = split_overlays(args.configfile, [args.target])
-    target = more[0]
+    target = named_targets(args, [args.target], results=True)[0]
     layout = layout_of_args(args)
     folder = layout.target_dir(target)
     results, summary = Path(layout.results_json(target)), Path(layout.summary_json(target))

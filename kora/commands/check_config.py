@@ -1,5 +1,5 @@
-"""`kora check-config`: config.yaml with any --configfile overlays, validated as a run
-would, with the models near their end of life named."""
+"""`kora check-config [TARGET...]`: config.yaml with any --configfile overlays and --config
+values, validated as a run would, with the models near their end of life named."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import Any
 
-from kora.commands.common import configfile_option
+from kora.commands.common import configfile_option, given_values, named_targets
 from kora.errors import ConfigError
 
 
@@ -15,57 +15,36 @@ def register(sub: Any) -> None:
     c = sub.add_parser(
         "check-config",
         help="validate config.yaml with any --configfile overlays merged over it",
-        description="Check config.yaml, with every --configfile overlay merged over it, "
-        "as a run checks it before its first job; models near or past their end of life "
-        "are named.",
+        description="Check config.yaml, with every --configfile overlay and --config value "
+        "merged over it, as a run of TARGETs (default: every target) checks it before its "
+        "first job; models near or past their end of life are named.",
     )
+    c.add_argument("targets", nargs="*", help="target names (default: every target)")
     configfile_option(c)
-    c.add_argument(
-        "--config",
-        nargs="+",
-        default=[],
-        metavar="KEY=VALUE",
-        help="values merged over the files, as Snakemake's --config (e.g. 'budget={usd: 5}')",
-    )
     c.set_defaults(func=run)
 
 
-def given_values(entries: list[str]) -> dict[str, Any]:
-    """`--config KEY=VALUE ...` read as Snakemake reads them; one it refuses is named."""
-    from kora.config.files import merge
-    from kora.run.seam import parse_config
-
-    out: dict[str, Any] = {}
-    for entry in entries:
-        try:
-            out = merge(out, parse_config(entry))
-        except ValueError as exc:
-            key, _, value = entry.partition("=")
-            if "." not in key:
-                raise ConfigError(f"--config {entry}: Snakemake refuses it ({exc})") from None
-            outer, *keys = key.split(".")
-            inner = value
-            for k in reversed(keys):
-                inner = f"{{{k}: {inner}}}"
-            raise ConfigError(
-                f"--config {entry}: a key of the config's top level before `=`, as Snakemake "
-                f"takes it; for a key under it give the mapping: --config '{outer}={inner}'"
-            ) from None
-    return out
-
-
 def run(args: argparse.Namespace) -> int:
+    from kora.config.checks import unpriced_for_budget
     from kora.config.files import load_run_config
     from kora.llm.lifecycle import lifecycle_notes
     from kora.llm.structured import config_warnings
+    from kora.run.preflight import models_for_jobs
+    from kora.run.stages import STAGES
 
-    cfg, _ = load_run_config(args.configfile, given=given_values(args.config))
+    typed = named_targets(args, args.targets)
+    cfg, _ = load_run_config(args.configfile, given=given_values(args))
     for note in lifecycle_notes(cfg.models, cfg.models):
         print(f"kora: warning: {note}", file=sys.stderr)
     for name, model in cfg.models.items():
         for note in config_warnings(name, model):
             print(f"kora: warning: {note}", file=sys.stderr)
     files = " + ".join(["config.yaml", *args.configfile, *(["--config"] if args.config else [])])
+    # a run's check before its first call, for the models each target's run may call
+    for target in typed or cfg.targets:
+        called = models_for_jobs(cfg, [(stage, {"target": target}) for stage in STAGES])
+        if problem := unpriced_for_budget(cfg, called):
+            raise ConfigError(f"{files}: a run of {target} is refused: {problem}")
     print(
         f"{files}: config OK: {len(cfg.models)} models, targets {', '.join(cfg.targets)}, "
         f"judges {', '.join(cfg.judges)}",

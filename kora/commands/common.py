@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kora.errors import KoraError
+from kora.errors import ConfigError, KoraError
 
 if TYPE_CHECKING:
     from kora.benchmarks.base import Benchmark
@@ -81,12 +81,44 @@ def _from(root: Path, here: Path, typed: str, path: bool) -> str:
 
 
 def configfile_option(parser: argparse.ArgumentParser) -> None:
+    """--configfile and --config, as the run takes them (Snakemake's options)."""
     parser.add_argument(
         "--configfile",
         nargs="+",
         default=[],
         help="overlays merged over config.yaml, as Snakemake's --configfile",
     )
+    parser.add_argument(
+        "--config",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="values merged over the files, as Snakemake's --config (e.g. 'budget={usd: 5}')",
+    )
+
+
+def given_values(args: argparse.Namespace) -> dict[str, Any]:
+    """`--config KEY=VALUE ...` read as Snakemake reads them; one it refuses is named."""
+    from kora.config.files import merge
+    from kora.run.seam import parse_config
+
+    out: dict[str, Any] = {}
+    for entry in getattr(args, "config", []):
+        try:
+            out = merge(out, parse_config(entry))
+        except ValueError as exc:
+            key, _, value = entry.partition("=")
+            if "." not in key:
+                raise ConfigError(f"--config {entry}: Snakemake refuses it ({exc})") from None
+            outer, *keys = key.split(".")
+            inner = value
+            for k in reversed(keys):
+                inner = f"{{{k}: {inner}}}"
+            raise ConfigError(
+                f"--config {entry}: a key of the config's top level before `=`, as Snakemake "
+                f"takes it; for a key under it give the mapping: --config '{outer}={inner}'"
+            ) from None
+    return out
 
 
 def force_option(parser: argparse.ArgumentParser) -> None:
@@ -94,16 +126,19 @@ def force_option(parser: argparse.ArgumentParser) -> None:
         "--force",
         action="store_true",
         help="replace a file in the way that kora did not write (or that was changed since); "
-        "without it such a file is named and kept (kora.io.refuse_to_replace)",
+        "without it such a file is named and kept",
     )
 
 
 def raw_config(args: argparse.Namespace) -> dict[str, Any]:
-    """config.yaml with the --configfile overlays merged over it, not validated."""
-    from kora.config.files import config_paths, merged, read_config_file
+    """config.yaml with the --configfile overlays, then --config, merged over it, not
+    validated."""
+    from kora.config.files import config_paths, merge, merged, read_config_file
 
     paths = config_paths(getattr(args, "configfile", []), Path("."))
-    return merged([read_config_file(p) if p.exists() else {} for p in paths])
+    # config.yaml may be missing (a command that runs anywhere), an overlay given not
+    files = [read_config_file(p) if i or p.exists() else {} for i, p in enumerate(paths)]
+    return merge(merged(files), given_values(args))
 
 
 def benchmark_of_args(args: argparse.Namespace) -> Benchmark:
@@ -151,21 +186,32 @@ def run_command(args: argparse.Namespace, targets: list[str]) -> str:
     from kora.config.files import snakemake_command
 
     line = snakemake_command(targets, getattr(args, "configfile", []))
+    if getattr(args, "config", []):  # the run then reads the same values
+        line += f" --config {shlex.join(args.config)}"
     away = getattr(args, "away", None)
     return f"cd {shlex.quote(away)} && {line}" if away else line
 
 
-def split_overlays(configfiles: list[str], targets: list[str]) -> tuple[list[str], list[str]]:
-    """`--configfile` takes several files, as Snakemake's does, so `kora plan --configfile
-    X TARGET` hands it the target too: a value that is no file and no YAML file name is
-    taken back as a target."""
-    files, more = [], []
-    for value in configfiles:
-        if Path(value).exists() or value.endswith(CONFIG_ENDINGS):
-            files.append(value)
-        else:
-            more.append(value)
-    return files, [*targets, *more]
+def named_targets(args: argparse.Namespace, typed: list[str], results: bool = False) -> list[str]:
+    """The targets typed on the command line, each one the config defines (or with
+    `results`, one with a results folder), else refused with the name it nearly is.
+    `--configfile` and `--config` take several values, as Snakemake's do, so `kora plan
+    --configfile X TARGET` hands them the target too: a value that is no file and no YAML
+    file name, or no KEY=VALUE, is taken back."""
+    files = [v for v in args.configfile if Path(v).exists() or v.endswith(CONFIG_ENDINGS)]
+    values = [v for v in args.config if "=" in v]
+    more = [v for v in [*args.configfile, *args.config] if v not in files + values]
+    args.configfile, args.config, typed = files, values, [*typed, *more]
+    from kora.config.checks import unknown_target
+
+    given = raw_config(args).get("targets")
+    defined = [n for n, t in given.items() if t is not None] if isinstance(given, dict) else []
+    if results and (folder := Path(layout_of_args(args).results)).is_dir():
+        defined += [p.name for p in folder.iterdir() if p.is_dir() and p.name not in defined]
+    for name in typed:
+        if name not in defined:
+            raise ConfigError(unknown_target(name, defined))
+    return typed
 
 
 def next_steps(

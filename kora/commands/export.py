@@ -12,8 +12,8 @@ from kora.commands.common import (
     configfile_option,
     force_option,
     layout_of_args,
+    named_targets,
     run_command,
-    split_overlays,
 )
 
 
@@ -41,16 +41,19 @@ def run(args: argparse.Namespace) -> int:
     from kora.errors import KoraError
     from kora.io import refuse_to_replace, remember_written, write_atomic
 
-    args.configfile, more = split_overlays(args.configfile, [args.target])
-    target = more[0]
+    target = named_targets(args, [args.target], results=True)[0]
     layout = layout_of_args(args)
     table = Path(layout.conversations_parquet(target))
     manifest = Path(layout.manifest_json(target))
-    results = Path(layout.results_json(target))
+    result = Path(layout.results_json(target))
     out = Path(args.hf)
     written = [out / DATA_FILE, out / "manifest.json", out / "README.md"]
+    results = Path(layout.results).resolve()
+    if runs := [str(p) for p in written if p.exists() and p.resolve().is_relative_to(results)]:
+        raise KoraError(f"{', '.join(runs)}: a file of the run's results, so not replaced: "
+                        "name another folder for --hf")  # fmt: skip
     refuse_to_replace(written, args.force)
-    for path in (table, manifest, results):
+    for path in (table, manifest, result):
         if not path.exists():
             raise KoraError(f"{path} not found: make it first, `{run_command(args, [str(path)])}`")
     rows = count_rows(table)
@@ -58,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     write_atomic(out / DATA_FILE, table.read_bytes())
     write_atomic(out / "manifest.json", manifest.read_bytes())
     card = dataset_card(
-        orjson.loads(manifest.read_bytes()), orjson.loads(results.read_bytes()), rows
+        orjson.loads(manifest.read_bytes()), orjson.loads(result.read_bytes()), rows
     )
     write_atomic(out / "README.md", card.encode())
     remember_written(written)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import importlib
 import os
 import sys
@@ -37,7 +38,10 @@ SUBCOMMANDS = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kora", description="KORA child-safety benchmark")
+    # no abbreviations: `--config` read as `--configfile` took a value for a file's name
+    p = argparse.ArgumentParser(
+        prog="kora", description="KORA child-safety benchmark", allow_abbrev=False
+    )
     p.add_argument(
         "--taxonomy",
         help="taxonomy folder (default: the config's `taxonomy_dir`, else its benchmark "
@@ -51,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     for name in SUBCOMMANDS:
         importlib.import_module(f"kora.commands.{name}").register(sub)
+    for command in sub.choices.values():
+        command.allow_abbrev = False
     return p
 
 
@@ -76,8 +82,19 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except OSError as exc:  # a file named on the command line that cannot be read
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"kora: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        said = SAID.get(exc.errno or 0, exc.strerror or str(exc))
+        print(f"kora: error: {where}{said}", file=sys.stderr)
         return 2
+
+
+# the system's words for a file that cannot be read or written, in kora's
+SAID = {
+    errno.ENOENT: "not found",
+    errno.EISDIR: "a folder, where a file is named",
+    errno.ENOTDIR: "a part of it is a file, where a folder is named",
+    errno.EACCES: "not allowed (check its permissions)",
+    errno.ENOSPC: "no space left on the disk",
+}
 
 
 if __name__ == "__main__":

@@ -220,9 +220,10 @@ async def ping_role(cfg: KoraConfig, role: str, model: str, calls: dict[str, Ren
 
 async def ping_all(
     cfg: KoraConfig, target: str, roles: bool, taxonomy: Taxonomy | None = None
-) -> tuple[list[str], bool]:
+) -> tuple[list[str], int, int]:
+    """What each model answered, in lines; how many failed, and how many were not sent."""
     lines: list[str] = []
-    ok = True
+    failed = unsent = 0
     _BILL[:] = [BillWriter(bill_dir(Path(cfg.cache_dir)), "ping")]
     checks: list[tuple[str, str | None]] = [("target", cfg.targets[target].model)]
     calls: dict[str, Rendered] = {}
@@ -243,7 +244,7 @@ async def ping_all(
         # a key the environment lacks: said before any request, none is sent
         missing = missing_keys(cfg, [model])
         if missing:
-            ok = False
+            unsent += 1
             lines.append(f"{role} {model}: not sent: set {', '.join(missing)} first")
             continue
         detail: list[str] = []
@@ -257,10 +258,10 @@ async def ping_all(
                 f"{role} {model}: ok in {pong.seconds:.2f} s: {_short(pong.text) or '(empty)'}"
             )
         except (ProviderError, ValueError) as exc:
-            ok = False
+            failed += 1
             lines.append(f"{role} {model}: FAILED after {time.monotonic() - started:.2f} s: {exc}")
         lines += detail
-    return lines, ok
+    return lines, failed, unsent
 
 
 def register(sub: Any) -> None:
@@ -284,24 +285,20 @@ def register(sub: Any) -> None:
 
 
 def cmd_ping(args: argparse.Namespace) -> int:
-    from kora.commands.common import split_overlays
+    from kora.commands.common import given_values, named_targets
     from kora.config.files import load_run_config
 
-    overlays, targets = split_overlays(args.configfile, [args.target] if args.target else [])
+    targets = named_targets(args, [args.target] if args.target else [])
     if len(targets) != 1:
         raise ConfigError("kora ping takes one target: kora ping TARGET [--configfile FILE ...]")
-    cfg, taxonomy = load_run_config(overlays, workdir=Path("."))
-    target = targets[0]
-    if target not in cfg.targets:
-        raise ConfigError(
-            f"unknown target {target!r}; the config defines: "
-            + (", ".join(cfg.targets) or "no targets")
-        )
+    cfg, taxonomy = load_run_config(args.configfile, workdir=Path("."), given=given_values(args))
     from kora.llm.masking import terminal_safe
 
-    lines, ok = asyncio.run(ping_all(cfg, target, not args.target_only, taxonomy))
+    lines, failed, unsent = asyncio.run(ping_all(cfg, targets[0], not args.target_only, taxonomy))
     for line in lines:
         print(terminal_safe(line))
-    if not ok:
+    if failed:
         print("kora ping: a model could not be reached or answered wrongly", file=sys.stderr)
-    return 0 if ok else 1
+    elif unsent:
+        print("kora ping: nothing was sent to a model whose key is not set", file=sys.stderr)
+    return 1 if failed or unsent else 0

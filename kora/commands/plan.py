@@ -9,9 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kora.commands.common import configfile_option, split_overlays
+from kora.commands.common import configfile_option, given_values, named_targets
 from kora.config.schema import ROLES, chain
-from kora.errors import ConfigError
 from kora.run.pipeline import Pipeline
 from kora.run.plan import (
     Share,
@@ -48,16 +47,10 @@ def print_plan(args: argparse.Namespace) -> int:
 
         return print_detection(args)
     workdir = Path(".")
-    overlays, targets = split_overlays(args.configfile, args.targets)
-    plan = Pipeline.load(overlays, workdir)
+    targets = named_targets(args, args.targets)
+    plan = Pipeline.load(args.configfile, workdir, given=given_values(args))
     cfg = plan.config
     targets = targets or list(cfg.targets)
-    for t in targets:
-        if t not in plan.config.targets:
-            raise ConfigError(
-                f"unknown target {t!r}; the config defines: "
-                + (", ".join(plan.config.targets) or "no targets")
-            )
     from kora.llm.lifecycle import lifecycle_notes
 
     used = {n for role in ROLES for n in chain(getattr(cfg, role))} | set(cfg.judges)
@@ -89,13 +82,14 @@ def print_plan(args: argparse.Namespace) -> int:
         "stored: answered from the call store by an earlier run; repeated: the same "
         "question asked twice in this run, answered the second time from the store"
     )
-    print("expected: output tokens a call by stage, and where the figures come from:")
     said: dict[str, list[str]] = {}
     for stage in ORDER:
         if mine := [s for s in shares if s.stage == stage and s.calls]:
             out = sum(s.expected.output_tokens for s in mine) / sum(s.calls for s in mine)
             how = "; ".join(dict.fromkeys(s.how for s in mine))
             said.setdefault(how, []).append(f"{stage} {out:,.0f}")
+    if said:  # none when no call is to pay
+        print("expected: output tokens a call by stage, and where the figures come from:")
     for how, stages in said.items():
         print(f"  {', '.join(stages)}: {how}")
     print(

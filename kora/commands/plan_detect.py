@@ -149,20 +149,16 @@ def print_detection(args: argparse.Namespace) -> int:
     """`kora plan TARGET --detect DELTA --against OTHER`."""
     from kora.analysis.stats.cells import family_size
     from kora.analysis.stats.sizing import assumed, detect
-    from kora.commands.common import raw_config, split_overlays
+    from kora.commands.common import given_values, named_targets, raw_config
     from kora.run.pipeline import Pipeline
 
     _check(args)
-    overlays, targets = split_overlays(args.configfile, args.targets)
+    targets = named_targets(args, args.targets)
     if len(targets) != 1:
         raise InputError("--detect takes one TARGET (and --against OTHER)")
-    target, other = targets[0], args.against
-    plan = Pipeline.load(overlays, Path("."))
+    target, other, overlays = targets[0], args.against, args.configfile
+    plan = Pipeline.load(overlays, Path("."), given=given_values(args))
     cfg = plan.config
-    if target not in cfg.targets:
-        raise ConfigError(
-            f"unknown target {target!r}; the config defines: {', '.join(cfg.targets)}"
-        )
     prompts = cfg.target_prompts(target)
     if other in cfg.targets:
         prompts = [p for p in prompts if p in cfg.target_prompts(other)]
@@ -219,7 +215,7 @@ def print_detection(args: argparse.Namespace) -> int:
             "ranges, motivations) or detect a larger difference"
         )
         return 0
-    raw = copy.deepcopy(raw_config(argparse.Namespace(configfile=overlays)))
+    raw = copy.deepcopy(raw_config(args))
     raw.setdefault("grid", {})[unit] = d.seeds
     run = [target] + ([other] if other in cfg.targets else [])
     try:

@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     from kora.run.rebuild import replay
 
     path = Path(args.bundle)
+    path.open("rb").close()  # one not there, or a folder, said in kora's words (main)
     if args.keep:
         work = Path(args.keep).resolve()
         if work.exists() and any(work.iterdir()):

@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     if args.since is not None:
         since = dt.datetime.combine(args.since, dt.time()).timestamp()
     folder = bill_folder(args).resolve()  # the workspace's, wherever the command was typed
-    report = summarise(charges(folder, since=since), folder)
+    report = summarise(charges(folder, since=since), folder, since)
     if args.json:
         doc = {"bill": str(folder), "since": args.since and args.since.isoformat(), **report}
         sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
@@ -77,15 +77,14 @@ def run(args: argparse.Namespace) -> int:
     billed = report["billed"]
     print(f"The bill of this workspace ({folder}){when}:")
     print(f"  billed: {_words(billed)}")
-    if not billed["calls"]:
-        return 0
     for title, key in [("model", "byModel"), ("kind of call", "byStage"), ("day", "byDay")]:
-        print()
-        _table(title, report[key])
-    if args.runs:
+        if billed["calls"]:
+            print()
+            _table(title, report[key])
+    if args.runs and report["byRun"]:
         print("\n  runs, oldest first:")
         for r in report["byRun"]:
-            print(f"  {r['name']}  {_how_it_went(r)}")
+            print(f"  {COMMANDS.get(r['name'], r['name'])}  {_how_it_went(r)}")
             if r["started"]:
                 print(f"    targets: {', '.join(r['targets'] or []) or 'none'}")
                 print(f"    command: {r['command']}")
@@ -93,9 +92,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def summarise(items: Iterable[Any], folder: Path) -> dict[str, Any]:
+def summarise(items: Iterable[Any], folder: Path, since: float | None = None) -> dict[str, Any]:
     """The bill's lines summed: in all, and by model, kind of call, day and run; each run
-    with its record (kora.llm.bill.run_record), oldest first."""
+    with its record (kora.llm.bill.run_record), oldest first, those that paid for no call
+    (started `since`) too."""
     from kora.llm.bill import run_record
     from kora.llm.usage import Counts
 
@@ -110,12 +110,16 @@ def summarise(items: Iterable[Any], folder: Path) -> dict[str, Any]:
     out: dict[str, Any] = {"billed": _row(total)}
     for g, rows in groups.items():
         out[g] = [{"name": name, **_row(rows[name])} for name in sorted(rows)]
+    # a run recorded that paid nothing (every answer from the call store) is a run too
+    recorded = {p.parent.name for p in folder.glob("*/run.json")} - set(calls)
+    out["byRun"] += [{"name": name, **_row(Counts())} for name in sorted(recorded)
+                     if run_record(folder, name).get("started", 0) >= (since or 0)]  # fmt: skip
     for r in out["byRun"]:
-        record = run_record(folder, r["name"])
-        r["first_call"], r["last_call"] = _when(min(calls[r["name"]])), _when(max(calls[r["name"]]))
+        record, t = run_record(folder, r["name"]), calls[r["name"]]
+        r["first_call"], r["last_call"] = (_when(min(t)), _when(max(t))) if t else (None, None)
         r["started"], r["ended"] = _when(record.get("started")), _when(record.get("ended"))
         r.update({k: record.get(k) for k in ("targets", "command", "outcome")})
-    out["byRun"].sort(key=lambda r: r["started"] or r["first_call"])
+    out["byRun"].sort(key=lambda r: r["started"] or r["first_call"] or "")
     return out
 
 
@@ -137,7 +141,13 @@ OUTCOMES = {
 }
 
 
+# the calls of a command, not of a run (kora.llm.bill.OUTSIDE: a job run outside one)
+COMMANDS = {"ping": "kora ping", "outside-a-run": "outside a run"}
+
+
 def _how_it_went(r: dict[str, Any]) -> str:
+    if r["name"] in COMMANDS:
+        return f"calls from {r['first_call']} to {r['last_call']}"
     if not r["started"]:
         return (
             f"calls from {r['first_call']} to {r['last_call']}; its start, end, targets and "

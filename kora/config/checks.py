@@ -19,6 +19,7 @@ from kora.config.schema import NAME_RE, ROLES, KoraConfig, chain
 from kora.config.urls import url_problem
 from kora.errors import ConfigError
 from kora.llm.config import ModelConfig
+from kora.llm.registry import KINDS
 from kora.llm.service_config import template_problems
 from kora.llm.structured import config_problem as structured_problem
 
@@ -105,6 +106,8 @@ def _pydantic_problem(err: Any) -> _Problem:
         return _Problem(loc, f"unknown key {loc!r}{_guess(key, _keys_beside(err['loc']))}", "")
     if err["type"] == "missing":
         return _Problem(loc.rpartition(".")[0], f"missing required key {loc!r}", "")
+    if loc.endswith(".provider") and err["type"] == "value_error":
+        return _Problem(loc, f"unknown provider {err['input']!r}{_guess(err['input'], KINDS)}")
     if "prompts" in loc and err["type"] == "literal_error":
         return _Problem(loc, f"unknown prompt variant {err['input']!r} (expected default or child)")
     said, value = _said(err), repr(err.get("input"))
@@ -121,6 +124,30 @@ def _guess(name: str, known: Iterable[str]) -> str:
     if close:
         return f" (did you mean {close[0]!r}?)"
     return f" (expected one of {', '.join(names)})" if len(names) <= 12 else ""
+
+
+def unknown_target(name: str, defined: list[str]) -> str:
+    """What to say of a target's name the config does not define (targets' names share
+    their endings: only a close one is offered)."""
+    near = difflib.get_close_matches(name, defined, n=1, cutoff=0.8)
+    guess = f"; did you mean {near[0]!r}?" if near else ""
+    return (
+        f"no target {name!r} in the config (targets: {', '.join(defined) or 'none'}{guess}): "
+        "add it under `targets:`, or give the --configfile that defines it"
+    )
+
+
+def unpriced_for_budget(cfg: KoraConfig, models: Iterable[str]) -> str | None:
+    """Why a run that calls `models` is refused, when its budget is in dollars and a paid
+    one of them has no price (the run's check before its first call, and check-config's)."""
+    known = cfg.models
+    unpriced = [n for n in sorted(models) if known[n].price is None and known[n].kind.billed]
+    if cfg.budget is None or cfg.budget.unit != "usd" or not unpriced:
+        return None
+    return (
+        "budget: a budget in dollars needs a `price` on every paid model the run calls; "
+        f"{', '.join(unpriced)} has none (set it, or use `budget: {{tokens: N}}`)"
+    )
 
 
 def _keys_beside(loc: tuple[int | str, ...]) -> list[str]:

@@ -278,7 +278,7 @@ async def serve(path: Path, parent: int, collected: collector.CollectorTime | No
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m kora.run.broker")
+    ap = argparse.ArgumentParser(prog="python -m kora.run.broker", allow_abbrev=False)
     ap.add_argument("--socket", required=True)
     ap.add_argument("--parent", type=int, required=True)
     args = ap.parse_args(argv)

@@ -60,9 +60,10 @@ class Pipeline:
         workdir: Path | str = ".",
         *,
         values: dict[str, Any] | None = None,
+        given: dict[str, Any] | None = None,
     ) -> Pipeline:
-        """config.yaml with `overlays` merged over it (see kora.config.files)."""
-        config, taxonomy = load_run_config(overlays, workdir=workdir, values=values)
+        """config.yaml with `overlays` (and `given`) merged over it (see kora.config.files)."""
+        config, taxonomy = load_run_config(overlays, workdir=workdir, values=values, given=given)
         return cls(config, taxonomy, Path(workdir), tuple(shown_overlays(overlays)))
 
     def _configfiles(self) -> str:

@@ -223,7 +223,8 @@ async def _rebuild(bundle: Bundle, work: Path, found: Replay) -> None:
         for stage in ORDER:
             if stage in stages:
                 await _stage([s for s in jobs if s.rule == stage], pool, found)
-        found.rebuilt_shards = len(rebuilt)
+        # a shard as the plan and the progress line count it: a cell's job of a stage
+        found.rebuilt_shards = sum(1 for spec in jobs if spec.rule in stages)
         await _stage([_gather_spec(pipeline, target, "results", work)], pool, found)
         # the report links the manifest the bundle carries
         manifest = work / pipeline.layout.manifest_json(target)

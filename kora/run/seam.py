@@ -60,18 +60,24 @@ def parse_config(entry: str) -> dict[str, Any]:
     return dict(parse_config([entry]))
 
 
-def check_targets(workflow: Any, check: Callable[[list[str]], str | None]) -> None:
+def check_targets(
+    workflow: Any, check: Callable[[list[str], Callable[[str], bool]], str | None]
+) -> None:
     """Before Snakemake builds its jobs (a run, a dry run, a report: every command that
-    reads the targets), `check` reads the files named on the command line; what it says
-    is wrong ends the command as an error of the command line: `Error: ...`, with no
-    traceback (a rule's input function that raised would be printed with one)."""
+    reads the targets), `check` reads the files named on the command line, and may ask
+    whether a rule makes one; what it says is wrong ends the command as an error of the
+    command line: `Error: ...`, with no traceback (a rule's input function that raised
+    would be printed with one, a file no rule makes Snakemake's MissingRuleException)."""
     from snakemake_interface_common.exceptions import ApiError
 
     build = _get(workflow, "_build_dag")
 
+    def made(path: str) -> bool:
+        return any(rule.is_producer(path) for rule in _get(workflow, "rules"))
+
     def checked() -> None:
         asked = _get(workflow, "dag_settings.targets")
-        problem = check([t for t in asked if not workflow.is_rule(t)])
+        problem = check([t for t in asked if not workflow.is_rule(t)], made)
         if problem:
             raise ApiError(problem)
         build()

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kora.config.checks import unpriced_for_budget
 from kora.errors import KoraError
 from kora.llm.bill import bill_dir, record_run, total
 from kora.llm.budget import Budget, amount, budget_file, counting_since, measure, suggest
@@ -167,13 +168,8 @@ class RunSession:
         b = self.pipeline.config.budget
         if b is None:
             return
-        known = self.pipeline.config.models
-        unpriced = [n for n in sorted(models) if known[n].price is None and known[n].kind.billed]
-        if b.unit == "usd" and unpriced:
-            raise KoraError(
-                "budget: a budget in dollars needs a `price` on every paid model the run "
-                f"calls; {', '.join(unpriced)} has none (set it, or use `budget: {{tokens: N}}`)"
-            )
+        if unpriced := unpriced_for_budget(self.pipeline.config, models):
+            raise KoraError(unpriced)
         since = counting_since(self.store, b.since_epoch)
         spent = measure(b.unit, total(bill_dir(self.store), since=since))
         self.budget = Budget.start(budget_file(self.store, self.run_id), b.unit, b.limit, spent)
