@@ -328,6 +328,9 @@ def test_check_config_refuses_the_dollar_budget_a_run_of_a_target_refuses(
     assert capsys.readouterr().err == (
         f"kora: error: config.yaml + --config: a run of gpt-target is refused: {UNPRICED}\n"
     )
+    # and the plan says it in the same words
+    assert main(["plan", "gpt-target", "--config", "budget={usd: 5}"]) == 0
+    assert f"the run is refused, as it says: {UNPRICED}" in capsys.readouterr().out
     # the demo's target calls the mock alone, which costs nothing
     assert main(["check-config", "--configfile", DEMO, "--config", "budget={usd: 5}"]) == 0
     assert "config OK" in capsys.readouterr().err

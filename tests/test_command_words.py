@@ -235,3 +235,17 @@ def test_a_misspelt_field_in_a_template_is_named_with_the_one_it_nearly_is(
     err = said(capsys)
     assert "judge_safety.jinja" in err and "object" not in err
     assert "a Scenario has no field 'narative' (did you mean 'narrative'?)" in err
+
+
+@pytest.mark.timeout(60)
+def test_compare_targets_offers_the_target_with_results_a_name_nearly_is(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """compare-targets takes a target's name or a folder, inside a workspace or not: a
+    misspelt name is checked against the targets with results."""
+    (workspace / "results" / "mock-target").mkdir(parents=True)
+    assert kora_main(["compare-targets", "mock-targt", "mock-target"]) == 2
+    assert said(capsys) == (
+        "kora: error: mock-targt: neither a path nor a target with results under results/ "
+        "(did you mean 'mock-target'?)"
+    )

@@ -81,10 +81,9 @@ class _Undefined(jinja2.StrictUndefined):
     def _undefined_message(self) -> str:
         found, name = self._undefined_obj, str(self._undefined_name)
         if found is jinja2.utils.missing:
-            return f"{name!r} is undefined"
-        known = list(found) if isinstance(found, dict) else dir(found)
-        near = difflib.get_close_matches(name, [k for k in known if not k.startswith("_")], 1)
-        guess = f" (did you mean {near[0]!r}?)" if near else ""
+            return super()._undefined_message
+        near = difflib.get_close_matches(name, [n for n in dir(found) if n[0] != "_"], 1)
+        guess = "".join(f" (did you mean {n!r}?)" for n in near)
         return f"a {type(found).__name__} has no field {name!r}{guess}"
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping
+from difflib import get_close_matches
 from pathlib import Path
 from typing import Any
 
@@ -164,7 +165,9 @@ def resolve_target(name: str, results_dir: str = "results") -> Path:
     q = Path(results_dir) / name
     if q.exists():
         return q
-    raise InputError(f"{name}: neither a path nor a target with results under {results_dir}/")
+    there = [f.name for f in Path(results_dir).glob("*") if f.is_dir()]
+    near = "".join(f" (did you mean {n!r}?)" for n in get_close_matches(name, there, 1, 0.8))
+    raise InputError(f"{name}: neither a path nor a target with results under {results_dir}/{near}")
 
 
 def annotations_of(folder: Path) -> list[Mapping[str, Any]]:

@@ -91,9 +91,6 @@ def main(argv: list[str] | None = None) -> int:
 SAID = {
     errno.ENOENT: "not found",
     errno.EISDIR: "a folder, where a file is named",
-    errno.ENOTDIR: "a part of it is a file, where a folder is named",
-    errno.EACCES: "not allowed (check its permissions)",
-    errno.ENOSPC: "no space left on the disk",
 }
 
 

@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,21 +59,13 @@ ROLE_CALLS = {
 EXAMPLE = Path("docs") / "example-scenario.json"
 
 
-@dataclass
-class Pong:
-    role: str
-    model: str
-    ok: bool
-    seconds: float
-    text: str
-
-
 def _short(text: str, limit: int = 300) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-async def ping_target(cfg: KoraConfig, target: str, out: list[str]) -> Pong:
+async def ping_target(cfg: KoraConfig, target: str, out: list[str]) -> str:
+    """The target's answer to the ping's message; a chat service's requests in `out`."""
     from kora.benchmarks.converse import target_system_prompt_for
     from kora.llm.limits import Limiter
 
@@ -86,7 +77,6 @@ async def ping_target(cfg: KoraConfig, target: str, out: list[str]) -> Pong:
     variant = "child" if "child" in variants else "default"
     age = PING_AGE_RANGE if variant == "child" else None
     system = target_system_prompt_for(age, None)
-    started = time.monotonic()
     if mc.is_service:
         from kora.llm.service import ServiceTarget
 
@@ -98,7 +88,7 @@ async def ping_target(cfg: KoraConfig, target: str, out: list[str]) -> Pong:
             )
             reply = await session.reply([ChatMessage("user", PING_MESSAGE)])
             await session.close("completed")
-            return Pong("target", model, True, time.monotonic() - started, reply.text)
+            return reply.text
         finally:
             for s in service.sent:
                 out.append(f"    {s.method} {s.url} -> {s.status} in {s.seconds or 0:.2f} s")
@@ -109,8 +99,7 @@ async def ping_target(cfg: KoraConfig, target: str, out: list[str]) -> Pong:
                 if s.answer:
                     out.append(f"      answer: {_short(s.answer, 500)}")
             await service.aclose()
-    reply_text = await _ask(model, mc, [ChatMessage("user", PING_MESSAGE)], system)
-    return Pong("target", model, True, time.monotonic() - started, reply_text)
+    return await _ask(model, mc, [ChatMessage("user", PING_MESSAGE)], system)
 
 
 # a ping's calls are paid like any: written in the workspace's bill (ping_all sets it)
@@ -205,17 +194,13 @@ async def ping_structured(name: str, config: ModelConfig, call: Rendered) -> str
     )
 
 
-async def ping_role(cfg: KoraConfig, role: str, model: str, calls: dict[str, Rendered]) -> Pong:
-    mc = cfg.models[model]
-    started = time.monotonic()
-    call = calls[role]
+async def ping_role(cfg: KoraConfig, role: str, model: str, calls: dict[str, Rendered]) -> str:
+    mc, call = cfg.models[model], calls[role]
     if call.schema is not None:
-        text = await ping_structured(model, mc, call)
-    else:
-        mc = mc.model_copy(update={"timeout": mc.timeout or PING_TIMEOUT})
-        user = [ChatMessage("user", call.prompt.user or "")]
-        text = "text call: " + await _ask(model, mc, user, call.prompt.system)
-    return Pong(role, model, True, time.monotonic() - started, text)
+        return await ping_structured(model, mc, call)
+    mc = mc.model_copy(update={"timeout": mc.timeout or PING_TIMEOUT})
+    user = [ChatMessage("user", call.prompt.user or "")]
+    return "text call: " + await _ask(model, mc, user, call.prompt.system)
 
 
 async def ping_all(
@@ -251,12 +236,11 @@ async def ping_all(
         started = time.monotonic()
         try:
             if role == "target":
-                pong = await ping_target(cfg, target, detail)
+                text = await ping_target(cfg, target, detail)
             else:
-                pong = await ping_role(cfg, role, model, calls)
-            lines.append(
-                f"{role} {model}: ok in {pong.seconds:.2f} s: {_short(pong.text) or '(empty)'}"
-            )
+                text = await ping_role(cfg, role, model, calls)
+            seconds = time.monotonic() - started
+            lines.append(f"{role} {model}: ok in {seconds:.2f} s: {_short(text) or '(empty)'}")
         except (ProviderError, ValueError) as exc:
             failed += 1
             lines.append(f"{role} {model}: FAILED after {time.monotonic() - started:.2f} s: {exc}")

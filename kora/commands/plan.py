@@ -115,6 +115,7 @@ def print_plan(args: argparse.Namespace) -> int:
 
 def against_budget(plan: Pipeline, shares: list[Share]) -> str:
     """The estimate beside the config's budget and what the workspace's bill holds."""
+    from kora.config.checks import unpriced_for_budget
     from kora.llm.bill import bill_dir, total
     from kora.llm.budget import amount, counting_since, measure, suggest
 
@@ -125,12 +126,8 @@ def against_budget(plan: Pipeline, shares: list[Share]) -> str:
     billed = measure(b.unit, total(bill_dir(store), since=since))
     need, room = still_to_pay(shares, b.unit)
     line = f"budget {amount(b.unit, b.limit)}: {amount(b.unit, billed)} billed against it so far"
-    unpriced = unpriced_models(shares)
-    if b.unit == "usd" and unpriced:
-        return line + (
-            f"; a run that calls {', '.join(unpriced)} is refused: a budget in dollars needs "
-            "a `price` on every paid model the run calls"
-        )
+    if unpriced := unpriced_for_budget(plan.config, unpriced_models(shares)):
+        return f"{line}; the run is refused, as it says: {unpriced}"
     if not room:
         return line + "; this plan pays for no call, so the budget does not stop it"
     left = b.limit - billed - need

@@ -18,11 +18,10 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from kora.config.schema import KoraConfig, chain
 from kora.llm.masking import MASK, Masker
+from kora.llm.service_config import ENV_REF  # `${NAME}`: read from the environment
 
 # header and query names whose literal values are credentials
 _SECRET_NAME = re.compile(r"auth|key|token|secret|pass|cookie|session|sig|credential", re.I)
-# `${NAME}`: a header value read from the environment when a request is sent
-_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def result_models(config: KoraConfig, target: str) -> list[str]:
@@ -48,7 +47,7 @@ def _url(url: str) -> str:
 def _headers(headers: dict[str, str]) -> dict[str, str]:
     out = {}
     for name, value in headers.items():
-        literal = _ENV_REF.sub("", value).strip()
+        literal = ENV_REF.sub("", value).strip()
         # a value that only names variables (and a scheme word) holds no secret itself
         only_refs = literal in ("", "Bearer", "Basic", "Token", "Bot")
         out[name] = value if only_refs or not _SECRET_NAME.search(name) else MASK
@@ -75,7 +74,7 @@ def _env_secrets(config: KoraConfig, models: list[str]) -> set[str]:
         if m.api_key_env or m.kind.key_env:
             names.add(m.api_key_env or m.kind.key_env or "")
         if m.http is not None:
-            names.update(_ENV_REF.findall(m.http.model_dump_json()))
+            names.update(ENV_REF.findall(m.http.model_dump_json()))
     return {v for n in names if (v := os.environ.get(n))}
 
 
