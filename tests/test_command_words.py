@@ -155,6 +155,9 @@ def test_check_config_takes_the_targets_of_the_run_it_checks(
     found`."""
     assert kora_main(["check-config", "--configfile", DEMO, "mock-target"]) == 0
     assert "config OK" in said(capsys)
+    # a file of the run's results written there is still named as what it is
+    assert kora_main(["check-config", "--configfile", DEMO, "results/mock-target/report.html"]) == 2
+    assert "results/mock-target/report.html: a file the run makes, read as a config" in said(capsys)
 
 
 @pytest.mark.timeout(60)

@@ -133,8 +133,9 @@ def force_option(parser: argparse.ArgumentParser) -> None:
 def raw_config(args: argparse.Namespace) -> dict[str, Any]:
     """config.yaml with the --configfile overlays, then --config, merged over it, not
     validated."""
-    from kora.config.files import config_paths, merge, merged, read_config_file
+    from kora.config.files import config_paths, merge, merged, read_config_file, refuse_run_outputs
 
+    refuse_run_outputs(getattr(args, "configfile", []), Path("."))  # a target after it
     paths = config_paths(getattr(args, "configfile", []), Path("."))
     # config.yaml may be missing (a command that runs anywhere), an overlay given not
     files = [read_config_file(p) if i or p.exists() else {} for i, p in enumerate(paths)]
@@ -197,7 +198,10 @@ def named_targets(args: argparse.Namespace, typed: list[str], results: bool = Fa
     `results`, one with a results folder), else refused with the name it nearly is.
     `--configfile` and `--config` take several values, as Snakemake's do, so `kora plan
     --configfile X TARGET` hands them the target too: a value that is no file and no YAML
-    file name, or no KEY=VALUE, is taken back."""
+    file name, or no KEY=VALUE, is taken back (a file of the run's results is refused)."""
+    from kora.config.files import refuse_run_outputs
+
+    refuse_run_outputs(args.configfile, Path("."))
     files = [v for v in args.configfile if Path(v).exists() or v.endswith(CONFIG_ENDINGS)]
     values = [v for v in args.config if "=" in v]
     more = [v for v in [*args.configfile, *args.config] if v not in files + values]

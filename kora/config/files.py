@@ -166,8 +166,8 @@ def config_paths(overlays: Sequence[Path | str], workdir: Path) -> list[Path]:
 
 def run_outputs_given(overlays: Sequence[Path | str], workdir: Path) -> list[str]:
     """The overlays that are files a run makes (under a version's results folder, or a
-    report page), as the user wrote them: targets typed after `--configfile`, which
-    takes every value after it."""
+    report page; never a YAML file), as the user wrote them: targets typed after
+    `--configfile`, which takes every value after it."""
     results = {benchmarks.get(n).results_dir for n in benchmarks.VERSIONS}
     found = []
     for p in overlays:
@@ -176,12 +176,12 @@ def run_outputs_given(overlays: Sequence[Path | str], workdir: Path) -> list[str
             first = path.resolve().relative_to(workdir.resolve()).parts[0]
         except (ValueError, IndexError):
             first = ""
-        if first in results or path.suffix == ".html":
+        if (first in results or path.suffix == ".html") and path.suffix not in (".yaml", ".yml"):
             found.append(str(_shown(path)))
     return found
 
 
-def _refuse_run_outputs(overlays: Sequence[Path | str], workdir: Path) -> None:
+def refuse_run_outputs(overlays: Sequence[Path | str], workdir: Path) -> None:
     made = run_outputs_given(overlays, workdir)
     if not made:
         return
@@ -241,7 +241,7 @@ def load_run_config(
     files are still read, for their errors and to name the file (or `--config`) at fault.
     """
     workdir = Path(workdir)
-    _refuse_run_outputs(overlays, workdir)
+    refuse_run_outputs(overlays, workdir)
     sources: list[tuple[str, dict[str, Any]]] = []
     for path in config_paths(overlays, workdir):
         sources.append((str(_shown(path)), read_config_file(path)))
