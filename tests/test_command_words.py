@@ -19,6 +19,7 @@ from kora.commands.main import main as kora_main
 from kora.run.misdirected import unknown_request
 from kora.run.pipeline import Pipeline
 from tests.helpers import REPO, copy_workflow
+from tests.reportdata import make_judgments, write_jsonl
 
 DEMO = "config/demo.yaml"
 
@@ -73,6 +74,11 @@ def test_every_command_that_reads_the_runs_config_takes_its_config_values(
         kora_main(["plan", "--configfile", DEMO, "--config", "budget={usd: 1}", "mock-target"]) == 0
     )
     assert "plan for mock-target:" in capsys.readouterr().out
+    # a command printed to type next reads the same values
+    write_jsonl(workspace / "results/mock-target/judgments/a.jsonl", make_judgments())
+    argv = ["agreement", "mock-target", "--configfile", DEMO, "--config", "concurrency=4"]
+    assert kora_main(argv) == 2
+    assert f"NAME --configfile {DEMO} --config concurrency=4)" in said(capsys)
     # and one Snakemake refuses is refused the same way
     assert kora_main(["plan", "mock-target", "--configfile", DEMO, "--config", "budget.usd=1"]) == 2
     assert "--config budget.usd=1: a key of the config's top level" in said(capsys)

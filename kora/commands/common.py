@@ -171,11 +171,13 @@ def taxonomy_of_args(args: argparse.Namespace) -> Taxonomy:
 
 
 def configfiles(args: argparse.Namespace) -> str:
-    """The --configfile options to repeat in a command printed for the user."""
+    """The --configfile and --config options to repeat in a command printed for the user."""
     import shlex
 
-    files = getattr(args, "configfile", [])
-    return f" --configfile {shlex.join(files)}" if files else ""
+    given = {
+        option: getattr(args, option.strip("-"), []) for option in ("--configfile", "--config")
+    }
+    return "".join(f" {option} {shlex.join(values)}" for option, values in given.items() if values)
 
 
 def run_command(args: argparse.Namespace, targets: list[str]) -> str:
@@ -186,9 +188,7 @@ def run_command(args: argparse.Namespace, targets: list[str]) -> str:
 
     from kora.config.files import snakemake_command
 
-    line = snakemake_command(targets, getattr(args, "configfile", []))
-    if getattr(args, "config", []):  # the run then reads the same values
-        line += f" --config {shlex.join(args.config)}"
+    line = snakemake_command(targets, []) + configfiles(args)
     away = getattr(args, "away", None)
     return f"cd {shlex.quote(away)} && {line}" if away else line
 
