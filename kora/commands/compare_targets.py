@@ -170,14 +170,6 @@ def resolve_target(name: str, results_dir: str = "results") -> Path:
     raise InputError(f"{name}: neither a path nor a target with results under {results_dir}/{near}")
 
 
-def annotations_of(folder: Path) -> list[Mapping[str, Any]]:
-    """Each person's labels of a target (its annotations/ folder; none for a file)."""
-    from kora.analysis.annotate.labels import read
-
-    where = folder / "annotations"
-    return [read(f) for f in sorted(where.glob("*.jsonl"))] if where.is_dir() else []
-
-
 def load_pair(args: argparse.Namespace) -> tuple[list[Any], list[Any], dict[str, int] | None]:
     """NEW's and BASELINE's records (people's grades over the judge's with --grades
     human), refusing two KORA versions."""
@@ -199,8 +191,10 @@ def load_pair(args: argparse.Namespace) -> tuple[list[Any], list[Any], dict[str,
         raise InputError(f"{args.a} holds {va.describe()} results, {args.b} {vb.describe()}")
     human = None
     if args.grades == "human":
-        ra, na = with_people_grades(ra, annotations_of(pa))
-        rb, nb = with_people_grades(rb, annotations_of(pb))
+        from kora.commands.annotate import people_of  # each person's labels (none: a file)
+
+        ra, na = with_people_grades(ra, list(people_of(pa / "annotations").values()))
+        rb, nb = with_people_grades(rb, list(people_of(pb / "annotations").values()))
         human = {"a": na, "b": nb}
     return ra, rb, human
 

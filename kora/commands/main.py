@@ -7,34 +7,14 @@ import contextlib
 import errno
 import importlib
 import os
+import pkgutil
 import sys
 from pathlib import Path
 
+from kora import commands
 from kora.benchmarks import VERSIONS
 from kora.commands.common import in_workspace
 from kora.errors import KoraError
-
-# each module registers its subcommand and runs it (imported when the parser is built:
-# every module imports its heavy parts inside `run`)
-SUBCOMMANDS = (
-    "aggregate",
-    "import_scenarios",
-    "import_conversations",
-    "continue_recordings",
-    "prompts",
-    "check_config",
-    "plan",
-    "ping",
-    "annotate",
-    "agreement",
-    "compare",
-    "compare_targets",
-    "stats",
-    "usage",
-    "bundle",
-    "replay",
-    "export",
-)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,8 +33,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the KORA version (default: the config's `benchmark`, else v1)",
     )
     sub = p.add_subparsers(dest="command", required=True)
-    for name in SUBCOMMANDS:
-        importlib.import_module(f"kora.commands.{name}").register(sub)
+    # each module of kora/commands/ with a `register` adds its subcommand (and imports its
+    # heavy parts inside the function that runs it)
+    for found in pkgutil.iter_modules(commands.__path__):
+        module = importlib.import_module(f"kora.commands.{found.name}")
+        if hasattr(module, "register"):
+            module.register(sub)
     for command in sub.choices.values():
         command.allow_abbrev = False
     return p

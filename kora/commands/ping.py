@@ -31,6 +31,7 @@ from kora.errors import ConfigError
 from kora.llm.base import ChatMessage, ProviderError
 from kora.llm.bill import BillWriter, bill_dir
 from kora.llm.config import ModelConfig
+from kora.llm.masking import cut
 from kora.llm.retry import RetryPolicy
 from kora.llm.structured import SENT_AS
 
@@ -60,8 +61,7 @@ EXAMPLE = Path("docs") / "example-scenario.json"
 
 
 def _short(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return cut(" ".join(text.split()), limit)  # on one line
 
 
 async def ping_target(cfg: KoraConfig, target: str, out: list[str]) -> str:

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from kora.commands.common import configfile_option, given_values, named_targets
-from kora.config.schema import ROLES, chain
 from kora.run.pipeline import Pipeline
 from kora.run.plan import (
     Share,
@@ -22,6 +21,7 @@ from kora.run.plan import (
     target_jobs,
     unpriced_models,
 )
+from kora.run.preflight import models_for_jobs
 from kora.run.stages import ORDER
 
 
@@ -53,8 +53,7 @@ def print_plan(args: argparse.Namespace) -> int:
     targets = targets or list(cfg.targets)
     from kora.llm.lifecycle import lifecycle_notes
 
-    used = {n for role in ROLES for n in chain(getattr(cfg, role))} | set(cfg.judges)
-    used |= {m for t in targets if (m := cfg.targets[t].model) is not None}
+    used = models_for_jobs(cfg, [(stage, {"target": t}) for t in targets for stage in ORDER])
     for note in lifecycle_notes(cfg.models, used):
         print(f"kora: warning: {note}", file=sys.stderr)
     report = asyncio.run(plan_calls(plan, targets))
