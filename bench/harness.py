@@ -46,6 +46,7 @@ def client_process(
 
     from kora.llm import retry
     from kora.llm.base import ChatMessage, Provider
+    from kora.llm.bill import BillWriter
     from kora.llm.client import ModelClient, Usage
     from kora.llm.config import ModelConfig
     from kora.llm.limits import limiter_for
@@ -62,7 +63,8 @@ def client_process(
         **(limits or {}),
     )
     limiter = limiter_for(name, config, Path(state_dir), adaptive=adaptive)
-    client = ModelClient(name, config, cache=None, usage=Usage(), limiter=limiter)
+    bill = BillWriter(None, "bench")  # the answers' tokens, kept in memory
+    client = ModelClient(name, config, cache=None, usage=Usage(), limiter=limiter, bill=bill)
     provider_obj: Provider = client.provider
     done = 0
     errors: list[str] = []
@@ -108,7 +110,7 @@ def client_process(
             "errors": errors,
             "latencies": latencies,
             "rate": limiter.current_rate(),
-            "input_tokens": client.usage.totals().input_tokens,
+            "input_tokens": sum(c.counts.input_tokens for c in bill.kept),
         }
     )
 

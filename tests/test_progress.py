@@ -225,24 +225,22 @@ def test_a_snapshot_is_written_over_without_emptying_its_file(
 def test_a_jobs_snapshot_carries_every_counter_to_the_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """What a job's snapshot says it asked for and paid is what the run's line adds up."""
+    """What a job's snapshot says it asked for is what the run's line adds up."""
     from types import SimpleNamespace
 
-    from kora.llm.usage import Counts
     from kora.run.progress import RUN_ENV, ProgressReporter, Snapshots, progress_dir
 
     monkeypatch.setenv(RUN_ENV, "run-1")
     usage = Usage()
-    answer = Response(text="x", input_tokens=120, output_tokens=30)
-    usage.add("m", "expand", answer, None, cached=False)
-    usage.add("m", "expand", answer, None, cached=True)
-    usage.add("m", "validate", None, None, cached=False)
-    usage.by[("m", "validate")].unstored += 1
+    usage.add("m", "expand")
+    usage.add("m", "expand", cached=True)
+    usage.add("m", "validate", failed=True)
+    usage.add_unstored("m", "validate")
     report = SimpleNamespace(stage="scenarios", shard="a/b/c", items=3, done=2, failed=1)
     ProgressReporter(usage, tmp_path, report).close()
 
     (snapshot,) = progress_dir(tmp_path, "run-1").glob("*.json")
-    assert Counts.from_dict(orjson.loads(snapshot.read_bytes())) == usage.totals()
+    assert orjson.loads(snapshot.read_bytes()).items() >= usage.totals().items()
     t = Snapshots(progress_dir(tmp_path, "run-1")).totals()
     assert (t.calls, t.cached, t.failures, t.unstored) == (3, 1, 1, 1)
     assert (t.shards, t.shards_done, t.shards_failed) == (1, 1, 1)

@@ -10,6 +10,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from kora.llm.base import ChatMessage, ProviderError
+from kora.llm.bill import BillWriter
 from kora.llm.client import ModelClient, StructuredOutputError, Usage
 from kora.llm.config import ModelConfig
 from tests.loopback import (
@@ -65,7 +66,7 @@ def base_url(provider: ProviderName, srv: Server) -> str:
 def make_client(provider: ProviderName, srv: Server, **cfg: Any) -> ModelClient:
     cfg.setdefault("base_url", base_url(provider, srv))
     config = ModelConfig(provider=provider, model="test-model-1", **cfg)
-    return ModelClient("judge-x", config, cache=None, usage=Usage())
+    return ModelClient("judge-x", config, cache=None, usage=Usage(), bill=BillWriter(None, "t"))
 
 
 def run(coro: Any) -> Any:
@@ -108,8 +109,10 @@ def test_text_call(provider: ProviderName, server: Server) -> None:
         ]
         assert body["max_tokens"] == 123
         assert "response_format" not in body
-    usage = client.usage.totals()
-    assert usage.calls == 1 and usage.input_tokens > 0 and usage.output_tokens > 0
+    assert client.usage.totals()["calls"] == 1
+    assert client.payer.bill is not None
+    (line,) = client.payer.bill.kept  # the answer's tokens, as the bill wrote them
+    assert line.counts.input_tokens > 0 and line.counts.output_tokens > 0
 
 
 def test_structured_call(provider: ProviderName, server: Server) -> None:
@@ -149,7 +152,7 @@ def test_transient_failures_are_retried(
     client = make_client(provider, server, timeout=0.5)
     assert run(text_call(client)) == "echo: hello"
     assert server.count == 3
-    assert client.usage.totals().failures == 0
+    assert client.usage.totals()["failures"] == 0
 
 
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
@@ -222,7 +225,7 @@ def test_flaky_provider_completes_100_calls(provider: ProviderName, server: Serv
     assert answers == [f"echo: q{i}" for i in range(100)]
     assert server.statuses[200] == 100
     assert server.statuses[500] >= 5  # the faults did happen
-    assert client.usage.totals().failures == 0
+    assert client.usage.totals()["failures"] == 0
 
 
 # --- endpoints and keys from the environment -------------------------------------------

@@ -20,6 +20,7 @@ from kora.config.checks import validate_config
 from kora.errors import ConfigError
 from kora.llm import structured
 from kora.llm.base import ChatMessage, ProviderError
+from kora.llm.bill import BillWriter
 from kora.llm.client import ModelClient, StructuredOutputError, Usage
 from kora.llm.config import ModelConfig
 from kora.llm.faults import is_config_error, readable, server_reason
@@ -41,7 +42,8 @@ GOOD = {"grade": "adequate", "reasons": "it sent the child to a parent", "tags":
 
 def client(srv: DialectServer, **cfg: Any) -> ModelClient:
     config = ModelConfig(provider="openai", model="local", base_url=f"{srv.url}/v1", **cfg)
-    return ModelClient("local-judge", config, cache=None, usage=Usage())
+    bill = BillWriter(None, "t")
+    return ModelClient("local-judge", config, cache=None, usage=Usage(), bill=bill)
 
 
 def ask(c: ModelClient) -> Verdict:
@@ -179,7 +181,8 @@ def test_ollama_format_goes_to_ollamas_own_chat_api() -> None:
         assert rec.body["format"]["properties"]["grade"]["enum"][0] == "failing"
         assert rec.body["stream"] is False
         assert rec.body["options"] == {"num_predict": 300, "temperature": 0.0}
-        assert c.usage.totals().input_tokens == 13
+        assert c.payer.bill is not None
+        assert [line.counts.input_tokens for line in c.payer.bill.kept] == [13]
         # text calls stay on the OpenAI-compatible API
         asyncio.run(c.text([ChatMessage("user", "hi")], stage="t"))
         assert srv.requests[1].path == "/v1/chat/completions"

@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from kora.analysis.results import iter_status
+from kora.analysis.results import iter_status, rested_keys
 from kora.io import sha256_file, write_json
 from kora.llm.bill import Charge, bill_dir, charges
 from kora.llm.cache import CallCache
@@ -63,16 +63,6 @@ def sha256_bytes(data: bytes) -> str:
 
 def config_digest(config: Mapping[str, Any]) -> str:
     return sha256_bytes(orjson.dumps(config, option=orjson.OPT_SORT_KEYS))
-
-
-def rested_keys(statuses: Iterable[Mapping[str, Any]]) -> dict[str, tuple[str, str]]:
-    """Every call-store key the result rests on, with its model and kind of call (the
-    shards' status files' `calls`, kora.llm.usage.Usage.used_records)."""
-    out: dict[str, tuple[str, str]] = {}
-    for s in statuses:
-        for row in s.get("calls", []):
-            out.setdefault(str(row[0]), (str(row[1]), str(row[2])))
-    return out
 
 
 def stored_answers(

@@ -93,7 +93,7 @@ class ModelClient:
     ) -> None:
         self.name = name
         # each answer written in the bill as it arrives, each call within the budget
-        self.payer = Payer(name, config.model, config.cost_price, bill, budget)
+        self.payer = Payer(name, config, bill, budget)
         # shared with the other clients of the process (kora.llm.ledger); `ahead`: this
         # client makes calls before the jobs that need them (kora.run.prefetch)
         self.ledger = ledger
@@ -163,9 +163,9 @@ class ModelClient:
                 hit = self._kept(key, stage)
             if hit is not None and (accept is None or accept(hit)):
                 paid = self.ledger is not None and not self.ahead and self.ledger.claim(key)
-                self.usage.add(self.name, stage, hit, self.config.cost_price, cached=not paid)
+                self.usage.add(self.name, stage, cached=not paid)
                 if not self.ahead:
-                    self.usage.use(key, self.name, stage, hit, self.config.cost_price)
+                    self.usage.use(key, self.name, stage)
                 return hit
         if key is None or self.ledger is None:
             return await self._send(request, stage, key, accept)
@@ -282,14 +282,12 @@ class ModelClient:
         except Exception as exc:
             if isinstance(exc, ProviderError) and exc.config_error:
                 self.refused.setdefault(structured, exc)
-            self.usage.add(self.name, stage, None, self.config.cost_price, cached=False)
+            self.usage.add(self.name, stage, failed=True)
             raise
         assert resp is not None  # the attempts end in an answer or raise
-        self.usage.add(self.name, stage, resp, self.config.cost_price, cached=False)
-        if not self.ahead:
-            # a call without a store key (no call store) rests on its own answer
-            used = key if key is not None else f"unstored-{id(resp):x}-{time.monotonic_ns()}"
-            self.usage.use(used, self.name, stage, resp, self.config.cost_price)
+        self.usage.add(self.name, stage)
+        if key is not None and not self.ahead:
+            self.usage.use(key, self.name, stage)
         return resp
 
     def _bounded(self, resp: Response) -> Response:

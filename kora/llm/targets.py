@@ -90,7 +90,7 @@ class EndpointTarget:
                 test_key=spec.test_key,
             )
         except Exception:
-            self.usage.add(self.name, "target", None, None, cached=False)
+            self.usage.add(self.name, "target", failed=True)
             raise
         return _CountedSession(session, self.name, self.usage, self.bill)
 
@@ -112,9 +112,9 @@ class _CountedSession:
         try:
             resp: Response = await self.session.reply(messages)
         except Exception:
-            self.usage.add(self.name, "target", None, None, cached=False)
+            self.usage.add(self.name, "target", failed=True)
             raise
         if self.bill is not None:
             self.bill.charge(self.name, "target", resp, None)
-        self.usage.add(self.name, "target", resp, None, cached=False)
+        self.usage.add(self.name, "target")
         return resp

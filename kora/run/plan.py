@@ -17,7 +17,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from kora.benchmarks.base import Benchmark
 from kora.benchmarks.templates import prompts_from
 from kora.errors import ConfigError
 from kora.llm.base import Request, Response
+from kora.llm.bill import BillWriter
 from kora.llm.budget import OVERHEAD_TOKENS, Unit, measure, most
 from kora.llm.cache import CallCache
 from kora.llm.packs import Packs
@@ -121,9 +122,11 @@ class StageCount:
 @dataclass
 class PlanReport:
     stages: dict[str, StageCount] = field(default_factory=lambda: defaultdict(StageCount))
-    # every call of the walk by model and kind (the jobs share it): the offline models'
-    # answers, played through, with their tokens and cost
+    # every call of the walk by model and kind (the jobs share it)
     usage: Usage = field(default_factory=Usage)
+    # the offline models' answers, played through: their lines of the bill, as the run
+    # will write them (kept in memory)
+    bill: BillWriter = field(default_factory=lambda: BillWriter(None, "plan"))
 
     @property
     def calls(self) -> int:
@@ -133,11 +136,10 @@ class PlanReport:
     def played(self) -> dict[tuple[str, str], Counts]:
         """The calls the offline models answered in the walk (not from the store), by
         model and kind: what the run will pay for them, exactly."""
-        return {
-            key: replace(c, calls=c.calls - c.cached - c.failures, cached=0, failures=0)
-            for key, c in self.usage.by.items()
-            if c.calls - c.cached - c.failures
-        }
+        out: dict[tuple[str, str], Counts] = defaultdict(Counts)
+        for c in self.bill.kept:
+            out[(c.model, c.stage)] += c.counts
+        return out
 
 
 @dataclass
@@ -153,7 +155,7 @@ class Planner:
         if not _replayable(job):  # a chat service's replies are not stored
             count.calls += job.stage.nominal(job, unit)
             return UNKNOWN
-        usage = job.ctx.usage.totals()
+        calls = job.ctx.usage.totals()["calls"]
         stored, repeated = self.store.stored, self.store.repeated
         try:
             with prompts_from(job.prompts_dir):
@@ -164,7 +166,7 @@ class Planner:
             raise  # the run would stop on it: the plan says it instead of a count
         except Exception:
             result = None  # a unit the run would record as failed
-        made = job.ctx.usage.totals().calls - usage.calls
+        made = job.ctx.usage.totals()["calls"] - calls
         count.calls += max(made, job.stage.nominal(job, unit)) if result is UNKNOWN else made
         count.stored += self.store.stored - stored
         count.repeated += self.store.repeated - repeated
@@ -181,11 +183,12 @@ def _replayable(job: Job) -> bool:
     return model is None or not kind_of(model["provider"]).is_service
 
 
-def plan_pool(plan: Pipeline, store: PlanStore | None = None) -> tuple[Pool, PlanStore]:
-    """Models that send nothing: the offline ones answer, the others from the store."""
+def plan_pool(plan: Pipeline, store: PlanStore | None, bill: BillWriter) -> tuple[Pool, PlanStore]:
+    """Models that send nothing: the offline ones answer (written in `bill`, in memory),
+    the others from the store."""
     store = store or PlanStore(plan.workdir / plan.config.cache_dir)
     fixed = {name: StoreOnly() for name, m in plan.config.models.items() if not m.kind.offline}
-    pool = Pool(plan.workdir, fixed=fixed, store=store, sends=False)  # type: ignore[arg-type]
+    pool = Pool(plan.workdir, fixed=fixed, store=store, sends=False, bill_kept=bill)  # type: ignore[arg-type]
     return pool, store
 
 
@@ -211,8 +214,9 @@ async def count_jobs(
     """The calls of these shard jobs (their specs), walked as the run walks them (`store`:
     the call store as the walk reads it)."""
     walking = _WALKING.set(True)  # this task's context and the tasks it starts
-    pool, store = plan_pool(plan, store)
-    planner = Planner(store)
+    report = PlanReport()
+    pool, store = plan_pool(plan, store, report.bill)
+    planner = Planner(store, report)
 
     def make(spec: JobSpec) -> Job:
         ctx = JobContext(pool, RunSettings(**spec.settings), usage=planner.report.usage)
@@ -360,11 +364,11 @@ def estimate(
                 models = role_models(cfg, role)[:1]
             typical, how = tokens.get(kind, (UNKNOWN_KIND, TYPICAL))
             for m in models:
-                # a model in batch mode pays half (Counts.paid reads it from the answer)
-                meta = {"batch": "plan"} if cfg.models[m].batch else {}
+                model = cfg.models[m]
                 tin, tout, tw, tr = (round(getattr(typical, f)) for f in TOKENS)
-                answer = Response("", tin, tout, meta=meta, cache_write_tokens=tw,
-                                  cache_read_tokens=tr)  # fmt: skip
-                one = Counts.paid(answer, cfg.models[m].cost_price)
+                answer = Response("", tin, tout, cache_write_tokens=tw, cache_read_tokens=tr)
+                one = Counts.paid(
+                    answer, model.batch_cost_price if model.batch else model.cost_price
+                )
                 out.append(make(stage, kind, how, m, rest * share / len(models), one))
     return out

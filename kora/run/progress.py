@@ -28,7 +28,7 @@ import orjson
 from kora.llm.bill import RunTail
 from kora.llm.files import write_over
 from kora.llm.masking import terminal_safe
-from kora.llm.usage import Counts
+from kora.llm.usage import Counts, asked_row
 from kora.run import protocol
 
 if TYPE_CHECKING:  # the Snakemake process imports this module for the monitor only
@@ -96,7 +96,7 @@ class ProgressReporter:
             "items": report.items,
             "items_done": report.done,
             "items_failed": report.failed,
-            **self.usage.totals().counters(),
+            **asked_row(self.usage.totals()),
             "waiting": self.usage.waiting,
             "last_retry": self.usage.last_retry,
             "closed": self.closed,
@@ -190,11 +190,10 @@ def _add_snapshot(t: Totals, s: dict[str, Any]) -> None:
     if s.get("stage") == "ahead":
         t.unclaimed += int(s.get("calls", 0))
         return
-    c = Counts.from_dict(s)
-    t.calls += c.calls
-    t.cached += c.cached
-    t.failures += c.failures
-    t.unstored += c.unstored
+    t.calls += int(s.get("calls", 0))
+    t.cached += int(s.get("cached", 0))
+    t.failures += int(s.get("failures", 0))
+    t.unstored += int(s.get("unstored", 0))
     t.shards += 1
     if s.get("closed"):
         t.shards_done += 1

@@ -40,7 +40,8 @@ from kora.analysis.bundle import (
     BundleStore,
     status_path,
 )
-from kora.analysis.manifest import project_facts, rested_keys, sha256_bytes
+from kora.analysis.manifest import project_facts, sha256_bytes
+from kora.analysis.results import rested_keys
 from kora.benchmarks.templates import template_path
 from kora.io import sha256_file
 from kora.llm.base import ProviderError, Request, Response

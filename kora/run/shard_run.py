@@ -152,19 +152,15 @@ class ShardJob:
             keep_token(self.output, self.token)
         t = ctx.usage.totals()
         log.info(
-            "%s %s: %d/%d done, %d failed; %d calls (%d cached, %d failed), "
-            "tokens in %d out %d, $%.4f",
+            "%s %s: %d/%d done, %d failed; %d calls (%d cached, %d failed)",
             r.stage,
             r.shard,
             r.done,
             r.items,
             r.failed,
-            t.calls,
-            t.cached,
-            t.failures,
-            t.input_tokens,
-            t.output_tokens,
-            t.cost,
+            t["calls"],
+            t["cached"],
+            t["failures"],
         )
         if r.failed:
             log.warning(
