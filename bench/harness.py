@@ -110,7 +110,7 @@ def client_process(
             "errors": errors,
             "latencies": latencies,
             "rate": limiter.current_rate(),
-            "input_tokens": sum(c.counts.input_tokens for c in bill.kept),
+            "input_tokens": sum(c.input_tokens for c in bill.sums.values()),
         }
     )
 

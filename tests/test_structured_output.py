@@ -182,7 +182,7 @@ def test_ollama_format_goes_to_ollamas_own_chat_api() -> None:
         assert rec.body["stream"] is False
         assert rec.body["options"] == {"num_predict": 300, "temperature": 0.0}
         assert c.payer.bill is not None
-        assert [line.counts.input_tokens for line in c.payer.bill.kept] == [13]
+        assert c.payer.bill.sums[("local-judge", "t")].input_tokens == 13
         # text calls stay on the OpenAI-compatible API
         asyncio.run(c.text([ChatMessage("user", "hi")], stage="t"))
         assert srv.requests[1].path == "/v1/chat/completions"

@@ -79,8 +79,8 @@ def rested_keys(statuses: Iterable[Mapping[str, Any]]) -> dict[str, tuple[str, s
 def usage_doc(
     target: str,
     statuses: list[dict[str, Any]],
-    bill: Iterable[Charge] = (),
-    this_run: Iterable[Charge] = (),
+    bill: Iterable[Charge],
+    this_run: Iterable[Charge],
 ) -> dict[str, Any]:
     """usage.json: what the result cost (every call it rests on, once, at its latest line in
     the bill, `bill`: every run's), what the run writing it paid for those calls

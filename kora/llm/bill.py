@@ -131,12 +131,13 @@ class Charge:
 
 class BillWriter:
     """This process's lines of one run's bill, in a file of its own (no other writer); with
-    no folder, kept in `kept` (`kora plan`'s walk: what its offline models' answers cost)."""
+    no folder, summed by model and kind of call in `sums` (`kora plan`'s walk: what its
+    offline models' answers cost)."""
 
     def __init__(self, folder: Path | None, run: str) -> None:
         self.folder = folder
         self.run = run
-        self.kept: list[Charge] = []
+        self.sums: dict[tuple[str, str], Counts] = defaultdict(Counts)
         self._fd = -1
         self._pid = -1
 
@@ -180,7 +181,7 @@ class BillWriter:
             served=served if isinstance(served := resp.meta.get("model"), str) else None,
         )
         if self.folder is None:
-            self.kept.append(entry)
+            self.sums[(model, stage)] += paid
             return paid
         # the bill must not cost the answer: a full disk is said by the call store's
         # write of the same answer, which follows

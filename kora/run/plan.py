@@ -124,8 +124,8 @@ class PlanReport:
     stages: dict[str, StageCount] = field(default_factory=lambda: defaultdict(StageCount))
     # every call of the walk by model and kind (the jobs share it)
     usage: Usage = field(default_factory=Usage)
-    # the offline models' answers, played through: their lines of the bill, as the run
-    # will write them (kept in memory)
+    # the offline models' answers, played through: their bill, as the run will write it
+    # (summed in memory)
     bill: BillWriter = field(default_factory=lambda: BillWriter(None, "plan"))
 
     @property
@@ -136,10 +136,7 @@ class PlanReport:
     def played(self) -> dict[tuple[str, str], Counts]:
         """The calls the offline models answered in the walk (not from the store), by
         model and kind: what the run will pay for them, exactly."""
-        out: dict[tuple[str, str], Counts] = defaultdict(Counts)
-        for c in self.bill.kept:
-            out[(c.model, c.stage)] += c.counts
-        return out
+        return dict(self.bill.sums)
 
 
 @dataclass
