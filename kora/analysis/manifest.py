@@ -198,6 +198,7 @@ def build_manifest(
     taxonomy: Iterable[Path],
     data: Iterable[Path],
     statuses: Iterable[Mapping[str, Any]],
+    calls: Mapping[str, int],
     store: CallCache,
     bill: Iterable[Charge],
     results: Path,
@@ -207,8 +208,7 @@ def build_manifest(
     stored answer at a time: a whole v2 grid's 100,000 calls, held at once, were about
     120 MB of Python objects (tracemalloc in its results job)."""
     workdir = workdir.resolve()
-    calls: Counter[str] = Counter()  # what the jobs asked for, read with the keys
-    rested = rested_keys(_tallied(statuses, calls))
+    rested = rested_keys(statuses)
     # the answers' index (`answers_index`), hashed line by line
     index = hashlib.sha256()
     served: dict[str, Counter[str]] = defaultdict(Counter)
@@ -243,7 +243,7 @@ def build_manifest(
         if c.key is not None and c.key in rested:
             first = c.t if first is None else min(first, c.t)
             last = c.t if last is None else max(last, c.t)
-    asked, cached, failed = calls["calls"], calls["cached"], calls["failures"]
+    cached, failed = calls["cached"], calls["failures"]
     doc = {
         "manifest": FORMAT,
         "target": target,
@@ -259,9 +259,9 @@ def build_manifest(
         "calls": {
             "first": _when(first),
             "last": _when(last),
-            "asked": asked,
+            "asked": calls["calls"],
             "fromStore": cached,
-            "made": asked - cached - failed,
+            "made": calls["calls"] - cached - failed,
             "failed": failed,
         },
         "answers": {
@@ -271,18 +271,6 @@ def build_manifest(
         },
     }
     return doc
-
-
-def _tallied(
-    statuses: Iterable[Mapping[str, Any]], calls: Counter[str]
-) -> Iterator[Mapping[str, Any]]:
-    """`statuses` as they come, their `usage` rows' calls, cached and failures summed
-    into `calls` on the way."""
-    for s in statuses:
-        for u in s.get("usage", []):
-            for field in ("calls", "cached", "failures"):
-                calls[field] += int(u.get(field, 0))
-        yield s
 
 
 def write_manifest(
@@ -295,12 +283,14 @@ def write_manifest(
     taxonomy: Iterable[Path],
     data: Iterable[Path],
     status_files: Iterable[Path],
+    asked: Mapping[str, int],
     store: Path,
     results: Path,
     workdir: Path,
 ) -> dict[str, Any]:
     """Write the manifest of the result `results` (its results job's inputs and params:
-    `meta` is kora.analysis.results.ResultsMeta); the document written."""
+    `meta` is kora.analysis.results.ResultsMeta; `asked`: usage.json's calls asked for);
+    the document written."""
     doc = build_manifest(
         target=meta.target,
         benchmark=meta.benchmark,
@@ -311,6 +301,7 @@ def write_manifest(
         taxonomy=taxonomy,
         data=data,
         statuses=iter_status(status_files),
+        calls=asked,
         store=CallCache(store),
         # every run's bill: answers taken from the store were paid by an earlier run
         bill=charges(bill_dir(store)),

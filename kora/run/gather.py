@@ -113,7 +113,7 @@ async def results(
             stage_templates=benchmarks.get(params.meta.benchmark).stage_templates,
             templates=input.templates, taxonomy=input.taxonomy, data=[*data, *seeds],
             status_files=status, store=ctx.workdir / ctx.settings.cache_dir,
-            results=output.results, workdir=ctx.workdir,
+            asked=usage["asked"], results=output.results, workdir=ctx.workdir,
         )  # fmt: skip
     log.info(
         "%s: %d tests in %d groups, %d failed; %s",
