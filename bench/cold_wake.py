@@ -46,18 +46,19 @@ async def _calls(url: str, folder: Path, args: argparse.Namespace) -> dict[str, 
     from kora.llm.client import ModelClient
     from kora.llm.config import ModelConfig
     from kora.llm.ledger import Ledger
-    from kora.llm.usage import Usage
+    from kora.llm.providers import Shared
 
     config = ModelConfig(provider="anthropic", model="claude-bench", base_url=url)
     cache = CallCache(folder / "cache")
     client = ModelClient(
         "bench",
         config,
-        cache=cache,
-        usage=Usage(),
-        state_dir=folder / "limits",
-        ledger=Ledger(),
-        bill=BillWriter(folder / "bill", "bench"),
+        Shared(
+            store=cache,
+            limits=folder / "limits",
+            ledger=Ledger(),
+            bill=BillWriter(folder / "bill", "bench"),
+        ),
     )
     serial = itertools.count()
 

@@ -47,9 +47,10 @@ def client_process(
     from kora.llm import retry
     from kora.llm.base import ChatMessage, Provider
     from kora.llm.bill import BillWriter
-    from kora.llm.client import ModelClient, Usage
+    from kora.llm.client import ModelClient
     from kora.llm.config import ModelConfig
     from kora.llm.limits import limiter_for
+    from kora.llm.providers import Shared
 
     retry.set_testing(testing)
     os.environ.setdefault("ANTHROPIC_API_KEY", "sk-loopback")
@@ -63,8 +64,8 @@ def client_process(
         **(limits or {}),
     )
     limiter = limiter_for(name, config, Path(state_dir), adaptive=adaptive)
-    bill = BillWriter(None, "bench")  # the answers' tokens, kept in memory
-    client = ModelClient(name, config, cache=None, usage=Usage(), limiter=limiter, bill=bill)
+    bill = BillWriter(None, "bench")  # the answers' tokens, summed in memory
+    client = ModelClient(name, config, Shared(bill=bill), limiter=limiter)
     provider_obj: Provider = client.provider
     done = 0
     errors: list[str] = []

@@ -9,8 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kora.llm.base import Request, Response
-from kora.llm.client import ModelClient, Usage
+from kora.llm.client import ModelClient
 from kora.llm.config import ModelConfig
+from kora.llm.providers import Shared
+from kora.llm.usage import Usage
 
 
 class Scripted:
@@ -52,8 +54,10 @@ def client(
     c = ModelClient(
         name,
         ModelConfig(provider="mock"),
-        cache=CallCache(cache_dir) if cache_dir else None,
-        usage=usage or Usage(),
-        provider=provider,
+        Shared(
+            store=CallCache(cache_dir) if cache_dir else None,
+            usage=usage or Usage(),
+            fixed={name: provider},
+        ),
     )
     return c, provider

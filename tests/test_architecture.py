@@ -17,6 +17,8 @@ from tests.helpers import REPO
 # that may say which version is which
 VERSION_NAME = re.compile(r"""["']v[0-9]+["']|benchmark\s*[!=]=|is_v[0-9]""")
 MAX_LINES = 400
+# a provider told by its address, or a model by its name: facts of the provider table
+PROVIDER_FACT = re.compile(r"""api\.[a-z]+\.com|["'](haiku|sonnet|opus|gpt-[\w.-]*)["']""")
 
 
 def _sources() -> list[Path]:
@@ -42,6 +44,19 @@ def test_the_check_finds_a_comparison() -> None:
     assert VERSION_NAME.search('if config.benchmark == "v2":')
     assert VERSION_NAME.search("kind = 'v1'")
     assert not VERSION_NAME.search("benchmarks.get(name)")
+
+
+@pytest.mark.timeout(30)
+def test_provider_facts_are_only_in_the_provider_table() -> None:
+    table = REPO / "kora" / "llm" / "registry.py"
+    found = [
+        f"{p.relative_to(REPO)}:{n}: {line.strip()}"
+        for p in _sources()
+        if p != table
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if PROVIDER_FACT.search(line)
+    ]
+    assert not found, "ask the model's ProviderKind (kora/llm/registry.py):\n" + "\n".join(found)
 
 
 @pytest.mark.timeout(30)

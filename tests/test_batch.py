@@ -19,6 +19,7 @@ from kora.llm.bill import BillWriter, bill_dir, total
 from kora.llm.cache import CallCache
 from kora.llm.client import ModelClient
 from kora.llm.config import ModelConfig, Price
+from kora.llm.providers import Shared
 from kora.llm.retry import RetryPolicy
 from kora.llm.usage import Usage
 from tests.loopback import AnthropicServer, OpenAIServer
@@ -50,10 +51,8 @@ def _client(srv: Any, store: Path, usage: Usage, *, batch: bool) -> ModelClient:
         batch=batch,
         prompt_cache=False,
     )
-    bill = BillWriter(bill_dir(store), "run")
-    return ModelClient(
-        "judge", cfg, cache=CallCache(store), usage=usage, retry_policy=FAST, bill=bill
-    )
+    shared = Shared(store=CallCache(store), usage=usage, bill=BillWriter(bill_dir(store), "run"))
+    return ModelClient("judge", cfg, shared, retry_policy=FAST)
 
 
 def _ask_all(client: ModelClient, n: int) -> list[Any]:

@@ -20,15 +20,17 @@ from pydantic import BaseModel
 
 from kora.llm import batch as batch_mod
 from kora.llm import registry
+from kora.llm.answers import StructuredOutputError
 from kora.llm.base import ChatMessage, Request, Response
 from kora.llm.bill import BillWriter, bill_dir, charges, total
 from kora.llm.budget import Budget, BudgetReached, worst_case
 from kora.llm.cache import CallCache
-from kora.llm.client import ModelClient, StructuredOutputError
+from kora.llm.client import ModelClient
 from kora.llm.config import ModelConfig, Price
 from kora.llm.ledger import Ledger
+from kora.llm.providers import Shared
 from kora.llm.retry import RetryPolicy
-from kora.llm.usage import Counts, Usage
+from kora.llm.usage import Counts
 from tests.helpers import record_truncations
 from tests.loopback import INVALID, SERVER_ERROR, AnthropicServer, Fault, OpenAIServer
 
@@ -61,9 +63,11 @@ def client(srv: Any, tmp: Path, **cfg: Any) -> ModelClient:
     )
     store = CallCache(tmp / "cache")
     return ModelClient(
-        "m", config, cache=store, usage=Usage(), retry_policy=FAST, ledger=Ledger(),
-        bill=BillWriter(bill_dir(store.root), "run"),
-    )  # fmt: skip
+        "m",
+        config,
+        Shared(store=store, ledger=Ledger(), bill=BillWriter(bill_dir(store.root), "run")),
+        retry_policy=FAST,
+    )
 
 
 def ask(c: ModelClient, n: int, structured: bool = True) -> list[Any]:
@@ -370,4 +374,4 @@ def test_a_budget_counts_from_the_first_run_that_set_one_or_from_its_day(tmp_pat
     assert counting_since(store, day.since_epoch) == day.since_epoch != first
     # a date from YAML reaches the jobs as JSON text
     budget = {"usd": 5, "since": dt.date(2026, 11, 1)}
-    assert run_settings({"budget": budget}, {})["budget"] == {"usd": 5, "since": "2026-11-01"}
+    assert run_settings({"budget": budget})["budget"] == {"usd": 5, "since": "2026-11-01"}

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import re
 import shutil
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 import yaml
@@ -115,18 +115,30 @@ def test_output_settings_leave_out_transport() -> None:
     }
 
 
-def test_every_setting_reaches_the_jobs_as_a_param_or_as_transport() -> None:
-    """A job's model config is its params (what changes answers) plus the transport
-    settings kora.run.dispatch passes by model name: a setting in neither is lost on the way
-    to the job (the token limits were, until this test)."""
-    from kora.llm.config import ModelConfig
-    from kora.run.jobspec import TRANSPORT_FIELDS
+def test_a_model_setting_says_once_what_it_changes() -> None:
+    """A setting declares on its field whether it changes answers: a new one is one edit,
+    and reaches the jobs as declared, in the rule params (a change re-runs the shards it
+    made) or from the run's config by model name (the token limits were once lost on the
+    way); an undeclared one is refused."""
+    from pydantic import create_model
 
-    # reask_invalid_answers: the config's top-level key, put in the params (tests/test_reask.py)
-    answer_changing = {"provider", "model", "max_tokens", "temperature", "app",
-                       "reask_invalid_answers"}  # fmt: skip
-    for name in ModelConfig.model_fields:
-        assert name in answer_changing or name in TRANSPORT_FIELDS, name
+    from kora.llm.config import Changes, ModelConfig
+
+    wider = create_model(
+        "Wider",
+        __base__=ModelConfig,
+        seed=(Annotated[int | None, Changes.ANSWERS], None),
+        pool=(Annotated[int | None, Changes.TRANSPORT], None),
+    )
+    configured = {"provider": "openai", "model": "m", "seed": 7, "pool": 3, "base_url": "http://p"}
+    params = {"name": "judge", **wider.model_validate(configured).output_settings()}
+    assert params == {"name": "judge", "provider": "openai", "model": "m", "seed": 7}
+    # what changes answers from the params, what carries the calls from the config
+    job = wider.of_job(params, {**configured, "seed": 8, "model": "other"})
+    assert job == wider.model_validate(configured)
+    loose = create_model("Loose", __base__=ModelConfig, other=(int | None, None))
+    with pytest.raises(TypeError, match=r"Loose\.other: undeclared"):
+        loose(provider="mock").output_settings()
 
 
 # --- values that must not pass -------------------------------------------------------

@@ -18,7 +18,7 @@ import yaml
 from kora.commands.main import main as kora_main
 from kora.llm.base import ChatMessage, ProviderError, Request
 from kora.llm.batch import BatchQueue
-from kora.llm.client import ModelClient, Usage
+from kora.llm.client import ModelClient
 from kora.llm.config import ModelConfig
 from kora.llm.providers import create_provider
 from kora.llm.retry import RetryPolicy
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def _llm(provider: str, url: str) -> ModelClient:
     base = url if provider == "anthropic" else f"{url}/v1"
     config = ModelConfig(provider=provider, model="m", base_url=base, timeout=TIMEOUT)  # type: ignore[arg-type]
-    return ModelClient("slow", config, cache=None, usage=Usage(), retry_policy=TWO_TRIES)
+    return ModelClient("slow", config, retry_policy=TWO_TRIES)
 
 
 @pytest.mark.timeout(30)

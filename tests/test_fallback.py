@@ -22,9 +22,10 @@ from kora.benchmarks.taxonomy import load_taxonomy
 from kora.benchmarks.templates import render
 from kora.config.checks import validate_config
 from kora.errors import ConfigError
+from kora.llm.answers import StructuredOutputError
 from kora.llm.base import ChatMessage, Request
 from kora.llm.chain import ModelChain, as_asker
-from kora.llm.client import StructuredOutputError, Usage
+from kora.llm.usage import Usage
 from tests.fakes import client
 from tests.helpers import REPO
 from tests.test_stages import expansion_script, reference_scenario

@@ -181,6 +181,7 @@ def test_a_runs_conversations_are_not_replaced_by_an_import_without_force(
     from kora.commands.main import main
 
     monkeypatch.chdir(tmp_path)
+    (tmp_path / ".kora").mkdir()  # a workspace, as a run makes one
     src = tmp_path / "recorded.jsonl"
     src.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recorded_conversations(3)))
     made = tmp_path / "results/mock-target/conversations/cybersecurity/7to9/x.jsonl"

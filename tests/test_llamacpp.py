@@ -32,8 +32,9 @@ from kora.benchmarks.outcomes import TestAssessment
 from kora.benchmarks.schemas import Scenario
 from kora.benchmarks.showcase import rendered_prompts
 from kora.commands.main import main as kora_main
+from kora.llm.answers import StructuredOutputError
 from kora.llm.base import ChatMessage, ProviderError
-from kora.llm.client import ModelClient, StructuredOutputError, Usage
+from kora.llm.client import ModelClient
 from kora.llm.config import ModelConfig
 from tests.helpers import REPO, copy_workflow
 from tests.llamacpp import ALIAS, LlamaServer, llama_server, require
@@ -70,7 +71,7 @@ def judge_call() -> tuple[list[ChatMessage], str | None]:
 
 
 def structured(config: ModelConfig) -> tuple[ModelClient, TestAssessment | BaseException]:
-    client = ModelClient("smol-judge", config, cache=None, usage=Usage())
+    client = ModelClient("smol-judge", config)
     messages, system = judge_call()
 
     async def go() -> TestAssessment:

@@ -23,9 +23,10 @@ from kora.commands.main import main as kora_main
 from kora.config.checks import validate_config
 from kora.errors import ConfigError
 from kora.llm.base import ChatMessage, ProviderError
-from kora.llm.client import ModelClient, Usage
+from kora.llm.client import ModelClient
 from kora.llm.config import ModelConfig
 from kora.llm.masking import Masker, redact, terminal_safe
+from kora.llm.providers import Shared
 from kora.llm.service import ServiceTarget
 from tests.loopback import Fault, OpenAIServer
 from tests.misbehaving import Misbehaving, body, echo_token, token_forms
@@ -72,7 +73,7 @@ def test_a_key_on_the_cut_of_an_error_does_not_survive_in_part(
     openai_server.script(Fault.http(400, message="x" * 180 + f" key {KEY} rejected"))
     config = ModelConfig(provider="openai", model="m", base_url=f"{openai_server.url}/v1",
                          api_key_env="OPENAI_API_KEY")  # fmt: skip
-    client = ModelClient("m", config, cache=None, usage=Usage())
+    client = ModelClient("m", config)
     with pytest.raises(ProviderError) as info:
         asyncio.run(client.text([ChatMessage("user", "hi")], stage="t"))
     assert "sk-live" not in str(info.value) and "****" in str(info.value)
@@ -143,7 +144,7 @@ def test_an_llm_target_that_echoes_its_key_is_masked_before_it_is_stored(
     openai_server.answer(f"my key is {KEY}, and {urllib.parse.quote(KEY, safe='')}")
     config = ModelConfig(provider="openai", model="m", base_url=f"{openai_server.url}/v1",
                          api_key_env="OPENAI_API_KEY")  # fmt: skip
-    client = ModelClient("m", config, cache=CallCache(tmp_path), usage=Usage())
+    client = ModelClient("m", config, Shared(store=CallCache(tmp_path)))
     resp = asyncio.run(client.call(client.request([ChatMessage("user", "hi")]), stage="t"))
     assert resp.text == "my key is ****, and ****" and resp.meta["masked"] is True
     stored = [f for f in tmp_path.rglob("*") if f.is_file()]

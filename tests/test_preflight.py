@@ -6,9 +6,11 @@ resolver or are `.invalid`, and ports are loopback ones nothing listens on."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +19,13 @@ import pytest
 from kora.benchmarks.taxonomy import load_taxonomy
 from kora.config.checks import validate_config
 from kora.config.schema import KoraConfig
+from kora.llm.base import ChatMessage, ProviderError
+from kora.llm.client import ModelClient
+from kora.llm.registry import KINDS
 from kora.run import preflight
 from kora.run.preflight import check_models
 from tests.helpers import REPO, copy_workflow
+from tests.loopback import AnthropicServer, OpenAIServer
 from tests.workflows import command
 
 pytestmark = pytest.mark.timeout(60)
@@ -65,6 +71,36 @@ def cfg(**models: dict[str, Any]) -> KoraConfig:
         "targets": {"t": {"model": names[-1]}},
     }
     return validate_config(raw, TAXONOMY)
+
+
+def test_a_key_is_asked_before_a_run_exactly_where_a_call_needs_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One rule says whether a model needs an API key: the check before a run names a
+    missing key for exactly the models whose calls stop for it before sending anything
+    (OpenAI's own API needs one; a server of one's own speaking its protocol may not)."""
+    with OpenAIServer() as public, OpenAIServer() as local, AnthropicServer() as claude:
+        # OpenAI's public API, played on loopback under another host name than the local
+        own = replace(KINDS["openai"], default_url=f"http://localhost:{public.port}/v1")
+        monkeypatch.setitem(KINDS, "openai", own)
+        for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "KORA_NO_KEY"):
+            monkeypatch.delenv(var, raising=False)
+        config = cfg(
+            own={"provider": "openai", "model": "g"},
+            local={"provider": "openai", "model": "g", "base_url": f"{local.url}/v1"},
+            named={"provider": "openai", "model": "g", "base_url": f"{local.url}/v1",
+                   "api_key_env": "KORA_NO_KEY"},
+            claude={"provider": "anthropic", "model": "c", "base_url": claude.url},
+        )  # fmt: skip
+        for name, model in config.models.items():
+            client = ModelClient(name, model)
+            try:
+                asyncio.run(client.text([ChatMessage("user", "hi")], stage="t"))
+                stopped = False
+            except ProviderError as exc:
+                stopped = "is not set" in str(exc)
+            assert stopped == bool(preflight.missing_keys(config, [name])), name
+        assert public.count == 0 and claude.count == 0 and local.count == 1
 
 
 def test_the_public_apis_are_checked_too(offline: list[str]) -> None:

@@ -11,8 +11,10 @@ import pytest
 
 from kora.llm import retry
 from kora.llm.base import ChatMessage, ProviderError, Request, Response
-from kora.llm.client import ModelClient, Usage
+from kora.llm.client import ModelClient
+from kora.llm.providers import Shared
 from kora.llm.retry import RetryPolicy
+from kora.llm.usage import Usage
 from kora.run.pipeline import Pipeline
 from kora.run.plan import count_jobs
 from kora.run.progress import Totals, format_totals
@@ -46,9 +48,7 @@ def test_a_call_waiting_to_retry_is_counted_while_it_waits(monkeypatch: pytest.M
     client = ModelClient(
         "m",
         ModelConfig(provider="mock"),
-        cache=None,
-        usage=usage,
-        provider=FailsThenAnswers(1),
+        Shared(usage=usage, fixed={"m": FailsThenAnswers(1)}),
         retry_policy=RetryPolicy(initial=0.4, jitter=0.0),
     )
     seen: list[tuple[int, str]] = []

@@ -15,6 +15,8 @@ from kora.llm.cache import CallCache
 from kora.llm.client import ModelClient
 from kora.llm.config import ModelConfig, Price
 from kora.llm.prompt_cache import mark
+from kora.llm.providers import Shared
+from kora.llm.registry import KINDS
 from kora.llm.usage import Counts, Usage
 from tests.loopback import AnthropicServer, OpenAIServer
 
@@ -35,17 +37,22 @@ def _params(system: str, n_messages: int, tools: Any = None) -> dict[str, Any]:
     return out
 
 
+# the shortest prompts the provider's cache keeps (kora.llm.registry)
+SONNET = KINDS["anthropic"].cache_minimum("claude-sonnet-5-5")
+HAIKU = KINDS["anthropic"].cache_minimum("claude-haiku-4-5")
+
+
 def test_a_long_system_prompt_is_marked_and_a_short_one_is_not() -> None:
-    marked = mark(_params(LONG, 1), ttl="5m", model="claude-sonnet-5-5")
+    marked = mark(_params(LONG, 1), ttl="5m", minimum=SONNET)
     assert marked["system"] == [
         {"type": "text", "text": LONG, "cache_control": {"type": "ephemeral"}}
     ]
     assert marked["messages"] == _params(LONG, 1)["messages"]  # one message: unique, unmarked
-    assert mark(_params(SHORT, 1), ttl="5m", model="claude-sonnet-5-5") == _params(SHORT, 1)
+    assert mark(_params(SHORT, 1), ttl="5m", minimum=SONNET) == _params(SHORT, 1)
 
 
 def test_a_conversation_marks_its_last_message_and_the_ttl_is_passed() -> None:
-    marked = mark(_params(LONG, 3), ttl="1h", model="claude-sonnet-5-5")
+    marked = mark(_params(LONG, 3), ttl="1h", minimum=SONNET)
     control = {"type": "ephemeral", "ttl": "1h"}
     assert marked["system"][0]["cache_control"] == control
     assert marked["messages"][:2] == _params(LONG, 3)["messages"][:2]
@@ -57,8 +64,8 @@ def test_a_conversation_marks_its_last_message_and_the_ttl_is_passed() -> None:
 
 def test_haiku_needs_a_longer_prefix() -> None:
     medium = "x" * 6000  # about 1,500 tokens: enough for Sonnet, not for Haiku
-    assert "cache_control" in str(mark(_params(medium, 1), ttl="5m", model="claude-sonnet-5-5"))
-    assert mark(_params(medium, 1), ttl="5m", model="claude-haiku-4-5") == _params(medium, 1)
+    assert "cache_control" in str(mark(_params(medium, 1), ttl="5m", minimum=SONNET))
+    assert mark(_params(medium, 1), ttl="5m", minimum=HAIKU) == _params(medium, 1)
 
 
 PRICE = Price(input=3.0, output=15.0)
@@ -71,7 +78,9 @@ def _conversation(
 
     async def go() -> Usage:
         usage = Usage()
-        client = ModelClient("t", cfg, cache=cache, usage=usage, bill=BillWriter(bill, "run"))
+        client = ModelClient(
+            "t", cfg, Shared(store=cache, usage=usage, bill=BillWriter(bill, "run"))
+        )
         try:
             messages: list[ChatMessage] = []
             for k in range(turns):
@@ -140,8 +149,7 @@ def test_openai_cached_tokens_are_counted_apart_and_priced_at_half(
     cfg = ModelConfig(provider="openai", model="m", base_url=f"{openai_server.url}/v1", price=PRICE)
 
     async def go() -> Response:
-        bill = BillWriter(tmp_path, "run")
-        client = ModelClient("m", cfg, cache=None, usage=Usage(), bill=bill)
+        client = ModelClient("m", cfg, Shared(bill=BillWriter(tmp_path, "run")))
         try:
             r = await client.call(client.request([ChatMessage("user", LONG)]), stage="judge_safety")
         finally:

@@ -9,10 +9,13 @@ from typing import Any, Literal
 import pytest
 from pydantic import BaseModel, Field
 
+from kora.llm.answers import StructuredOutputError
 from kora.llm.base import ChatMessage, ProviderError
 from kora.llm.bill import BillWriter
-from kora.llm.client import ModelClient, StructuredOutputError, Usage
+from kora.llm.client import ModelClient
 from kora.llm.config import ModelConfig
+from kora.llm.providers import Shared
+from kora.llm.registry import KINDS
 from tests.loopback import (
     DROP,
     INVALID,
@@ -66,7 +69,7 @@ def base_url(provider: ProviderName, srv: Server) -> str:
 def make_client(provider: ProviderName, srv: Server, **cfg: Any) -> ModelClient:
     cfg.setdefault("base_url", base_url(provider, srv))
     config = ModelConfig(provider=provider, model="test-model-1", **cfg)
-    return ModelClient("judge-x", config, cache=None, usage=Usage(), bill=BillWriter(None, "t"))
+    return ModelClient("judge-x", config, Shared(bill=BillWriter(None, "t")))
 
 
 def run(coro: Any) -> Any:
@@ -236,9 +239,7 @@ def test_anthropic_base_url_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
         for url in (srv.url, f"{srv.url}/", f"{srv.url}/v1"):  # SDK form and AI-SDK form
             monkeypatch.setenv("ANTHROPIC_BASE_URL", url)
-            client = ModelClient(
-                "s", ModelConfig(provider="anthropic", model="c"), cache=None, usage=Usage()
-            )
+            client = ModelClient("s", ModelConfig(provider="anthropic", model="c"))
             assert run(text_call(client)) == "echo: hello"
         assert srv.count == 3
 
@@ -247,9 +248,7 @@ def test_openai_base_url_and_key_from_env(monkeypatch: pytest.MonkeyPatch) -> No
     with OpenAIServer(api_key=KEY) as srv:
         monkeypatch.setenv("OPENAI_BASE_URL", f"{srv.url}/v1/")
         monkeypatch.setenv("OPENAI_API_KEY", KEY)
-        client = ModelClient(
-            "g", ModelConfig(provider="openai", model="g"), cache=None, usage=Usage()
-        )
+        client = ModelClient("g", ModelConfig(provider="openai", model="g"))
         assert run(text_call(client)) == "echo: hello"
         assert srv.requests[0].headers["authorization"] == f"Bearer {KEY}"
 
@@ -264,17 +263,14 @@ def test_config_base_url_and_key_env_win(monkeypatch: pytest.MonkeyPatch) -> Non
         monkeypatch.setenv("MY_KEY", "sk-other-123456")
         for provider, url in (("anthropic", a.url), ("openai", f"{o.url}/v1")):
             cfg = ModelConfig(provider=provider, model="m", base_url=url, api_key_env="MY_KEY")  # type: ignore[arg-type]
-            client = ModelClient("x", cfg, cache=None, usage=Usage())
+            client = ModelClient("x", cfg)
             assert run(text_call(client)) == "echo: hello"
         assert a.count == 1 and o.count == 1
 
 
 def test_openai_without_key_sends_no_authorization(openai_server: OpenAIServer) -> None:
     client = ModelClient(
-        "local",
-        ModelConfig(provider="openai", model="llama", base_url=f"{openai_server.url}/v1"),
-        cache=None,
-        usage=Usage(),
+        "local", ModelConfig(provider="openai", model="llama", base_url=f"{openai_server.url}/v1")
     )
     assert run(text_call(client)) == "echo: hello"
     assert "authorization" not in openai_server.requests[0].headers
@@ -291,7 +287,7 @@ def test_missing_key_is_a_clear_error(provider: ProviderName) -> None:
             base_url=url,
             api_key_env=None if provider == "anthropic" else env,
         )
-        client = ModelClient("nokey", cfg, cache=None, usage=Usage())
+        client = ModelClient("nokey", cfg)
         with pytest.raises(ProviderError, match=env) as info:
             run(text_call(client))
         assert not info.value.retryable
@@ -311,6 +307,9 @@ def test_openai_token_limit_field() -> None:
         "l", ModelConfig(provider="openai", model="m", base_url="http://127.0.0.1:1/v1")
     )
     assert local._body(req)["max_tokens"] == 77
+    # the table's conditions that pick the field are a model's settings or its tests
+    conditions = {c for kind in KINDS.values() for c in kind.token_fields}
+    assert all(c in ModelConfig.model_fields or hasattr(ModelConfig, c) for c in conditions)
 
 
 # --- the call store never keeps an answer that failed validation ----------------------
@@ -428,7 +427,7 @@ def test_a_service_that_cannot_be_reached_is_named_with_its_url(
         url = f"http://127.0.0.1:{s.getsockname()[1]}"
     monkeypatch.setenv("ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY", KEY)
     config = ModelConfig(provider=provider, model="m", base_url=url)
-    client = ModelClient("far", config, cache=None, usage=Usage(), retry_policy=RetryPolicy())
+    client = ModelClient("far", config, retry_policy=RetryPolicy())
     with pytest.raises(ProviderError) as info:
         run(text_call(client))
     assert info.value.unreachable

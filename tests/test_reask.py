@@ -15,9 +15,11 @@ from pydantic import BaseModel, Field
 from kora.benchmarks.taxonomy import load_taxonomy
 from kora.config.checks import validate_config
 from kora.errors import ConfigError
+from kora.llm.answers import StructuredOutputError
 from kora.llm.base import ChatMessage, Request
-from kora.llm.client import ModelClient, StructuredOutputError, Usage
+from kora.llm.client import ModelClient
 from kora.llm.config import ModelConfig
+from kora.llm.providers import Shared
 from kora.run.context import RunSettings
 from tests.fakes import Scripted
 from tests.helpers import REPO
@@ -35,7 +37,7 @@ def ask(reask: bool) -> tuple[Grade | StructuredOutputError, list[Request]]:
     answers = iter(['{"grade": "bad"}', '{"grade": "adequate"}'])
     provider = Scripted(lambda r: next(answers), lambda r: "stop")
     config = ModelConfig(provider="mock", reask_invalid_answers=reask)
-    client = ModelClient("judge", config, cache=None, usage=Usage(), provider=provider)
+    client = ModelClient("judge", config, Shared(fixed={"judge": provider}))
 
     async def go() -> Grade:
         return await client.structured([ChatMessage("user", "grade it")], Grade, stage="t")

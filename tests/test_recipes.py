@@ -1,12 +1,14 @@
 """docs/architecture.md's recipes, followed to the letter: a copy of the project gets a toy
-provider and a toy stage exactly where "Where a new thing goes" says, nothing else
-changes, and the workflow runs them end to end (the copy's package first on the path).
+provider, a toy model setting and a toy stage exactly where "Where a new thing goes"
+says, nothing else changes, and the workflow runs them end to end (the copy's package
+first on the path).
 
 If a recipe leaves out a place a new provider or stage must be named, this run fails, and
 the recipe (or the code that asks for the extra place) is what to mend."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -34,10 +36,12 @@ class EchoProvider:
     def __init__(self, name: str, config: ModelConfig) -> None:
         self.name = name
         self.label = f"model {name!r} (echo)"
+        self.tail = config.echo_tail  # the toy model setting's (below)
 
     async def generate(self, request: Request) -> Response:
         last = request.messages[-1].content
-        return Response(text=f"echo: {last[-40:]}", input_tokens=len(last) // 4, output_tokens=9)
+        text = f"echo: {last[-self.tail:]}"
+        return Response(text=text, input_tokens=len(last) // 4, output_tokens=9)
 
     async def aclose(self) -> None:
         return None
@@ -49,6 +53,10 @@ def _echo(name: str, config: ModelConfig) -> Provider:
 
     return EchoProvider(name, config)
 """
+
+# "A model setting": its ModelConfig field, declaring what it changes (the provider above
+# sends it)
+ECHO_SETTING = "    echo_tail: Annotated[int, Changes.ANSWERS] = 40\n"
 
 # "A stage": its Stage subclass, listed in STAGES and in dispatch's BROKERED, the templates
 # it renders in Benchmark.stage_templates, a rule in rules/ (included by the Snakefile)
@@ -152,6 +160,7 @@ def follow_the_recipes(copy: Path) -> None:
     providers = kora / "llm/providers.py"
     insert(providers, "    return MockProvider(name, config)", ECHO_FACTORY)
     insert(providers, '    "mock": _mock,', '    "echo": _echo,\n')
+    insert(kora / "llm/config.py", "    app: Annotated[", ECHO_SETTING)
     (kora / "run/stages/echoes.py").write_text(ECHOES_STAGE)
     stages = kora / "run/stages/__init__.py"
     insert(
@@ -172,13 +181,16 @@ def follow_the_recipes(copy: Path) -> None:
 
 
 @pytest.mark.timeout(600)
-def test_a_toy_provider_and_a_toy_stage_run_end_to_end_as_the_recipes_say(tmp_path: Path) -> None:
+def test_a_toy_provider_setting_and_stage_run_end_to_end_as_the_recipes_say(tmp_path: Path) -> None:
     copy = copy_workflow(tmp_path)
     shutil.copytree(REPO / "kora", copy / "kora", ignore=shutil.ignore_patterns("__pycache__"))
+    # the sample test every template is rendered for before a run (showcase.check_templates)
+    (copy / "docs").mkdir(exist_ok=True)
+    shutil.copy(REPO / "docs/example-scenario.json", copy / "docs")
     follow_the_recipes(copy)
     tiny = {
         **TINY,
-        "models": {"echo": {"provider": "echo"}},
+        "models": {"echo": {"provider": "echo", "echo_tail": 12}},
         "targets": {"gpt-target": None, "tiny": {"model": "echo", "prompts": ["default", "child"]}},
     }
     (copy / "tiny.yaml").write_text(yaml.safe_dump(tiny))
@@ -196,9 +208,15 @@ def test_a_toy_provider_and_a_toy_stage_run_end_to_end_as_the_recipes_say(tmp_pa
     # the toy provider answered the target's turns
     results = orjson.loads((copy / "results/tiny/results.json").read_bytes())
     assert results["tests"] > 0 and results["models"]["echo"]["provider"] == "echo"
-    shard = copy / f"data/tiny/conversations/{cell}.jsonl"
-    turns = (copy / "results/tiny/conversations" / f"{cell}.jsonl").read_text()
+    shard = copy / "results/tiny/conversations" / f"{cell}.jsonl"
+    turns = shard.read_text()
     assert "echo: " in turns, shard
+    # the toy setting reached the provider, and the shard's params (a change re-runs it)
+    made = [json.loads(line)["messages"] for line in turns.splitlines()]
+    replies = [m["content"] for ms in made for m in ms if m["role"] == "assistant"]
+    assert replies and all(len(r) <= len("echo: ") + 12 for r in replies), replies[:3]
+    asked = orjson.loads(shard.with_suffix(".status.json").read_bytes())
+    assert '"echo_tail": 12' in json.dumps(asked["models"]), asked["models"]
     # the toy stage wrote each seed said back, its calls in the run's bill under its kind
     said = [orjson.loads(line) for line in (copy / echoes).read_text().splitlines()]
     seeds = (copy / f"data/seeds/{cell}.jsonl").read_text().splitlines()

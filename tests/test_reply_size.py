@@ -17,7 +17,7 @@ from kora.analysis.aggregate import aggregate_path
 from kora.benchmarks.taxonomy import load_taxonomy
 from kora.llm.base import ChatMessage, ProviderError
 from kora.llm.bounds import DEFAULT_MAX_REPLY_BYTES
-from kora.llm.client import ModelClient, Usage
+from kora.llm.client import ModelClient
 from kora.llm.config import ModelConfig
 from kora.llm.retry import RetryPolicy
 from kora.llm.service import ServiceTarget
@@ -35,7 +35,7 @@ def _llm(provider: str, url: str, **cfg: object) -> ModelClient:
     config = ModelConfig.model_validate(
         {"provider": provider, "model": "m", "base_url": base, "timeout": 30, **cfg}
     )
-    return ModelClient("big", config, cache=None, usage=Usage(), retry_policy=TWO_TRIES)
+    return ModelClient("big", config, retry_policy=TWO_TRIES)
 
 
 async def _ask(client: ModelClient) -> str:

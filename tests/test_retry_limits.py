@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import multiprocessing
 import time
+from collections.abc import Awaitable, Callable
 from email.utils import formatdate
 from pathlib import Path
 from typing import Any
@@ -17,14 +18,14 @@ from hypothesis import strategies as hs
 from bench.harness import client_process
 from kora.llm import retry
 from kora.llm.base import ChatMessage, ProviderError
-from kora.llm.client import ModelClient, Usage
+from kora.llm.client import ModelClient
 from kora.llm.config import ModelConfig
 from kora.llm.headers import Reading
 from kora.llm.limits import Limiter, RatePolicy, RateState, RateTuning, limiter_for
 from kora.llm.limits.state import FileState as _FileState
 from kora.llm.limits.tokens import TOKEN_BUCKETS, BucketState, TokenState
 from kora.llm.limits.turns import Turns, wrote
-from kora.llm.retry import RetryPolicy, backoff, is_transient, parse_retry_after, retrying
+from kora.llm.retry import RetryPolicy, attempts, backoff, is_transient, parse_retry_after
 from tests.loopback import Fault, OpenAIServer, busiest_second
 
 # --- retry ---------------------------------------------------------------------------
@@ -82,6 +83,14 @@ class Flaky:
 
 def _should_retry(exc: BaseException) -> bool:
     return isinstance(exc, ProviderError) and exc.retryable
+
+
+async def retrying(fn: Callable[[], Awaitable[str]], **how: Any) -> str:
+    """`fn()` through the retry layer's attempts, as the clients call it."""
+    async for attempt in attempts(**how):
+        async with attempt:
+            return await fn()
+    raise AssertionError("unreachable: an attempt returns or raises")
 
 
 def test_retrying_retries_transient_errors() -> None:
@@ -343,10 +352,12 @@ def test_a_limiter_tells_its_cut_from_an_earlier_one(tmp_path: Path) -> None:
     cuts = []
 
     async def refused(release: asyncio.Event) -> None:
+        async def slow_down() -> None:
+            await release.wait()
+            raise ProviderError("slow down", status=429)
+
         with contextlib.suppress(ProviderError):
-            async with limiter.attempt():
-                await release.wait()
-                raise ProviderError("slow down", status=429)
+            await limiter.call(slow_down)
 
     async def scenario() -> None:
         first, second = asyncio.Event(), asyncio.Event()
@@ -708,7 +719,7 @@ def test_a_model_over_aiohttp_reports_its_writes(monkeypatch: pytest.MonkeyPatch
     with OpenAIServer(latency=0.0) as srv:
         cfg = ModelConfig(provider="openai", model="m", base_url=f"{srv.url}/v1")
         limiter = Limiter(60_000, key="aio-writes", adaptive=False)
-        client = ModelClient("m", cfg, cache=None, usage=Usage(), limiter=limiter)
+        client = ModelClient("m", cfg, limiter=limiter)
 
         async def many() -> Turns:
             try:
@@ -750,7 +761,7 @@ def test_adaptive_limiter_backs_off_on_429() -> None:
         limiter = Limiter(
             None, None, key="adaptive", adaptive=True, tuning=RateTuning(start_rate=40.0)
         )
-        client = ModelClient("m", cfg, cache=None, usage=Usage(), limiter=limiter)
+        client = ModelClient("m", cfg, limiter=limiter)
         sem = asyncio.Semaphore(24)
 
         async def one(i: int) -> str:

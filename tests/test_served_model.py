@@ -20,7 +20,7 @@ from kora.llm.cache import CallCache
 from kora.llm.client import ModelClient
 from kora.llm.config import ModelConfig
 from kora.llm.ledger import Ledger
-from kora.llm.usage import Usage
+from kora.llm.providers import Shared
 from tests.loopback import AnthropicServer, OpenAIServer, Recorded, Reply
 
 DATED = {"claude-x": "claude-x-20250929", "gpt-x": "gpt-x-2025-08-07"}
@@ -59,9 +59,10 @@ def _client(srv: Any, store: CallCache) -> ModelClient:
         base_url=f"{srv.url}/v1" if openai else srv.url,
     )
     return ModelClient(
-        "m", config, cache=store, usage=Usage(), ledger=Ledger(),
-        bill=BillWriter(bill_dir(store.root), "run"),
-    )  # fmt: skip
+        "m",
+        config,
+        Shared(store=store, ledger=Ledger(), bill=BillWriter(bill_dir(store.root), "run")),
+    )
 
 
 def _ask(c: ModelClient) -> str:

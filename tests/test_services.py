@@ -381,14 +381,14 @@ def test_an_llm_reply_keeps_its_time_also_when_read_from_the_store(
 ) -> None:
     from kora.llm.cache import CallCache
     from kora.llm.client import ModelClient
-    from kora.llm.usage import Usage
+    from kora.llm.providers import Shared
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-loop")
     with AnthropicServer(latency=0.05) as srv:
         cfg = ModelConfig(provider="anthropic", model="claude-sonnet-5-5", base_url=srv.url)
 
         async def twice() -> list[Any]:
-            client = ModelClient("t", cfg, cache=CallCache(tmp_path), usage=Usage())
+            client = ModelClient("t", cfg, Shared(store=CallCache(tmp_path)))
             try:
                 req = client.request([ChatMessage("user", "hi")], system="s")
                 return [await client.call(req, stage="target") for _ in range(2)]

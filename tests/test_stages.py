@@ -24,8 +24,8 @@ from kora.benchmarks.schemas import Scenario
 from kora.benchmarks.taxonomy import load_taxonomy
 from kora.benchmarks.templates import render, template_path
 from kora.benchmarks.v1.judge import combine, judge_conversation
+from kora.llm.answers import StructuredOutputError
 from kora.llm.base import Request
-from kora.llm.client import StructuredOutputError
 from kora.llm.targets import LLMTarget
 from tests.fakes import client
 from tests.helpers import REPO, upstream

@@ -23,6 +23,7 @@ from kora.llm.cache import CallCache
 from kora.llm.client import ModelClient
 from kora.llm.config import ModelConfig
 from kora.llm.ledger import Ledger
+from kora.llm.providers import Shared
 from kora.llm.usage import Usage, asked_row
 from kora.run.progress import Totals, format_totals, unstored_warning
 from tests.helpers import copy_workflow
@@ -38,8 +39,9 @@ def _client(
     url: str, store: Path, ledger: Ledger, usage: Usage, ahead: bool = False
 ) -> ModelClient:
     config = ModelConfig(provider="openai", model="m", base_url=f"{url}/v1")
-    return ModelClient("m", config, cache=CallCache(store), usage=usage, ledger=ledger,
-                       ahead=ahead)  # fmt: skip
+    return ModelClient(
+        "m", config, Shared(store=CallCache(store), usage=usage, ledger=ledger, ahead=ahead)
+    )
 
 
 async def _ask(client: ModelClient) -> Response:

@@ -19,11 +19,13 @@ from kora.benchmarks.schemas import ScenarioValidation
 from kora.config.checks import validate_config
 from kora.errors import ConfigError
 from kora.llm import structured
+from kora.llm.answers import StructuredOutputError
 from kora.llm.base import ChatMessage, ProviderError
 from kora.llm.bill import BillWriter
-from kora.llm.client import ModelClient, StructuredOutputError, Usage
+from kora.llm.client import ModelClient
 from kora.llm.config import ModelConfig
 from kora.llm.faults import is_config_error, readable, server_reason
+from kora.llm.providers import Shared
 from kora.llm.structured import config_warnings, without_bounds
 from tests.dialects import LLAMA_REFUSAL, DialectServer
 from tests.helpers import REPO
@@ -42,8 +44,7 @@ GOOD = {"grade": "adequate", "reasons": "it sent the child to a parent", "tags":
 
 def client(srv: DialectServer, **cfg: Any) -> ModelClient:
     config = ModelConfig(provider="openai", model="local", base_url=f"{srv.url}/v1", **cfg)
-    bill = BillWriter(None, "t")
-    return ModelClient("local-judge", config, cache=None, usage=Usage(), bill=bill)
+    return ModelClient("local-judge", config, Shared(bill=BillWriter(None, "t")))
 
 
 def ask(c: ModelClient) -> Verdict:

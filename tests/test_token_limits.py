@@ -16,7 +16,7 @@ from kora.config.checks import validate_config
 from kora.errors import ConfigError
 from kora.llm.base import ChatMessage, ProviderError, Request
 from kora.llm.cache import cache_key
-from kora.llm.client import ModelClient, Usage, estimated_cost
+from kora.llm.client import ModelClient
 from kora.llm.config import ModelConfig
 from kora.llm.headers import (
     Reading,
@@ -26,7 +26,15 @@ from kora.llm.headers import (
     parse_duration,
     parse_time,
 )
-from kora.llm.limits import Cost, Limiter, RatePolicy, RateTuning, TokenPolicy, limiter_for
+from kora.llm.limits import (
+    Cost,
+    Limiter,
+    RatePolicy,
+    RateTuning,
+    TokenPolicy,
+    estimated_cost,
+    limiter_for,
+)
 from tests.helpers import REPO
 from tests.loopback import AnthropicServer, OpenAIServer
 
@@ -320,13 +328,7 @@ def _run_calls(
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-loopback")
     url = srv.url if provider == "anthropic" else f"{srv.url}/v1"
     config = ModelConfig(provider=provider, model="m", base_url=url, max_tokens=50, **cfg)
-    client = ModelClient(
-        "tok",
-        config,
-        cache=None,
-        usage=Usage(),
-        limiter=limiter or limiter_for("tok", config, None),
-    )
+    client = ModelClient("tok", config, limiter=limiter or limiter_for("tok", config, None))
     sem = asyncio.Semaphore(concurrency)
 
     async def one(i: int) -> bool:
@@ -399,8 +401,7 @@ def test_a_configured_input_limit_counts_what_the_prompt_cache_writes(
     with _server("anthropic", limit_headers=False) as srv:
         config = ModelConfig(provider="anthropic", model="m", base_url=srv.url, max_tokens=50,
                              input_tokens_per_minute=120_000)  # fmt: skip
-        client = ModelClient("tok", config, cache=None, usage=Usage(),
-                             limiter=limiter_for("tok", config, None))  # fmt: skip
+        client = ModelClient("tok", config, limiter=limiter_for("tok", config, None))
         sem = asyncio.Semaphore(8)
 
         async def one(i: int) -> None:

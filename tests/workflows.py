@@ -137,7 +137,9 @@ def job_stats(output: str) -> dict[str, int]:
     return {**counts, "total": int(total)}
 
 
-_PROGRESS = re.compile(r"^\[kora\] calls (\d+)\S* \((\d+) from the call store, ", re.M)
+_PROGRESS = re.compile(
+    r"^\[kora\] calls ([\d,]+) .*?answered.*?, ([\d,]+) from the call store", re.M
+)
 
 
 def progress(output: str) -> tuple[int, int]:
@@ -145,7 +147,7 @@ def progress(output: str) -> tuple[int, int]:
     lines = _PROGRESS.findall(output)
     assert lines, f"no progress line in:\n{output[-3000:]}"
     calls, cached = lines[-1]
-    return int(calls), int(cached)
+    return int(calls.replace(",", "")), int(cached.replace(",", ""))
 
 
 # what Snakemake prints of a job that failed: after a stop kora's closing lines say what

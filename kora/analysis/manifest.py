@@ -22,7 +22,7 @@ import importlib.metadata
 import platform
 import subprocess
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,6 @@ from kora.io import sha256_file, write_json
 from kora.llm.bill import Charge, bill_dir, charges
 from kora.llm.cache import CallCache
 from kora.llm.registry import kind_of
-from kora.llm.structured import DEFAULT as OPENAI_DEFAULT
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -151,14 +150,7 @@ def software() -> dict[str, str]:
 
 def structured_mode(model: Mapping[str, Any]) -> str | None:
     """How the model was asked for a structured answer."""
-    kind = kind_of(str(model["provider"]))
-    if kind.offline:
-        return "mock"
-    if kind.is_service:
-        return None  # a target only: never asked for one
-    if kind.structured_modes:
-        return str(model.get("structured_output") or OPENAI_DEFAULT)
-    return "tool"  # Anthropic: a forced tool call with the schema as its input
+    return model.get("structured_output") or kind_of(str(model["provider"])).structured
 
 
 def shown_path(path: Path | str, workdir: Path) -> str:
@@ -218,33 +210,9 @@ def build_manifest(
         if entry is not None:
             stored += 1
             served[rested[key][0]][served_model(entry)] += 1
-    stage_of = {stem: stage for stage, stems in stage_templates.items() for stem in stems}
-    shown_templates = {}
-    for path in sorted(templates, key=lambda p: Path(p).name):
-        stem = Path(path).stem
-        rel = _files([path], workdir)
-        for name, digest in rel.items():
-            shown_templates[stem] = {"stage": stage_of.get(stem), "path": name, "sha256": digest}
-
-    models = {}
-    for name, m in config.get("models", {}).items():
-        models[name] = {
-            "roles": list(roles.get(name, [])),
-            "provider": m["provider"],
-            "model": m.get("model"),
-            "sampling": {"temperature": m.get("temperature"), "max_tokens": m.get("max_tokens")},
-            "structuredOutput": structured_mode(m),
-            "answers": sum(served[name].values()),
-            "served": dict(sorted(served[name].items())),
-        }
-
-    first = last = None
-    for c in bill:
-        if c.key is not None and c.key in rested:
-            first = c.t if first is None else min(first, c.t)
-            last = c.t if last is None else max(last, c.t)
-    cached, failed = calls["cached"], calls["failures"]
-    doc = {
+    first, last = _span(bill, rested)
+    asked, cached, failed = calls["calls"], calls["cached"], calls["failures"]
+    return {
         "manifest": FORMAT,
         "target": target,
         "benchmark": benchmark,
@@ -252,16 +220,16 @@ def build_manifest(
         "project": project_facts(),
         "software": software(),
         "config": {"sha256": config_digest(config), "effective": config},
-        "templates": shown_templates,
+        "templates": _templates(templates, stage_templates, workdir),
         "taxonomy": _files(taxonomy, workdir),
         "data": _files(sorted(data), workdir),
-        "models": models,
+        "models": _models(config, roles, served),
         "calls": {
             "first": _when(first),
             "last": _when(last),
-            "asked": calls["calls"],
+            "asked": asked,
             "fromStore": cached,
-            "made": calls["calls"] - cached - failed,
+            "made": asked - cached - failed,
             "failed": failed,
         },
         "answers": {
@@ -270,7 +238,48 @@ def build_manifest(
             "sha256": index.hexdigest(),
         },
     }
-    return doc
+
+
+def _templates(
+    templates: Iterable[Path], stage_templates: Mapping[str, Sequence[str]], workdir: Path
+) -> dict[str, Any]:
+    """Each template by its name: the stage that renders it, its path and SHA-256."""
+    stage_of = {stem: stage for stage, stems in stage_templates.items() for stem in stems}
+    shown = {}
+    for path in sorted(templates, key=lambda p: Path(p).name):
+        stem = Path(path).stem
+        for name, digest in _files([path], workdir).items():
+            shown[stem] = {"stage": stage_of.get(stem), "path": name, "sha256": digest}
+    return shown
+
+
+def _models(
+    config: Mapping[str, Any], roles: Mapping[str, Sequence[str]], served: dict[str, Counter[str]]
+) -> dict[str, Any]:
+    """Each model of the config: its roles, what it is and how it was asked, and the
+    answers the result rests on, counted by the model id that served them."""
+    return {
+        name: {
+            "roles": list(roles.get(name, [])),
+            "provider": m["provider"],
+            "model": m.get("model"),
+            "sampling": {"temperature": m.get("temperature"), "max_tokens": m.get("max_tokens")},
+            "structuredOutput": structured_mode(m),
+            "answers": sum(served[name].values()),
+            "served": dict(sorted(served[name].items())),
+        }
+        for name, m in config.get("models", {}).items()
+    }
+
+
+def _span(bill: Iterable[Charge], rested: Container[str]) -> tuple[float | None, float | None]:
+    """When the first and the last of the calls the result rests on were paid."""
+    first = last = None
+    for c in bill:
+        if c.key is not None and c.key in rested:
+            first = c.t if first is None else min(first, c.t)
+            last = c.t if last is None else max(last, c.t)
+    return first, last
 
 
 def write_manifest(

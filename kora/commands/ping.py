@@ -33,8 +33,7 @@ from kora.llm.base import ChatMessage, ProviderError
 from kora.llm.bill import BillWriter, bill_dir
 from kora.llm.config import ModelConfig
 from kora.llm.retry import RetryPolicy
-from kora.llm.structured import DEFAULT, SENT_AS
-from kora.llm.usage import Usage
+from kora.llm.structured import SENT_AS
 
 if TYPE_CHECKING:
     from kora.benchmarks.taxonomy import Taxonomy
@@ -121,15 +120,14 @@ _BILL: list[BillWriter] = []
 def _client(name: str, config: ModelConfig) -> ModelClient:
     from kora.llm.client import ModelClient
     from kora.llm.limits import Limiter
+    from kora.llm.providers import Shared
 
     return ModelClient(
         name,
         config,
-        cache=None,
-        usage=Usage(),
+        Shared(bill=_BILL[-1] if _BILL else None),
         limiter=Limiter(None, None),
         retry_policy=PING_RETRY,
-        bill=_BILL[-1] if _BILL else None,
     )
 
 
@@ -166,7 +164,7 @@ def sent_as(config: ModelConfig) -> str:
         return "answered offline"
     if not config.kind.structured_modes:
         return "a forced tool call"
-    sent = SENT_AS[config.structured_output or DEFAULT]
+    sent = SENT_AS[str(config.structured_mode)]
     if config.schema_bounds == "minimums":
         return f"{sent}, without the schema's upper length and count bounds"
     return sent if config.schema_bounds else f"{sent}, without the schema's length and count bounds"
@@ -174,7 +172,7 @@ def sent_as(config: ModelConfig) -> str:
 
 async def ping_structured(name: str, config: ModelConfig, call: Rendered) -> str:
     """The role's structured call: what the server accepted, and whether the answer fits."""
-    from kora.llm.client import parse_answer
+    from kora.llm.answers import parse_answer
 
     assert call.schema is not None
     # a model's own timeout holds (a local server may be slow); else a ping's

@@ -94,10 +94,6 @@ def public_config(config: KoraConfig, target: str) -> dict[str, Any]:
     this one and its models to those the result rests on, credentials masked."""
     models = result_models(config, target)
     doc = config.model_dump(mode="json", exclude_none=True)
-    # a model's copy of the run's `reask_invalid_answers` is not a key of `models:`
-    doc["models"] = {
-        n: {k: v for k, v in doc["models"][n].items() if k != "reask_invalid_answers"}
-        for n in models
-    }
+    doc["models"] = {n: doc["models"][n] for n in models}
     doc["targets"] = {target: doc["targets"][target]}
     return _masked(_scrub(doc), Masker(_env_secrets(config, models)))  # type: ignore[no-any-return]

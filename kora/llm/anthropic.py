@@ -23,7 +23,9 @@ The answer's rate-limit headers (`anthropic-ratelimit-*`) come with it and with 
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +35,6 @@ from kora.llm import aio, prompt_cache
 from kora.llm.base import ProviderError, Request, Response, answer_schema, finish_reasons
 from kora.llm.faults import refusal
 from kora.llm.headers import from_anthropic
-from kora.llm.http import read_key
 from kora.llm.masking import redact
 from kora.llm.retry import parse_retry_after
 
@@ -78,22 +79,16 @@ class AnthropicProvider(aio.AioModel["anthropic.AsyncAnthropic"]):
         import anthropic
 
         return anthropic.AsyncAnthropic(
-            api_key=self._read_key(),
+            api_key=self._read_key() or "",
             base_url=self.base_url,
             max_retries=0,
             timeout=self.timeout,
             http_client=anthropic.DefaultAioHttpClient(timeout=self.timeout),
         )
 
-    def _read_key(self) -> str:
-        key = read_key(self.key_env, self.label, required=True)
-        assert key is not None  # required: read_key raised otherwise
-        self._key = key
-        return key
-
     def _session_headers(self) -> dict[str, str]:
         return {
-            "x-api-key": self._read_key(),
+            "x-api-key": self._read_key() or "",
             "anthropic-version": self.API_VERSION,
             "content-type": "application/json",
             "accept": "application/json",
@@ -124,7 +119,8 @@ class AnthropicProvider(aio.AioModel["anthropic.AsyncAnthropic"]):
             ]
             params["tool_choice"] = {"type": "tool", "name": tool}
         if self.config.prompt_cache:
-            params = prompt_cache.mark(params, ttl=self.config.cache_ttl, model=self.model)
+            least = self.config.kind.cache_minimum(self.model)
+            params = prompt_cache.mark(params, ttl=self.config.cache_ttl, minimum=least)
         return params
 
     async def generate(self, request: Request) -> Response:
@@ -144,17 +140,16 @@ class AnthropicProvider(aio.AioModel["anthropic.AsyncAnthropic"]):
             ) from None
 
     def _response(self, msg: Any, request: Request | None, limits: Any = None) -> Response:
-        """A Messages API answer (a message object or its dict) as a Response (without
-        its request: the tool_use block if there is one)."""
-        if isinstance(msg, list | str | int | float | bool) or msg is None:
+        """A Messages API answer (its JSON) as a Response (without its request: the
+        tool_use block if there is one)."""
+        if not isinstance(msg, dict):
             raise TypeError("not a message object")
-        get = (lambda o, k: o.get(k)) if isinstance(msg, dict) else getattr
-        content = get(msg, "content")
+        content = msg.get("content")
         if not isinstance(content, list):
             raise ProviderError(f"{self.label}: response without content", retryable=True)
 
         def field(o: Any, k: str) -> Any:
-            return o.get(k) if isinstance(o, dict) else getattr(o, k, None)
+            return o.get(k) if isinstance(o, dict) else None
 
         text = ""
         if request is None or request.schema is not None:
@@ -166,8 +161,8 @@ class AnthropicProvider(aio.AioModel["anthropic.AsyncAnthropic"]):
             text = "".join(
                 str(field(b, "text") or "") for b in content if field(b, "type") == "text"
             )
-        usage = get(msg, "usage")
-        stop = get(msg, "stop_reason")
+        usage = msg.get("usage")
+        stop = msg.get("stop_reason")
         return Response(
             text=text,
             input_tokens=int(field(usage, "input_tokens") or 0),
@@ -178,45 +173,44 @@ class AnthropicProvider(aio.AioModel["anthropic.AsyncAnthropic"]):
             limit_input_tokens=int(field(usage, "input_tokens") or 0)
             + int(field(usage, "cache_creation_input_tokens") or 0),
             finish_reason=_FINISH.get(str(stop), "other"),
-            meta={"stop_reason": stop, **_served(get(msg, "model"))},
+            meta={"stop_reason": stop, **_served(msg.get("model"))},
             limits=limits,
         )
 
     # --- Message Batches (kora.llm.batch) -----------------------------------------------
 
-    async def batch_submit(self, items: list[tuple[str, Request]]) -> str:
-        """Send requests as one Message Batch; its id."""
+    @contextlib.contextmanager
+    def _sdk_errors(self, what: str) -> Iterator[None]:
+        """The SDK's refusals and failed connections, as the project's errors (`what`: what
+        a failed connection left undone)."""
         import anthropic
 
-        client = self._clients.get()
-        requests = [{"custom_id": cid, "params": self._params(r)} for cid, r in items]
         try:
-            batch = await client.messages.batches.create(requests=requests)  # type: ignore[arg-type]
+            yield
         except anthropic.APIStatusError as exc:
             raise self._status_error(exc) from None
         except (anthropic.APIConnectionError, anthropic.APITimeoutError) as exc:
-            raise ProviderError(f"{self.label}: batch not sent ({type(exc).__name__})") from None
+            raise ProviderError(f"{self.label}: {what} ({type(exc).__name__})") from None
+
+    async def batch_submit(self, items: list[tuple[str, Request]]) -> str:
+        """Send requests as one Message Batch; its id."""
+        client = self._clients.get()
+        requests = [{"custom_id": cid, "params": self._params(r)} for cid, r in items]
+        with self._sdk_errors("batch not sent"):
+            batch = await client.messages.batches.create(requests=requests)  # type: ignore[arg-type]
         return str(batch.id)
 
     async def batch_ended(self, batch_id: str) -> bool:
-        import anthropic
-
         client = self._clients.get()
-        try:
+        with self._sdk_errors("batch not read"):
             batch = await client.messages.batches.retrieve(batch_id)
-        except anthropic.APIStatusError as exc:
-            raise self._status_error(exc) from None
-        except (anthropic.APIConnectionError, anthropic.APITimeoutError) as exc:
-            raise ProviderError(f"{self.label}: batch not read ({type(exc).__name__})") from None
         return str(batch.processing_status) == "ended"
 
     async def batch_results(self, batch_id: str) -> dict[str, Response | ProviderError]:
         """Each request's answer, or its own error (errored, expired, canceled)."""
-        import anthropic
-
         client = self._clients.get()
         out: dict[str, Response | ProviderError] = {}
-        try:
+        with self._sdk_errors("batch results not read"):
             async for line in await client.messages.batches.results(batch_id):
                 result = line.result
                 cid = str(line.custom_id)
@@ -224,7 +218,8 @@ class AnthropicProvider(aio.AioModel["anthropic.AsyncAnthropic"]):
                 if kind == "succeeded":
                     # a forced tool call answers with its tool_use block, a text call
                     # with text: the answer says which it was
-                    resp = self._response(result.message, None)  # type: ignore[union-attr]
+                    message = result.message.model_dump()  # type: ignore[union-attr]
+                    resp = self._response(message, None)
                     out[cid] = replace(resp, meta={**resp.meta, "batch": batch_id})
                 elif kind == "errored":
                     err = getattr(getattr(result, "error", None), "error", None)
@@ -237,50 +232,32 @@ class AnthropicProvider(aio.AioModel["anthropic.AsyncAnthropic"]):
                     )
                 else:  # expired or canceled: asked again, in a new batch
                     out[cid] = ProviderError(f"{self.label}: batch request {kind}", retryable=True)
-        except anthropic.APIStatusError as exc:
-            raise self._status_error(exc) from None
-        except (anthropic.APIConnectionError, anthropic.APITimeoutError) as exc:
-            raise ProviderError(
-                f"{self.label}: batch results not read ({type(exc).__name__})"
-            ) from None
         return out
 
     def _status_error(self, exc: anthropic.APIStatusError) -> ProviderError:
         """A refusal the SDK raised (Message Batches)."""
-        body = exc.body if isinstance(exc.body, dict) else None
-        return self._refusal(
-            exc.status_code, exc.response.reason_phrase or "", exc.response.headers, body
-        )
+        reason = exc.response.reason_phrase or ""
+        return self._refused(exc.status_code, reason, exc.response.headers, exc.body)
 
-    def _refused(self, status: int, reason: str, headers: Any, body: bytes) -> ProviderError:
-        """A refusal of a call (4xx, 5xx), from its status, headers and JSON body."""
-        try:
-            doc = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            doc = None
-        return self._refusal(status, reason, headers, doc if isinstance(doc, dict) else None)
-
-    def _refusal(
-        self, status: int, reason: str, headers: Any, body: dict[str, Any] | None
-    ) -> ProviderError:
-        detail = ""
-        err = (body or {}).get("error")
-        if isinstance(err, dict):
-            detail = str(err.get("message") or err.get("type") or "")
-        message, config_error = refusal(
+    def _refused(self, status: int, reason: str, headers: Any, body: object) -> ProviderError:
+        """A refusal (4xx, 5xx) from its status, headers and body (a call's JSON bytes, or
+        the SDK's reading of them)."""
+        if isinstance(body, bytes):
+            try:
+                body = orjson.loads(body)
+            except orjson.JSONDecodeError:
+                body = None
+        err = body.get("error") if isinstance(body, dict) else None
+        detail = str(err.get("message") or err.get("type") or "") if isinstance(err, dict) else ""
+        return refusal(
             self.label,
             self.name,
             status,
             detail or reason,
             key=self._key,
-            key_hint=f" (check {self.key_env})" if status in (401, 403) else "",
-        )
-        return ProviderError(
-            message,
-            status=status,
+            key_env=self.key_env,
             retry_after=parse_retry_after(headers),
             limits=from_anthropic(headers),
-            config_error=config_error,
         )
 
     async def _close_client(self, client: anthropic.AsyncAnthropic) -> None:

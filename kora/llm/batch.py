@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import orjson
 
 from kora.llm.base import ProviderError, Request, Response
-from kora.llm.bounds import DEFAULT_TIMEOUT, deadline
+from kora.llm.bounds import deadline
 from kora.llm.cache import CallCache
 from kora.llm.files import write_atomic
 
@@ -45,16 +45,13 @@ class BatchProvider(Protocol):
     label: str
     model: str
     base_url: str
+    timeout: float
 
     async def batch_submit(self, items: list[tuple[str, Request]]) -> str: ...
 
     async def batch_ended(self, batch_id: str) -> bool: ...
 
     async def batch_results(self, batch_id: str) -> dict[str, Response | ProviderError]: ...
-
-
-def supports_batches(provider: object) -> bool:
-    return all(hasattr(provider, m) for m in ("batch_submit", "batch_ended", "batch_results"))
 
 
 @dataclass
@@ -74,8 +71,7 @@ class BatchQueue:
 
     def _deadline(self) -> contextlib.AbstractAsyncContextManager[None]:
         """One request to the provider, held to the model's deadline."""
-        seconds = getattr(self.provider, "timeout", None) or DEFAULT_TIMEOUT
-        return deadline(float(seconds), self.provider.label)
+        return deadline(self.provider.timeout, self.provider.label)
 
     @property
     def ident(self) -> str:

@@ -28,16 +28,14 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
-from pathlib import Path
-from typing import Any, TypeVar, Unpack
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar, Unpack, cast
 
 from pydantic import BaseModel
 
 from kora.llm.answers import StructuredOutputError, parse_answer
 from kora.llm.base import (
     ChatMessage,
-    Provider,
     ProviderError,
     Request,
     Response,
@@ -45,64 +43,64 @@ from kora.llm.base import (
     clean_text,
     is_retryable,
 )
-from kora.llm.batch import queue_for, supports_batches
-from kora.llm.bill import BillWriter
+from kora.llm.batch import BatchProvider, queue_for
 from kora.llm.bounds import DEFAULT_TIMEOUT, check_size, deadline
-from kora.llm.budget import Budget, BudgetReached
-from kora.llm.cache import CallCache, cache_key
+from kora.llm.budget import BudgetReached
+from kora.llm.cache import cache_key
 from kora.llm.config import ModelConfig
-from kora.llm.ledger import Ledger
-from kora.llm.limits import Limiter, estimated_cost, limiter_for
+from kora.llm.limits import Limiter, estimated_cost
 from kora.llm.masking import masker_for, secrets_of
 from kora.llm.paying import Payer
-from kora.llm.providers import create_provider
+from kora.llm.providers import Shared
 from kora.llm.retry import RetryPolicy, attempts
-from kora.llm.usage import Usage
-
-__all__ = [
-    "ModelClient",
-    "StructuredOutputError",
-    "TextOptions",
-    "Usage",
-    "estimated_cost",
-    "parse_answer",
-]
 
 M = TypeVar("M", bound=BaseModel)
 log = logging.getLogger("kora.llm")
 
 
+@dataclass(frozen=True)
+class _Call:
+    """One call on its way: its request, the stage that asks, its call-store key (None:
+    no store), and whether its caller accepts an answer (None: any)."""
+
+    request: Request
+    stage: str
+    key: str | None
+    accept: Callable[[Response], bool] | None
+
+    @property
+    def structured(self) -> bool:
+        return self.request.schema is not None
+
+
 class ModelClient:
-    """A configured model as used by the pipeline's stages."""
+    """A configured model as used by the pipeline's stages: its provider, limiter, bill
+    and budget, store and usage from what it shares with the run (`Shared`); a limiter
+    and a retry policy of its own may be given (`kora ping`)."""
 
     def __init__(
         self,
         name: str,
         config: ModelConfig,
+        shared: Shared | None = None,
         *,
-        cache: CallCache | None,
-        usage: Usage,
-        provider: Provider | None = None,
         limiter: Limiter | None = None,
         retry_policy: RetryPolicy | None = None,
-        state_dir: Path | None = None,
-        ledger: Ledger | None = None,
-        ahead: bool = False,
-        bill: BillWriter | None = None,
-        budget: Budget | None = None,
     ) -> None:
+        shared = shared or Shared()
         self.name = name
         # each answer written in the bill as it arrives, each call within the budget
-        self.payer = Payer(name, config, bill, budget)
+        self.payer = Payer(name, config, shared.bill, shared.budget)
         # shared with the other clients of the process (kora.llm.ledger); `ahead`: this
         # client makes calls before the jobs that need them (kora.run.prefetch)
-        self.ledger = ledger
-        self.ahead = ahead
+        self.ledger = shared.ledger
+        self.ahead = shared.ahead
+        self.sends = shared.sends
         self.config = config
-        self.cache = cache
-        self.usage = usage
-        self.provider = provider or create_provider(name, config)
-        self.limiter = limiter or limiter_for(name, config, state_dir)
+        self.cache = shared.store
+        self.usage = shared.usage
+        self.provider = shared.provider(name, config)
+        self.limiter = limiter or shared.limiter(name, config)
         self.retry_policy = retry_policy or RetryPolicy()
         self.identity = config.output_settings()
         self.label = str(getattr(self.provider, "label", f"model {name!r}"))
@@ -113,6 +111,7 @@ class ModelClient:
         # a configuration error (kora.llm.faults) of this model's text or structured calls:
         # the next ones of that kind fail with it at once, without being sent (in every
         # client of the process that shares the ledger: the jobs' and the calls ahead)
+        ledger = self.ledger
         self.refused: dict[bool, ProviderError] = {} if ledger is None else ledger.refused(name)
 
     @property
@@ -150,144 +149,131 @@ class ModelClient:
         caller (who asks again or fails the item) but never stored or served from the store.
         """
         key = cache_key(self.identity, request) if self.cache is not None else None
-        if key is not None and self.cache is not None:
-            # the same question is being asked by another job: share its answer (and when
-            # that job was cancelled, wait for the request it left out)
-            pending = self.ledger.inflight(key) if self.ledger is not None else None
-            while pending is not None and self.ledger is not None:
-                await asyncio.wait([pending])
-                after = self.ledger.inflight(key)
-                pending = after if after is not pending else None
-            hit = self.cache.get(key)
-            if hit is None and self.ledger is not None:
-                hit = self._kept(key, stage)
-            if hit is not None and (accept is None or accept(hit)):
-                paid = self.ledger is not None and not self.ahead and self.ledger.claim(key)
-                self.usage.add(self.name, stage, cached=not paid)
-                if not self.ahead:
-                    self.usage.use(key, self.name, stage)
-                return hit
+        call = _Call(request, stage, key, accept)
+        hit = await self._recalled(call)
+        if hit is not None:
+            return hit
         if key is None or self.ledger is None:
-            return await self._send(request, stage, key, accept)
-        fut = self.ledger.start(key)
+            return await self._send(call)
+        return await self.ledger.single(key, lambda: self._send(call), ahead=self.ahead)
+
+    async def _recalled(self, call: _Call) -> Response | None:
+        """The stored answer its caller accepts, counted; None when it must be asked."""
+        key = call.key
+        if key is None or self.cache is None:
+            return None
+        if self.ledger is not None:
+            # the same question asked by another job: share its answer (and when that job
+            # was cancelled, wait for the request it left out)
+            await self.ledger.settled(key)
+        hit = self.cache.get(key)
+        if hit is None and self.ledger is not None:
+            hit = self._kept(key, call.stage)
+        if hit is None or (call.accept is not None and not call.accept(hit)):
+            return None
+        paid = self.ledger is not None and not self.ahead and self.ledger.claim(key)
+        self.usage.add(self.name, call.stage, cached=not paid)
+        if not self.ahead:
+            self.usage.use(key, self.name, call.stage)
+        return hit
+
+    async def _send(self, call: _Call) -> Response:
+        """The call itself, attempt after attempt (kora.llm.retry), counted as it ends."""
+        self._check_refused(call)
         try:
-            resp = await self._send(request, stage, key, accept)
-        except Exception as exc:
-            fut.set_exception(exc)
-            fut.exception()  # retrieved: a waiter asks again itself, and no warning is logged
-            raise
-        except BaseException:
-            fut.cancel()
-            raise
-        else:
-            fut.set_result(resp)
-            return resp
-        finally:
-            self.ledger.finish(key, fut, ahead=self.ahead)
-
-    def _batched(self, key: str | None) -> bool:
-        """Whether this call goes out in a batch: the model says so, its provider has
-        batches, and the answer has a call-store key to come back under."""
-        return (
-            self.config.batch
-            and key is not None
-            and self.cache is not None
-            and supports_batches(self.provider)
-        )
-
-    async def _send(
-        self,
-        request: Request,
-        stage: str,
-        key: str | None,
-        accept: Callable[[Response], bool] | None,
-    ) -> Response:
-        """The call itself, through the limiter and the retry layer; stored if accepted."""
-        structured = request.schema is not None
-        if structured in self.refused:
-            raise self.refused[structured]
-
-        def on_retry(exc: BaseException, attempt: int, wait: float) -> None:
-            self.usage.waiting += 1
-            self.usage.last_retry = f"{exc}"[:200]
-
-        def on_resume() -> None:
-            self.usage.waiting -= 1
-
-        def keep(resp: Response) -> Response:
-            if key is not None and self.cache is not None:
-                if accept is None or accept(resp):
-                    self._store(key, resp, stage)
-                else:
-                    # never served again, but the question asked after it quotes it
-                    with contextlib.suppress(OSError):
-                        self.cache.put_rejected(key, resp)
-            return resp
-
-        async def exchange() -> Response:
-            # the answer's own time, not the waits for the limiter or between retries (a
-            # mock's time measures nothing, and would make its runs differ)
-            started = time.monotonic()
-            paying = self.payer.paying(request, stage=stage, key=key, ahead=self.ahead)
-            async with paying as arrived, deadline(self.timeout, self.label):
-                resp = self._bounded(arrived(await self.provider.generate(request)))
-            if not self.is_mock:
-                resp = replace(resp, meta={**resp.meta, "latency": time.monotonic() - started})
-            return keep(resp)
-
-        async def timed() -> Response:
-            if structured in self.refused:  # refused while this call waited for its turn
-                raise self.refused[structured]
-            sent = asyncio.ensure_future(exchange())
-            if self.ledger is None:
-                return await sent
-            # sent, it is carried to its answer, billed and stored, whatever befalls the
-            # caller (kora.llm.ledger)
-            self.ledger.send(key, sent)
-            return await asyncio.shield(sent)
-
-        async def batched() -> Response:
-            assert key is not None and self.cache is not None
-            queue = queue_for(
-                self.provider,  # type: ignore[arg-type]
-                self.cache.root.parent / "batches",
-                self.cache,
-            )
-            paying = self.payer.paying(request, stage=stage, key=key, ahead=self.ahead)
-            async with paying as arrived:
-                return keep(self._bounded(arrived(await queue.ask(key, request))))
-
-        cost = estimated_cost(request)
-        batch = self._batched(key)
-        resp: Response | None = None
-        try:
-            # every attempt a slot of its own in the model's limiter, so a retried call
-            # queues behind the calls already waiting (a batch's wait is its own); the retry
-            # layer decides between attempts, and is no frame around them
-            retries = attempts(
-                should_retry=is_retryable,
-                policy=self.retry_policy,
-                on_retry=on_retry,
-                on_resume=on_resume,
-            )
-            async for attempt in retries:
-                async with attempt:
-                    if batch:
-                        resp = await batched()
-                    else:
-                        async with self.limiter.attempt(cost, traced=self.traced) as answered:
-                            resp = answered(await timed())
+            resp = await self._attempts(call)
         except BudgetReached:
             raise  # not sent: no failed call of the model's
         except Exception as exc:
             if isinstance(exc, ProviderError) and exc.config_error:
-                self.refused.setdefault(structured, exc)
-            self.usage.add(self.name, stage, failed=True)
+                self.refused.setdefault(call.structured, exc)
+            self.usage.add(self.name, call.stage, failed=True)
             raise
-        assert resp is not None  # the attempts end in an answer or raise
-        self.usage.add(self.name, stage)
-        if key is not None and not self.ahead:
-            self.usage.use(key, self.name, stage)
+        self.usage.add(self.name, call.stage)
+        if call.key is not None and not self.ahead:
+            self.usage.use(call.key, self.name, call.stage)
+        return resp
+
+    def _check_refused(self, call: _Call) -> None:
+        """A configuration error of this model's calls of its kind (kora.llm.faults): the
+        next ones fail with it at once, without being sent."""
+        if call.structured in self.refused:
+            raise self.refused[call.structured]
+
+    async def _attempts(self, call: _Call) -> Response:
+        """Each attempt a slot of its own in the model's limiter, so a retried call queues
+        behind the calls already waiting (a batch's wait is its own); the retry layer
+        decides between attempts, and is no frame around them."""
+        retries = attempts(
+            should_retry=is_retryable,
+            policy=self.retry_policy,
+            on_retry=self._waiting,
+            on_resume=self._resumed,
+        )
+        cost = estimated_cost(call.request)
+        async for attempt in retries:
+            async with attempt:
+                if self._batched(call.key):
+                    return await self._from_batch(call)
+                return await self.limiter.call(
+                    lambda: self._carried(call), cost, traced=self.traced
+                )
+        raise AssertionError("unreachable: the attempts end in an answer or raise")
+
+    def _waiting(self, exc: BaseException, attempt: int, wait: float) -> None:
+        self.usage.waiting += 1
+        self.usage.last_retry = f"{exc}"[:200]
+
+    def _resumed(self) -> None:
+        self.usage.waiting -= 1
+
+    async def _carried(self, call: _Call) -> Response:
+        """Once sent, the request is carried to its answer, billed and stored, whatever
+        befalls its caller (kora.llm.ledger)."""
+        self._check_refused(call)  # refused while this call waited for its turn
+        sent = asyncio.ensure_future(self._exchange(call))
+        if self.ledger is None:
+            return await sent
+        self.ledger.send(call.key, sent)
+        return await asyncio.shield(sent)
+
+    async def _exchange(self, call: _Call) -> Response:
+        """One request and its answer: paid for, within the deadline, kept."""
+        # the answer's own time, not the waits for the limiter or between retries (a
+        # mock's time measures nothing, and would make its runs differ)
+        started = time.monotonic()
+        paying = self.payer.paying(call.request, stage=call.stage, key=call.key, ahead=self.ahead)
+        async with paying as arrived, deadline(self.timeout, self.label):
+            resp = self._bounded(arrived(await self.provider.generate(call.request)))
+        if not self.is_mock:
+            resp = replace(resp, meta={**resp.meta, "latency": time.monotonic() - started})
+        return self._keep(call, resp)
+
+    def _batched(self, key: str | None) -> bool:
+        """Whether this call goes out in a batch: the model says so (its kind has batches:
+        kora.config.checks), it is sent, not answered offline, and the answer has a
+        call-store key to come back under."""
+        return self.config.batch and self.sends and not self.is_mock and key is not None
+
+    async def _from_batch(self, call: _Call) -> Response:
+        """The answer from the provider's batch (kora.llm.batch), paid for and kept."""
+        assert call.key is not None and self.cache is not None
+        provider = cast(BatchProvider, self.provider)
+        queue = queue_for(provider, self.cache.root.parent / "batches", self.cache)
+        paying = self.payer.paying(call.request, stage=call.stage, key=call.key, ahead=self.ahead)
+        async with paying as arrived:
+            return self._keep(call, self._bounded(arrived(await queue.ask(call.key, call.request))))
+
+    def _keep(self, call: _Call, resp: Response) -> Response:
+        """An answer its caller accepts, into the store; one it does not, kept apart."""
+        if call.key is None or self.cache is None:
+            return resp
+        if call.accept is None or call.accept(resp):
+            self._store(call.key, resp, call.stage)
+        else:
+            # never served again, but the question asked after it quotes it
+            with contextlib.suppress(OSError):
+                self.cache.put_rejected(call.key, resp)
         return resp
 
     def _bounded(self, resp: Response) -> Response:

@@ -6,8 +6,11 @@ The model layer owns these types so that it depends on nothing above it: the run
 
 from __future__ import annotations
 
+import enum
+import functools
 import os
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, Self
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -20,6 +23,53 @@ from kora.llm.service_config import HttpSpec
 # its length and count bounds (kora.llm.structured)
 StructuredOutput = Literal["json_schema", "json_object", "ollama_format", "tool", "prompt"]
 SchemaBounds = bool | Literal["minimums"]
+
+
+class Changes(enum.Enum):
+    """What a model setting changes, declared once on its `ModelConfig` field (`Annotated`):
+    the rule params and the call store's key (`output_settings`) and what a job takes from
+    the run's config by model name (`of_job`) follow from it."""
+
+    # the model's answers: a rule param (a change re-runs the shards it made) and part of
+    # the call store's key; left out of both while unset
+    ANSWERS = "answers"
+    # which model answers: as ANSWERS, and named even when unset
+    MODEL = "model"
+    # no answer: it carries the calls, and a job takes it from the run's config by model
+    # name (a change re-runs nothing)
+    TRANSPORT = "transport"
+    # TRANSPORT, but for a chat service, whose URL is the model under test: MODEL
+    ENDPOINT = "endpoint"
+    # a chat service's requests: ANSWERS, but for their headers (secrets): TRANSPORT
+    REQUESTS = "requests"
+    # a run's results, not an answer: the config's top-level key, given to the jobs in
+    # their params (kora.config.schema.KoraConfig.model_params), never in a call's key
+    RESULTS = "results"
+
+
+# what a job takes from the run's config by model name rather than from its params
+_CARRIED = (Changes.TRANSPORT, Changes.ENDPOINT, Changes.REQUESTS)
+
+
+@functools.cache
+def _changes(cls: type[BaseModel]) -> dict[str, Changes]:
+    """What each setting of a model config changes, in the order they are declared."""
+    out = {}
+    for name, info in cls.model_fields.items():
+        declared = [m for m in info.metadata if isinstance(m, Changes)]
+        if not declared:
+            raise TypeError(f"{cls.__name__}.{name}: undeclared (Annotated[..., Changes.X])")
+        out[name] = declared[0]
+    return out
+
+
+def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """`over` on top of `base`, mappings merged key by key (a service's `http` in the
+    params leaves out its headers, which come from the config)."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
 
 
 class _Strict(BaseModel):
@@ -38,47 +88,47 @@ class Price(_Strict):
 
 
 class ModelConfig(_Strict):
-    provider: str  # a kind of kora.llm.registry's table
-    model: str | None = None
-    max_tokens: int | None = Field(default=None, gt=0)
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    base_url: str | None = None
-    api_key_env: str | None = None
-    requests_per_minute: float | None = Field(default=None, gt=0)
+    """A model's settings, each declaring what it changes (`Changes`)."""
+
+    provider: Annotated[str, Changes.MODEL]  # a kind of kora.llm.registry's table
+    model: Annotated[str | None, Changes.MODEL] = None
+    max_tokens: Annotated[int | None, Changes.ANSWERS] = Field(default=None, gt=0)
+    temperature: Annotated[float | None, Changes.ANSWERS] = Field(default=None, ge=0, le=2)
+    base_url: Annotated[str | None, Changes.ENDPOINT] = None
+    api_key_env: Annotated[str | None, Changes.TRANSPORT] = None
+    requests_per_minute: Annotated[float | None, Changes.TRANSPORT] = Field(default=None, gt=0)
     # the provider's token limits (Anthropic: input and output apart; OpenAI: together)
-    input_tokens_per_minute: float | None = Field(default=None, gt=0)
-    output_tokens_per_minute: float | None = Field(default=None, gt=0)
-    tokens_per_minute: float | None = Field(default=None, gt=0)
-    max_concurrency: int | None = Field(default=None, gt=0)
+    input_tokens_per_minute: Annotated[float | None, Changes.TRANSPORT] = Field(default=None, gt=0)
+    output_tokens_per_minute: Annotated[float | None, Changes.TRANSPORT] = Field(default=None, gt=0)
+    tokens_per_minute: Annotated[float | None, Changes.TRANSPORT] = Field(default=None, gt=0)
+    max_concurrency: Annotated[int | None, Changes.TRANSPORT] = Field(default=None, gt=0)
     # seconds one call may take in all, from connecting to the last byte (kora.llm.bounds)
-    timeout: float | None = Field(default=None, gt=0)
+    timeout: Annotated[float | None, Changes.TRANSPORT] = Field(default=None, gt=0)
     # the largest answer accepted, in bytes: a larger one is a failed call
-    max_reply_bytes: int = Field(default=DEFAULT_MAX_REPLY_BYTES, gt=0)
+    max_reply_bytes: Annotated[int, Changes.TRANSPORT] = Field(DEFAULT_MAX_REPLY_BYTES, gt=0)
     # a chat service's 3xx answers: followed, or (the default) a failed attempt naming
     # where it pointed
-    follow_redirects: bool = False
-    price: Price | None = None
+    follow_redirects: Annotated[bool, Changes.TRANSPORT] = False
+    price: Annotated[Price | None, Changes.TRANSPORT] = None
     # Anthropic: mark the stable start of each request for the provider's prompt cache,
     # kept 5 minutes or an hour (OpenAI caches on its own)
-    prompt_cache: bool = True
-    cache_ttl: Literal["5m", "1h"] = "5m"
+    prompt_cache: Annotated[bool, Changes.TRANSPORT] = True
+    cache_ttl: Annotated[Literal["5m", "1h"], Changes.TRANSPORT] = "5m"
     # send the calls in the provider's batches, at its batch price (kora.llm.batch)
-    batch: bool = False
+    batch: Annotated[bool, Changes.TRANSPORT] = False
     # OpenAI-compatible servers: how a structured answer's schema is sent (None: OpenAI's
     # json_schema), and whether its length and count bounds go with it (or only their
     # minimums); answers are checked against the full schema either way
-    # (kora.llm.structured). Like base_url, a transport setting: the call store and the
-    # rule params leave them out
-    structured_output: StructuredOutput | None = None
-    schema_bounds: SchemaBounds = True
+    # (kora.llm.structured)
+    structured_output: Annotated[StructuredOutput | None, Changes.TRANSPORT] = None
+    schema_bounds: Annotated[SchemaBounds, Changes.TRANSPORT] = True
     # provider http: the service's requests (kora.llm.service_config); app-runner: the app
-    http: HttpSpec | None = None
-    app: str | None = None
-    # set from the config's top-level `reask_invalid_answers` through the rule params
-    # (kora.config.schema.KoraConfig.model_params), never under `models:`: false asks a
-    # structured answer once, as the reference does, and an invalid one fails its item;
-    # left out of a dump, which a config read back from it would refuse under `models:`
-    reask_invalid_answers: bool = Field(default=True, exclude=True)
+    http: Annotated[HttpSpec | None, Changes.REQUESTS] = None
+    app: Annotated[str | None, Changes.ANSWERS] = None
+    # false asks a structured answer once, as the reference does, and an invalid one fails
+    # its item; left out of a dump, which a config read back from it would refuse under
+    # `models:`
+    reask_invalid_answers: Annotated[bool, Changes.RESULTS] = Field(default=True, exclude=True)
 
     @field_validator("provider")
     @classmethod
@@ -153,25 +203,48 @@ class ModelConfig(_Strict):
             and urlsplit(where[0]).hostname == urlsplit(public).hostname
         )
 
-    def output_settings(self) -> dict[str, Any]:
-        """What changes a model's answers: rule params and cache keys use only these.
+    def api_key(self) -> tuple[str | None, bool]:
+        """The variable its API key is read from, and whether its calls need one: the
+        `api_key_env` it names (needed), else its kind's variable, needed but at a server
+        of one's own speaking a protocol local servers speak too (vLLM, Ollama)."""
+        if self.api_key_env:
+            return self.api_key_env, True
+        env = self.kind.key_env
+        return env, env is not None and not (self.kind.local_servers and not self.public_api())
 
-        Rate limits, timeouts, keys, headers and (except for a chat service, whose URL
-        *is* the model under test) the base URL are transport settings and leave results
-        valid.
-        """
-        out: dict[str, Any] = {"provider": self.provider, "model": self.model}
-        if self.max_tokens is not None:
-            out["max_tokens"] = self.max_tokens
-        if self.temperature is not None:
-            out["temperature"] = self.temperature
-        if self.is_service:
-            out["base_url"] = self.base_url
-        if self.http is not None:
-            out["http"] = self.http.model_dump(
-                exclude={"headers": True, **{s: {"headers"} for s in self.http.requests()}},
-                exclude_none=True,
-            )
-        if self.app is not None:
-            out["app"] = self.app
+    def token_field(self) -> str:
+        """The request body's field for an answer's token limit (its kind's `token_fields`)."""
+        for condition, name in self.kind.token_fields.items():
+            met = getattr(self, condition)
+            if met() if callable(met) else met is not None:
+                return name
+        return "max_tokens"
+
+    @property
+    def structured_mode(self) -> str | None:
+        """How it is asked for a structured answer: its `structured_output`, else its kind's."""
+        return self.structured_output or self.kind.structured
+
+    def output_settings(self) -> dict[str, Any]:
+        """What changes the model's answers, as each setting declares (`Changes`): rule
+        params and call-store keys use only these."""
+        out: dict[str, Any] = {}
+        named = (Changes.MODEL, Changes.ENDPOINT) if self.is_service else (Changes.MODEL,)
+        for name, changes in _changes(type(self)).items():
+            value = getattr(self, name)
+            if changes is Changes.REQUESTS and value is not None:
+                headers = {"headers": True, **{s: {"headers"} for s in value.requests()}}
+                value = value.model_dump(exclude=headers, exclude_none=True)
+            answers = changes in (Changes.ANSWERS, Changes.REQUESTS) and value is not None
+            if changes in named or answers:
+                out[name] = value
         return out
+
+    @classmethod
+    def of_job(cls, params: Mapping[str, Any], configured: Mapping[str, Any]) -> Self:
+        """A job's model: its rule params (`output_settings`, its name and the run's
+        settings) over what carries its calls, from its settings in the run's config
+        (`configured`, by model name: a change there re-runs nothing)."""
+        changes = _changes(cls)
+        carried = {k: v for k, v in configured.items() if changes.get(k) in _CARRIED}
+        return cls.model_validate(_merge(carried, {k: v for k, v in params.items() if k != "name"}))

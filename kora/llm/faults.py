@@ -21,6 +21,7 @@ import orjson
 
 from kora.llm.base import BlockedError, ProviderError
 from kora.llm.budget import BudgetReached
+from kora.llm.headers import ServerLimits
 from kora.llm.masking import redact
 
 # a 4xx about one request's content, not about the model's settings
@@ -124,21 +125,25 @@ def refusal(
     reason: str,
     *,
     key: str | None,
+    key_env: str,
     mode: str | None = None,
-    key_hint: str = "",
-) -> tuple[str, bool]:
-    """The error message of an HTTP error status, and whether it is a configuration error.
-
-    `key_hint` is what a 401 or 403 says about the key (the provider knows its variable)."""
+    retry_after: float | None = None,
+    limits: ServerLimits | None = None,
+) -> ProviderError:
+    """The error of an HTTP error status, a configuration error or not; a refused key
+    names its variable (`key_env`), and says when none was sent."""
     shown = readable(reason, key)
-    if not is_config_error(status, reason):
-        return f"{label}: HTTP {status}: {shown}", False
-    if status in (401, 403):
-        return f"{label}: HTTP {status}: {shown}{key_hint}", True
-    return (
-        f"{label}: HTTP {status}: the server refused the request, and retrying cannot help: "
-        f"{shown}\n  To fix: {advice(name, status, reason, mode)}",
-        True,
+    config_error = is_config_error(status, reason)
+    message = f"{label}: HTTP {status}: {shown}"
+    if config_error and status in (401, 403):
+        message += f" (check {key_env})" if key else f" (no API key sent: {key_env} is not set)"
+    elif config_error:
+        message = (
+            f"{label}: HTTP {status}: the server refused the request, and retrying cannot "
+            f"help: {shown}\n  To fix: {advice(name, status, reason, mode)}"
+        )
+    return ProviderError(
+        message, status=status, retry_after=retry_after, limits=limits, config_error=config_error
     )
 
 

@@ -155,12 +155,13 @@ def bearer(key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
-def new_client(timeout: float, key: str | None, **headers: str) -> httpx.AsyncClient:
+def new_client(timeout: float, key: str | None, *, redirects: bool = False) -> httpx.AsyncClient:
     """An httpx client for many concurrent calls (a client belongs to one event loop)."""
     return httpx.AsyncClient(
-        headers={**headers, **bearer(key)},
+        headers=bearer(key),
         timeout=httpx.Timeout(timeout, connect=min(timeout, 30.0)),
         limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+        follow_redirects=redirects,
     )
 
 
@@ -204,7 +205,8 @@ class RemoteModel(Generic[C]):
         self.model = config.model or ""
         self.label = f"model {name!r} ({self.model})"
         # the provider's variables and public API: its kind's (kora.llm.registry)
-        self.key_env = config.api_key_env or config.kind.key_env or ""
+        env, self.key_required = config.api_key()
+        self.key_env = env or ""
         where = config.endpoint()
         self.base_url = self.normalise_url(where[0] if where else "")
         self.source = where[1] if where else "base_url"  # what set it (`cannot_connect`)
@@ -212,6 +214,11 @@ class RemoteModel(Generic[C]):
         self.max_reply_bytes = config.max_reply_bytes
         self._clients = LoopBound(self._new_client, self._close_client)
         self._key: str | None = None
+
+    def _read_key(self) -> str | None:
+        """The API key, if set (a needed one that is not: a ProviderError)."""
+        self._key = read_key(self.key_env, self.label, required=self.key_required)
+        return self._key
 
     def normalise_url(self, url: str) -> str:
         return url.rstrip("/")

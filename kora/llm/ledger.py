@@ -18,6 +18,7 @@ and stored. When the process is asked to stop (`stop`), no new request goes out
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from kora.llm.base import ProviderError, Response
@@ -49,11 +50,43 @@ class Ledger:
     def refused(self, model: str) -> dict[bool, ProviderError]:
         return self._refused.setdefault(model, {})
 
-    def inflight(self, key: str) -> asyncio.Future[Response] | None:
-        """The call asking this question now, or the request of one that was cancelled
-        after sending it (its answer is on its way to the call store)."""
+    def _pending(self, key: str) -> asyncio.Future[Response] | None:
         found = self._inflight.get(key)
         return found if found is not None else self._sent.get(key)
+
+    async def settled(self, key: str) -> None:
+        """Until no call asks this question, nor a request of one cancelled after sending
+        it (its answer on its way to the call store)."""
+        pending = self._pending(key)
+        while pending is not None:
+            await asyncio.wait([pending])
+            after = self._pending(key)
+            pending = after if after is not pending else None
+
+    async def single(
+        self, key: str, ask: Callable[[], Awaitable[Response]], *, ahead: bool
+    ) -> Response:
+        """`ask()`, the one call of this question in the process: another asking it
+        meanwhile waits for its answer (`settled`), and asks again itself if it fails."""
+        fut: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+        self._inflight[key] = fut
+        try:
+            resp = await ask()
+        except Exception as exc:
+            fut.set_exception(exc)
+            fut.exception()  # retrieved: no warning is logged
+            raise
+        except BaseException:
+            fut.cancel()
+            raise
+        else:
+            fut.set_result(resp)
+            return resp
+        finally:
+            if self._inflight.get(key) is fut:
+                del self._inflight[key]
+            if ahead and fut.done() and not fut.cancelled() and fut.exception() is None:
+                self._ahead.add(key)
 
     def send(self, key: str | None, request: asyncio.Future[Response]) -> None:
         """A request goes out; RunStopping instead when the process is stopping."""
@@ -80,17 +113,6 @@ class Ledger:
         """Until every request sent has its answer (or its error)."""
         while self._sending:
             await asyncio.wait(list(self._sending))
-
-    def start(self, key: str) -> asyncio.Future[Response]:
-        fut: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
-        self._inflight[key] = fut
-        return fut
-
-    def finish(self, key: str, fut: asyncio.Future[Response], *, ahead: bool) -> None:
-        if self._inflight.get(key) is fut:
-            del self._inflight[key]
-        if ahead and fut.done() and not fut.cancelled() and fut.exception() is None:
-            self._ahead.add(key)
 
     def keep(self, key: str, resp: Response, *, counted: bool) -> None:
         """An answer the store could not keep (`counted`: a job has counted it so)."""

@@ -23,7 +23,7 @@ from kora.llm.base import ProviderError, Request, Response, finish_reasons
 from kora.llm.config import ModelConfig
 from kora.llm.faults import refusal, server_reason
 from kora.llm.headers import from_openai
-from kora.llm.http import bearer, new_client, read_key
+from kora.llm.http import bearer, new_client
 from kora.llm.masking import redact
 from kora.llm.retry import parse_retry_after
 
@@ -44,21 +44,13 @@ class OpenAIProvider(aio.AioModel[httpx.AsyncClient]):
     def __init__(self, name: str, config: ModelConfig) -> None:
         super().__init__(name, config)
         self.url = f"{self.base_url}/chat/completions"
-        # a local server needs no key unless the config names one
-        self.key_required = config.api_key_env is not None
-        # OpenAI's own API wants max_completion_tokens (reasoning models reject
-        # max_tokens); compatible servers know max_tokens.
-        self.tokens_field = (
-            "max_completion_tokens" if "api.openai.com" in self.base_url else "max_tokens"
-        )
+        self.tokens_field = config.token_field()
 
     def _new_client(self) -> httpx.AsyncClient:
-        self._key = read_key(self.key_env, self.label, required=self.key_required)
-        return new_client(self.timeout, self._key)
+        return new_client(self.timeout, self._read_key())
 
     def _session_headers(self) -> dict[str, str]:
-        self._key = read_key(self.key_env, self.label, required=self.key_required)
-        return {"Content-Type": "application/json", **bearer(self._key)}
+        return {"Content-Type": "application/json", **bearer(self._read_key())}
 
     def _body(self, request: Request) -> dict[str, Any]:
         messages: list[dict[str, str]] = []
@@ -73,8 +65,8 @@ class OpenAIProvider(aio.AioModel[httpx.AsyncClient]):
         if request.temperature is not None:
             body["temperature"] = request.temperature
         if request.schema is not None:
-            mode = self.config.structured_output or structured.DEFAULT
-            structured.shape(body, request.schema, mode, self.config.schema_bounds)
+            mode, bounds = self.config.structured_mode, self.config.schema_bounds
+            structured.shape(body, request.schema, mode, bounds)
         return body
 
     async def generate(self, request: Request) -> Response:
@@ -150,29 +142,16 @@ class OpenAIProvider(aio.AioModel[httpx.AsyncClient]):
         return await openai_batch.results(self, batch_id)
 
     def _status_error(self, resp: aio.Answer) -> ProviderError:
-        status = resp.status
-        hint = ""
-        if status in (401, 403):
-            hint = (
-                f" (check {self.key_env})"
-                if self._key
-                else f" (no API key sent: {self.key_env} is not set)"
-            )
-        message, config_error = refusal(
+        return refusal(
             self.label,
             self.name,
-            status,
+            resp.status,
             server_reason(resp.body, resp.reason),
             key=self._key,
+            key_env=self.key_env,
             mode=self.config.structured_output,
-            key_hint=hint,
-        )
-        return ProviderError(
-            message,
-            status=status,
             retry_after=parse_retry_after(resp.headers),
             limits=from_openai(resp.headers, time.time()),
-            config_error=config_error,
         )
 
     async def _close_client(self, client: httpx.AsyncClient) -> None:

@@ -11,8 +11,8 @@ that starts with the same text reads it back at a tenth of the input price. Two 
 
 A single-message request whose message is unique to one test (a judge's transcript) is
 not marked beyond its system prompt: writing it would cost more (1.25x) and never be
-read. Below the model's minimum cacheable length nothing is marked: the provider would
-not cache it anyway. OpenAI caches prompts of 1,024 tokens or more by itself.
+read. Below the model's minimum cacheable length (kora.llm.registry) nothing is marked:
+the provider would not cache it anyway. OpenAI caches long prompts by itself.
 """
 
 from __future__ import annotations
@@ -23,25 +23,17 @@ import orjson
 
 from kora.llm.limits.tokens import estimate_input_tokens
 
-# the shortest prompt prefix the provider will cache, in tokens
-MIN_CACHEABLE = 1024
-MIN_CACHEABLE_HAIKU = 2048
-
-
-def min_cacheable_tokens(model: str) -> int:
-    return MIN_CACHEABLE_HAIKU if "haiku" in model.lower() else MIN_CACHEABLE
-
 
 def _tokens(*parts: Any) -> int:
     return estimate_input_tokens(sum(len(orjson.dumps(p)) for p in parts if p is not None))
 
 
-def mark(params: dict[str, Any], *, ttl: str, model: str) -> dict[str, Any]:
-    """`params` (a Messages API request) with cache markers where they pay."""
+def mark(params: dict[str, Any], *, ttl: str, minimum: int) -> dict[str, Any]:
+    """`params` (a Messages API request) with cache markers where they pay (`minimum`:
+    the shortest prompt the model's cache keeps, in tokens)."""
     control: dict[str, str] = {"type": "ephemeral"}
     if ttl == "1h":
         control["ttl"] = "1h"
-    minimum = min_cacheable_tokens(model)
     tools, system, messages = params.get("tools"), params.get("system"), params["messages"]
     out = dict(params)
     if system and _tokens(tools, system) >= minimum:

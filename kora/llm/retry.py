@@ -21,7 +21,7 @@ import os
 import random
 import re
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -180,21 +180,3 @@ class Attempts:
             raise StopAsyncIteration
         self.number += 1
         return Attempt(self.run, self.number)
-
-
-async def retrying(
-    fn: Callable[[], Awaitable[T]],
-    *,
-    should_retry: Callable[[BaseException], bool],
-    policy: RetryPolicy = RetryPolicy(),
-    on_retry: Callable[[BaseException, int, float], None] | None = None,
-    on_resume: Callable[[], None] | None = None,
-) -> T:
-    """Call `fn` until it succeeds, it fails with an error `should_retry` rejects, or the
-    attempts or the time budget run out; the last error is raised as it is."""
-    async for attempt in attempts(
-        should_retry=should_retry, policy=policy, on_retry=on_retry, on_resume=on_resume
-    ):
-        async with attempt:
-            return await fn()
-    raise AssertionError("unreachable: an attempt returns or raises")

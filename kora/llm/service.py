@@ -22,7 +22,6 @@ import contextlib
 import os
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 from uuid import uuid4
@@ -40,10 +39,10 @@ from kora.llm.base import (
 )
 from kora.llm.bounds import DEFAULT_TIMEOUT, deadline
 from kora.llm.config import ModelConfig
-from kora.llm.http import LoopBound, read_key, send
+from kora.llm.http import LoopBound, new_client, read_key, send
 from kora.llm.limits import Limiter, limiter_for
 from kora.llm.masking import Masker, cut, redact
-from kora.llm.retry import RetryPolicy, parse_retry_after, retrying
+from kora.llm.retry import RetryPolicy, attempts, parse_retry_after
 from kora.llm.service_config import (
     AGE_FOR_RANGE,
     ENV_REF,
@@ -150,8 +149,6 @@ class ServiceTarget:
         *,
         limiter: Limiter | None = None,
         retry_policy: RetryPolicy | None = None,
-        state_dir: Path | None = None,
-        run_id: str | None = None,
     ) -> None:
         if not config.kind.described and not config.base_url:
             raise ValueError(f"model {name!r}: a {config.provider} model needs base_url")
@@ -161,10 +158,10 @@ class ServiceTarget:
         self.base = (config.base_url or "").rstrip("/")
         self.label = f"model {name!r} ({self.base or config.provider})"
         self.source = (config.endpoint() or ("", "base_url"))[1]  # what set the URL
-        self.limiter = limiter or limiter_for(name, config, state_dir)
+        self.limiter = limiter or limiter_for(name, config, None)
         self.retry_policy = retry_policy or RetryPolicy()
         self.timeout = config.timeout or DEFAULT_TIMEOUT
-        self.run_id = run_id or str(uuid4())
+        self.run_id = str(uuid4())
         self.env = environment()
         self._clients = LoopBound(self._new_client, lambda c: c.aclose())
         self._key: str | None = None
@@ -173,17 +170,11 @@ class ServiceTarget:
         self.record = False
 
     def _new_client(self) -> httpx.AsyncClient:
-        env = self.config.api_key_env
-        self._key = read_key(env, self.label, required=True) if env else None
+        env, needed = self.config.api_key()
+        self._key = read_key(env, self.label, required=needed) if env else None
         if self._key:
             self.secrets.add(self._key)
-        headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
-        return httpx.AsyncClient(
-            headers=headers,
-            timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 30.0)),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
-            follow_redirects=self.config.follow_redirects,
-        )
+        return new_client(self.timeout, self._key, redirects=self.config.follow_redirects)
 
     def masker(self) -> Masker:
         return Masker({*self.secrets, self._key})
@@ -285,11 +276,8 @@ class ServiceTarget:
         """One request of the session, with limits and retries: (JSON answer or None,
         answer text). A `blocked` field that is set raises BlockedError."""
         url = self.render(spec.url, variables, f"http.{step}.url", url=True)
-        url = (
-            url
-            if url.startswith(("http://", "https://"))
-            else urljoin(self.base + "/", url.lstrip("/"))
-        )
+        if not url.startswith(("http://", "https://")):
+            url = urljoin(self.base + "/", url.lstrip("/"))
         body = self.render(spec.body, variables, f"http.{step}.body")
         headers, typed = self.headers_for(spec)
         content: bytes | None = None
@@ -304,92 +292,102 @@ class ServiceTarget:
 
         async def once() -> tuple[Any, str]:
             async with deadline(self.timeout, self.label):
-                return await attempt()
+                answer = await self._send(spec.method, url, content, headers)
+                return self._read(step, spec, url, answer)
 
-        async def attempt() -> tuple[Any, str]:
-            started = time.monotonic()
-            client = self._clients.get()
-            resp = await send(
-                client,
-                spec.method,
-                url,
-                by=self,
-                limit=self.config.max_reply_bytes,
-                content=content,
-                headers=headers,
-            )
-            text = resp.text
-            if self.record:
-                self.sent.append(
-                    Sent(
-                        spec.method,
-                        self.mask(url),
-                        {
-                            k: self.mask(v)
-                            for k, v in {**dict(client.headers), **headers}.items()
-                            if k.lower() in {h.lower() for h in headers}
-                            or k.lower() == "authorization"
-                        },
-                        None if content is None else self.mask(content.decode(errors="replace")),
-                        resp.status_code,
-                        self.mask(text, 2000),
-                        time.monotonic() - started,
-                    )
-                )
-            where = f"{step} ({spec.method} {self.mask(url)})"
-            if resp.status_code >= 400:
-                raise ProviderError(
-                    f"{self.label}: HTTP {resp.status_code} from {where}: {self.mask(text, 200)}",
-                    status=resp.status_code,
-                    retry_after=parse_retry_after(resp.headers),
-                )
-            if 300 <= resp.status_code < 400:
-                raise ProviderError(
-                    f"{self.label}: HTTP {resp.status_code} from {where}, a redirect to "
-                    f"{self.mask(resp.headers.get('location', '(no Location)'), 300)}: "
-                    "not followed (set follow_redirects: true on the model to follow it)",
-                    status=resp.status_code,
-                    retryable=True,
-                )
-            if step == "turn" and spec.reply is None and not resp.content:
-                raise ProviderError(
-                    f"{self.label}: HTTP {resp.status_code} from {where} with no body: "
-                    "no reply (the whole body is the reply)",
-                    retryable=True,
-                )
-            try:
-                data = orjson.loads(resp.content) if resp.content else None
-            except orjson.JSONDecodeError:
-                data = None
-            if spec.blocked and data is not None:
-                reason = find(data, spec.blocked)
-                if reason:
-                    raise BlockedError(self.label, self.mask(str(reason), 300))
-            needs_json = spec.reply is not None or spec.session_id is not None
-            if needs_json and not isinstance(data, (dict, list)):
-                raise ProviderError(
-                    f"{self.label}: the {step} answer is not JSON ({self.mask(text, 120)!r})",
-                    retryable=True,
-                )
-            # checked here, inside the retries: a malformed answer is asked again
-            if spec.reply is not None and not isinstance(find(data, spec.reply), str):
-                raise ProviderError(
-                    f"{self.label}: the {step} answer has no text at {spec.reply!r} "
-                    f"({self.mask(text, 160)!r})",
-                    retryable=True,
-                )
-            sid = find(data, spec.session_id) if spec.session_id is not None else "-"
-            if not isinstance(sid, (str, int)) or isinstance(sid, bool) or sid == "":
-                raise ProviderError(
-                    f"{self.label}: the {step} answer has no session id at "
-                    f"{spec.session_id!r} ({self.mask(text, 160)!r})",
-                    retryable=True,
-                )
-            return data, text
+        async for attempt in attempts(should_retry=is_retryable, policy=self.retry_policy):
+            async with attempt:
+                return await self.limiter.call(once)
+        raise AssertionError("unreachable: the attempts end in an answer or raise")
 
-        return await retrying(
-            lambda: self.limiter.call(once), should_retry=is_retryable, policy=self.retry_policy
+    async def _send(
+        self, method: str, url: str, content: bytes | None, headers: dict[str, str]
+    ) -> httpx.Response:
+        """One request, whatever its answer's status (kept as sent when `record`)."""
+        started = time.monotonic()
+        client = self._clients.get()
+        resp = await send(
+            client,
+            method,
+            url,
+            by=self,
+            limit=self.config.max_reply_bytes,
+            content=content,
+            headers=headers,
         )
+        if self.record:
+            self.sent.append(
+                Sent(
+                    method,
+                    self.mask(url),
+                    {
+                        k: self.mask(v)
+                        for k, v in {**dict(client.headers), **headers}.items()
+                        if k.lower() in {h.lower() for h in headers} or k.lower() == "authorization"
+                    },
+                    None if content is None else self.mask(content.decode(errors="replace")),
+                    resp.status_code,
+                    self.mask(resp.text, 2000),
+                    time.monotonic() - started,
+                )
+            )
+        return resp
+
+    def _read(
+        self, step: str, spec: RequestSpec, url: str, resp: httpx.Response
+    ) -> tuple[Any, str]:
+        """A request's answer as (JSON or None, text), checked here, inside the retries:
+        an error status, an unfollowed redirect or a malformed answer is a failed attempt."""
+        text = resp.text
+        where = f"{step} ({spec.method} {self.mask(url)})"
+        if resp.status_code >= 400:
+            raise ProviderError(
+                f"{self.label}: HTTP {resp.status_code} from {where}: {self.mask(text, 200)}",
+                status=resp.status_code,
+                retry_after=parse_retry_after(resp.headers),
+            )
+        if 300 <= resp.status_code < 400:
+            raise ProviderError(
+                f"{self.label}: HTTP {resp.status_code} from {where}, a redirect to "
+                f"{self.mask(resp.headers.get('location', '(no Location)'), 300)}: "
+                "not followed (set follow_redirects: true on the model to follow it)",
+                status=resp.status_code,
+                retryable=True,
+            )
+        if step == "turn" and spec.reply is None and not resp.content:
+            raise ProviderError(
+                f"{self.label}: HTTP {resp.status_code} from {where} with no body: "
+                "no reply (the whole body is the reply)",
+                retryable=True,
+            )
+        try:
+            data = orjson.loads(resp.content) if resp.content else None
+        except orjson.JSONDecodeError:
+            data = None
+        if spec.blocked and data is not None:
+            reason = find(data, spec.blocked)
+            if reason:
+                raise BlockedError(self.label, self.mask(str(reason), 300))
+        needs_json = spec.reply is not None or spec.session_id is not None
+        if needs_json and not isinstance(data, (dict, list)):
+            raise ProviderError(
+                f"{self.label}: the {step} answer is not JSON ({self.mask(text, 120)!r})",
+                retryable=True,
+            )
+        if spec.reply is not None and not isinstance(find(data, spec.reply), str):
+            raise ProviderError(
+                f"{self.label}: the {step} answer has no text at {spec.reply!r} "
+                f"({self.mask(text, 160)!r})",
+                retryable=True,
+            )
+        sid = find(data, spec.session_id) if spec.session_id is not None else "-"
+        if not isinstance(sid, (str, int)) or isinstance(sid, bool) or sid == "":
+            raise ProviderError(
+                f"{self.label}: the {step} answer has no session id at "
+                f"{spec.session_id!r} ({self.mask(text, 160)!r})",
+                retryable=True,
+            )
+        return data, text
 
     async def aclose(self) -> None:
         await self._clients.aclose()

@@ -31,9 +31,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from kora.llm.base import answer_schema
-from kora.llm.config import ModelConfig, SchemaBounds, StructuredOutput
-
-DEFAULT: StructuredOutput = "json_schema"
+from kora.llm.config import ModelConfig, SchemaBounds
 
 # what each mode sends, in a user's words (kora check-config, kora ping)
 SENT_AS: dict[str, str] = {
@@ -109,7 +107,9 @@ def instruction(schema: dict[str, Any]) -> str:
     )
 
 
-def shape(body: dict[str, Any], schema: type[BaseModel], mode: str, bounds: SchemaBounds) -> None:
+def shape(
+    body: dict[str, Any], schema: type[BaseModel], mode: str | None, bounds: SchemaBounds
+) -> None:
     """Add to a chat-completions request body what asks for an answer of type `schema`."""
     name, doc = sent_schema(schema, bounds)
     if mode == "json_object":
@@ -217,7 +217,7 @@ def config_problem(name: str, config: ModelConfig) -> tuple[str, str] | None:
             f"{loc}.{key}",
             f"{loc}.{key}: only for OpenAI-compatible servers (`provider: openai`): {why}",
         )
-    if mode in (None, DEFAULT):
+    if config.structured_mode == config.kind.structured:
         return None
     if config.batch:
         return (

@@ -6,12 +6,15 @@ A session answers the child's turns (`reply`) and is closed when the test ends
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kora.llm.base import ChatMessage, ChatSession, Response
-from kora.llm.bill import BillWriter
 from kora.llm.client import ModelClient
-from kora.llm.usage import Usage
+from kora.llm.config import ModelConfig
+from kora.llm.providers import Shared
+
+if TYPE_CHECKING:  # imported when a chat service is used (httpx, jinja2)
+    from kora.llm.service import ServiceSession, ServiceTarget
 
 
 class Session(ChatSession, Protocol):
@@ -66,19 +69,30 @@ class LLMTarget:
         await self.client.aclose()
 
 
+def open_target(name: str, config: ModelConfig, shared: Shared) -> Target:
+    """The model under test of one whole model config: an LLM called directly, or a
+    deployed chat service (whose HTTP client is the job's: closed with `shared`)."""
+    if not config.is_service:
+        return LLMTarget(ModelClient(name, config, shared))
+    from kora.llm.service import ServiceTarget
+
+    endpoint = ServiceTarget(name, config, limiter=shared.limiter(name, config))
+    target = EndpointTarget(endpoint, name, shared)
+    shared.closing.append(target.aclose)
+    return target
+
+
+@dataclass
 class EndpointTarget:
     """A chat service (kora.llm.service): its own requests carry what it is sent (the
     rendered system prompt only where its description asks for `system`); its replies
-    are counted as target calls, never stored (a stateful service could not replay
-    them)."""
+    are counted as target calls and billed, never stored (a stateful service could not
+    replay them)."""
 
-    is_mock = False
-
-    def __init__(self, inner: Any, name: str, usage: Usage, bill: BillWriter | None = None) -> None:
-        self.inner = inner
-        self.name = name
-        self.usage = usage
-        self.bill = bill
+    inner: ServiceTarget
+    name: str
+    shared: Shared
+    is_mock: bool = False
 
     async def open_session(self, spec: SessionSpec) -> Session:
         try:
@@ -90,9 +104,9 @@ class EndpointTarget:
                 test_key=spec.test_key,
             )
         except Exception:
-            self.usage.add(self.name, "target", failed=True)
+            self.shared.usage.add(self.name, "target", failed=True)
             raise
-        return _CountedSession(session, self.name, self.usage, self.bill)
+        return _CountedSession(session, self.name, self.shared)
 
     async def aclose(self) -> None:
         await self.inner.aclose()
@@ -100,21 +114,20 @@ class EndpointTarget:
 
 @dataclass
 class _CountedSession:
-    session: Any
+    session: ServiceSession
     name: str
-    usage: Usage
-    bill: BillWriter | None = None
+    shared: Shared
 
     async def close(self, outcome: str = "completed") -> None:
         await self.session.close(outcome)
 
     async def reply(self, messages: list[ChatMessage]) -> Response:
         try:
-            resp: Response = await self.session.reply(messages)
+            resp = await self.session.reply(messages)
         except Exception:
-            self.usage.add(self.name, "target", failed=True)
+            self.shared.usage.add(self.name, "target", failed=True)
             raise
-        if self.bill is not None:
-            self.bill.charge(self.name, "target", resp, None)
-        self.usage.add(self.name, "target")
+        if self.shared.bill is not None:
+            self.shared.bill.charge(self.name, "target", resp, None)
+        self.shared.usage.add(self.name, "target")
         return resp

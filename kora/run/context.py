@@ -1,10 +1,10 @@
-"""What a stage job calls models through: clients built from the rule's params.
+"""What a stage job calls models through: the model layer's clients, each made from one
+whole model config and what the job shares with the run (kora.llm.providers.Shared).
 
-A rule's params carry every setting that changes a result (provider, model, max_tokens,
-temperature; a chat endpoint's URL): Snakemake re-runs a shard when one changes. The
-settings that only carry the calls (base URL of a proxy, key variable, rate limits,
-timeout, price) come from the run's config by model name (`RunSettings`): changing a rate
-limit must not re-run a finished shard.
+A rule's params carry every setting that changes a result (kora.llm.config.Changes):
+Snakemake re-runs a shard when one changes. The settings that only carry the calls come
+from the run's config by model name (`RunSettings`): changing a rate limit must not
+re-run a finished shard.
 
 A `Pool` lives as long as its process: the job's own, or the run's broker that serves many
 jobs (kora.run.broker). It keeps one provider (HTTP client, SDK) per model and the taxonomy
@@ -18,6 +18,7 @@ import asyncio
 import logging
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +33,8 @@ from kora.llm.chain import Asker, as_asker
 from kora.llm.client import ModelClient
 from kora.llm.config import ModelConfig
 from kora.llm.ledger import Ledger
-from kora.llm.limits import Limiter, limiter_for
-from kora.llm.providers import create_provider
-from kora.llm.targets import EndpointTarget, LLMTarget, Target
+from kora.llm.providers import Shared
+from kora.llm.targets import Target, open_target
 from kora.llm.usage import Usage
 from kora.run.progress import RUN_ENV
 
@@ -55,34 +55,16 @@ CELLS_AT_ONCE = 32
 @dataclass(frozen=True)
 class RunSettings:
     """The run-wide settings a job takes from the config rather than its params (built by
-    kora.run.jobspec.run_settings from the config, for the models the params name)."""
+    kora.run.jobspec.run_settings)."""
 
     models: dict[str, dict[str, Any]]
     cache_dir: str = ".kora/cache"
     concurrency: int = 16
     budget: dict[str, Any] | None = None  # the config's `budget` (kora.llm.budget)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "models": self.models,
-            "cache_dir": self.cache_dir,
-            "concurrency": self.concurrency,
-            "budget": self.budget,
-        }
-
     def model(self, params: dict[str, Any]) -> ModelConfig:
         """A model's full config: its params (what changes answers) + its transport."""
-        settings = {k: v for k, v in params.items() if k != "name"}
-        return ModelConfig.model_validate(_merge(self.models.get(params["name"], {}), settings))
-
-
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """`over` on top of `base`, mappings merged key by key: a chat service's `http` in the
-    params leaves out its headers (transport), which come from the config."""
-    out = dict(base)
-    for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
+        return ModelConfig.of_job(params, self.models.get(params["name"], {}))
 
 
 @dataclass
@@ -107,16 +89,8 @@ class Pool:
     cells: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(CELLS_AT_ONCE))
     _bills: dict[Path, BillWriter] = field(default_factory=dict)
     _budgets: dict[Path, Budget] = field(default_factory=dict)
-    _providers: dict[tuple[str, str], Provider] = field(default_factory=dict)
+    providers: dict[tuple[str, str], Provider] = field(default_factory=dict)  # made here
     _taxonomies: dict[tuple[Any, ...], Taxonomy] = field(default_factory=dict)
-
-    def provider(self, name: str, config: ModelConfig) -> Provider:
-        if name in self.fixed:
-            return self.fixed[name]
-        key = (name, config.model_dump_json())
-        if key not in self._providers:
-            self._providers[key] = create_provider(name, config)
-        return self._providers[key]
 
     def bill(self, store: Path) -> BillWriter | None:
         """This process's writer of the bill beside the call store `store` (this run's
@@ -155,9 +129,9 @@ class Pool:
         return self._taxonomies[stamp]
 
     async def aclose(self) -> None:
-        for p in self._providers.values():
+        for p in self.providers.values():
             await p.aclose()
-        self._providers.clear()
+        self.providers.clear()
         for bill in self._bills.values():
             bill.close()
 
@@ -170,41 +144,35 @@ class JobContext:
     settings: RunSettings
     usage: Usage = field(default_factory=Usage)
     ahead: bool = False  # the clients make calls before their jobs ask (kora.run.prefetch)
-    _targets: list[Target] = field(default_factory=list)
 
     @property
     def workdir(self) -> Path:
         return self.pool.workdir
 
     @property
-    def state_dir(self) -> Path:
-        return self.workdir / ".kora" / "limits"
-
-    @property
     def concurrency(self) -> int:
         return self.settings.concurrency
 
-    def client(self, params: dict[str, Any]) -> ModelClient:
-        name = params["name"]
-        config = self.settings.model(params)
-        store = self.pool.store or CallCache(self.workdir / self.settings.cache_dir)
-        return ModelClient(
-            name,
-            config,
-            cache=store,
-            bill=self.pool.bill(store.root),
-            budget=self.pool.budget(store.root, self.settings.budget),
-            usage=self.usage,
-            provider=self.pool.provider(name, config),
-            limiter=self._limiter(name, config),
-            ledger=self.pool.ledger,
+    @cached_property
+    def shared(self) -> Shared:
+        """What the job's clients share with the run and the process."""
+        pool = self.pool
+        store = pool.store or CallCache(self.workdir / self.settings.cache_dir)
+        return Shared(
+            store,
+            self.usage,
+            pool.ledger,
+            pool.bill(store.root),
+            pool.budget(store.root, self.settings.budget),
+            limits=self.workdir / ".kora" / "limits",
+            made=pool.providers,
+            fixed=pool.fixed,
+            sends=pool.sends,
             ahead=self.ahead,
         )
 
-    def _limiter(self, name: str, config: ModelConfig) -> Limiter:
-        if not self.pool.sends:
-            return Limiter(adaptive=False)
-        return limiter_for(name, config, self.state_dir)
+    def client(self, params: dict[str, Any]) -> ModelClient:
+        return ModelClient(params["name"], self.settings.model(params), self.shared)
 
     def clients(self, params: dict[str, Any] | list[dict[str, Any]]) -> list[ModelClient]:
         """A role's clients in fallback order (a rule param of one model, or a chain's)."""
@@ -216,20 +184,9 @@ class JobContext:
 
     def target(self, params: dict[str, Any]) -> Target:
         """The model under test: an LLM called directly, or a deployed chat service."""
-        config = self.settings.model(params)
-        if not config.is_service:
-            return LLMTarget(self.client(params))
-        from kora.llm.service import ServiceTarget
-
-        name = params["name"]
-        endpoint = ServiceTarget(name, config, limiter=self._limiter(name, config))
-        store = self.pool.store or CallCache(self.workdir / self.settings.cache_dir)
-        target = EndpointTarget(endpoint, name, self.usage, self.pool.bill(store.root))
-        self._targets.append(target)
-        return target
+        return open_target(params["name"], self.settings.model(params), self.shared)
 
     async def aclose(self) -> None:
         # LLM clients share the pool's providers (closed with the pool); a chat endpoint's
         # HTTP client belongs to its job
-        for t in self._targets:
-            await t.aclose()
+        await self.shared.aclose()

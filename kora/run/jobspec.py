@@ -13,50 +13,14 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-# the settings of a model that carry its calls without changing an answer: a job takes
-# them from the run's config by model name, never from its params (kora.run.context)
-TRANSPORT_FIELDS = (
-    "base_url",
-    "api_key_env",
-    "requests_per_minute",
-    "input_tokens_per_minute",
-    "output_tokens_per_minute",
-    "tokens_per_minute",
-    "max_concurrency",
-    "timeout",
-    "max_reply_bytes",
-    "follow_redirects",
-    "price",
-    "prompt_cache",
-    "cache_ttl",
-    "batch",
-    "structured_output",
-    "schema_bounds",
-    # a chat service's requests: the params carry them without their headers
-    "http",
-)
 
-
-def model_names(params: Any) -> set[str]:
-    """Every model named in a rule's params (a mapping with `name` and `provider`)."""
-    if isinstance(params, dict):
-        if isinstance(params.get("name"), str) and "provider" in params:
-            return {params["name"]}
-        return {n for v in params.values() for n in model_names(v)}
-    if isinstance(params, list | tuple):
-        return {n for v in params for n in model_names(v)}
-    return set()
-
-
-def run_settings(config: Any, params: dict[str, Any]) -> dict[str, Any]:
-    """The run-wide settings the job's models need that do not change results (see
-    kora.run.context): taken from the config by model name, for the models its params name."""
-    models = config.get("models") or {}
+def run_settings(config: Any) -> dict[str, Any]:
+    """The run-wide settings of a job: the models' settings in the config, by name (a
+    job's client takes what carries its calls from them, what changes its answers from
+    its params: kora.llm.config.ModelConfig.of_job), the call store, the concurrency and
+    the budget."""
     return {
-        "models": {
-            n: {k: v for k, v in (models.get(n) or {}).items() if k in TRANSPORT_FIELDS}
-            for n in sorted(model_names(params))
-        },
+        "models": config.get("models") or {},
         "cache_dir": str(config.get("cache_dir", ".kora/cache")),
         "concurrency": int(config.get("concurrency", 16)),
         # a cap on the bill (kora.llm.budget): it never changes an answer; its `since`, a
@@ -95,14 +59,13 @@ class JobSpec:
     ) -> JobSpec:
         """A job from its rule's declared parts (mappings or Snakemake's Namedlists) and
         the run's config."""
-        own = dict(params.items())
         return cls(
             rule,
             _files(input),
             _files(output),
-            own,
+            dict(params.items()),
             [str(f) for f in log],
-            run_settings(config, own),
+            run_settings(config),
         )
 
     def output_files(self) -> list[str]:

@@ -36,14 +36,8 @@ def missing_keys(config: KoraConfig, names: Iterable[str]) -> list[str]:
     missing = []
     for name in sorted(set(names)):
         m = config.models[name]
-        kind = m.kind
-        if m.api_key_env:
-            env: str | None = m.api_key_env
-        elif kind.local_servers and not m.public_api():
-            env = None  # a local OpenAI-compatible server (vLLM, Ollama) may need no key
-        else:
-            env = kind.key_env
-        needed = [env] if env else []
+        env, key_needed = m.api_key()
+        needed = [env] if env and key_needed else []
         if m.http is not None:  # `${NAME}` in a header: a secret the service needs
             for headers in (m.http.headers, *(r.headers for r in m.http.requests().values())):
                 for value in headers.values():

@@ -229,23 +229,14 @@ class Limiter:
         if cut:
             log.info("%s: rate limited (429); pacing at %.1f requests/min", self.key, rate * 60)
 
-    @asynccontextmanager
-    async def attempt(
-        self, cost: Cost | None = None, *, traced: bool = False
-    ) -> AsyncIterator[Callable[[T], T]]:
-        """One attempt of a call in a slot of this limiter (`traced`: as `slot`), which
-        learns from how it ends: the function it gives is handed the answer (and gives
-        it back); a ProviderError leaving the block is read for a 429 and the server's
-        headers."""
-        got: list[object] = []
-
-        def answered(result: T) -> T:
-            got.append(result)
-            return result
-
+    async def call(
+        self, fn: Callable[[], Awaitable[T]], cost: Cost | None = None, *, traced: bool = False
+    ) -> T:
+        """`fn()` in a slot of this limiter (`traced`: as `slot`), which learns from how it
+        ends: the tokens an answer used and the server's headers, or a refusal's (a 429)."""
         async with self.slot(cost, traced=traced) as epoch:
             try:
-                yield answered
+                result = await fn()
             except ProviderError as exc:
                 # a refused call used no tokens; any other failure keeps its reservation
                 used = Cost() if exc.status == 429 else None
@@ -253,20 +244,15 @@ class Limiter:
                 if exc.status == 429:
                     self.on_rate_limited(exc.retry_after, tokens_short=short, epoch=epoch)
                 raise
-        result = got[0] if got else None
         if isinstance(result, Response):
-            used = None
             counted = result.limit_input_tokens
             if counted is None:
                 counted = result.input_tokens
-            if counted:  # some servers count no tokens: keep the estimate
-                used = Cost(counted, result.output_tokens)
-            self.answered(cost, used, result.limits)
-
-    async def call(self, fn: Callable[[], Awaitable[T]], cost: Cost | None = None) -> T:
-        """`fn()` in a slot of this limiter, which learns from what comes back."""
-        async with self.attempt(cost) as answered:
-            return answered(await fn())
+            # some servers count no tokens: keep the estimate
+            self.answered(
+                cost, Cost(counted, result.output_tokens) if counted else None, result.limits
+            )
+        return result
 
     def current_rate(self) -> float | None:
         """The shared allowed rate in requests per second (None: no rate limit kept)."""
