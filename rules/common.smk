@@ -24,7 +24,7 @@ try:
     check_checkout(Path.cwd())  # this checkout's own code and templates, or none
     load_run_config(_overlays, workdir=Path.cwd(), given=seam.config_values(workflow))
 except KoraError as exc:
-    raise WorkflowError(str(exc)) from None
+    seam.stop(exc)
 
 
 configfile: "config.yaml"
@@ -34,7 +34,7 @@ configfile: "config.yaml"
 try:
     PIPELINE = Pipeline.load(_overlays, Path.cwd(), values=config)
 except KoraError as exc:
-    raise WorkflowError(str(exc)) from None
+    seam.stop(exc)
 
 os.environ.setdefault(RUN_ENV, uuid.uuid4().hex[:12])
 
@@ -104,7 +104,7 @@ onstart:
             and not seam.isolated_software(workflow),
         )
     except KoraError as exc:
-        raise WorkflowError(str(exc)) from None
+        seam.stop(exc)
 
 
 onsuccess:

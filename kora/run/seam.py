@@ -19,9 +19,10 @@ Snakemake, and pyproject.toml pins the releases they passed on.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 
 class SnakemakeChanged(RuntimeError):
@@ -58,6 +59,17 @@ def parse_config(entry: str) -> dict[str, Any]:
     from snakemake.cli import parse_config
 
     return dict(parse_config([entry]))
+
+
+def stop(error: Exception) -> NoReturn:
+    """End Snakemake here, as the Snakefile is read or in `onstart`, with `error` in kora's
+    own words (`kora: error: ...`) and status 1: an exception raised there is printed in
+    Snakemake's format, with a frame of the Snakefile (`rules/common.smk, line 27`).
+    Snakemake lets SystemExit through, and lets go of its locks on the way."""
+    from kora.llm.masking import terminal_safe
+
+    print(terminal_safe(f"kora: error: {error}"), file=sys.stderr, flush=True)
+    raise SystemExit(1)
 
 
 def check_targets(workflow: Any, check: Callable[[list[str]], str | None]) -> None:
@@ -245,8 +257,6 @@ def keep_dataframes_out() -> None:
     """Make pandas and polars look not installed in this process (Snakemake's): `import`
     raises ModuleNotFoundError and importlib.util.find_spec says None. A module already
     imported is left as it is."""
-    import sys
-
     for name in _DATAFRAMES:
         sys.modules.setdefault(name, None)  # type: ignore[arg-type]
 

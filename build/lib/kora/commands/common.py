@@ -1,0 +1,182 @@
+"""What the `kora` subcommands share: the workspace they run in, found from any folder
+inside it; the project's config as the command line gives it (config.yaml with any
+--configfile merged over it), its benchmark version, taxonomy and folders."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kora.errors import KoraError
+
+if TYPE_CHECKING:
+    from kora.benchmarks.base import Benchmark
+    from kora.benchmarks.taxonomy import Taxonomy
+    from kora.run.layout import Layout
+
+
+# what makes a folder a workspace, as .git makes a repository: a Snakefile or the .kora
+# folder a run leaves; else config.yaml, where no folder above holds either (a Snakemake
+# profile's own config.yaml, profiles/default/, is no workspace)
+MARKS = (("Snakefile", ".kora"), ("config.yaml",))
+# the commands that read only the files they are given: they run outside a workspace too
+ANYWHERE = {"aggregate", "compare", "compare-targets", "stats", "replay"}
+# the options (by `dest`) that name a file, typed relative to the current folder; and those
+# that name a file only when there is one where they were typed (else a target's name)
+PATHS = {"path", "paths", "file", "scenario", "output", "hf", "keep", "bundle", "manifest"}
+PATHS |= {"reference", "import_file", "results_dir", "taxonomy"}
+PATHS_OR_NAMES = {"configfile", "a", "b", "against"}
+CONFIG_ENDINGS = (".yaml", ".yml", ".json")  # a config file's name, before it exists
+
+
+def find_workspace(start: Path) -> Path | None:
+    """The workspace `start` is in: the nearest folder at or above it with a mark."""
+    for marks in MARKS:
+        for folder in (start, *start.parents):
+            if any((folder / m).exists() for m in marks):
+                return folder
+    return None
+
+
+@contextlib.contextmanager
+def in_workspace(args: argparse.Namespace) -> Iterator[None]:
+    """Run a command in its workspace, found from the current folder up (a command's files
+    are the workspace's: config.yaml, results/, .kora/), the paths typed on its command
+    line made to name the same files from there; a command that needs one (not in
+    ANYWHERE) refuses to run outside one."""
+    here = Path.cwd()
+    root = find_workspace(here)
+    if root is None:
+        if args.command not in ANYWHERE:
+            raise KoraError(
+                f"no KORA workspace in {here} or any folder above it (looked for a "
+                "Snakefile, a .kora folder or config.yaml)"
+            )
+        yield
+        return
+    if root != here:
+        args.away = os.path.relpath(root, here)  # for the commands printed (run_command)
+        for name in PATHS | PATHS_OR_NAMES:
+            value = getattr(args, name, None)
+            if isinstance(value, list):
+                setattr(args, name, [_from(root, here, v, name in PATHS) for v in value])
+            elif isinstance(value, str):
+                setattr(args, name, _from(root, here, value, name in PATHS))
+    with contextlib.chdir(root):
+        yield
+
+
+def _from(root: Path, here: Path, typed: str, path: bool) -> str:
+    """A path typed in `here`, as seen from `root` (absolute when outside it); a value
+    that may be a name, as typed where it names no file there."""
+    full = Path(os.path.normpath(here / typed))
+    if not path and not full.exists() and not typed.endswith(CONFIG_ENDINGS):
+        return typed
+    return str(full.relative_to(root) if full.is_relative_to(root) else full)
+
+
+def configfile_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--configfile",
+        nargs="+",
+        default=[],
+        help="overlays merged over config.yaml, as Snakemake's --configfile",
+    )
+
+
+def force_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a file in the way that kora did not write (or that was changed since); "
+        "without it such a file is named and kept (kora.io.refuse_to_replace)",
+    )
+
+
+def raw_config(args: argparse.Namespace) -> dict[str, Any]:
+    """config.yaml with the --configfile overlays merged over it, not validated."""
+    from kora.config.files import config_paths, merged, read_config_file
+
+    paths = config_paths(getattr(args, "configfile", []), Path("."))
+    return merged([read_config_file(p) if p.exists() else {} for p in paths])
+
+
+def benchmark_of_args(args: argparse.Namespace) -> Benchmark:
+    """--benchmark, or the config's `benchmark` (v1 unless it says)."""
+    from kora import benchmarks
+
+    name = getattr(args, "benchmark", None) or raw_config(args).get("benchmark")
+    return benchmarks.get(str(name or benchmarks.DEFAULT))
+
+
+def layout_of_args(args: argparse.Namespace) -> Layout:
+    """Where the config's version keeps its data and results."""
+    from kora.run.layout import Layout
+
+    return Layout.of(benchmark_of_args(args))
+
+
+def taxonomy_dir(args: argparse.Namespace) -> str:
+    """--taxonomy, or the config's `taxonomy_dir`, else its benchmark version's folder."""
+    if getattr(args, "taxonomy", None):
+        return str(args.taxonomy)
+    given = raw_config(args).get("taxonomy_dir")
+    return str(given) if isinstance(given, str) else benchmark_of_args(args).taxonomy_dir
+
+
+def taxonomy_of_args(args: argparse.Namespace) -> Taxonomy:
+    bm = benchmark_of_args(args)
+    return bm.load_taxonomy(bm.taxonomy_paths(taxonomy_dir(args)))
+
+
+def configfiles(args: argparse.Namespace) -> str:
+    """The --configfile options to repeat in a command printed for the user."""
+    import shlex
+
+    files = getattr(args, "configfile", [])
+    return f" --configfile {shlex.join(files)}" if files else ""
+
+
+def run_command(args: argparse.Namespace, targets: list[str]) -> str:
+    """The Snakemake command that makes `targets` with the config files this command was
+    given (kora.config.files.snakemake_command): `--cores 2`, as the README's commands; run
+    in the workspace, so typed in a folder below it, the command goes there first."""
+    import shlex
+
+    from kora.config.files import snakemake_command
+
+    line = snakemake_command(targets, getattr(args, "configfile", []))
+    away = getattr(args, "away", None)
+    return f"cd {shlex.quote(away)} && {line}" if away else line
+
+
+def split_overlays(configfiles: list[str], targets: list[str]) -> tuple[list[str], list[str]]:
+    """`--configfile` takes several files, as Snakemake's does, so `kora plan --configfile
+    X TARGET` hands it the target too: a value that is no file and no YAML file name is
+    taken back as a target."""
+    files, more = [], []
+    for value in configfiles:
+        if Path(value).exists() or value.endswith(CONFIG_ENDINGS):
+            files.append(value)
+        else:
+            more.append(value)
+    return files, [*targets, *more]
+
+
+def next_steps(
+    args: argparse.Namespace, layout: Layout, targets: list[str], flag: str, entry: str, then: str
+) -> None:
+    """What to do after filing recordings for `targets`: the config entry a target still
+    lacks (`flag`: imported or continued), then the command that runs them."""
+    config = raw_config(args).get("targets") or {}
+    missing = [n for n in targets if not (config.get(n) or {}).get(flag)]
+    if missing:
+        entries = ", ".join(f"{n}: {entry}" for n in missing)
+        print(f"add under `targets:` in your config: {entries}", file=sys.stderr)
+    runs = [layout.results_json(n) for n in targets]
+    print(f"{then}: {run_command(args, runs)}", file=sys.stderr)

@@ -1,0 +1,149 @@
+"""`kora plan [TARGET...]`: the calls a run still needs, how many the call store already
+holds, and what the rest costs (kora.run.plan)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+from kora.commands.common import configfile_option, split_overlays
+from kora.config.schema import ROLES, chain
+from kora.errors import ConfigError
+from kora.run.pipeline import Pipeline
+from kora.run.plan import (
+    Share,
+    StageCount,
+    dollars,
+    estimate,
+    plan_calls,
+    still_to_pay,
+    target_jobs,
+    unpriced_models,
+)
+from kora.run.stages import ORDER
+
+
+def register(sub: Any) -> None:
+    pl = sub.add_parser(
+        "plan",
+        help="calls each requested target needs, how many are stored, estimated cost",
+        description="Count the calls a run of these targets needs, how many the call "
+        "store already answers and what the rest would cost; with --detect, how large a "
+        "run must be to see a given difference from another target.",
+    )
+    pl.add_argument("targets", nargs="*", help="target names (default: every target)")
+    configfile_option(pl)
+    from kora.commands.plan_detect import add_detect_arguments
+
+    add_detect_arguments(pl)
+    pl.set_defaults(func=print_plan)
+
+
+def print_plan(args: argparse.Namespace) -> int:
+    if getattr(args, "detect", None) is not None:
+        from kora.commands.plan_detect import print_detection
+
+        return print_detection(args)
+    workdir = Path(".")
+    overlays, targets = split_overlays(args.configfile, args.targets)
+    plan = Pipeline.load(overlays, workdir)
+    cfg = plan.config
+    targets = targets or list(cfg.targets)
+    for t in targets:
+        if t not in plan.config.targets:
+            raise ConfigError(
+                f"unknown target {t!r}; the config defines: "
+                + (", ".join(plan.config.targets) or "no targets")
+            )
+    from kora.llm.lifecycle import lifecycle_notes
+
+    used = {n for role in ROLES for n in chain(getattr(cfg, role))} | set(cfg.judges)
+    used |= {m for t in targets if (m := cfg.targets[t].model) is not None}
+    for note in lifecycle_notes(cfg.models, used):
+        print(f"kora: warning: {note}", file=sys.stderr)
+    report = asyncio.run(plan_calls(plan, targets))
+    shares = estimate(cfg, report, targets, workdir, plan.benchmark)
+    cells, shards = len(plan.cells()), len(target_jobs(plan, targets))
+    # a shard is one cell's file of one stage: what the run's progress line counts
+    print(
+        f"plan for {', '.join(targets)}: {cells} cell{'s' if cells != 1 else ''} of the grid "
+        f"(risk x age range x motivation), {shards} shards"
+    )
+    head = f"{'stage':<14}{'items':>8}{'calls':>9}{'stored':>9}{'repeated':>10}{'to pay':>9}"
+    print(f"{head}{'expected':>11}{'worst case':>12}")
+    for stage in [*ORDER, "total"]:
+        total = stage == "total"
+        rows = list(report.stages.values()) if total else [report.stages.get(stage, StageCount())]
+        c = StageCount(
+            *(sum(getattr(r, f) for r in rows) for f in ("items", "calls", "stored", "repeated"))
+        )
+        mine = shares if total else [s for s in shares if s.stage == stage]
+        print(
+            f"{stage:<14}{'' if total else c.items:>8}{c.calls:>9}{c.stored:>9}{c.repeated:>10}"
+            f"{c.to_pay:>9}{dollars(mine, 'expected'):>11}{dollars(mine, 'worst'):>12}"
+        )
+    print(
+        "stored: answered from the call store by an earlier run; repeated: the same "
+        "question asked twice in this run, answered the second time from the store"
+    )
+    print("expected: output tokens a call by stage, and where the figures come from:")
+    said: dict[str, list[str]] = {}
+    for stage in ORDER:
+        if mine := [s for s in shares if s.stage == stage and s.calls]:
+            out = sum(s.expected.output_tokens for s in mine) / sum(s.calls for s in mine)
+            how = "; ".join(dict.fromkeys(s.how for s in mine))
+            said.setdefault(how, []).append(f"{stage} {out:,.0f}")
+    for how, stages in said.items():
+        print(f"  {', '.join(stages)}: {how}")
+    print(
+        "worst case: every answer as long as its model's max_tokens allows, every prompt "
+        "counted generously (the room a budget holds for a call)"
+    )
+    if unpriced := unpriced_models(shares):
+        print(
+            f"* the priced part only: {', '.join(unpriced)} {'has' if len(unpriced) == 1 else 'have'} "
+            f"no `price` ({sum(s.calls for s in shares if s.unpriced):,.0f} of the calls "
+            "to pay are left out; set `price: {input: ..., output: ...}` to count them)"
+        )
+    saved = sum(s.expected.cache_saved for s in shares)
+    if saved:
+        print(
+            f"prompt caching: the estimate is ${saved:,.2f} lower than without it "
+            "(at the share of input the provider's cache served in earlier runs)"
+        )
+    if cfg.budget is not None:
+        print(against_budget(plan, shares))
+    return 0
+
+
+def against_budget(plan: Pipeline, shares: list[Share]) -> str:
+    """The estimate beside the config's budget and what the workspace's bill holds."""
+    from kora.llm.bill import bill_dir, total
+    from kora.llm.budget import amount, counting_since, measure, suggest
+
+    b = plan.config.budget
+    assert b is not None
+    store = plan.workdir / plan.config.cache_dir
+    since = counting_since(store, b.since_epoch, start=False)
+    billed = measure(b.unit, total(bill_dir(store), since=since))
+    need, room = still_to_pay(shares, b.unit)
+    line = f"budget {amount(b.unit, b.limit)}: {amount(b.unit, billed)} billed against it so far"
+    unpriced = unpriced_models(shares)
+    if b.unit == "usd" and unpriced:
+        return line + (
+            f"; a run that calls {', '.join(unpriced)} is refused: a budget in dollars needs "
+            "a `price` on every paid model the run calls"
+        )
+    if not room:
+        return line + "; this plan pays for no call, so the budget does not stop it"
+    left = b.limit - billed - need
+    if left >= 0:
+        return line + f"; this plan's estimate {amount(b.unit, need)} leaves {amount(b.unit, left)}"
+    return (
+        line + f"; this plan's estimate {amount(b.unit, need)} is {amount(b.unit, -left)} over "
+        "it: the run will stop at the budget, its results unfinished. To see it through: "
+        f"--config 'budget={suggest(b.unit, billed + need + room, b.since)}'"
+    )

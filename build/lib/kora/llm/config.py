@@ -1,0 +1,250 @@
+"""A model's settings in config.yaml (`models:`): what the model layer needs to call it.
+
+The model layer owns these types so that it depends on nothing above it: the run's config
+(kora.config) holds a mapping of them.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import os
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, Self
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from kora.llm.bounds import DEFAULT_MAX_REPLY_BYTES
+from kora.llm.registry import KINDS, ProviderKind, kind_of
+from kora.llm.service_config import HttpSpec
+
+# how an OpenAI-compatible server is sent a structured answer's schema, and whether with
+# its length and count bounds (kora.llm.structured)
+StructuredOutput = Literal["json_schema", "json_object", "ollama_format", "tool", "prompt"]
+SchemaBounds = bool | Literal["minimums"]
+
+
+class Changes(enum.Enum):
+    """What a model setting changes, declared once on its `ModelConfig` field (`Annotated`):
+    the rule params and the call store's key (`output_settings`) and what a job takes from
+    the run's config by model name (`of_job`) follow from it."""
+
+    # the model's answers: a rule param (a change re-runs the shards it made) and part of
+    # the call store's key; left out of both while unset
+    ANSWERS = "answers"
+    # which model answers: as ANSWERS, and named even when unset
+    MODEL = "model"
+    # no answer: it carries the calls, and a job takes it from the run's config by model
+    # name (a change re-runs nothing)
+    TRANSPORT = "transport"
+    # TRANSPORT, but for a chat service, whose URL is the model under test: MODEL
+    ENDPOINT = "endpoint"
+    # a chat service's requests: ANSWERS, but for their headers (secrets): TRANSPORT
+    REQUESTS = "requests"
+    # a run's results, not an answer: the config's top-level key, given to the jobs in
+    # their params (kora.config.schema.KoraConfig.model_params), never in a call's key
+    RESULTS = "results"
+
+
+# what a job takes from the run's config by model name rather than from its params
+_CARRIED = (Changes.TRANSPORT, Changes.ENDPOINT, Changes.REQUESTS)
+
+
+@functools.cache
+def _changes(cls: type[BaseModel]) -> dict[str, Changes]:
+    """What each setting of a model config changes, in the order they are declared."""
+    out = {}
+    for name, info in cls.model_fields.items():
+        declared = [m for m in info.metadata if isinstance(m, Changes)]
+        if not declared:
+            raise TypeError(f"{cls.__name__}.{name}: undeclared (Annotated[..., Changes.X])")
+        out[name] = declared[0]
+    return out
+
+
+def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """`over` on top of `base`, mappings merged key by key (a service's `http` in the
+    params leaves out its headers, which come from the config)."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+class _Strict(BaseModel):
+    # strict: YAML gives real types, and `seeds_per_task: true` must not pass for 1
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class Price(_Strict):
+    """US dollars per million tokens. Prompt-cache writes and reads default to the
+    provider's published multiples of `input` (`ModelConfig.cost_price`)."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_write: float | None = Field(default=None, ge=0)
+    cache_read: float | None = Field(default=None, ge=0)
+
+
+class ModelConfig(_Strict):
+    """A model's settings, each declaring what it changes (`Changes`)."""
+
+    provider: Annotated[str, Changes.MODEL]  # a kind of kora.llm.registry's table
+    model: Annotated[str | None, Changes.MODEL] = None
+    max_tokens: Annotated[int | None, Changes.ANSWERS] = Field(default=None, gt=0)
+    temperature: Annotated[float | None, Changes.ANSWERS] = Field(default=None, ge=0, le=2)
+    base_url: Annotated[str | None, Changes.ENDPOINT] = None
+    api_key_env: Annotated[str | None, Changes.TRANSPORT] = None
+    requests_per_minute: Annotated[float | None, Changes.TRANSPORT] = Field(default=None, gt=0)
+    # the provider's token limits (Anthropic: input and output apart; OpenAI: together)
+    input_tokens_per_minute: Annotated[float | None, Changes.TRANSPORT] = Field(default=None, gt=0)
+    output_tokens_per_minute: Annotated[float | None, Changes.TRANSPORT] = Field(default=None, gt=0)
+    tokens_per_minute: Annotated[float | None, Changes.TRANSPORT] = Field(default=None, gt=0)
+    max_concurrency: Annotated[int | None, Changes.TRANSPORT] = Field(default=None, gt=0)
+    # seconds one call may take in all, from connecting to the last byte (kora.llm.bounds)
+    timeout: Annotated[float | None, Changes.TRANSPORT] = Field(default=None, gt=0)
+    # the largest answer accepted, in bytes: a larger one is a failed call
+    max_reply_bytes: Annotated[int, Changes.TRANSPORT] = Field(DEFAULT_MAX_REPLY_BYTES, gt=0)
+    # a chat service's 3xx answers: followed, or (the default) a failed attempt naming
+    # where it pointed
+    follow_redirects: Annotated[bool, Changes.TRANSPORT] = False
+    price: Annotated[Price | None, Changes.TRANSPORT] = None
+    # Anthropic: mark the stable start of each request for the provider's prompt cache,
+    # kept 5 minutes or an hour (OpenAI caches on its own)
+    prompt_cache: Annotated[bool, Changes.TRANSPORT] = True
+    cache_ttl: Annotated[Literal["5m", "1h"], Changes.TRANSPORT] = "5m"
+    # send the calls in the provider's batches, at its batch price (kora.llm.batch)
+    batch: Annotated[bool, Changes.TRANSPORT] = False
+    # OpenAI-compatible servers: how a structured answer's schema is sent (None: OpenAI's
+    # json_schema), and whether its length and count bounds go with it (or only their
+    # minimums); answers are checked against the full schema either way
+    # (kora.llm.structured)
+    structured_output: Annotated[StructuredOutput | None, Changes.TRANSPORT] = None
+    schema_bounds: Annotated[SchemaBounds, Changes.TRANSPORT] = True
+    # provider http: the service's requests (kora.llm.service_config); app-runner: the app
+    http: Annotated[HttpSpec | None, Changes.REQUESTS] = None
+    app: Annotated[str | None, Changes.ANSWERS] = None
+    # false asks a structured answer once, as the reference does, and an invalid one fails
+    # its item; left out of a dump, which a config read back from it would refuse under
+    # `models:`
+    reask_invalid_answers: Annotated[bool, Changes.RESULTS] = Field(default=True, exclude=True)
+
+    @field_validator("provider")
+    @classmethod
+    def _known_kind(cls, name: str) -> str:
+        if name not in KINDS:
+            raise ValueError(f"unknown provider {name!r} (expected one of {', '.join(KINDS)})")
+        return name
+
+    @field_validator("schema_bounds", mode="before")
+    @classmethod
+    def _bounds(cls, value: object) -> object:
+        if value is not True and value is not False and value != "minimums":
+            raise ValueError("expected true, false or minimums")
+        return value
+
+    @property
+    def cost_price(self) -> Price | None:
+        """`price` with the prompt-cache prices filled in from the provider's multiples."""
+        p = self.price
+        if p is None:
+            return None
+        write, read = self.kind.cache_prices.get(self.cache_ttl, (1.0, 1.0))
+        return p.model_copy(
+            update={
+                "cache_write": p.input * write if p.cache_write is None else p.cache_write,
+                "cache_read": p.input * read if p.cache_read is None else p.cache_read,
+            }
+        )
+
+    @property
+    def batch_cost_price(self) -> Price | None:
+        """`cost_price` for an answer that came in a batch: at the provider's multiple."""
+        p, times = self.cost_price, self.kind.batch_price
+        if p is None:
+            return None
+        return p.model_copy(update={k: v * times for k, v in p.model_dump().items()})
+
+    @property
+    def kind(self) -> ProviderKind:
+        """What its provider can do (kora.llm.registry)."""
+        return kind_of(self.provider)
+
+    @property
+    def is_service(self) -> bool:
+        """A chat service with sessions (only ever a target), not an LLM provider."""
+        return self.kind.is_service
+
+    def endpoint(self) -> tuple[str, str] | None:
+        """(URL, what set it) for where this model's calls go: its `base_url`
+        ("base_url"), else its provider's URL variable (that variable's name), else the
+        provider's public API ("public"); a service's fixed request URL ("http.turn.url").
+        None when no one address can be named: the offline mock, a templated URL."""
+        if self.kind.offline:
+            return None
+        if self.base_url:
+            return self.base_url, "base_url"
+        env = self.kind.url_env
+        if env and os.environ.get(env):
+            return os.environ[env], env
+        if self.kind.default_url:
+            return self.kind.default_url, "public"
+        if self.http is not None and "{" not in self.http.turn.url:
+            return self.http.turn.url, "http.turn.url"
+        return None
+
+    def public_api(self) -> bool:
+        """Whether its calls go to its provider's own public API."""
+        where, public = self.endpoint(), self.kind.default_url
+        return (
+            where is not None
+            and public is not None
+            and urlsplit(where[0]).hostname == urlsplit(public).hostname
+        )
+
+    def api_key(self) -> tuple[str | None, bool]:
+        """The variable its API key is read from, and whether its calls need one: the
+        `api_key_env` it names (needed), else its kind's variable, needed but at a server
+        of one's own speaking a protocol local servers speak too (vLLM, Ollama)."""
+        if self.api_key_env:
+            return self.api_key_env, True
+        env = self.kind.key_env
+        return env, env is not None and not (self.kind.local_servers and not self.public_api())
+
+    def token_field(self) -> str:
+        """The request body's field for an answer's token limit (its kind's `token_fields`)."""
+        for condition, name in self.kind.token_fields.items():
+            met = getattr(self, condition)
+            if met() if callable(met) else met is not None:
+                return name
+        return "max_tokens"
+
+    @property
+    def structured_mode(self) -> str | None:
+        """How it is asked for a structured answer: its `structured_output`, else its kind's."""
+        return self.structured_output or self.kind.structured
+
+    def output_settings(self) -> dict[str, Any]:
+        """What changes the model's answers, as each setting declares (`Changes`): rule
+        params and call-store keys use only these."""
+        out: dict[str, Any] = {}
+        named = (Changes.MODEL, Changes.ENDPOINT) if self.is_service else (Changes.MODEL,)
+        for name, changes in _changes(type(self)).items():
+            value = getattr(self, name)
+            if changes is Changes.REQUESTS and value is not None:
+                headers = {"headers": True, **{s: {"headers"} for s in value.requests()}}
+                value = value.model_dump(exclude=headers, exclude_none=True)
+            answers = changes in (Changes.ANSWERS, Changes.REQUESTS) and value is not None
+            if changes in named or answers:
+                out[name] = value
+        return out
+
+    @classmethod
+    def of_job(cls, params: Mapping[str, Any], configured: Mapping[str, Any]) -> Self:
+        """A job's model: its rule params (`output_settings`, its name and the run's
+        settings) over what carries its calls, from its settings in the run's config
+        (`configured`, by model name: a change there re-runs nothing)."""
+        changes = _changes(cls)
+        carried = {k: v for k, v in configured.items() if changes.get(k) in _CARRIED}
+        return cls.model_validate(_merge(carried, {k: v for k, v in params.items() if k != "name"}))

@@ -1,0 +1,354 @@
+"""`kora import-scenarios`: pre-built scenarios (reference JSONL shape) into the data shards.
+
+Every line is checked before anything is written; the new scenario set is built in a
+staging folder and swapped in with renames, so a failed import leaves the data as it was.
+After an import the workflow tests targets on these scenarios and generates nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from kora.benchmarks.outcomes import Conversation
+from kora.benchmarks.schemas import PROMPT_VARIANTS, Scenario
+from kora.benchmarks.taxonomy import Shard, Taxonomy
+from kora.errors import InputError
+from kora.io import iter_jsonl, write_json
+from kora.run.layout import Layout
+from kora.run.shards import rejected_of, write_records, write_status
+
+
+def _swap_in(staging: Path, data: Path) -> None:
+    """Replace the folder `data` by `staging` with two renames: a reader sees the old set
+    or the new one, and a failure before this point leaves the old one untouched."""
+    old = None
+    if data.exists():
+        old = data.with_name(f".{data.name}.old-{int(time.time() * 1000)}")
+        data.rename(old)
+    staging.rename(data)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def shard_of(scenario: Scenario, taxonomy: Taxonomy, where: str) -> Shard:
+    """The grid cell a scenario belongs to, after checking its ids against the taxonomy
+    (a record that fits no cell would be counted as imported and then never written)."""
+    if scenario.riskId not in taxonomy.risks:
+        raise InputError(f"{where}: unknown risk id {scenario.riskId!r}")
+    if taxonomy.category_of(scenario.riskId).id != scenario.riskCategoryId:
+        raise InputError(
+            f"{where}: risk {scenario.riskId!r} is not in category {scenario.riskCategoryId!r}"
+        )
+    seed = scenario.seed
+    for name in ("id", "riskCategoryId", "riskId", "ageRange"):
+        if getattr(seed, name) != getattr(scenario, name):
+            raise InputError(
+                f"{where}: field scenario.{name} is {getattr(scenario, name)!r} but "
+                f"seed.{name} is {getattr(seed, name)!r}"
+            )
+    name = seed.motivation.name
+    if name not in taxonomy.motivations_by_name:
+        raise InputError(f"{where}: unknown motivation {name!r}")
+    return Shard(
+        scenario.riskCategoryId,
+        scenario.riskId,
+        scenario.ageRange,
+        taxonomy.motivations_by_name[name].id,
+    )
+
+
+def parse_scenarios(path: Path, taxonomy: Taxonomy) -> dict[Shard, list[Scenario]]:
+    from pydantic import ValidationError
+
+    from kora.io import describe
+
+    by_shard: dict[Shard, list[Scenario]] = defaultdict(list)
+    seen: dict[str, int] = {}
+    for lineno, obj in iter_jsonl(path):
+        try:
+            scenario = Scenario.model_validate(obj)
+        except ValidationError as exc:
+            raise InputError(f"{path}:{lineno}: {describe(exc)}") from None
+        where = f"{path}:{lineno}"
+        shard = shard_of(scenario, taxonomy, where)
+        if scenario.id in seen:
+            raise InputError(
+                f"{where}: scenario id {scenario.id} already on line {seen[scenario.id]}"
+            )
+        seen[scenario.id] = lineno
+        if not scenario.firstUserMessage.strip():
+            raise InputError(f"{where}: field firstUserMessage: empty")
+        by_shard[shard].append(scenario)
+    if not seen:
+        raise InputError(f"{path}: no scenarios")
+    return by_shard
+
+
+def import_scenarios(
+    path: Path,
+    taxonomy: Taxonomy,
+    layout: Layout,
+    workdir: Path = Path("."),
+    *,
+    replace: bool = False,
+) -> dict[str, int]:
+    by_shard = parse_scenarios(path, taxonomy)
+    data = workdir / layout.data / "scenarios"
+    manifest = workdir / layout.import_manifest
+    if data.exists() and any(data.iterdir()) and not manifest.exists() and not replace:
+        raise InputError(
+            f"{data} holds generated scenarios; importing would replace them. "
+            "Pass --replace to do so."
+        )
+    staging = workdir / layout.data / f".scenarios.import-{int(time.time() * 1000)}"
+    try:
+        for shard in taxonomy.shards():
+            out = workdir / layout.scenarios(shard.path)
+            target = staging / out.relative_to(data)
+            items = by_shard.get(shard, [])
+            rejected = staging / Path(rejected_of(out)).relative_to(data)
+            files = {
+                target.name: write_records(target, [s.shard_record() for s in items]),
+                rejected.name: write_records(rejected, []),
+            }
+            write_status(
+                target,
+                imported_status("scenarios", shard.path, len(items)),
+                files,
+            )
+        write_json(
+            staging / "IMPORTED.json",
+            {
+                "source": str(path),
+                "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+                "scenarios": sum(len(v) for v in by_shard.values()),
+                "shards": len(by_shard),
+                "importedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            },
+        )
+        _swap_in(staging, data)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return {"scenarios": sum(len(v) for v in by_shard.values()), "shards": len(by_shard)}
+
+
+def remove_imported_scenarios(layout: Layout, workdir: Path = Path(".")) -> int:
+    """Switch back to generated scenarios: remove the imported set (the next run makes the
+    generated one again from the seeds; its calls come from the store). Returns how many
+    scenarios were removed."""
+    data = workdir / layout.data / "scenarios"
+    manifest = workdir / layout.import_manifest
+    try:
+        count = int(orjson.loads(manifest.read_bytes()).get("scenarios", 0))
+    except FileNotFoundError:
+        raise InputError(f"{data}: no imported scenarios to remove") from None
+    except orjson.JSONDecodeError:
+        count = 0
+    old = data.with_name(f".{data.name}.removed-{int(time.time() * 1000)}")
+    data.rename(old)  # one rename: a reader sees the imported set or none
+    shutil.rmtree(old, ignore_errors=True)
+    return count
+
+
+def parse_conversations(
+    path: Path,
+    taxonomy: Taxonomy,
+    target: str | None,
+    *,
+    whole_turns: bool = False,
+    keep: Callable[[str, Scenario], bool] | None = None,
+) -> dict[str, dict[Shard, list[Conversation]]]:
+    """Recorded conversations by target and shard; every line checked, numbered errors.
+
+    `whole_turns`: each must end with the target's reply (to be carried on); `keep(model
+    id, scenario)`: which records to take (the others are skipped unchecked)."""
+    from pydantic import ValidationError
+
+    from kora.benchmarks.testkeys import TestKey
+    from kora.config.schema import NAME_RE
+    from kora.io import describe
+
+    out: dict[str, dict[Shard, list[Conversation]]] = defaultdict(lambda: defaultdict(list))
+    seen: dict[tuple[str, str], str] = {}
+    for where, obj in _recorded(path):
+        if not isinstance(obj, dict):
+            raise InputError(f"{where}: expected a JSON object")
+        recorded_as = obj.get("target") or obj.get("modelId")
+        if keep is not None:
+            try:
+                scenario = Scenario.model_validate(obj.get("scenario"))
+            except ValidationError as exc:
+                raise InputError(f"{where}: {describe(exc)}") from None
+            if not keep(str(recorded_as), scenario):
+                continue
+        name = target or recorded_as
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            raise InputError(
+                f"{where}: field modelId: {name!r} is not a usable target name "
+                "(letters, digits, . _ -); pass --target NAME"
+            )
+        prompt = obj.get("prompt")
+        if not isinstance(prompt, str) or prompt not in PROMPT_VARIANTS:
+            raise InputError(
+                f"{where}: field prompt: {prompt!r} is not one of {', '.join(PROMPT_VARIANTS)}"
+            )
+        try:
+            scenario = Scenario.model_validate(obj.get("scenario"))
+            record = Conversation(
+                key=str(TestKey.of(scenario, prompt)),
+                target=name,
+                prompt=prompt,
+                scenario=scenario,
+                messages=obj.get("messages"),
+            )
+        except ValidationError as exc:
+            raise InputError(f"{where}: {describe(exc)}") from None
+        except ValueError as exc:
+            raise InputError(f"{where}: {exc}") from None
+        if not record.messages or record.messages[0].role != "user":
+            raise InputError(f"{where}: field messages: must start with the child's message")
+        if whole_turns:
+            from kora.benchmarks.converse import check_pairs
+
+            try:
+                check_pairs(record.messages)
+            except ValueError as exc:
+                raise InputError(f"{where}: field messages: {exc}") from None
+        shard = shard_of(scenario, taxonomy, where)
+        if (name, record.key) in seen:
+            raise InputError(f"{where}: test {record.key} already at {seen[(name, record.key)]}")
+        seen[(name, record.key)] = where
+        out[name][shard].append(record)
+    if not seen:
+        raise InputError(
+            f"{path}: no conversations" + (" match the filters" if keep is not None else "")
+        )
+    return out
+
+
+def _recorded(path: Path) -> Iterator[tuple[str, Any]]:
+    """(where, record) of a JSONL file, or of the per-test results of a folder, a .zip or
+    a .json file (the reference run's files, as `kora aggregate` reads them: their
+    grades are left behind, only the conversations are taken)."""
+    if path.is_file() and path.suffix == ".jsonl":
+        for lineno, obj in iter_jsonl(path):
+            yield f"{path}:{lineno}", obj
+        return
+    import tempfile
+
+    from kora.analysis.records import input_files, zip_named
+
+    with tempfile.TemporaryDirectory(prefix="kora-import-") as tmp, zip_named(path, tmp):
+        for f in input_files(path, Path(tmp)):
+            # a file of a .zip is named by the .zip and its name in it
+            shown = f"{path}:{f.relative_to(tmp)}" if f.is_relative_to(tmp) else str(f)
+            if f.suffix == ".jsonl":
+                yield from ((f"{shown}:{n}", o) for n, o in iter_jsonl(f))
+                continue
+            try:
+                obj = orjson.loads(f.read_bytes())
+            except orjson.JSONDecodeError as exc:
+                raise InputError(f"{shown}: not valid JSON: {exc}") from None
+            if isinstance(obj, list):
+                yield from ((f"{shown}[{i}]", o) for i, o in enumerate(obj))
+            else:
+                yield shown, obj
+
+
+def _fingerprint(path: Path) -> str:
+    h = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for f in files:
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def import_conversations(
+    path: Path,
+    taxonomy: Taxonomy,
+    layout: Layout,
+    workdir: Path = Path("."),
+    *,
+    target: str | None = None,
+    force: bool = False,
+) -> dict[str, int]:
+    """Recorded conversations into <results>/<target>/conversations/, for judging only;
+    the conversations a run made there are replaced only if `force`."""
+    by_target = parse_conversations(path, taxonomy, target)
+    made = [
+        folder
+        for folder in (f"{layout.results}/{name}/conversations" for name in by_target)
+        if any((workdir / folder).glob("*")) and not (workdir / folder / "IMPORTED.json").exists()
+    ]
+    if made and not force:
+        raise InputError(
+            f"{', '.join(made)} holds conversations a run made (paid for), not imported ones: "
+            "not replaced, and nothing was written. Name another --target, or give --force "
+            "to replace them"
+        )
+    return write_recorded(path, by_target, taxonomy, layout, workdir)
+
+
+def write_recorded(
+    path: Path,
+    by_target: dict[str, dict[Shard, list[Conversation]]],
+    taxonomy: Taxonomy,
+    layout: Layout,
+    workdir: Path,
+    folder: str = "conversations",
+    manifest: str = "IMPORTED.json",
+) -> dict[str, int]:
+    """Each target's recordings into results/<target>/<folder>/, one shard per grid cell
+    (empty ones included), swapped in whole; how many each target got."""
+    counts = {}
+    for name, shards in by_target.items():
+        data = workdir / layout.results / name / folder
+        staging = data.with_name(f".{folder}.import-{int(time.time() * 1000)}")
+        try:
+            for shard in taxonomy.shards():
+                rel = Path(f"{shard.path}.jsonl")
+                items = shards.get(shard, [])
+                write_status(
+                    staging / rel,
+                    imported_status(folder, f"{name}/{shard.path}", len(items)),
+                    {rel.name: write_records(staging / rel, items)},
+                )
+            n = sum(len(v) for v in shards.values())
+            write_json(
+                staging / manifest,
+                {
+                    "source": str(path),
+                    "sha256": _fingerprint(path),
+                    "conversations": n,
+                    "importedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                },
+            )
+            _swap_in(staging, data)
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
+        counts[name] = n
+    return counts
+
+
+def imported_status(stage: str, shard: str, items: int) -> dict[str, Any]:
+    """The status of a shard filed from elsewhere: every item done, no call made here."""
+    return {
+        "stage": stage,
+        "shard": shard,
+        "imported": True,
+        "items": items,
+        "done": items,
+        "failed": 0,
+        "errors": [],
+        "usage": [],
+    }
