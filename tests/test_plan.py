@@ -280,3 +280,39 @@ def test_counting_the_plan_takes_none_of_the_providers_request_slots(
     assert int(rows["total"][0]) > 2
     limits = tmp_path / ".kora" / "limits"
     assert not limits.exists() or not any(limits.iterdir())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_template_error_the_plan_meets_stops_the_run_before_any_call(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 58: a template's branch that only one risk takes (the check's sample unit
+    takes another): `kora plan` named it, and the run paid 69 calls before it stopped on
+    it. The run's start plans its calls as `kora plan` does: it stops there, before any
+    call, naming the error in plan's words."""
+    copy_workflow(tmp_path)
+    shutil.copytree(Path("kora/benchmarks/v1/prompts").resolve(), tmp_path / "prompts")
+    scenario = tmp_path / "prompts" / "scenario.jinja"
+    scenario.write_text(
+        scenario.read_text().replace(
+            "{% block user %}",
+            "{% block user %}{% if risk.id == 'sycophancy' %}{{ risk.oops.deeper }}{% endif %}",
+        )
+    )
+    grid = dict(TINY["grid"], risks=["violence_and_physical_harm", "sycophancy"])  # type: ignore[arg-type]
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(dict(TINY, prompts_dir="prompts", grid=grid)))
+    cwd = Path.cwd()
+    os.chdir(tmp_path)
+    try:
+        assert kora_main(["plan", "tiny", "--configfile", "tiny.yaml"]) == 2
+    finally:
+        os.chdir(cwd)
+    named = capsys.readouterr().err.strip().removeprefix("kora: error: ")
+    assert "prompts/scenario.jinja, line" in named and "'oops'" in named, named
+    run = snakemake(tmp_path, "results/tiny/results.json")
+    said = run.stdout + run.stderr
+    assert run.returncode == 1, said[-3000:]
+    assert f"kora: error: {named}" in said, said[-3000:]
+    assert not (tmp_path / "data" / "seeds").exists()  # no job ran
+    assert not list((tmp_path / ".kora").glob("bill/*/*.jsonl"))  # not one call made

@@ -287,7 +287,6 @@ class Monitor:
         # the run's total dollars at its end, from what it paid by kind of call (set once
         # the plan of its calls is in)
         self.project: Callable[[dict[str, Counts]], float] | None = None
-        self.planning: threading.Thread | None = None  # the plan, counted beside the run
         self.shards: int | None = None  # the run's shards, when known
         # where batch mode keeps its batches (kora.llm.batch); set from the config
         self.batches: Path | None = None
@@ -308,19 +307,6 @@ class Monitor:
     def _loop(self) -> None:
         while not self._stop.wait(self.every):
             self.print()
-
-    def plan(self, count: Callable[[], int]) -> None:
-        """The run's total calls, counted beside the run (`kora plan`'s count of the jobs
-        it runs): the line shows no total until it is known."""
-
-        def work() -> None:
-            try:
-                self.planned = count()
-            except Exception as exc:  # a courtesy: the run goes on without a total
-                print(f"kora: no total for the progress line: {exc}", file=sys.stderr)
-
-        self.planning = threading.Thread(target=work, daemon=True, name="kora-plan")
-        self.planning.start()
 
     def totals(self, *, fresh: bool = False) -> Totals:
         """`fresh`: every snapshot read again (the run's last line), not only changed ones."""
