@@ -301,7 +301,9 @@ def test_a_template_error_the_plan_meets_stops_the_run_before_any_call(
         )
     )
     grid = dict(TINY["grid"], risks=["violence_and_physical_harm", "sycophancy"])  # type: ignore[arg-type]
-    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(dict(TINY, prompts_dir="prompts", grid=grid)))
+    (tmp_path / "tiny.yaml").write_text(
+        yaml.safe_dump(dict(TINY, prompts_dir="prompts", grid=grid))
+    )
     cwd = Path.cwd()
     os.chdir(tmp_path)
     try:
