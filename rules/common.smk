@@ -3,13 +3,13 @@
 import os
 import sys
 import uuid
+from functools import partial
 from pathlib import Path
 
-from kora.run import gather_inputs, legacy, misdirected, seam, stops
+from kora.run import gather_inputs, legacy, misdirected, runlock, seam, stops
 from kora.config.files import check_checkout, load_run_config
 from kora.errors import KoraError
 from kora.run.progress import RUN_ENV
-from kora.run.runlock import lock_path
 from kora.run.session import RunSession
 from kora.run.shards import missing_token
 from kora.run.stages import STAGES
@@ -40,9 +40,13 @@ os.environ.setdefault(RUN_ENV, uuid.uuid4().hex[:12])
 
 # a Snakemake killed outright (kill -9, a lost machine) leaves its locks behind: cleared
 # when no Snakemake of this workspace is alive, so the same command goes on
-for _lock in seam.stale_locks(Path.cwd(), lock_path(PIPELINE.config.cache_dir)):
+_store_busy = partial(runlock.busy, PIPELINE.config.cache_dir)
+for _lock in seam.stale_locks(Path.cwd(), _store_busy):
     _lock.unlink(missing_ok=True)
     print(f"kora: removed {_lock}, left by a run that was killed", file=sys.stderr)
+# a second run asking for the files a live one makes is refused naming it, never told
+# to remove the live run's locks (`--unlock`)
+seam.refuse_a_second_run(workflow, _store_busy)
 
 # risk folders an older version wrote: Snakemake has no record of them, so one with failed
 # items or a missing shard is made to run again here (kora.run.legacy), once

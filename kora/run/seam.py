@@ -9,7 +9,9 @@ run will execute (to check only the keys and services they call,
 to hand the broker the shard jobs to work ahead of, and to count the calls for the
 progress line), whether jobs run on this machine (the broker only serves local jobs), and
 whether rules run in their own software environments (`--use-conda`: then jobs must make
-their calls in that environment, not in the broker's). Two more adjust Snakemake's own
+their calls in that environment, not in the broker's). An error as the Snakefile is
+read or in `onstart` ends Snakemake in kora's words (`stop`), and a run refused for
+another's lock names that run, live (`refuse_a_second_run`). Two more adjust Snakemake's own
 process: what it imports (`keep_dataframes_out`) and what its scheduler reads before it
 picks jobs (`read_only_sizes_that_count`), and how it starts a script job
 (`quote_the_interpreter`). Each reader checks what it reads
@@ -140,47 +142,63 @@ def isolated_software(workflow: Any) -> bool:
     return bool(methods)
 
 
-def stale_locks(workdir: Path, store_lock: Path) -> list[Path]:
+def stale_locks(workdir: Path, busy: Callable[[], object]) -> list[Path]:
     """The locks (`.snakemake/locks/`) a Snakemake killed outright left in `workdir`, when
-    no Snakemake of the workspace is alive: none holds the call store's lock
-    (kora.run.runlock, `store_lock`) and none runs in the folder. Empty when the locks may
-    be a live run's."""
+    no Snakemake of the workspace is alive: none holds the call store's lock (`busy()`,
+    kora.run.runlock) and none runs in the folder. Empty when the locks may be a live
+    run's (where this system's processes cannot be listed, they may)."""
     locks = sorted((workdir / ".snakemake" / "locks").glob("*.lock"))
-    if not locks or _held(store_lock) or _snakemake_alive_in(workdir):
+    if not locks or busy() or not Path("/proc").is_dir() or _snakemake_in(workdir):
         return []
     return locks
 
 
-def _held(path: Path) -> bool:
-    """Whether a process holds the flock on `path` (the kernel drops it with the holder)."""
-    import fcntl
+def refuse_a_second_run(workflow: Any, busy: Callable[[], str | None]) -> None:
+    """A run asking for files another run has locked (`.snakemake/locks/`) ends in
+    Snakemake's LockException, which advises `--unlock`, even while that run is alive.
+    Then the live holder is named instead, as an error of the command line (`Error:
+    ...`): the run holding the call store (`busy()`, kora.run.runlock), else a Snakemake
+    running in the folder (a run still building its jobs). A lock no one alive holds is
+    left to Snakemake's words; a killed run's is cleared as the Snakefile is read
+    (`stale_locks`)."""
+    from snakemake_interface_common.exceptions import ApiError
+
+    prepare = _get(workflow, "_prepare_dag")
+
+    def prepared(*args: Any, **kwargs: Any) -> Any:
+        done = prepare(*args, **kwargs)
+        persistence = _get(workflow, "persistence")
+        lock = _get(persistence, "lock")
+        if getattr(lock, "__name__", "") != "lock":  # --nolock, a dry run: nothing locked
+            return done
+
+        def checked() -> Any:
+            if _get(persistence, "locked"):
+                holder, pid = busy(), _snakemake_in(Path.cwd())
+                if holder is None and pid is not None:
+                    holder = (
+                        f"another Snakemake (pid {pid}) is running in {Path.cwd()}: two "
+                        "runs at once would make the same files. Wait for it to end, or stop it."
+                    )
+                if holder is not None:
+                    raise ApiError(holder)
+            return lock()
+
+        persistence.lock = checked
+        return done
+
+    workflow._prepare_dag = prepared
+
+
+def _snakemake_in(workdir: Path) -> int | None:
+    """Another Snakemake process running in `workdir` on this machine, by its pid (Linux's
+    /proc; None where it cannot be read)."""
     import os
 
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)  # and a lock taken here with it
-    return False
-
-
-def _snakemake_alive_in(workdir: Path) -> bool:
-    """Whether another Snakemake process runs in `workdir` on this machine (Linux's /proc;
-    elsewhere, or where /proc cannot be read, assume one does)."""
-    import os
-
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return True
     here = workdir.resolve()
     mine = {os.getpid(), os.getppid()}
-    for entry in proc.iterdir():
-        if not entry.name.isdigit() or int(entry.name) in mine:
+    for entry in Path("/proc").glob("[0-9]*"):
+        if int(entry.name) in mine:
             continue
         try:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
@@ -188,8 +206,8 @@ def _snakemake_alive_in(workdir: Path) -> bool:
         except OSError:
             continue
         if cwd == here and _is_snakemake(argv):
-            return True
-    return False
+            return int(entry.name)
+    return None
 
 
 def _is_snakemake(argv: list[bytes]) -> bool:
