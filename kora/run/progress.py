@@ -218,9 +218,11 @@ def _add_totals(t: Totals, more: Totals) -> None:
 
 
 def format_totals(t: Totals, planned_calls: int | None = None, shards: int | None = None) -> str:
-    """The progress line: the calls answered of the run's total (its jobs' and those made
-    ahead of them), its shards, what it paid and what it will have paid at its end."""
-    answered = t.calls + t.unclaimed
+    """The progress line: the calls answered of the run's total, its shards, what it paid
+    and what it will have paid at its end. Answered: each answer paid for (its bill, a
+    call made ahead of its job counted once, as it arrives) and each found in the call
+    store (the jobs' snapshots: a call made before, in an earlier run or this one)."""
+    answered = t.paid.calls + t.cached
     # the plan counts nominal calls where the store cannot tell: retries can add some
     total = max(planned_calls or 0, answered)
     of = f" of {total:,}" if planned_calls else ""
