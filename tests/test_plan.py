@@ -14,7 +14,7 @@ import yaml
 from kora.commands.main import main as kora_main
 from kora.llm.base import Response
 from tests.helpers import copy_workflow
-from tests.workflows import TINY, snakemake
+from tests.workflows import TINY, lines_add_up, snakemake
 
 
 def plan_output(workdir: Path, capsys: pytest.CaptureFixture[str]) -> str:
@@ -251,8 +251,9 @@ def test_the_plan_announces_the_demo_runs_calls_and_the_prefetch_wastes_none(
     assert run.returncode == 0, run.stderr[-2000:]
     usage = orjson.loads((tmp_path / results / "usage.json").read_bytes())["asked"]
     assert (usage["calls"], usage["cached"]) == (calls, repeated) and stored == 0
-    # the progress line's total is the plan's
+    # the progress line's total is the plan's, and each line's counts add up
     assert f"calls {calls:,} of {calls:,} answered (100%)" in run.stderr
+    assert lines_add_up(run.stderr)[-1] == (calls, calls, repeated, calls - repeated)
     # what "made ahead" means is said once, at the start, not on every line
     assert run.stderr.count("calls are made ahead of the jobs that will use them") == 1
     assert not [x for x in run.stderr.splitlines() if x.startswith("[kora]") and "ahead" in x]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from kora.run.pipeline import Pipeline
 from kora.run.plan import count_jobs
 from kora.run.progress import Totals, format_totals
 from tests.helpers import copy_workflow, record_truncations
+from tests.workflows import lines_add_up
 
 
 class FailsThenAnswers:
@@ -310,12 +310,6 @@ def test_a_closed_snapshot_is_counted_once_and_never_read_again(
     assert sorted(Path(r).name for r in reads) == ["done.json", "going.json", "going.json"]
 
 
-_LINE = re.compile(
-    r"calls ([\d,]+) of ([\d,]+) answered \(\d+%\), ([\d,]+) from the call store .*"
-    r"paid \$[\d.]+ for ([\d,]+) calls"
-)
-
-
 @pytest.mark.timeout(30)
 def test_the_lines_counts_add_up_at_every_moment_of_a_run(tmp_path: Path) -> None:
     """Issue 58: mid-run the line read `calls 539 answered, 18 from the call store | ...
@@ -338,11 +332,8 @@ def test_the_lines_counts_add_up_at_every_moment_of_a_run(tmp_path: Path) -> Non
         write_over(snapshots / f"{name}.json", orjson.dumps(counts))
 
     def sample() -> tuple[int, int, int, int]:
-        found = _LINE.search(format_totals(monitor.totals(), 4, 2))
-        assert found is not None
-        answered, total, stored, paid = (int(g.replace(",", "")) for g in found.groups())
-        assert answered == paid + stored and answered <= total == 4, found.group(0)
-        return answered, total, stored, paid
+        (counts,) = lines_add_up(format_totals(monitor.totals(), 4, 2))
+        return counts
 
     # one answer stored by an earlier run, found by the first job
     snapshot("job1", stage="seeds", calls=1, cached=1)
