@@ -167,7 +167,7 @@ def test_plan_gives_the_expected_cost_beside_the_worst_case_and_says_how_it_is_m
     bill.close()
     out = plan_output(tmp_path, capsys)
     assert re.search(
-        r"judgments 50: the answers of its kinds of call this workspace has paid", out
+        r"judgments 50: mock.s answers of its kinds of call this workspace has paid", out
     ), out
 
 
@@ -319,3 +319,47 @@ def test_a_template_error_the_plan_meets_stops_the_run_before_any_call(
     assert f"kora: error: {named}" in said, said[-3000:]
     assert not (tmp_path / "data" / "seeds").exists()  # no job ran
     assert not list((tmp_path / ".kora").glob("bill/*/*.jsonl"))  # not one call made
+
+
+def test_plan_learns_output_lengths_per_model_never_from_another_models_answers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 58: after the README's demo, `kora plan gpt-target` priced the real run's
+    Sonnet and GPT calls at the lengths of the mock's placeholder answers ($746.10 before,
+    $489.03 after). A kind's length is learnt from the answers of the model the plan
+    prices, and its note names that model."""
+    from kora.llm.bill import BillWriter, bill_dir
+    from kora.llm.config import Price
+
+    copy_workflow(tmp_path)
+    grid = dict(TINY["grid"], risks=["violence_and_physical_harm"])  # type: ignore[arg-type]
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump({"grid": grid}))  # config.yaml's models
+
+    def gpt_plan() -> tuple[float, str]:
+        os.chdir(tmp_path)
+        try:
+            assert kora_main(["plan", "gpt-target", "--configfile", "tiny.yaml"]) == 0
+        finally:
+            os.chdir(cwd)
+        out = capsys.readouterr().out
+        total = next(x.split() for x in out.splitlines() if x.startswith("total"))
+        return dollars(total[5]), out
+
+    cwd = Path.cwd()
+    fresh, out = gpt_plan()
+    assert "has paid for" not in out and "played" not in out
+    # the demo's mock answered every kind of call, short and free
+    bill = BillWriter(bill_dir(tmp_path / ".kora/cache"), "demo")
+    for kind in ("seeds", "expand", "validate", "first_message", "child", "target"):
+        bill.charge("mock", kind, Response("", 900, 20), Price(input=0.0, output=0.0))
+    bill.close()
+    after_demo, out = gpt_plan()
+    assert after_demo == fresh and "has paid for" not in out, out
+    # Sonnet's own seeds, paid for here: their length prices Sonnet's seeds
+    bill = BillWriter(bill_dir(tmp_path / ".kora/cache"), "pilot")
+    bill.charge("sonnet", "seeds", Response("", 1500, 900), Price(input=3.0, output=15.0))
+    bill.close()
+    pilot, out = gpt_plan()
+    assert pilot < fresh
+    assert re.search(r"^  seeds 900: sonnet's answers of its kinds of call this workspace has "
+                     r"paid for", out, re.M), out  # fmt: skip
