@@ -6,7 +6,7 @@ import uuid
 from functools import partial
 from pathlib import Path
 
-from kora.run import gather_inputs, legacy, misdirected, runlock, seam, stops
+from kora.run import gather_inputs, legacy, misdirected, runlock, seam, stops, written
 from kora.config.files import check_checkout, load_run_config
 from kora.errors import KoraError
 from kora.run.progress import RUN_ENV
@@ -71,8 +71,9 @@ wildcard_constraints:
 # a file asked on the command line that no rule can make (a target the config lacks,
 # another version's folder) ends the command before Snakemake looks for its rule
 seam.check_targets(workflow, lambda paths: misdirected.unknown_request(PIPELINE, paths))
-# `snakemake --report` packs the results there are: rule all asks only for those then
-REPORTING = seam.reporting(workflow)
+# `snakemake --report` packs the results there are: rule all asks only for those then;
+# none there (a report asked without the run's --configfile) packs nothing
+REPORTING = seam.reporting(workflow, lambda: written.nothing_to_report(PIPELINE))
 
 
 def _needrun():

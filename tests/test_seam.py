@@ -126,7 +126,7 @@ def test_a_failed_job_is_not_reported_while_the_run_is_stopping(tmp_path: Path) 
 REPORTING_SNAKEFILE = """
 from kora.run import seam
 
-reporting = seam.reporting(workflow)
+reporting = seam.reporting(workflow, lambda: None)
 
 
 def asked(wc):

@@ -93,14 +93,21 @@ def check_targets(workflow: Any, check: Callable[[list[str]], str | None]) -> No
     workflow._build_dag = checked
 
 
-def reporting(workflow: Any) -> Callable[[], bool]:
+def reporting(workflow: Any, refuse: Callable[[], str | None]) -> Callable[[], bool]:
     """Whether this Snakemake packs a report (`--report`), asked when its jobs are built:
-    the Snakefile is read before Snakemake says what it will do."""
+    the Snakefile is read before Snakemake says what it will do. What `refuse()` says
+    ends a report before it is packed (an error of the command line, `Error: ...`): the
+    report file made before is left as it was."""
+    from snakemake_interface_common.exceptions import ApiError
+
     pack = _get(workflow, "create_report")
     asked: list[bool] = []
 
     def packing(*args: Any, **kwargs: Any) -> Any:
         asked.append(True)
+        problem = refuse()
+        if problem:
+            raise ApiError(problem)
         return pack(*args, **kwargs)
 
     workflow.create_report = packing
