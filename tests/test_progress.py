@@ -83,7 +83,7 @@ def test_the_line_says_the_share_of_the_run_answered_and_what_was_paid() -> None
     from kora.llm.usage import Counts
 
     paid = Counts(calls=4080, input_tokens=6_192_361, output_tokens=355_803, cost=23.9141)
-    t = Totals(calls=32, cached=0, unclaimed=2975, shards_done=32, paid=paid)
+    t = Totals(calls=32, cached=0, shards_done=32, paid=paid)
     line = format_totals(t, 5268, 400)
     assert line.startswith("[kora] calls 4,080 of 5,268 answered (77%)"), line
     assert "| shards 32 of 400 done |" in line
@@ -165,13 +165,11 @@ def test_the_line_says_what_the_bill_says_and_never_counts_twice(tmp_path: Path)
     bill.charge("m", "judge", Response("x", 1000, 100), price, key="k1", ahead=True)
     bill.charge("m", "judge", Response("y", 500, 50), price, key="k2")
     snapshots = progress_dir(tmp_path, "run")
-    # the job that used both (one made ahead, one its own), and the broker's count of
-    # calls made ahead not yet used (none)
+    # the job that used both (one made ahead, one its own)
     write_over(
         snapshots / "job.json",
         orjson.dumps({"stage": "judgments", "calls": 2, "input_tokens": 1500, "closed": True}),
     )
-    write_over(snapshots / "ahead-1.json", orjson.dumps({"stage": "ahead", "calls": 0}))
     monitor = Monitor(tmp_path, "run", planned_calls=2, bill=tmp_path / "bill")
     monitor.shards = 1
     t = monitor.totals()
@@ -338,16 +336,12 @@ def test_the_lines_counts_add_up_at_every_moment_of_a_run(tmp_path: Path) -> Non
     # one answer stored by an earlier run, found by the first job
     snapshot("job1", stage="seeds", calls=1, cached=1)
     assert sample() == (1, 4, 1, 0)
-    # two calls made ahead arrive: billed at once, the broker's count not written yet
+    # two calls made ahead arrive: billed, and answered, at once
     bill.charge("m", "expand", Response("a", 10, 1), price, key="k1", ahead=True)
     bill.charge("m", "expand", Response("b", 10, 1), price, key="k2", ahead=True)
     assert sample() == (3, 4, 1, 2)
-    snapshot("ahead-9", stage="ahead", calls=2)
-    assert sample() == (3, 4, 1, 2)
-    # the second job uses them: its snapshot counts them before the broker's next count
+    # the second job uses them: its snapshot counts them as its paid calls
     snapshot("job2", stage="scenarios", calls=2, cached=0)
-    assert sample() == (3, 4, 1, 2)
-    snapshot("ahead-9", stage="ahead", calls=0)
     assert sample() == (3, 4, 1, 2)
     # a question asked again in the run: answered from the store, not paid again
     snapshot("job2", stage="scenarios", calls=3, cached=1, closed=True)

@@ -130,8 +130,6 @@ class Totals:
     shards_failed: int = 0  # done with failed items
     waiting: int = 0
     last_retry: str = ""
-    # calls made ahead of their jobs (kora.run.prefetch) that no job has used yet
-    unclaimed: int = 0
     paid: Counts = field(default_factory=Counts)
     projected: float | None = None  # dollars paid at the run's end, at this pace
 
@@ -173,7 +171,7 @@ class Snapshots:
             if not isinstance(s, dict):
                 continue
             # a job writes nothing after its closing snapshot (ProgressReporter.close)
-            if s.get("closed") and s.get("stage") != "ahead":
+            if s.get("closed"):
                 self._closed.add(entry.name)
                 del self._open[entry.name]
                 _add_snapshot(self._closed_sum, s)
@@ -187,9 +185,6 @@ def _read(path: str) -> bytes:
 
 
 def _add_snapshot(t: Totals, s: dict[str, Any]) -> None:
-    if s.get("stage") == "ahead":
-        t.unclaimed += int(s.get("calls", 0))
-        return
     t.calls += int(s.get("calls", 0))
     t.cached += int(s.get("cached", 0))
     t.failures += int(s.get("failures", 0))
@@ -214,7 +209,6 @@ def _add_totals(t: Totals, more: Totals) -> None:
     t.shards_failed += more.shards_failed
     t.waiting += more.waiting
     t.last_retry = more.last_retry or t.last_retry
-    t.unclaimed += more.unclaimed
 
 
 def format_totals(t: Totals, planned_calls: int | None = None, shards: int | None = None) -> str:
@@ -265,11 +259,6 @@ def paid_summary(t: Totals) -> str:
             f"{p.cache_read_tokens:,} read from it)"
         )
     line += f", ${p.cost:.4f}"
-    if t.unclaimed:
-        line += (
-            f"; {t.unclaimed} of these calls were made ahead of jobs that did not run: their "
-            "answers are in the call store for the next run"
-        )
     return line + " (`kora usage`: every run's bill)"
 
 

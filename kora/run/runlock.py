@@ -60,9 +60,13 @@ def hold(cache_dir: Path | str, what: str = "a kora run") -> RunLock:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         handle.seek(0)
-        refusal = _refusal(cache_dir, handle.read())
+        holder = handle.read().strip() or "a process that did not say which"
         handle.close()
-        raise StoreBusy(refusal) from None
+        raise StoreBusy(
+            f"another run is using the call store {Path(cache_dir)} ({holder}): two runs "
+            "at once would pay for the same calls twice. Wait for it to end, or stop it; "
+            f"its lock is {path}."
+        ) from None
     handle.seek(0)
     handle.truncate(0)
     started = time.strftime("%Y-%m-%d %H:%M:%S")
@@ -72,24 +76,10 @@ def hold(cache_dir: Path | str, what: str = "a kora run") -> RunLock:
 
 
 def busy(cache_dir: Path | str) -> str | None:
-    """What a second run is told while a process holds the store's lock, naming it (the
-    lock is tried, and let go at once); None when no process holds it."""
+    """What a second run is told while another process holds the store's lock, naming
+    it; None when none does (the lock is taken, and let go at once)."""
     try:
-        handle = lock_path(cache_dir).open()
-    except OSError:
-        return None
-    with handle:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return _refusal(cache_dir, handle.read())
+        hold(cache_dir, "a look").release()
+    except StoreBusy as held:
+        return str(held)
     return None
-
-
-def _refusal(cache_dir: Path | str, holder: str) -> str:
-    return (
-        f"another run is using the call store {Path(cache_dir)} "
-        f"({holder.strip() or 'a process that did not say which'}): two runs at once would "
-        "pay for the same calls twice. Wait for it to end, or stop it; its lock is "
-        f"{lock_path(cache_dir)}."
-    )

@@ -1,22 +1,13 @@
 """Every use of Snakemake's internals, in one place (the Snakefile's `workflow` object).
 
-Snakemake has no public API for what the run's start needs: the --configfile overlays
-and --config values given on the command line (to name the file and line, or the
---config value, of a config error; `kora check-config --config` parses them alike), the
-files asked on the command line (one no rule can make is named before Snakemake looks
-for a rule), whether it packs a report (`--report`: of the files there are), the jobs a
-run will execute (to check only the keys and services they call,
-to hand the broker the shard jobs to work ahead of, and to count the calls for the
-progress line), whether jobs run on this machine (the broker only serves local jobs), and
-whether rules run in their own software environments (`--use-conda`: then jobs must make
-their calls in that environment, not in the broker's). An error as the Snakefile is
-read or in `onstart` ends Snakemake in kora's words (`stop`), and a run refused for
-another's lock names that run, live (`refuse_a_second_run`). Two more adjust Snakemake's own
-process: what it imports (`keep_dataframes_out`) and what its scheduler reads before it
-picks jobs (`read_only_sizes_that_count`), and how it starts a script job
-(`quote_the_interpreter`). Each reader checks what it reads
-and says which Snakemake changed it; tests/test_seam.py runs each against the installed
-Snakemake, and pyproject.toml pins the releases they passed on.
+Snakemake has no public API for what kora needs of it: what the command line gave (the
+overlays, the --config values, the files asked, `--report`), the jobs a run will execute
+and where they run, a say in how it ends or refuses a run (in kora's words, not in its
+own with a traceback, or with an `--unlock` that must not be followed), and in how its
+process works (what it imports, what its scheduler reads, how it starts a script job).
+Each reader checks what it reads and says which Snakemake changed it; tests/test_seam.py
+runs each against the installed Snakemake, and pyproject.toml pins the releases they
+passed on.
 """
 
 from __future__ import annotations

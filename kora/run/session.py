@@ -237,7 +237,7 @@ class RunSession:
 
     def _finish(self) -> Totals:
         if self.broker is not None:
-            self.broker.stop()  # first: its last count of calls made ahead
+            self.broker.stop()  # first: its calls in flight, answered and billed
         return self.monitor.stop()
 
     def succeeded(self) -> int:
