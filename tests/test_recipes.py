@@ -58,9 +58,9 @@ def _echo(name: str, config: ModelConfig) -> Provider:
 # sends it)
 ECHO_SETTING = "    echo_tail: Annotated[int, Changes.ANSWERS] = 40\n"
 
-# "A stage": its Stage subclass, listed in STAGES and in dispatch's BROKERED, the templates
-# it renders in Benchmark.stage_templates, a rule in rules/ (included by the Snakefile)
-# that takes everything from it, and the rule's script
+# "A stage": its module in kora/run/stages/ (its Stage subclass, as `STAGE`), its name in
+# the stages' list (ORDER), the templates it renders in Benchmark.stage_templates, a rule
+# in rules/ (included by the Snakefile) that takes everything from it, and the rule's script
 ECHOES_STAGE = '''"""A toy stage: each seed of a cell said back by the seed model."""
 
 from collections.abc import Sequence
@@ -122,6 +122,9 @@ class EchoesStage(Stage):
 
     def made_by(self, job: Job) -> dict[str, Any]:
         return {"echo": job.params.model}
+
+
+STAGE = EchoesStage()
 '''
 ECHOES_RULE = """rule echoes:
     input:
@@ -163,15 +166,9 @@ def follow_the_recipes(copy: Path) -> None:
     insert(kora / "llm/config.py", "    app: Annotated[", ECHO_SETTING)
     (kora / "run/stages/echoes.py").write_text(ECHOES_STAGE)
     stages = kora / "run/stages/__init__.py"
-    insert(
-        stages,
-        "from kora.run.stages.conversations",
-        "from kora.run.stages.echoes import EchoesStage\n",
-    )
-    source = stages.read_text().replace("JudgmentsStage())", "JudgmentsStage(), EchoesStage())")
-    stages.write_text(source)
-    dispatch = kora / "run/dispatch.py"
-    dispatch.write_text(dispatch.read_text().replace('"judgments"})', '"judgments", "echoes"})'))
+    listed = stages.read_text()
+    assert '"judgments")' in listed, "the stages' list is not where the recipe says"
+    stages.write_text(listed.replace('"judgments")', '"judgments", "echoes")'))
     insert(
         kora / "benchmarks/base.py", '"seeds": ("seeds",),', '            "echoes": ("seeds",),\n'
     )

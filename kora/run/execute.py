@@ -26,7 +26,7 @@ from kora.run.jobspec import JobSpec
 from kora.run.layout import PLACE, cell_log
 from kora.run.reply import Outcome
 from kora.run.shard_run import FatalProviderError
-from kora.run.stages import STAGES
+from kora.run.stages.registry import STAGES
 
 log = logging.getLogger("kora")
 

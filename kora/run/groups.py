@@ -30,8 +30,8 @@ from typing import Any
 
 from kora.run.jobspec import JobSpec
 from kora.run.layout import PLACE, cell_log, folder_of, job_log, risk_folder, shard_in
-from kora.run.stages import STAGES
 from kora.run.stages.base import Rules, Sources
+from kora.run.stages.registry import STAGES
 
 # inputs every cell of a job shares (those every shard rule declares): given once
 SHARED_INPUTS = frozenset(Sources.model_fields)

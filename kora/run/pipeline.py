@@ -33,7 +33,7 @@ from kora.run import groups
 from kora.run.jobspec import JobSpec
 from kora.run.layout import PLACE, Layout
 from kora.run.shards import retry_token
-from kora.run.stages import STAGES
+from kora.run.stages.registry import STAGES
 
 
 @dataclass

@@ -34,8 +34,8 @@ from kora.llm.usage import Counts, Usage
 from kora.run.context import JobContext, Pool, RunSettings
 from kora.run.jobspec import JobSpec
 from kora.run.pipeline import Pipeline
-from kora.run.stages import STAGES
 from kora.run.stages.base import Job, role_models
+from kora.run.stages.registry import STAGES
 from kora.run.walk import UNKNOWN, Walk
 
 # (input tokens, output tokens) per call of each kind when nothing better is known

@@ -33,8 +33,8 @@ from kora.llm.registry import kind_of
 from kora.run.context import JobContext, Pool, RunSettings
 from kora.run.jobspec import JobSpec
 from kora.run.shard_run import stops_the_job
-from kora.run.stages import STAGES
 from kora.run.stages.base import Job
+from kora.run.stages.registry import STAGES
 from kora.run.walk import Walk
 
 log = logging.getLogger("kora.run.prefetch")

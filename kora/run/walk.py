@@ -24,8 +24,9 @@ from typing import Any, Protocol
 
 from kora.run.groups import cell_count, cell_params, cell_spec
 from kora.run.jobspec import JobSpec
-from kora.run.stages import ORDER, STAGES
+from kora.run.stages import ORDER
 from kora.run.stages.base import Cell, Job
+from kora.run.stages.registry import STAGES
 
 
 class Unknown:

@@ -1,15 +1,10 @@
 """The shard stages, in the order their results flow: seeds -> scenarios ->
-conversations -> judgments (kora.run.stages.base describes what a stage is)."""
+conversations -> judgments (kora.run.stages.base describes what a stage is).
 
-from __future__ import annotations
+The one list of them: each name is a module of this package whose `STAGE` describes it
+(kora.run.stages.registry reads them). The names alone here, importing nothing, because a
+rule's script reads them to know that its job goes to the run's broker
+(kora.run.dispatch), and a script must start fast.
+"""
 
-from kora.run.stages.base import Stage
-from kora.run.stages.conversations import ConversationsStage
-from kora.run.stages.judgments import JudgmentsStage
-from kora.run.stages.scenarios import ScenariosStage
-from kora.run.stages.seeds import SeedsStage
-
-STAGES: dict[str, Stage] = {
-    s.name: s for s in (SeedsStage(), ScenariosStage(), ConversationsStage(), JudgmentsStage())
-}
-ORDER = tuple(STAGES)
+ORDER = ("seeds", "scenarios", "conversations", "judgments")

@@ -122,3 +122,6 @@ class ConversationsStage(Stage):
 
     def made_by(self, job: Job) -> dict[str, Any]:
         return {"target": job.params.target_model, "user": job.params.user_model}
+
+
+STAGE = ConversationsStage()

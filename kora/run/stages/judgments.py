@@ -85,3 +85,6 @@ class JudgmentsStage(Stage):
 
     def made_by(self, job: Job) -> dict[str, Any]:
         return {"judges": job.params.judges}
+
+
+STAGE = JudgmentsStage()

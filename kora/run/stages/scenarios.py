@@ -103,3 +103,6 @@ class ScenariosStage(Stage):
 
     def made_by(self, job: Job) -> dict[str, Any]:
         return {"expand": job.params.expand_model, "user": job.params.user_model}
+
+
+STAGE = ScenariosStage()

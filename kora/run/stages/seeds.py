@@ -111,3 +111,6 @@ class SeedsStage(Stage):
 
     def made_by(self, job: Job) -> dict[str, Any]:
         return {"seed": job.params.model}
+
+
+STAGE = SeedsStage()
