@@ -24,7 +24,7 @@ store.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, ItemsView, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -46,7 +46,7 @@ class Wildcards:
         self.__dict__.update(values)
         self._values = values
 
-    def items(self) -> Any:
+    def items(self) -> ItemsView[str, str]:
         return self._values.items()
 
 
@@ -67,24 +67,25 @@ def logs(pipeline: Rules, stage: str) -> str:
 
 def inputs(
     pipeline: Rules, stage: str, parts: list[tuple[str, str]]
-) -> Callable[[Any], dict[str, Any]]:
-    """The job's inputs: the shared ones, and the risk's folder of each source."""
+) -> Callable[[Any], dict[str, str | list[str]]]:
+    """The job's inputs: the shared ones (the templates, the taxonomy: lists), and the
+    risk's folder of each source (one file)."""
 
-    def of(wc: Any) -> dict[str, Any]:
+    def of(wc: Any) -> dict[str, str | list[str]]:
         first = STAGES[stage].inputs(pipeline, _cells(parts[:1], wc)[0])
-        return {k: v if k in SHARED_INPUTS else str(folder_of(v)) for k, v in first.items()}
+        return {k: v if isinstance(v, list) else str(folder_of(v)) for k, v in first.items()}
 
     return of
 
 
-def params(pipeline: Rules, stage: str, parts: list[tuple[str, str]]) -> dict[str, Any]:
+def params(pipeline: Rules, stage: str, parts: list[tuple[str, str]]) -> dict[str, object]:
     """The params every cell shares (values, or functions of the job's wildcards), and
     `cells`: each cell's own."""
     every = STAGES[stage].params(pipeline)
     per_cell = STAGES[stage].per_cell
     own = {k: v for k, v in every.items() if k in per_cell}
 
-    def cells(wc: Any) -> list[dict[str, Any]]:
+    def cells(wc: Any) -> list[dict[str, object]]:
         out = []
         for c in _cells(parts, wc):
             w = Wildcards(c)

@@ -277,21 +277,6 @@ class Pipeline:
 
         return {"orders": orders}
 
-    def model_params(self, name: str) -> dict[str, Any]:
-        return self.config.model_params(name)
-
-    def role_params(self, role: str) -> dict[str, Any] | list[dict[str, Any]]:
-        """seed_model, expand_model or user_model as a rule param (a chain as a list)."""
-        return self.config.role_params(getattr(self.config, role))
-
-    def target_model_params(self, target: str) -> dict[str, Any]:
-        model = self.config.targets[target].model
-        assert model is not None, f"target {target!r} has imported conversations"
-        return self.model_params(model)
-
-    def judges_params(self) -> list[dict[str, Any]]:
-        return [self.model_params(j) for j in self.config.judges]
-
     # --- outputs ------------------------------------------------------------------------
 
     def results_files(self) -> list[str]:

@@ -25,11 +25,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Any
 
 from kora.benchmarks.templates import prompts_from
 from kora.llm.ledger import RunStopping
-from kora.llm.registry import kind_of
 from kora.run.context import JobContext, Pool, RunSettings
 from kora.run.jobspec import JobSpec
 from kora.run.shard_run import stops_the_job
@@ -88,10 +86,10 @@ class Prefetch:
         await self.walk.run()
         log.info("made ahead: %d steps done, %d stopped", self.done, self.failed)
 
-    async def visit(self, job: Job, unit: Any) -> Any:
+    async def visit(self, job: Job, unit: object) -> object:
         """One unit's calls, under the job's prompts; None if it failed (its job meets the
         same failure and records or reports it as usual)."""
-        if self.stopped is not None or not _replayable(job):
+        if self.stopped is not None or not job.replayable:
             return None
         async with self.steps:
             try:
@@ -113,10 +111,3 @@ class Prefetch:
 
     def unknown(self, job: Job, count: int) -> None:
         return None  # what failed ahead is its job's to report
-
-
-def _replayable(job: Job) -> bool:
-    """A chat service's replies are not stored (a stateful service could not replay them):
-    a conversation made ahead would be made again by its job."""
-    model = getattr(job.params, "target_model", None)
-    return model is None or not kind_of(model["provider"]).is_service

@@ -76,7 +76,7 @@ async def run_items(
     label: Callable[[T], str],
     concurrency: int,
     report: JobReport,
-    progress: ProgressReporter | Any,
+    progress: ProgressReporter,
 ) -> list[R | BaseException]:
     sem = asyncio.Semaphore(concurrency)
     report.items = len(items)
@@ -117,7 +117,7 @@ class ShardJob:
     token: str  # the retry param this run was started with
     # the models that made the shard, by role: `kora plan` tells a stored shard from one
     # another model made (which the next run re-makes)
-    models: dict[str, Any]
+    models: dict[str, object]
     report: JobReport = field(init=False)
 
     def __post_init__(self) -> None:

@@ -20,7 +20,7 @@ import asyncio
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from kora.run.groups import cell_count, cell_params, cell_spec
 from kora.run.jobspec import JobSpec
@@ -38,7 +38,7 @@ UNKNOWN = Unknown()
 
 
 class Visitor(Protocol):
-    async def visit(self, job: Job, unit: Any) -> Any:
+    async def visit(self, job: Job, unit: object) -> object:
         """The unit's result, None when it failed (nothing to hand on), or UNKNOWN."""
 
     def unknown(self, job: Job, count: int) -> None:
@@ -139,7 +139,7 @@ class Walk:
     async def _root(self, job: Job) -> None:
         await self._all(self._unit(job, u) for u in job.stage.units(job))
 
-    async def _unit(self, job: Job, unit: Any) -> None:
+    async def _unit(self, job: Job, unit: object) -> None:
         result = await self.visitor.visit(job, unit)
         if result is None:
             return

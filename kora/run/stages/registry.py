@@ -6,6 +6,8 @@ from __future__ import annotations
 from importlib import import_module
 
 from kora.run.stages import ORDER
-from kora.run.stages.base import Stage
+from kora.run.stages.base import AnyStage
 
-STAGES: dict[str, Stage] = {name: import_module(f"kora.run.stages.{name}").STAGE for name in ORDER}
+STAGES: dict[str, AnyStage] = {
+    name: import_module(f"kora.run.stages.{name}").STAGE for name in ORDER
+}
