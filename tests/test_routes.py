@@ -77,8 +77,7 @@ class Ahead(Prefetch):
 async def ahead(specs: list[JobSpec], workdir: Path, models: dict[str, ModelConfig]) -> Requests:
     """The look-ahead's route: every unit walked from stage to stage, nothing written."""
     p, seen = pool(workdir, "ahead-store", models)
-    prefetch = Ahead(p)
-    prefetch.walk.add(specs)
+    prefetch = Ahead(p, specs)
     try:
         await prefetch.run()
     finally:

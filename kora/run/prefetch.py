@@ -10,11 +10,10 @@ soon as it validates, a conversation's judgments as soon as it ends. The limiter
 with the jobs) keeps the calls within the provider's limits.
 
 Nothing is written but the call store: each Snakemake job still runs, in its turn, and
-finds its calls answered (or, while one is still in flight, waits for it: kora.llm.ledger).
-The calls are the jobs' own: the walk (kora.run.walk) takes each job's units and work from
-its stage, and hands results on exactly as the files hand them over (a round trip through
-JSON), so each request is byte for byte the one the job makes. A call made ahead is counted as paid by the job
-that asks for it, so usage.json and the status files are as without prefetching.
+finds its calls answered (or, while one is still in flight, waits for it: kora.llm.ledger)
+if it asks byte for byte what was asked ahead: the two routes' contract, in
+docs/architecture.md. A call made ahead is counted as paid by the job that asks for it,
+so usage.json and the status files are as without prefetching.
 
 A chain that fails stops; its job meets the same failure and records or reports it as
 usual. An error that would fail every call (a rejected key) stops the prefetching.
@@ -24,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 
 from kora.benchmarks.templates import prompts_from
 from kora.llm.ledger import RunStopping
@@ -56,20 +55,15 @@ class Prefetch:
     """The run's shard jobs, their calls made ahead unit by unit."""
 
     pool: Pool
+    specs: InitVar[list[JobSpec]]
     walk: Walk = field(init=False)
     steps: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(STEPS_IN_FLIGHT))
     stopped: BaseException | None = None
     done: int = 0
     failed: int = 0
 
-    def __post_init__(self) -> None:
-        self.walk = Walk(self, self._job, cells_at_once=CELLS_IN_FLIGHT)
-
-    @classmethod
-    def of(cls, specs: list[JobSpec], pool: Pool) -> Prefetch:
-        run = cls(pool)
-        run.walk.add(specs)
-        return run
+    def __post_init__(self, specs: list[JobSpec]) -> None:
+        self.walk = Walk(self, self._job, cells_at_once=CELLS_IN_FLIGHT).add(specs)
 
     def _job(self, spec: JobSpec) -> Job | None:
         """The cell's job, made as the walk reaches its cell; None (left out) when its

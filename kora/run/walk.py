@@ -118,16 +118,11 @@ class Walk:
 
     def _fed(self, job: Job) -> bool:
         """Whether the job's units come from a job of this run (rather than its files)."""
-        return bool(self._upstream(job))
-
-    def _upstream(self, job: Job) -> list[Job]:
         up = job.stage.feeds_on
-        if up is None:
-            return []
+        if up is None or not job.stage.fanout(job):
+            return False
         found = self._under_way[job.cell].get(up, [])
-        if STAGES[up].by_target:
-            found = [j for j in found if j.target == job.target]
-        return [j for j in found if job.stage.fanout(job)]
+        return any(j.target == job.target for j in found) if STAGES[up].by_target else bool(found)
 
     def _downstream(self, job: Job) -> list[Job]:
         names = [n for n in ORDER if STAGES[n].feeds_on == job.stage.name]

@@ -26,18 +26,19 @@ from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
+import orjson
 from pydantic import BaseModel, ConfigDict, SkipValidation, ValidationError
 
 from kora import benchmarks
 from kora.benchmarks.base import Benchmark
 from kora.benchmarks.schemas import AgeRange
 from kora.benchmarks.taxonomy import Shard, Taxonomy
-from kora.io import describe
+from kora.io import describe, dumps
 from kora.run.context import JobContext
 from kora.run.jobspec import JobSpec
 from kora.run.layout import CELL, TARGET
-from kora.run.shard_run import ShardJob, run_shard_job
-from kora.run.shards import status_of
+from kora.run.shard_run import JobReport, ShardJob, run_shard_job
+from kora.run.shards import retry_token, status_of
 
 if TYPE_CHECKING:
     from kora.config.schema import KoraConfig
@@ -56,9 +57,7 @@ class Rules(Protocol):
     def layout(self) -> Layout: ...
     def templates(self, stage: str) -> list[str]: ...
     def taxonomy_files(self) -> list[str]: ...
-    def cell(self, wc: Any) -> dict[str, str]: ...
     def cell_of(self, wc: Mapping[str, str]) -> str: ...
-    def retry_param(self, pattern: str) -> Callable[[Any], str]: ...
     def seeds_plan_params(self) -> dict[str, Any]: ...
     def conversation_source(self, target: str) -> str: ...
     def conversations_sources(self, wc: dict[str, str]) -> dict[str, str]: ...
@@ -74,11 +73,10 @@ RoleParams = dict[str, Any] | list[dict[str, Any]]
 
 @dataclass(frozen=True)
 class Role:
-    """What a param naming models is, declared on the param (`Annotated[RoleParams,
-    Role(...)]`): the config's role its models come from (a role key of the config,
-    `judges`, or `target`: the job's target's model), its name in the shard's status, and
-    the kinds of call its models make (each call's `stage`, usage.json's kinds), each with
-    its share of the stage's calls (`kora plan`'s estimate)."""
+    """Declared on a param naming models (`Annotated[RoleParams, Role(...)]`): the config's
+    role its models come from (a role key, `judges`, or `target`), its name in the shard's
+    status, and the kinds of call its models make (each call's `stage`, usage.json's
+    kinds), each with its share of the stage's calls (`kora plan`'s estimate)."""
 
     key: str
     made_by: str
@@ -88,11 +86,10 @@ class Role:
 def role_param(config: KoraConfig, role: str) -> object:
     """A role's models as a rule param: a model's params, a fallback chain's list, the
     judges' list; the target's model, a function of the wildcards."""
-    if role == "judges":
-        return [config.model_params(j) for j in config.judges]
     if role == "target":
         return lambda wc: config.model_params(role_models(config, role, wc.target)[0])
-    return config.role_params(getattr(config, role))
+    params = [config.model_params(m) for m in role_models(config, role)]
+    return params if role == "judges" or len(params) > 1 else params[0]
 
 
 def role_models(config: KoraConfig, role: str, target: str | None = None) -> list[str]:
@@ -142,6 +139,17 @@ class ShardParams(Spec):
     benchmark: str
     cell: Cell
     retry: str
+
+
+def cell_param(wc: Any) -> dict[str, str]:
+    """The `cell` param: a job's grid cell from its wildcards."""
+    return {"risk": wc.risk, "age": wc.age, "motivation": wc.motivation}
+
+
+def retry_param(pattern: str) -> Callable[[Any], str]:
+    """A shard rule's `retry` param: a function of the wildcards only, because Snakemake
+    ignores params derived from output files when deciding what to re-run."""
+    return lambda wc: retry_token(pattern.format(**dict(wc.items())))
 
 
 class TargetParams(ShardParams):
@@ -253,13 +261,13 @@ class Stage(ABC, Generic[J, U, R]):
         order its params model declares them, the retry token last."""
         given = {
             "benchmark": pipeline.benchmark.name,
-            "cell": pipeline.cell,
+            "cell": cell_param,
             "target": lambda wc: wc.target,
             **{name: role_param(pipeline.config, role.key) for name, role in self.roles.items()},
             **self.own_params(pipeline),
         }
         declared = {k: given[k] for k in self.params_model.model_fields if k in given}
-        return {**declared, "retry": pipeline.retry_param(self.data(pipeline))}
+        return {**declared, "retry": retry_param(self.data(pipeline))}
 
     @property
     def by_target(self) -> bool:
@@ -278,8 +286,7 @@ class Stage(ABC, Generic[J, U, R]):
 
     def models(self, config: KoraConfig, target: str | None = None) -> set[str]:
         """Every model its jobs (for `target`) call: the run's checks cover these."""
-        roles = {role for role, _ in self.calls(benchmarks.get(config.benchmark)).values()}
-        return {m for role in roles for m in role_models(config, role, target)}
+        return {m for r in self.roles.values() for m in role_models(config, r.key, target)}
 
     def log(self, pipeline: Rules) -> str:
         return pipeline.layout.log(self.name, *((TARGET,) if self.by_target else ()), CELL)
@@ -288,12 +295,7 @@ class Stage(ABC, Generic[J, U, R]):
 
     def job(self, spec: JobSpec, ctx: JobContext) -> J:
         parts = {"input": spec.input, "output": spec.output, "params": spec.params}
-        try:
-            return self.job_type.model_validate({"stage": self, **parts, "ctx": ctx})
-        except ValidationError as exc:
-            raise ValueError(
-                f"rule {self.name}: its job spec does not match: {describe(exc)}"
-            ) from None
+        return declared(self.name, self.job_type, {"stage": self, **parts, "ctx": ctx})
 
     @abstractmethod
     def units(self, job: J) -> list[U]:
@@ -337,9 +339,8 @@ class Stage(ABC, Generic[J, U, R]):
 
     async def run(self, job: J) -> int:
         """The Snakemake job: every unit of the shard, then its records and status."""
-        shard = ShardJob(
-            self.name, self.shard_name(job), job.output.data, job.params.retry, self.made_by(job)
-        )
+        report = JobReport(self.name, self.shard_name(job))
+        shard = ShardJob(report, job.output.data, job.params.retry, self.made_by(job))
         units = self.units(job)
         # the stage's own work and labels, bound to the job: the shard's run calls them
         # directly, not back through here
@@ -353,18 +354,20 @@ AnyStage = Stage[Job, object, object]
 M = TypeVar("M", bound=BaseModel)
 
 
-def as_read(record: BaseModel, model: type[M]) -> M:
-    """A record as the next job reads it from the shard file its job writes (a round trip
-    through JSON), so a call made ahead is byte for byte the one that job makes."""
-    import orjson
+def declared(rule: str, model: type[M], data: object) -> M:
+    """What a rule declared (its job, or its inputs, outputs or params), validated."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ValueError(f"rule {rule}: its job spec does not match: {describe(exc)}") from None
 
-    raw = record.shard_record() if hasattr(record, "shard_record") else record
-    data = (
-        raw.model_dump(mode="json", by_alias=True, exclude_none=True)
-        if isinstance(raw, BaseModel)
-        else raw
-    )
-    return model.model_validate(orjson.loads(orjson.dumps(data)))
+
+def as_read(record: BaseModel, model: type[M]) -> M:
+    """A record as the next job reads it from the shard file its job writes (its line, as
+    kora.io.dumps writes it, read back), so a call made ahead is byte for byte the one that
+    job makes."""
+    line = dumps(record.shard_record() if hasattr(record, "shard_record") else record)
+    return model.model_validate(orjson.loads(line))
 
 
 Job.model_rebuild()

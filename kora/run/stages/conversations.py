@@ -75,7 +75,6 @@ class ConversationsStage(Stage[ConversationsJob, Test, Conversation]):
     def own_params(self, pipeline: Rules) -> dict[str, object]:
         return {
             "prompts": lambda wc: pipeline.config.target_prompts(wc.target),
-            # generated, or which imported file: switching re-runs the conversations
             "scenarios": lambda wc: pipeline.conversation_source(wc.target),
         }
 

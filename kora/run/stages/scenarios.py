@@ -82,8 +82,7 @@ class ScenariosStage(Stage[ScenariosJob, ScenarioSeed, Made]):
         return read_shard(job.input.seeds, ScenarioSeed)
 
     def units_from(self, job: ScenariosJob, result: object) -> list[ScenarioSeed]:
-        seeds = result if isinstance(result, list) else []
-        return [as_read(s, ScenarioSeed) for s in seeds]
+        return [as_read(s, ScenarioSeed) for s in result] if isinstance(result, list) else []
 
     async def work(self, job: ScenariosJob, unit: ScenarioSeed) -> Made:
         expanders, user = job.clients
