@@ -10,11 +10,8 @@ calls one unit makes and what a unit yields for the next stage. From it:
   (kora.run.walk): the prefetch to make their calls ahead of the jobs, the plan to count
   them against the call store.
 
-A `Job` is one Snakemake job of a stage: its rule's declared files and params, validated,
-and the context its calls go through. Each stage declares its job's models once, a `Job`
-subclass whose `input`, `output` and `params` are its own; a param that names the models
-of a role says so on itself (`Role`), and the rule's params, the kinds of call `kora plan`
-counts and the models a shard's status names all come from there.
+A `Job` is one Snakemake job of a stage: its rule's declared files and params, validated
+(each stage's own models, declared once), and the context its calls go through.
 """
 
 from __future__ import annotations
@@ -24,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import orjson
 from pydantic import BaseModel, ConfigDict, SkipValidation, ValidationError
@@ -33,16 +30,13 @@ from kora import benchmarks
 from kora.benchmarks.base import Benchmark
 from kora.benchmarks.schemas import AgeRange
 from kora.benchmarks.taxonomy import Shard, Taxonomy
+from kora.config.schema import KoraConfig, chain
 from kora.io import describe, dumps
 from kora.run.context import JobContext
 from kora.run.jobspec import JobSpec
-from kora.run.layout import CELL, TARGET
+from kora.run.layout import CELL, TARGET, Layout
 from kora.run.shard_run import JobReport, ShardJob, run_shard_job
 from kora.run.shards import retry_token, status_of
-
-if TYPE_CHECKING:
-    from kora.config.schema import KoraConfig
-    from kora.run.layout import Layout
 
 
 class Rules(Protocol):
@@ -95,8 +89,6 @@ def role_param(config: KoraConfig, role: str) -> object:
 def role_models(config: KoraConfig, role: str, target: str | None = None) -> list[str]:
     """The models of a role in the order they are tried (a chain's), as the config names
     them; the target's model, none for recorded conversations."""
-    from kora.config.schema import chain
-
     if role == "judges":
         return list(config.judges)
     if role == "target":

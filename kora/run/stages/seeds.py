@@ -41,19 +41,17 @@ async def generate_seeds(
     # The count is asked for, not enforced (as in the reference); ids are the program's.
     # A v2 plan's seed order is numbered in its shard, so two orders never share an id.
     prefix = "" if order_index is None else f"{order_index}."
-    out = []
-    for i, s in enumerate(answer.seeds):
-        out.append(
-            ScenarioSeed(
-                **benchmark.seed_fields(s.model_dump(), risk, order),
-                id=stable_uuid4(shard.path, f"{prefix}{i}", s.model_dump_json()),
-                riskCategoryId=category.id,
-                riskId=risk.id,
-                ageRange=shard.age_range,
-                motivation=motivation.as_seed_motivation(),
-            )
+    return [
+        ScenarioSeed(
+            **benchmark.seed_fields(s.model_dump(), risk, order),
+            id=stable_uuid4(shard.path, f"{prefix}{i}", s.model_dump_json()),
+            riskCategoryId=category.id,
+            riskId=risk.id,
+            ageRange=shard.age_range,
+            motivation=motivation.as_seed_motivation(),
         )
-    return out
+        for i, s in enumerate(answer.seeds)
+    ]
 
 
 class SeedsParams(ShardParams):
