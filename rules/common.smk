@@ -12,7 +12,7 @@ from kora.errors import KoraError
 from kora.run.progress import RUN_ENV
 from kora.run.session import RunSession
 from kora.run.shards import missing_token
-from kora.run.stages import STAGES
+from kora.run.stages import ORDER
 from kora.run.pipeline import Pipeline
 
 # Read config.yaml, every --configfile overlay and the --config values with the project's
@@ -52,7 +52,7 @@ seam.refuse_a_second_run(workflow, _store_busy)
 # items or a missing shard is made to run again here (kora.run.legacy), once
 if seam.is_main_process(workflow):
     _again = legacy.take_over(
-        [(PIPELINE.rule_output(s), PIPELINE.rule_log(s)) for s in STAGES],
+        [(PIPELINE.rule_output(s), PIPELINE.rule_log(s)) for s in ORDER],
         PIPELINE.places,
     )
     if _again:

@@ -60,7 +60,7 @@ class _Ahead:
         if self.waiting is None:  # started, or never handed the run's jobs
             return
         (specs, pool), self.waiting = self.waiting, None
-        run = Prefetch.of(specs, pool)
+        run = Prefetch(pool, specs)
         # the run's job specs, the stages and the benchmark are here for the whole run
         collector.freeze()
 

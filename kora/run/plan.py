@@ -29,13 +29,12 @@ from kora.llm.bill import BillWriter
 from kora.llm.budget import OVERHEAD_TOKENS, Unit, measure, most
 from kora.llm.cache import CallCache
 from kora.llm.packs import Packs
-from kora.llm.registry import kind_of
 from kora.llm.usage import Counts, Usage
 from kora.run.context import JobContext, Pool, RunSettings
 from kora.run.jobspec import JobSpec
 from kora.run.pipeline import Pipeline
-from kora.run.stages import STAGES
 from kora.run.stages.base import Job, role_models
+from kora.run.stages.registry import STAGES
 from kora.run.walk import UNKNOWN, Walk
 
 # (input tokens, output tokens) per call of each kind when nothing better is known
@@ -147,7 +146,7 @@ class Planner:
     async def visit(self, job: Job, unit: Any) -> Any:
         count = self.report.stages[job.stage.name]
         count.items += 1
-        if not _replayable(job):  # a chat service's replies are not stored
+        if not job.replayable:  # a chat service's replies are not stored
             count.calls += job.stage.nominal(job, unit)
             return UNKNOWN
         calls = job.ctx.usage.totals()["calls"]
@@ -171,11 +170,6 @@ class Planner:
         c = self.report.stages[job.stage.name]
         c.items += count
         c.calls += count * job.stage.nominal(job, None)
-
-
-def _replayable(job: Job) -> bool:
-    model = getattr(job.params, "target_model", None)
-    return model is None or not kind_of(model["provider"]).is_service
 
 
 def plan_pool(plan: Pipeline, store: PlanStore | None, bill: BillWriter) -> tuple[Pool, PlanStore]:

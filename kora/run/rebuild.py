@@ -53,12 +53,12 @@ from kora.run.execute import execute
 from kora.run.jobspec import JobSpec
 from kora.run.pipeline import Pipeline
 from kora.run.plan import target_jobs
+from kora.run.stages import ORDER
 
 log = logging.getLogger("kora")
 # cells of one stage rebuilt side by side: enough to keep a core busy, few enough that
 # the shards read at once stay small
 CELLS_AT_ONCE = 32
-ORDER = ("seeds", "scenarios", "conversations", "judgments")
 
 
 class NotInBundle:

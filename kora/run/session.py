@@ -42,7 +42,7 @@ from kora.run.preflight import check_models, models_for_jobs
 from kora.run.progress import Monitor, Totals, unstored_warning
 from kora.run.protocol import say_stopping, stopping_path
 from kora.run.runlock import RunLock, hold
-from kora.run.stages import STAGES
+from kora.run.stages.registry import STAGES
 from kora.run.stops import closing_summary, rerun_advice, stop_kind
 
 # a job's parts as kora.run.seam.job_parts gives them: rule, wildcards, input, output,
