@@ -270,9 +270,9 @@ def test_counting_the_plan_takes_none_of_the_providers_request_slots(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The plan sends nothing, so it must not take request slots or tokens from the
-    shared limits: the run's progress line counts the plan beside the run, and every slot
-    it took would be one the provider never sees a request in (at 40 req/s it took a
-    tenth of them). A model allowed one request a minute: the plan of its 30-odd calls
+    shared limits: the run's start counts the plan, and every slot it took (in the state
+    the run's processes share) would be one the provider never sees a request in (at 40
+    req/s it took a tenth of them). A model allowed one request a minute: the plan of its 30-odd calls
     is counted at once, and leaves no limiter state behind."""
     copy_workflow(tmp_path)
     cfg = dict(TINY, models={"mock": {"provider": "mock", "requests_per_minute": 1}})
