@@ -92,7 +92,9 @@ SESSION = RunSession(PIPELINE, os.environ[RUN_ENV])
 # while the run is being stopped (its stops folder holds a job's note of the budget or of
 # an error no retry gets past, or the mark a stop leaves), Snakemake's reports of the jobs
 # the stop ended are not shown: the closing lines say what happened
-seam.tidy_job_reports(lambda: stops.stops_dir(PIPELINE.workdir, SESSION.run_id).exists())
+seam.tidy_job_reports(
+    lambda: stops.stops_dir(PIPELINE.workdir, SESSION.run_id).exists()
+)
 seam.keep_dataframes_out()
 seam.read_only_sizes_that_count()
 seam.quote_the_interpreter()
