@@ -46,9 +46,11 @@ def client_process(
 
     from kora.llm import retry
     from kora.llm.base import ChatMessage, Provider
+    from kora.llm.bill import BillWriter
     from kora.llm.client import ModelClient
     from kora.llm.config import ModelConfig
     from kora.llm.limits import limiter_for
+    from kora.llm.providers import Shared
 
     retry.set_testing(testing)
     os.environ.setdefault("ANTHROPIC_API_KEY", "sk-loopback")
@@ -62,7 +64,8 @@ def client_process(
         **(limits or {}),
     )
     limiter = limiter_for(name, config, Path(state_dir), adaptive=adaptive)
-    client = ModelClient(name, config, limiter=limiter)
+    bill = BillWriter(None, "bench")  # the answers' tokens, summed in memory
+    client = ModelClient(name, config, Shared(bill=bill), limiter=limiter)
     provider_obj: Provider = client.provider
     done = 0
     errors: list[str] = []
@@ -108,7 +111,7 @@ def client_process(
             "errors": errors,
             "latencies": latencies,
             "rate": limiter.current_rate(),
-            "input_tokens": client.usage.totals().input_tokens,
+            "input_tokens": sum(c.input_tokens for c in bill.sums.values()),
         }
     )
 

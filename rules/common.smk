@@ -3,16 +3,16 @@
 import os
 import sys
 import uuid
+from functools import partial
 from pathlib import Path
 
-from kora.run import gather_inputs, legacy, misdirected, seam, stops
+from kora.run import gather_inputs, legacy, misdirected, runlock, seam, stops, written
 from kora.config.files import check_checkout, load_run_config
 from kora.errors import KoraError
 from kora.run.progress import RUN_ENV
-from kora.run.runlock import lock_path
 from kora.run.session import RunSession
 from kora.run.shards import missing_token
-from kora.run.stages import STAGES
+from kora.run.stages import ORDER
 from kora.run.pipeline import Pipeline
 
 # Read config.yaml, every --configfile overlay and the --config values with the project's
@@ -24,7 +24,7 @@ try:
     check_checkout(Path.cwd())  # this checkout's own code and templates, or none
     load_run_config(_overlays, workdir=Path.cwd(), given=seam.config_values(workflow))
 except KoraError as exc:
-    raise WorkflowError(str(exc)) from None
+    seam.stop(exc)
 
 
 configfile: "config.yaml"
@@ -34,21 +34,25 @@ configfile: "config.yaml"
 try:
     PIPELINE = Pipeline.load(_overlays, Path.cwd(), values=config)
 except KoraError as exc:
-    raise WorkflowError(str(exc)) from None
+    seam.stop(exc)
 
 os.environ.setdefault(RUN_ENV, uuid.uuid4().hex[:12])
 
 # a Snakemake killed outright (kill -9, a lost machine) leaves its locks behind: cleared
 # when no Snakemake of this workspace is alive, so the same command goes on
-for _lock in seam.stale_locks(Path.cwd(), lock_path(PIPELINE.config.cache_dir)):
+_store_busy = partial(runlock.busy, PIPELINE.config.cache_dir)
+for _lock in seam.stale_locks(Path.cwd(), _store_busy):
     _lock.unlink(missing_ok=True)
     print(f"kora: removed {_lock}, left by a run that was killed", file=sys.stderr)
+# a second run asking for the files a live one makes is refused naming it, never told
+# to remove the live run's locks (`--unlock`)
+seam.refuse_a_second_run(workflow, _store_busy)
 
 # risk folders an older version wrote: Snakemake has no record of them, so one with failed
 # items or a missing shard is made to run again here (kora.run.legacy), once
 if seam.is_main_process(workflow):
     _again = legacy.take_over(
-        [(PIPELINE.rule_output(s), PIPELINE.rule_log(s)) for s in STAGES],
+        [(PIPELINE.rule_output(s), PIPELINE.rule_log(s)) for s in ORDER],
         PIPELINE.places,
     )
     if _again:
@@ -67,9 +71,12 @@ wildcard_constraints:
 # a file asked on the command line that no rule can make (a target the config lacks,
 # another version's folder, a misspelt file of a target) ends the command before
 # Snakemake looks for its rule
-seam.check_targets(workflow, lambda paths, made: misdirected.unknown_request(PIPELINE, paths, made))
-# `snakemake --report` packs the results there are: rule all asks only for those then
-REPORTING = seam.reporting(workflow)
+seam.check_targets(
+    workflow, lambda paths, made: misdirected.unknown_request(PIPELINE, paths, made)
+)
+# `snakemake --report` packs the results there are: rule all asks only for those then;
+# none there (a report asked without the run's --configfile) packs nothing
+REPORTING = seam.reporting(workflow, lambda: written.nothing_to_report(PIPELINE))
 
 
 def _needrun():
@@ -88,7 +95,9 @@ SESSION = RunSession(PIPELINE, os.environ[RUN_ENV])
 # while the run is being stopped (its stops folder holds a job's note of the budget or of
 # an error no retry gets past, or the mark a stop leaves), Snakemake's reports of the jobs
 # the stop ended are not shown: the closing lines say what happened
-seam.tidy_job_reports(lambda: stops.stops_dir(PIPELINE.workdir, SESSION.run_id).exists())
+seam.tidy_job_reports(
+    lambda: stops.stops_dir(PIPELINE.workdir, SESSION.run_id).exists()
+)
 seam.keep_dataframes_out()
 seam.read_only_sizes_that_count()
 seam.quote_the_interpreter()
@@ -105,7 +114,7 @@ onstart:
             and not seam.isolated_software(workflow),
         )
     except KoraError as exc:
-        raise WorkflowError(str(exc)) from None
+        seam.stop(exc)
 
 
 onsuccess:

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,10 +27,12 @@ from kora.llm.bill import bill_dir, charges, total
 from tests.helpers import copy_workflow
 from tests.loopback import Servers
 from tests.workflows import (
+    TINY,
     Server,
     command,
     config,
     loopback_env,
+    snakemake,
     snakemake_argv,
     start_snakemake,
     structured_answer,
@@ -290,3 +293,42 @@ def test_a_budget_stops_the_run_within_one_call_and_a_higher_one_goes_on(
     assert done.returncode == 0, done.stderr[-4000:]
     assert space.billed() == space.served()
     assert space.usage()["result"]["cost"] == pytest.approx(estimate)
+
+
+@pytest.mark.timeout(900)
+def test_usage_json_prices_the_results_calls_as_the_bill_does_after_a_price_change(
+    tmp_path: Path,
+) -> None:
+    """What a result cost is what the bill says its calls cost when they were paid: run
+    again at another price, every answer from the call store, usage.json, `kora usage`
+    and the bill agree; a shard's status file keeps no copy of the figures."""
+    copy_workflow(tmp_path)
+
+    def run(price: dict[str, float]) -> dict[str, Any]:
+        cfg = dict(TINY, models={"mock": {"provider": "mock", "price": price}})
+        (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(cfg))
+        done = snakemake(tmp_path, "results/tiny/results.json")
+        assert done.returncode == 0, done.stderr[-3000:]
+        doc: dict[str, Any] = orjson.loads((tmp_path / "results/tiny/usage.json").read_bytes())
+        return doc
+
+    first = run({"input": 3.0, "output": 15.0})
+    bill = total(bill_dir(tmp_path / ".kora/cache"))
+    assert first["result"]["cost"] == round(bill.cost, 6) > 0
+    # the shards and the result made again, at twice the price: nothing new is paid
+    for made in ("data/seeds", "data/scenarios", "results"):
+        shutil.rmtree(tmp_path / made)
+    again = run({"input": 6.0, "output": 30.0})
+    assert again["paidThisRun"]["calls"] == 0 and again["asked"]["cached"] > 0
+    assert again["result"] == first["result"]
+    assert total(bill_dir(tmp_path / ".kora/cache")) == bill
+    assert again["costByStage"] == first["costByStage"]
+    statuses = [
+        *(tmp_path / "data").rglob("*.status.json"),
+        *(tmp_path / "results").rglob("*.status.json"),
+    ]
+    assert statuses
+    for status in statuses:
+        doc = orjson.loads(status.read_bytes())
+        assert all(len(row) == 3 for row in doc.get("calls", [])), status
+        assert all("cost" not in row for row in doc.get("usage", [])), status

@@ -6,6 +6,7 @@ the locks a killed Snakemake leaves."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import fcntl
 import json
 import os
@@ -18,6 +19,7 @@ import pytest
 from pydantic import BaseModel
 
 from kora.llm import batch as batch_mod
+from kora.llm import registry
 from kora.llm.answers import StructuredOutputError
 from kora.llm.base import ChatMessage, Request, Response
 from kora.llm.bill import BillWriter, bill_dir, charges, total
@@ -28,6 +30,7 @@ from kora.llm.config import ModelConfig, Price
 from kora.llm.ledger import Ledger
 from kora.llm.providers import Shared
 from kora.llm.retry import RetryPolicy
+from kora.llm.usage import Counts
 from tests.helpers import record_truncations
 from tests.loopback import INVALID, SERVER_ERROR, AnthropicServer, Fault, OpenAIServer
 
@@ -110,6 +113,51 @@ def test_a_batch_is_billed_as_the_server_served_it_at_half_price(
 
 
 @pytest.mark.timeout(120)
+def test_a_batchs_price_is_the_provider_tables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch discount is a fact of the provider table (kora.llm.registry): a provider
+    whose batches cost a quarter of a single call is billed a quarter."""
+    quarter = dataclasses.replace(registry.KINDS["anthropic"], batch_price=0.25)
+    monkeypatch.setitem(registry.KINDS, "anthropic", quarter)
+    with AnthropicServer() as srv:
+        results = ask(client(srv, tmp_path, batch=True, prompt_cache=False), 4)
+        assert all(isinstance(r, Answer) for r in results), results
+        assert billed(tmp_path) == served(srv) and srv.served["calls"] == 4
+    t = total(bill_dir(tmp_path / "cache"))
+    assert t.cost == pytest.approx((t.input_tokens * 0.75 + t.output_tokens * 3.75) / 1e6)
+
+
+@pytest.mark.timeout(120)
+def test_each_answer_is_priced_once_and_the_budget_spends_what_the_bill_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call's cost is computed once, when its answer arrives: the bill writes it, the
+    budget counts it as written, and the job keeps no copy of it (its status file says
+    which calls it asked for and rests on, the bill what they cost)."""
+    priced: list[Response] = []
+    paid = Counts.paid.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[Counts], resp: Response, price: Price | None) -> Counts:
+        priced.append(resp)
+        return paid(cls, resp, price)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(Counts, "paid", classmethod(counted))
+    budget = Budget.start(tmp_path / "b.json", "usd", limit=10.0, billed=0.0)
+    with AnthropicServer() as srv:
+        c = client(srv, tmp_path)
+        c.payer = dataclasses.replace(c.payer, budget=budget)
+        ask(c, 3)
+        served_calls = srv.served["calls"]
+    assert served_calls == 3 and len(priced) == 3
+    bill = total(bill_dir(tmp_path / "cache"))
+    assert budget.spent() == pytest.approx(bill.cost) and bill.cost > 0
+    assert {len(row) for row in c.usage.used_records()} == {3}  # key, model, kind of call
+    rows = c.usage.records()
+    assert rows == [{"model": "m", "stage": "t", "calls": 3, "cached": 0, "failures": 0}]
+
+
+@pytest.mark.timeout(120)
 def test_retries_and_answers_that_miss_their_schema_are_billed_as_served(
     tmp_path: Path, anthropic_server: AnthropicServer
 ) -> None:
@@ -188,9 +236,9 @@ def test_the_budget_holds_each_calls_worst_case_and_stops_when_none_fits(
         assert not fourth.done()  # waits: the others may cost less than they hold
         # each answer cost $0.01: the fourth fits now
         for h in held:
-            budget.settle(h, Response("", 50, 50), price)
+            budget.settle(h, Counts.paid(Response("", 50, 50), price))
         settled = await fourth
-        budget.settle(settled, Response("", 50, 50), price)
+        budget.settle(settled, Counts.paid(Response("", 50, 50), price))
         assert budget.spent() == pytest.approx(0.54)
         # nothing in flight, and the next worst case does not fit: reached, for every call
         big = Request(messages=(ChatMessage("user", "x"),), max_tokens=5000)
@@ -219,7 +267,7 @@ def test_the_budgets_file_is_rewritten_in_place_never_emptied_first(
     async def go() -> None:
         held = [await budget.reserve(worst) for _ in range(3)]
         for h in held:  # the held amounts leave the file: it gets shorter each time
-            budget.settle(h, Response("", 1, 1), price)
+            budget.settle(h, Counts.paid(Response("", 1, 1), price))
 
     asyncio.run(go())
     state = json.loads((tmp_path / "b.json").read_bytes())
@@ -282,6 +330,7 @@ def test_the_command_to_go_on_is_the_one_typed_with_the_new_budget() -> None:
 
 @pytest.mark.timeout(60)
 def test_a_lock_is_stale_only_when_no_snakemake_of_the_workspace_lives(tmp_path: Path) -> None:
+    from kora.run.runlock import busy
     from kora.run.seam import _is_snakemake, stale_locks
 
     locks = tmp_path / ".snakemake" / "locks"
@@ -290,14 +339,15 @@ def test_a_lock_is_stale_only_when_no_snakemake_of_the_workspace_lives(tmp_path:
     store_lock = tmp_path / ".kora" / "cache.lock"
     store_lock.parent.mkdir()
     store_lock.write_text("")
-    assert stale_locks(tmp_path, store_lock) == [locks / "0.output.lock"]
+    cache = tmp_path / ".kora" / "cache"
+    assert stale_locks(tmp_path, lambda: busy(cache)) == [locks / "0.output.lock"]
     with store_lock.open() as held:  # a run holds the store
         fcntl.flock(held, fcntl.LOCK_EX)
         probe = subprocess.run(
             [sys.executable, "-c", "import sys; from pathlib import Path; "
-             "from kora.run.seam import stale_locks; "
-             "print(len(stale_locks(Path(sys.argv[1]), Path(sys.argv[2]))))",
-             str(tmp_path), str(store_lock)],
+             "from kora.run.runlock import busy; from kora.run.seam import stale_locks; "
+             "print(len(stale_locks(Path(sys.argv[1]), lambda: busy(sys.argv[2]))))",
+             str(tmp_path), str(cache)],
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert probe.stdout.strip() == "0", probe.stderr

@@ -59,7 +59,7 @@ def test_a_trickling_llm_fails_at_the_deadline(
     assert "no complete answer within the 0.5 s deadline (timeout)" in str(info.value)
     assert info.value.retryable
     totals = client.usage.totals()
-    assert totals.calls == 1 and totals.failures == 1  # recorded and counted
+    assert totals["calls"] == 1 and totals["failures"] == 1  # recorded and counted
 
 
 def _service(url: str, **http: Any) -> ServiceTarget:

@@ -59,9 +59,9 @@ def test_a_call_that_fails_on_the_first_model_is_answered_by_the_next() -> None:
     assert text == "hello from the second"
     assert len(p1.requests) == 1 and len(p2.requests) == 1
     # each model's calls are its own: the failed one and the answered one
-    assert usage.by[("first", "seeds")].failures == 1
-    assert usage.by[("second", "seeds")].calls == 1
-    assert usage.by[("second", "seeds")].failures == 0
+    assert usage.by[("first", "seeds")]["failures"] == 1
+    assert usage.by[("second", "seeds")]["calls"] == 1
+    assert usage.by[("second", "seeds")]["failures"] == 0
 
 
 def test_an_invalid_structured_answer_twice_moves_to_the_next_model() -> None:

@@ -3,6 +3,8 @@ its own was (kora.run.groups)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -77,13 +79,21 @@ def test_each_cell_of_a_job_gets_the_spec_a_job_of_its_own_had(grid: Path, stage
         )
 
 
-def test_every_stage_runs_in_the_broker() -> None:
-    """The scripts' list of brokered rules (a literal, so they import nothing heavy) is the
-    stages' list: a new stage would otherwise run its calls outside the broker."""
-    from kora.run.dispatch import BROKERED
-    from kora.run.stages import STAGES
+def test_every_stage_runs_in_the_broker_and_a_script_starts_without_loading_one() -> None:
+    """The scripts' list of brokered rules is the stages' one list (a new stage would
+    otherwise run its calls outside the broker), and reading it loads no stage: a job's
+    script starts in a few hundredths of a second (kora.run.dispatch)."""
+    code = (
+        "import sys; from kora.run import dispatch; "
+        "print([m for m in sys.modules if m.startswith(('kora.run.stages.', 'pydantic'))])"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "[]", done.stderr
+    from kora.run.dispatch import ORDER
+    from kora.run.stages.registry import STAGES
 
-    assert set(STAGES) == BROKERED
+    assert tuple(STAGES) == ORDER
+    assert all(stage.name == name for name, stage in STAGES.items())
 
 
 @pytest.mark.timeout(300)

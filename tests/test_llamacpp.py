@@ -186,7 +186,7 @@ def test_the_openai_form_is_refused_once_saying_what_to_change(server: LlamaServ
     assert answer.status == 500 and "Input should be 'text' or 'json_object'" in msg
     assert "To fix:" in msg and "structured_output: json_object" in msg
     assert "\\u000a" not in msg and "app.py" not in msg
-    assert client.usage.last_retry == "" and client.usage.totals().failures == 1
+    assert client.usage.last_retry == "" and client.usage.totals()["failures"] == 1
     assert server.alive()
 
 

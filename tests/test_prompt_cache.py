@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from kora.llm.base import ChatMessage, Response
+from kora.llm.bill import BillWriter, total
 from kora.llm.cache import CallCache
 from kora.llm.client import ModelClient
 from kora.llm.config import ModelConfig, Price
@@ -70,10 +71,16 @@ def test_haiku_needs_a_longer_prefix() -> None:
 PRICE = Price(input=3.0, output=15.0)
 
 
-def _conversation(cfg: ModelConfig, turns: int, cache: CallCache | None = None) -> Usage:
+def _conversation(
+    cfg: ModelConfig, turns: int, bill: Path, cache: CallCache | None = None
+) -> tuple[Usage, Counts]:
+    """The calls the conversation asked for, and what its bill (in `bill`) says it cost."""
+
     async def go() -> Usage:
         usage = Usage()
-        client = ModelClient("t", cfg, Shared(store=cache, usage=usage))
+        client = ModelClient(
+            "t", cfg, Shared(store=cache, usage=usage, bill=BillWriter(bill, "run"))
+        )
         try:
             messages: list[ChatMessage] = []
             for k in range(turns):
@@ -84,7 +91,7 @@ def _conversation(cfg: ModelConfig, turns: int, cache: CallCache | None = None) 
             await client.aclose()
         return usage
 
-    return asyncio.run(go())
+    return asyncio.run(go()), total(bill)
 
 
 @pytest.fixture
@@ -93,13 +100,15 @@ def anthropic_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_conversation_reads_its_prefix_back_and_costs_less(
-    anthropic_env: None, anthropic_server: AnthropicServer
+    anthropic_env: None, tmp_path: Path, anthropic_server: AnthropicServer
 ) -> None:
     anthropic_server.answer(*[f"reply {k}" for k in range(6)])
     base = {"provider": "anthropic", "model": "claude-sonnet-5-5", "base_url": anthropic_server.url}
-    cached = _conversation(ModelConfig(**base, price=PRICE), 3).totals()
+    _, cached = _conversation(ModelConfig(**base, price=PRICE), 3, tmp_path / "a")
     writes, reads = anthropic_server.cache_writes, anthropic_server.cache_reads
-    plain = _conversation(ModelConfig(**base, price=PRICE, prompt_cache=False), 3).totals()
+    _, plain = _conversation(
+        ModelConfig(**base, price=PRICE, prompt_cache=False), 3, tmp_path / "b"
+    )
     # the SDK carried the markers and the usage fields back
     assert writes > 0 and reads > 0
     assert (cached.cache_write_tokens, cached.cache_read_tokens) == (writes, reads)
@@ -124,31 +133,32 @@ def test_the_call_store_does_not_care_whether_caching_was_on(
     """Markers are a transport detail: calls stored with caching on are reused with it off."""
     anthropic_server.answer(*[f"reply {k}" for k in range(3)])
     base = {"provider": "anthropic", "model": "claude-sonnet-5-5", "base_url": anthropic_server.url}
-    _conversation(ModelConfig(**base), 3, CallCache(tmp_path))
-    again = _conversation(ModelConfig(**base, prompt_cache=False), 3, CallCache(tmp_path))
+    _conversation(ModelConfig(**base), 3, tmp_path / "bill", CallCache(tmp_path))
+    again, _ = _conversation(
+        ModelConfig(**base, prompt_cache=False), 3, tmp_path / "bill", CallCache(tmp_path)
+    )
     assert anthropic_server.count == 3
-    assert again.totals().cached == 3
+    assert again.totals()["cached"] == 3
 
 
 def test_openai_cached_tokens_are_counted_apart_and_priced_at_half(
-    openai_server: OpenAIServer,
+    tmp_path: Path, openai_server: OpenAIServer
 ) -> None:
     openai_server.cached_share = 0.5
     openai_server.answer("hello")
     cfg = ModelConfig(provider="openai", model="m", base_url=f"{openai_server.url}/v1", price=PRICE)
 
-    async def go() -> tuple[Response, Usage]:
-        usage = Usage()
-        client = ModelClient("m", cfg, Shared(usage=usage))
+    async def go() -> Response:
+        client = ModelClient("m", cfg, Shared(bill=BillWriter(tmp_path, "run")))
         try:
             r = await client.call(client.request([ChatMessage("user", LONG)]), stage="judge_safety")
         finally:
             await client.aclose()
-        return r, usage
+        return r
 
-    resp, usage = asyncio.run(go())
+    resp = asyncio.run(go())
     assert resp.cache_read_tokens > 0 and resp.cache_read_tokens % 128 == 0
-    t = usage.totals()
+    t = total(tmp_path)
     assert t.cost == pytest.approx(
         (t.input_tokens * 3.0 + t.cache_read_tokens * 1.5 + t.output_tokens * 15.0) / 1e6
     )
@@ -158,4 +168,3 @@ def test_usage_rows_show_caching_only_where_it_happened() -> None:
     assert "cache_read_tokens" not in Counts(calls=1).as_dict()
     row = Counts(calls=1, cache_write_tokens=10, cache_read_tokens=90, cache_saved=0.5).as_dict()
     assert row["cache_read_tokens"] == 90 and row["cache_saved"] == 0.5
-    assert Counts.from_dict(row).cache_write_tokens == 10

@@ -11,8 +11,10 @@ from pydantic import BaseModel, Field
 
 from kora.llm.answers import StructuredOutputError
 from kora.llm.base import ChatMessage, ProviderError
+from kora.llm.bill import BillWriter
 from kora.llm.client import ModelClient
 from kora.llm.config import ModelConfig
+from kora.llm.providers import Shared
 from kora.llm.registry import KINDS
 from tests.loopback import (
     DROP,
@@ -67,7 +69,7 @@ def base_url(provider: ProviderName, srv: Server) -> str:
 def make_client(provider: ProviderName, srv: Server, **cfg: Any) -> ModelClient:
     cfg.setdefault("base_url", base_url(provider, srv))
     config = ModelConfig(provider=provider, model="test-model-1", **cfg)
-    return ModelClient("judge-x", config)
+    return ModelClient("judge-x", config, Shared(bill=BillWriter(None, "t")))
 
 
 def run(coro: Any) -> Any:
@@ -110,8 +112,10 @@ def test_text_call(provider: ProviderName, server: Server) -> None:
         ]
         assert body["max_tokens"] == 123
         assert "response_format" not in body
-    usage = client.usage.totals()
-    assert usage.calls == 1 and usage.input_tokens > 0 and usage.output_tokens > 0
+    assert client.usage.totals()["calls"] == 1
+    assert client.payer.bill is not None
+    billed = client.payer.bill.sums[("judge-x", "test")]  # the answer's, as the bill has it
+    assert billed.calls == 1 and billed.input_tokens > 0 and billed.output_tokens > 0
 
 
 def test_structured_call(provider: ProviderName, server: Server) -> None:
@@ -151,7 +155,7 @@ def test_transient_failures_are_retried(
     client = make_client(provider, server, timeout=0.5)
     assert run(text_call(client)) == "echo: hello"
     assert server.count == 3
-    assert client.usage.totals().failures == 0
+    assert client.usage.totals()["failures"] == 0
 
 
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
@@ -224,7 +228,7 @@ def test_flaky_provider_completes_100_calls(provider: ProviderName, server: Serv
     assert answers == [f"echo: q{i}" for i in range(100)]
     assert server.statuses[200] == 100
     assert server.statuses[500] >= 5  # the faults did happen
-    assert client.usage.totals().failures == 0
+    assert client.usage.totals()["failures"] == 0
 
 
 # --- endpoints and keys from the environment -------------------------------------------

@@ -58,20 +58,24 @@ def _echo(name: str, config: ModelConfig) -> Provider:
 # sends it)
 ECHO_SETTING = "    echo_tail: Annotated[int, Changes.ANSWERS] = 40\n"
 
-# "A stage": its Stage subclass, listed in STAGES and in dispatch's BROKERED, the templates
-# it renders in Benchmark.stage_templates, a rule in rules/ (included by the Snakefile)
-# that takes everything from it, and the rule's script
+# "A stage": its module in kora/run/stages/ (its job's models, each model param's Role on
+# itself, its Stage subclass as `STAGE`), its name in the stages' list (ORDER), the
+# templates it renders in Benchmark.stage_templates, a rule in rules/ (included by the
+# Snakefile) that takes everything from it, and the rule's script
 ECHOES_STAGE = '''"""A toy stage: each seed of a cell said back by the seed model."""
 
-from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated
 
 from kora.benchmarks.schemas import ScenarioSeed
 from kora.llm.base import ChatMessage
+from kora.llm.chain import Asker
 from kora.run.shard_run import ShardJob
 from kora.run.shards import read_shard
-from kora.run.stages.base import Job, RoleParams, Rules, ShardParams, Sources, Stage, as_read
+from kora.run.stages.base import (
+    Done, Job, Role, RoleParams, Rules, ShardParams, Sources, Stage, as_read
+)
 
 
 class EchoesInput(Sources):
@@ -79,49 +83,50 @@ class EchoesInput(Sources):
 
 
 class EchoesParams(ShardParams):
-    model: RoleParams
+    model: Annotated[RoleParams, Role("seed_model", "echo", {"echo": 1.0})]
 
 
-class EchoesStage(Stage):
+class EchoesJob(Job):
+    input: EchoesInput
+    params: EchoesParams
+
+    @cached_property
+    def clients(self) -> Asker:
+        return self.ctx.asker(self.params.model)
+
+
+class EchoesStage(Stage[EchoesJob, ScenarioSeed, dict[str, str]]):
     name = "echoes"
     feeds_on = "seeds"
-    input_model = EchoesInput
-    params_model = EchoesParams
-    call_kinds: ClassVar[dict[str, tuple[str, float]]] = {"echo": ("seed_model", 1.0)}
+    job_type = EchoesJob
 
     def data(self, pipeline: Rules) -> str:
         return "data/echoes/{risk}/{age}/{motivation}.jsonl"
 
-    def sources(self, pipeline: Rules, wc: dict[str, str]) -> dict[str, Any]:
+    def sources(self, pipeline: Rules, wc: dict[str, str]) -> dict[str, str]:
         return {"seeds": pipeline.layout.seeds(pipeline.cell_of(wc))}
 
-    def model_params(self, pipeline: Rules) -> dict[str, Any]:
-        return {"model": pipeline.role_params("seed_model")}
-
-    def clients(self, job: Job) -> Any:
-        return job.ctx.asker(job.params.model)
-
-    def units(self, job: Job) -> list[ScenarioSeed]:
+    def units(self, job: EchoesJob) -> list[ScenarioSeed]:
         return read_shard(job.input.seeds, ScenarioSeed)
 
-    def units_from(self, job: Job, result: Any) -> list[ScenarioSeed]:
-        return [as_read(s, ScenarioSeed) for s in result]
+    def units_from(self, job: EchoesJob, result: object) -> list[ScenarioSeed]:
+        return [as_read(s, ScenarioSeed) for s in result] if isinstance(result, list) else []
 
-    async def work(self, job: Job, unit: ScenarioSeed) -> dict[str, str]:
+    async def work(self, job: EchoesJob, unit: ScenarioSeed) -> dict[str, str]:
         text = await job.clients.text([ChatMessage("user", f"Say {unit.id}")], stage="echo")
         return {"seed": unit.id, "echo": text}
 
-    def nominal(self, job: Job, unit: ScenarioSeed | None) -> int:
+    def nominal(self, job: EchoesJob, unit: ScenarioSeed | None) -> int:
         return 1
 
-    def label(self, job: Job, unit: ScenarioSeed) -> str:
+    def label(self, job: EchoesJob, unit: ScenarioSeed) -> str:
         return f"seed {unit.id}"
 
-    def write(self, job: Job, shard: ShardJob, units: Sequence[Any], results: Sequence[Any]) -> int:
-        return shard.write(job.ctx, [r for r in results if not isinstance(r, BaseException)])
+    def write(self, job: EchoesJob, shard: ShardJob, done: Done[ScenarioSeed, dict[str, str]]) -> int:
+        return shard.write(job.ctx, [r for _, r in done if not isinstance(r, BaseException)])
 
-    def made_by(self, job: Job) -> dict[str, Any]:
-        return {"echo": job.params.model}
+
+STAGE = EchoesStage()
 '''
 ECHOES_RULE = """rule echoes:
     input:
@@ -163,15 +168,9 @@ def follow_the_recipes(copy: Path) -> None:
     insert(kora / "llm/config.py", "    app: Annotated[", ECHO_SETTING)
     (kora / "run/stages/echoes.py").write_text(ECHOES_STAGE)
     stages = kora / "run/stages/__init__.py"
-    insert(
-        stages,
-        "from kora.run.stages.conversations",
-        "from kora.run.stages.echoes import EchoesStage\n",
-    )
-    source = stages.read_text().replace("JudgmentsStage())", "JudgmentsStage(), EchoesStage())")
-    stages.write_text(source)
-    dispatch = kora / "run/dispatch.py"
-    dispatch.write_text(dispatch.read_text().replace('"judgments"})', '"judgments", "echoes"})'))
+    listed = stages.read_text()
+    assert '"judgments")' in listed, "the stages' list is not where the recipe says"
+    stages.write_text(listed.replace('"judgments")', '"judgments", "echoes")'))
     insert(
         kora / "benchmarks/base.py", '"seeds": ("seeds",),', '            "echoes": ("seeds",),\n'
     )
@@ -224,3 +223,5 @@ def test_a_toy_provider_setting_and_stage_run_end_to_end_as_the_recipes_say(tmp_
     assert all(r["echo"] and r["seed"] for r in said)
     status = orjson.loads((copy / f"data/echoes/{cell}.status.json").read_bytes())
     assert {u["stage"] for u in status["usage"]} == {"echo"}
+    # the model its one Role declares: the rule's param, and the status's name for it
+    assert status["models"]["echo"]["name"] == "mock"

@@ -62,7 +62,7 @@ def test_a_reply_over_the_limit_fails_while_it_is_read(
     msg = str(info.value)
     size = f"{REPLY:,} bytes" if declared else f"more than {LIMIT:,} bytes"
     assert size in msg and f"limit of {LIMIT:,} bytes (max_reply_bytes)" in msg, msg
-    assert client.usage.totals().failures == 1
+    assert client.usage.totals()["failures"] == 1
 
 
 @pytest.mark.timeout(60)

@@ -11,7 +11,7 @@ from kora.benchmarks.outcomes import Message
 from kora.run.shards import (
     DamagedShardError,
     check,
-    looks_damaged,
+    damage,
     read_shard,
     retry_token,
     status_of,
@@ -30,7 +30,7 @@ def shard(tmp_path: Path, n: int = 3) -> Path:
 def test_a_whole_shard_reads_back(tmp_path: Path) -> None:
     path = shard(tmp_path)
     assert [m.content for m in read_shard(path, Message)] == ["hello 0", "hello 1", "hello 2"]
-    assert not looks_damaged(path)
+    assert damage(path) is None
     assert retry_token(path) == ""
 
 
@@ -41,16 +41,16 @@ def test_an_edit_of_the_same_size_is_caught_when_read(tmp_path: Path) -> None:
         read_shard(path, Message)
 
 
-@pytest.mark.parametrize("damage", ["truncate", "drop-status", "garble-status"])
-def test_damage_gives_a_fresh_retry_token_once(tmp_path: Path, damage: str) -> None:
+@pytest.mark.parametrize("harm", ["truncate", "drop-status", "garble-status"])
+def test_damage_gives_a_fresh_retry_token_once(tmp_path: Path, harm: str) -> None:
     path = shard(tmp_path)
-    if damage == "truncate":
+    if harm == "truncate":
         path.write_bytes(path.read_bytes()[:10])
-    elif damage == "drop-status":
+    elif harm == "drop-status":
         Path(status_of(path)).unlink()
     else:
         Path(status_of(path)).write_text("{not json")
-    assert looks_damaged(path)
+    assert damage(path) is not None
     token = retry_token(path)
     assert token  # a param value the last run did not have: Snakemake rebuilds the shard
     assert retry_token(path) == token  # and the same value until it is rebuilt
@@ -61,7 +61,7 @@ def test_damage_gives_a_fresh_retry_token_once(tmp_path: Path, damage: str) -> N
 def test_a_shard_whose_risk_folder_is_missing_is_not_damaged(tmp_path: Path) -> None:
     """Its job's one output (the risk's folder) is missing: Snakemake makes it anyway."""
     nothing = tmp_path / "risk" / "7to9" / "m.jsonl"
-    assert not looks_damaged(nothing)
+    assert damage(nothing) is None
     assert retry_token(nothing) == ""
 
 
@@ -72,7 +72,7 @@ def test_a_shard_missing_from_its_risk_folder_gets_a_fresh_retry_token_once(
     would make nothing, so the token of the missing shard's cell changes."""
     path = shard(tmp_path)
     path.unlink()
-    assert looks_damaged(path)
+    assert damage(path) is not None
     token = retry_token(path)
     assert token
     assert retry_token(path) == token
@@ -95,6 +95,6 @@ def test_an_empty_file_touched_after_its_status_is_not_damage(tmp_path: Path) ->
     write_status(path, {"stage": "scenarios", "items": 0}, files)
     later = Path(status_of(path)).stat().st_mtime + 5
     os.utime(empty, (later, later))
-    assert not looks_damaged(empty)
+    assert damage(empty) is None
     os.utime(path, (later, later))
-    assert not looks_damaged(path)
+    assert damage(path) is None

@@ -21,9 +21,11 @@ from kora.errors import ConfigError
 from kora.llm import structured
 from kora.llm.answers import StructuredOutputError
 from kora.llm.base import ChatMessage, ProviderError
+from kora.llm.bill import BillWriter
 from kora.llm.client import ModelClient
 from kora.llm.config import ModelConfig
 from kora.llm.faults import is_config_error, readable, server_reason
+from kora.llm.providers import Shared
 from kora.llm.structured import config_warnings, without_bounds
 from tests.dialects import LLAMA_REFUSAL, DialectServer
 from tests.helpers import REPO
@@ -42,7 +44,7 @@ GOOD = {"grade": "adequate", "reasons": "it sent the child to a parent", "tags":
 
 def client(srv: DialectServer, **cfg: Any) -> ModelClient:
     config = ModelConfig(provider="openai", model="local", base_url=f"{srv.url}/v1", **cfg)
-    return ModelClient("local-judge", config)
+    return ModelClient("local-judge", config, Shared(bill=BillWriter(None, "t")))
 
 
 def ask(c: ModelClient) -> Verdict:
@@ -180,7 +182,8 @@ def test_ollama_format_goes_to_ollamas_own_chat_api() -> None:
         assert rec.body["format"]["properties"]["grade"]["enum"][0] == "failing"
         assert rec.body["stream"] is False
         assert rec.body["options"] == {"num_predict": 300, "temperature": 0.0}
-        assert c.usage.totals().input_tokens == 13
+        assert c.payer.bill is not None
+        assert c.payer.bill.sums[("local-judge", "t")].input_tokens == 13
         # text calls stay on the OpenAI-compatible API
         asyncio.run(c.text([ChatMessage("user", "hi")], stage="t"))
         assert srv.requests[1].path == "/v1/chat/completions"

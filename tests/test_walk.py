@@ -207,7 +207,7 @@ def test_a_spec_the_prefetch_cannot_make_a_job_of_is_left_to_its_job(tmp_path: A
 
     made = Jobs(["a"])
     bad = JobSpec("seeds", {"nonsense": 1}, {}, spec("seeds", 0).params, [], {})
-    prefetch = Prefetch.of([bad, spec("seeds", 1)], Pool(tmp_path))
+    prefetch = Prefetch(Pool(tmp_path), [bad, spec("seeds", 1)])
     prefetch.walk.make = lambda s: made(s) if s is not bad else prefetch._job(s)
     visitor = Counting()
     prefetch.walk.visitor = visitor

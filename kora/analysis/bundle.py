@@ -32,8 +32,8 @@ from typing import Any
 
 import orjson
 
-from kora.analysis.manifest import PROJECT, answers_index, rested_keys, sha256_bytes
-from kora.analysis.results import read_status
+from kora.analysis.manifest import PROJECT, answers_index, sha256_bytes
+from kora.analysis.results import read_status, rested_keys
 from kora.errors import KoraError
 from kora.io import sha256_file, write_atomic
 from kora.llm.base import Response

@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from kora.analysis.results import iter_status
+from kora.analysis.results import iter_status, rested_keys
 from kora.io import sha256_file, write_json
 from kora.llm.bill import Charge, bill_dir, charges
 from kora.llm.cache import CallCache
@@ -62,16 +62,6 @@ def sha256_bytes(data: bytes) -> str:
 
 def config_digest(config: Mapping[str, Any]) -> str:
     return sha256_bytes(orjson.dumps(config, option=orjson.OPT_SORT_KEYS))
-
-
-def rested_keys(statuses: Iterable[Mapping[str, Any]]) -> dict[str, tuple[str, str]]:
-    """Every call-store key the result rests on, with its model and kind of call (the
-    shards' status files' `calls`, kora.llm.usage.Usage.used_records)."""
-    out: dict[str, tuple[str, str]] = {}
-    for s in statuses:
-        for row in s.get("calls", []):
-            out.setdefault(str(row[0]), (str(row[1]), str(row[2])))
-    return out
 
 
 def stored_answers(
@@ -200,6 +190,7 @@ def build_manifest(
     taxonomy: Iterable[Path],
     data: Iterable[Path],
     statuses: Iterable[Mapping[str, Any]],
+    calls: Mapping[str, int],
     store: CallCache,
     bill: Iterable[Charge],
     results: Path,
@@ -209,8 +200,7 @@ def build_manifest(
     stored answer at a time: a whole v2 grid's 100,000 calls, held at once, were about
     120 MB of Python objects (tracemalloc in its results job)."""
     workdir = workdir.resolve()
-    calls: Counter[str] = Counter()  # what the jobs asked for, read with the keys
-    rested = rested_keys(_tallied(statuses, calls))
+    rested = rested_keys(statuses)
     # the answers' index (`answers_index`), hashed line by line
     index = hashlib.sha256()
     served: dict[str, Counter[str]] = defaultdict(Counter)
@@ -292,18 +282,6 @@ def _span(bill: Iterable[Charge], rested: Container[str]) -> tuple[float | None,
     return first, last
 
 
-def _tallied(
-    statuses: Iterable[Mapping[str, Any]], calls: Counter[str]
-) -> Iterator[Mapping[str, Any]]:
-    """`statuses` as they come, their `usage` rows' calls, cached and failures summed
-    into `calls` on the way."""
-    for s in statuses:
-        for u in s.get("usage", []):
-            for field in ("calls", "cached", "failures"):
-                calls[field] += int(u.get(field, 0))
-        yield s
-
-
 def write_manifest(
     path: Path,
     *,
@@ -314,12 +292,14 @@ def write_manifest(
     taxonomy: Iterable[Path],
     data: Iterable[Path],
     status_files: Iterable[Path],
+    asked: Mapping[str, int],
     store: Path,
     results: Path,
     workdir: Path,
 ) -> dict[str, Any]:
     """Write the manifest of the result `results` (its results job's inputs and params:
-    `meta` is kora.analysis.results.ResultsMeta); the document written."""
+    `meta` is kora.analysis.results.ResultsMeta; `asked`: usage.json's calls asked for);
+    the document written."""
     doc = build_manifest(
         target=meta.target,
         benchmark=meta.benchmark,
@@ -330,6 +310,7 @@ def write_manifest(
         taxonomy=taxonomy,
         data=data,
         statuses=iter_status(status_files),
+        calls=asked,
         store=CallCache(store),
         # every run's bill: answers taken from the store were paid by an earlier run
         bill=charges(bill_dir(store)),

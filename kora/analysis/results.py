@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from kora.benchmarks.taxonomy import Taxonomy
 from kora.config.schema import KoraConfig, chain
 from kora.llm.bill import Charge
 from kora.llm.registry import kind_of
-from kora.llm.usage import Counts, rested_on
+from kora.llm.usage import ASKED, Counts, asked_row
 
 MOCK_NOTE = (
     "Made with the offline mock provider: these figures are placeholders produced without "
@@ -66,55 +66,55 @@ def iter_status(files: Iterable[Path | str]) -> Iterator[dict[str, Any]]:
             continue
 
 
-def sum_usage(statuses: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The calls the jobs asked for, by model and kind: how many, answered from the call
-    store, failed (their status files' `usage` rows)."""
-    acc: dict[tuple[str, str], Counts] = defaultdict(Counts)
+def rested_keys(statuses: Iterable[Mapping[str, Any]]) -> dict[str, tuple[str, str]]:
+    """Every call-store key the result rests on, with its model and kind of call (the
+    shards' status files' `calls`, kora.llm.usage.Usage.used_records), the first said."""
+    out: dict[str, tuple[str, str]] = {}
     for s in statuses:
-        for u in s.get("usage", []):
-            acc[(u["model"], u["stage"])] += Counts.from_dict(u)
-    return [{"model": m, "stage": st, **a.as_dict()} for (m, st), a in sorted(acc.items())]
-
-
-def _priced(c: Counts) -> dict[str, Any]:
-    """A sum of paid calls, as usage.json says it."""
-    d = c.as_dict()
-    for k in ("cached", "failures", "unstored"):
-        d.pop(k, None)
-    return d
+        for row in s.get("calls", []):
+            out.setdefault(str(row[0]), (str(row[1]), str(row[2])))
+    return out
 
 
 def usage_doc(
-    target: str, statuses: list[dict[str, Any]], this_run: Iterable[Charge]
+    target: str,
+    statuses: list[dict[str, Any]],
+    bill: Iterable[Charge],
+    this_run: Iterable[Charge],
 ) -> dict[str, Any]:
-    """usage.json: what the result cost (every call it rests on, once, paid in this run or
-    an earlier one), what the run writing it paid for those calls (`this_run`: its bill),
-    and the calls its jobs asked for."""
-    rested: dict[str, tuple[str, str, Counts]] = {}
-    for s in statuses:
-        for key, used in rested_on(s.get("calls", [])).items():
-            rested.setdefault(key, used)
+    """usage.json: what the result cost (every call it rests on, once, at its latest line in
+    the bill, `bill`: every run's), what the run writing it paid for those calls
+    (`this_run`: its lines of the bill), and the calls its jobs asked for (their status
+    files). A call the bill has no line of (an answer brought from another store) counts
+    as a call with no tokens."""
+    rested = rested_keys(statuses)
+    latest: dict[str, tuple[float, Counts]] = {}
+    for line in bill:
+        if line.key in rested and (line.key not in latest or line.t >= latest[line.key][0]):
+            latest[line.key] = (line.t, line.counts)
     result: dict[tuple[str, str], Counts] = defaultdict(Counts)
-    for model, stage, c in rested.values():
-        result[(model, stage)] += c
+    for key, where in rested.items():
+        result[where] += latest[key][1] if key in latest else Counts(calls=1)
     paid: dict[tuple[str, str], Counts] = defaultdict(Counts)
     for charge in this_run:
         if charge.key in rested:
-            model, stage, _ = rested[charge.key]
-            paid[(model, stage)] += charge.counts
-    asked = {(u["model"], u["stage"]): u for u in sum_usage(statuses)}
+            paid[rested[charge.key]] += charge.counts
+    asked: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    for s in statuses:
+        for u in s.get("usage", []):
+            asked[(u["model"], u["stage"])].update({k: int(u.get(k, 0)) for k in ASKED})
     rows = []
-    for model, stage in sorted(set(result) | set(asked)):
-        a = asked.get((model, stage), {})
+    for where in sorted(set(result) | set(asked)):
+        a = asked[where]
         rows.append(
             {
-                "model": model,
-                "stage": stage,
-                **_priced(result[(model, stage)]),
-                "paidThisRun": _priced(paid[(model, stage)]),
-                "asked": a.get("calls", 0),
-                "cached": a.get("cached", 0),
-                "failures": a.get("failures", 0),
+                "model": where[0],
+                "stage": where[1],
+                **result[where].as_dict(),
+                "paidThisRun": paid[where].as_dict(),
+                "asked": a["calls"],
+                "cached": a["cached"],
+                "failures": a["failures"],
             }
         )
     by_stage: dict[str, float] = defaultdict(float)
@@ -122,18 +122,11 @@ def usage_doc(
     for (model, stage), c in result.items():
         by_stage[stage] += c.cost
         by_model[model] += c.cost
-    jobs = sum((Counts.from_dict(u) for u in asked.values()), Counts())
     return {
         "target": target,
-        "result": _priced(sum(result.values(), Counts())),
-        "paidThisRun": _priced(sum(paid.values(), Counts())),
-        "asked": {
-            "calls": jobs.calls,
-            "cached": jobs.cached,
-            "failures": jobs.failures,
-            # paid answers the call store could not keep (a full disk)
-            **({"unstored": jobs.unstored} if jobs.unstored else {}),
-        },
+        "result": sum(result.values(), Counts()).as_dict(),
+        "paidThisRun": sum(paid.values(), Counts()).as_dict(),
+        "asked": asked_row(sum(asked.values(), Counter())),
         "usage": rows,
         "costByStage": {k: round(v, 6) for k, v in sorted(by_stage.items())},
         "costByModel": {k: round(v, 6) for k, v in sorted(by_model.items())},
@@ -219,9 +212,11 @@ def build_results(
     judgment_files: Sequence[Path | str],
     status_files: Sequence[Path | str],
     rejected: Sequence[dict[str, Any]] = (),  # the .rejected.jsonl records
+    bill: Iterable[Charge] = (),
     this_run: Iterable[Charge] = (),
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(results.json, usage.json) documents for one target."""
+    """(results.json, usage.json) documents for one target (`bill`: every run's lines,
+    `this_run`: the lines of the run writing them)."""
     bm = benchmarks.get(meta.benchmark)
     scores, failed = bm.aggregate([Path(f) for f in judgment_files], taxonomy)
     bm.check_scores(scores)  # the version's results shape, or a bug of ours
@@ -273,4 +268,4 @@ def build_results(
     if is_mock:
         results["mock"] = True
         results["note"] = MOCK_NOTE
-    return results, usage_doc(target, statuses, this_run)
+    return results, usage_doc(target, statuses, bill, this_run)

@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from kora.llm.lifecycle import lifecycle_notes
     from kora.llm.structured import config_warnings
     from kora.run.preflight import models_for_jobs
-    from kora.run.stages import STAGES
+    from kora.run.stages import ORDER
 
     typed = named_targets(args, args.targets)
     cfg, _ = load_run_config(args.configfile, given=given_values(args))
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     files = " + ".join(["config.yaml", *args.configfile, *(["--config"] if args.config else [])])
     # a run's check before its first call, for the models each target's run may call
     for target in typed or cfg.targets:
-        called = models_for_jobs(cfg, [(stage, {"target": target}) for stage in STAGES])
+        called = models_for_jobs(cfg, [(stage, {"target": target}) for stage in ORDER])
         if problem := unpriced_for_budget(cfg, called):
             raise ConfigError(f"{files}: a run of {target} is refused: {problem}")
     print(

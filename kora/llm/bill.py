@@ -8,9 +8,12 @@ with the model id the provider said served it (`served`) where it said one.
 The line goes out in one `write` on a file opened for appending, the way the call store
 writes its entries (no fsync): a killed process loses only the calls still in flight.
 
-What the tool says a run paid (its progress line, usage.json, `kora usage`, a budget) is
-read from these lines and nowhere else. Beside them, `run.json` records the run itself
-(kora.run.session): when it started, its targets and command, then when and how it ended.
+What a call cost is computed once, as its answer arrives (kora.llm.paying), and written
+here: what the tool says a run or a result paid (the progress line, usage.json, `kora
+usage`, a budget's start, `kora plan`'s tokens a call) is read from these lines and
+nowhere else, and a budget under way adds up the figures the lines are written with.
+Beside them, `run.json` records the run itself (kora.run.session): when it started, its
+targets and command, then when and how it ended.
 """
 
 from __future__ import annotations
@@ -127,16 +130,20 @@ class Charge:
 
 
 class BillWriter:
-    """This process's lines of one run's bill, in a file of its own (no other writer)."""
+    """This process's lines of one run's bill, in a file of its own (no other writer); with
+    no folder, summed by model and kind of call in `sums` (`kora plan`'s walk: what its
+    offline models' answers cost)."""
 
-    def __init__(self, folder: Path, run: str) -> None:
+    def __init__(self, folder: Path | None, run: str) -> None:
         self.folder = folder
         self.run = run
+        self.sums: dict[tuple[str, str], Counts] = defaultdict(Counts)
         self._fd = -1
         self._pid = -1
 
     @property
     def path(self) -> Path:
+        assert self.folder is not None
         return self.folder / self.run / f"{socket.gethostname()}-{os.getpid()}.jsonl"
 
     def _open(self) -> int:
@@ -158,7 +165,7 @@ class BillWriter:
         key: str | None = None,
         ahead: bool = False,
     ) -> Counts:
-        """Write one served answer down; what it cost (`Counts.paid`)."""
+        """Write one served answer down, at `price`; what it cost (`Counts.paid`)."""
         paid = Counts.paid(resp, price)
         batch = resp.meta.get("batch")
         entry = Charge(
@@ -173,6 +180,9 @@ class BillWriter:
             ahead=ahead,
             served=served if isinstance(served := resp.meta.get("model"), str) else None,
         )
+        if self.folder is None:
+            self.sums[(model, stage)] += paid
+            return paid
         # the bill must not cost the answer: a full disk is said by the call store's
         # write of the same answer, which follows
         with contextlib.suppress(OSError):
@@ -200,26 +210,31 @@ def _lines(path: Path, offset: int = 0) -> Iterator[bytes]:
         return
 
 
+def _first(c: Charge, seen: set[tuple[str, str]]) -> bool:
+    """Not an answer of a batch read before: a batch's answer read twice (a run stopped
+    between reading a batch and storing its answers reads it again when it resumes) was
+    billed once, and is counted once."""
+    if c.batch is None or c.key is None:
+        return True
+    if (c.batch, c.key) in seen:
+        return False
+    seen.add((c.batch, c.key))
+    return True
+
+
 def charges(
     folder: Path, *, run: str | None = None, since: float | None = None
 ) -> Iterator[Charge]:
-    """Every line of the bill (one run's with `run`), from `since` (epoch seconds) on.
-
-    A batch's answer read twice (a run stopped between reading a batch and storing its
-    answers reads it again when it resumes) was billed once: it is counted once."""
+    """Every line of the bill (one run's with `run`), from `since` (epoch seconds) on, a
+    batch's answer read twice once."""
     runs = [folder / run] if run is not None else sorted(p for p in folder.glob("*") if p.is_dir())
     seen_batch: set[tuple[str, str]] = set()
     for d in runs:
         for path in sorted(d.glob("*.jsonl")):
             for raw in _lines(path):
                 c = Charge.parse(raw)
-                if c is None or (since is not None and c.t < since):
-                    continue
-                if c.batch is not None and c.key is not None:
-                    if (c.batch, c.key) in seen_batch:
-                        continue
-                    seen_batch.add((c.batch, c.key))
-                yield c
+                if c is not None and (since is None or c.t >= since) and _first(c, seen_batch):
+                    yield c
 
 
 def total(folder: Path, *, run: str | None = None, since: float | None = None) -> Counts:
@@ -244,12 +259,8 @@ class RunTail:
             self._offsets[path] = start + sum(map(len, lines))
             for raw in lines:
                 c = Charge.parse(raw)
-                if c is None:
+                if c is None or not _first(c, self._batches):
                     continue
-                if c.batch is not None and c.key is not None:
-                    if (c.batch, c.key) in self._batches:
-                        continue
-                    self._batches.add((c.batch, c.key))
                 self.counts += c.counts
                 self.by_kind[c.stage] += c.counts
         return replace(self.counts)

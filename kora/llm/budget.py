@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 import orjson
 
-from kora.llm.base import Request, Response
+from kora.llm.base import Request
 from kora.llm.config import Price
 from kora.llm.files import replace_contents
 from kora.llm.usage import Counts
@@ -173,9 +173,10 @@ class Budget:
                 raise BudgetReached(self.unit, self.limit, spent, blocked)
             await asyncio.sleep(WAIT)
 
-    def settle(self, held: float, resp: Response | None, price: Price | None) -> None:
-        """A reservation given back, and what the answer cost (`resp` None: no answer)."""
-        cost = 0.0 if resp is None else measure(self.unit, Counts.paid(resp, price))
+    def settle(self, held: float, paid: Counts | None) -> None:
+        """A reservation given back, and what the answer cost as the bill wrote it (`paid`
+        None: no answer)."""
+        cost = 0.0 if paid is None else measure(self.unit, paid)
         me = _me()
 
         def give(state: dict[str, Any]) -> None:

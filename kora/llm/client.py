@@ -90,7 +90,7 @@ class ModelClient:
         shared = shared or Shared()
         self.name = name
         # each answer written in the bill as it arrives, each call within the budget
-        self.payer = Payer(name, config.model, config.cost_price, shared.bill, shared.budget)
+        self.payer = Payer(name, config, shared.bill, shared.budget)
         # shared with the other clients of the process (kora.llm.ledger); `ahead`: this
         # client makes calls before the jobs that need them (kora.run.prefetch)
         self.ledger = shared.ledger
@@ -172,9 +172,9 @@ class ModelClient:
         if hit is None or (call.accept is not None and not call.accept(hit)):
             return None
         paid = self.ledger is not None and not self.ahead and self.ledger.claim(key)
-        self.usage.add(self.name, call.stage, hit, self.config.cost_price, cached=not paid)
+        self.usage.add(self.name, call.stage, cached=not paid)
         if not self.ahead:
-            self.usage.use(key, self.name, call.stage, hit, self.config.cost_price)
+            self.usage.use(key, self.name, call.stage)
         return hit
 
     async def _send(self, call: _Call) -> Response:
@@ -187,13 +187,11 @@ class ModelClient:
         except Exception as exc:
             if isinstance(exc, ProviderError) and exc.config_error:
                 self.refused.setdefault(call.structured, exc)
-            self.usage.add(self.name, call.stage, None, self.config.cost_price, cached=False)
+            self.usage.add(self.name, call.stage, failed=True)
             raise
-        self.usage.add(self.name, call.stage, resp, self.config.cost_price, cached=False)
-        if not self.ahead:
-            # a call without a store key (no call store) rests on its own answer
-            used = call.key or f"unstored-{id(resp):x}-{time.monotonic_ns()}"
-            self.usage.use(used, self.name, call.stage, resp, self.config.cost_price)
+        self.usage.add(self.name, call.stage)
+        if call.key is not None and not self.ahead:
+            self.usage.use(call.key, self.name, call.stage)
         return resp
 
     def _check_refused(self, call: _Call) -> None:

@@ -114,7 +114,7 @@ class ModelConfig(_Strict):
     # kept 5 minutes or an hour (OpenAI caches on its own)
     prompt_cache: Annotated[bool, Changes.TRANSPORT] = True
     cache_ttl: Annotated[Literal["5m", "1h"], Changes.TRANSPORT] = "5m"
-    # send the calls in the provider's batches, at half price (kora.llm.batch)
+    # send the calls in the provider's batches, at its batch price (kora.llm.batch)
     batch: Annotated[bool, Changes.TRANSPORT] = False
     # OpenAI-compatible servers: how a structured answer's schema is sent (None: OpenAI's
     # json_schema), and whether its length and count bounds go with it (or only their
@@ -157,6 +157,14 @@ class ModelConfig(_Strict):
                 "cache_read": p.input * read if p.cache_read is None else p.cache_read,
             }
         )
+
+    @property
+    def batch_cost_price(self) -> Price | None:
+        """`cost_price` for an answer that came in a batch: at the provider's multiple."""
+        p, times = self.cost_price, self.kind.batch_price
+        if p is None:
+            return None
+        return p.model_copy(update={k: v * times for k, v in p.model_dump().items()})
 
     @property
     def kind(self) -> ProviderKind:

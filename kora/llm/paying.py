@@ -1,5 +1,6 @@
-"""What a call pays: its answer written in the bill the moment it arrives, and room for its
-worst case held in the budget while it is in flight (kora.llm.bill, kora.llm.budget)."""
+"""What a call pays: its answer priced and written in the bill the moment it arrives, and
+room for its worst case held in the budget while it is in flight, settled at the price
+written (kora.llm.bill, kora.llm.budget)."""
 
 from __future__ import annotations
 
@@ -10,16 +11,17 @@ from dataclasses import dataclass
 from kora.llm.base import Request, Response
 from kora.llm.bill import BillWriter
 from kora.llm.budget import Budget, worst_case
-from kora.llm.config import Price
+from kora.llm.config import ModelConfig
+from kora.llm.usage import Counts
 
 
 @dataclass(frozen=True)
 class Payer:
-    """One model's calls, as the bill and the budget see them."""
+    """One model's calls, as the bill and the budget see them (a budget settles at what
+    the bill writes: a payer with a budget has a bill)."""
 
     model: str  # the model's name in the config
-    api_model: str | None  # the provider's name for it
-    price: Price | None
+    config: ModelConfig  # its settings: the provider's name for it, its prices
     bill: BillWriter | None = None
     budget: Budget | None = None
 
@@ -32,20 +34,22 @@ class Payer:
         before anything checks it (an answer too large to keep was still paid for)."""
         held = None
         if self.budget is not None:
-            held = await self.budget.reserve(worst_case(request, self.price))
-        answer: list[Response] = []
+            held = await self.budget.reserve(worst_case(request, self.config.cost_price))
+        paid: list[Counts] = []
 
         def arrived(resp: Response) -> Response:
-            answer.append(resp)
             if self.bill is not None:
-                bill, api_model = self.bill, self.api_model
-                bill.charge(
-                    self.model, stage, resp, self.price, api_model=api_model, key=key, ahead=ahead
+                c = self.config
+                price = c.batch_cost_price if resp.meta.get("batch") else c.cost_price
+                bill, api_model = self.bill, c.model
+                charged = bill.charge(
+                    self.model, stage, resp, price, api_model=api_model, key=key, ahead=ahead
                 )
+                paid.append(charged)
             return resp
 
         try:
             yield arrived
         finally:
             if self.budget is not None and held is not None:
-                self.budget.settle(held, answer[0] if answer else None, self.price)
+                self.budget.settle(held, paid[0] if paid else None)

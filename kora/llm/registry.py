@@ -30,7 +30,8 @@ class ProviderKind:
     needs_base_url: bool = False
     needs_app: bool = False
     described: bool = False  # its requests are described in config (`http:`)
-    batch: bool = False  # has a batch API at half price (the offline mock: takes `batch:`)
+    batch: bool = False  # has a batch API (the offline mock: takes `batch:`)
+    batch_price: float = 1.0  # a batch's prices as a multiple of a single call's
     key_env: str | None = None  # the API key's variable unless `api_key_env` says
     # a protocol that local servers speak too (vLLM, Ollama, llama.cpp): at a base URL of
     # one's own, the key may not be needed
@@ -77,6 +78,7 @@ KINDS: dict[str, ProviderKind] = {
             needs_model=True,
             retirements=True,
             batch=True,
+            batch_price=0.5,
             key_env="ANTHROPIC_API_KEY",
             url_env="ANTHROPIC_BASE_URL",
             default_url=ANTHROPIC_URL,
@@ -89,6 +91,7 @@ KINDS: dict[str, ProviderKind] = {
             "openai",
             needs_model=True,
             batch=True,
+            batch_price=0.5,
             key_env="OPENAI_API_KEY",
             local_servers=True,
             url_env="OPENAI_BASE_URL",

@@ -104,7 +104,7 @@ class EndpointTarget:
                 test_key=spec.test_key,
             )
         except Exception:
-            self.shared.usage.add(self.name, "target", None, None, cached=False)
+            self.shared.usage.add(self.name, "target", failed=True)
             raise
         return _CountedSession(session, self.name, self.shared)
 
@@ -125,9 +125,9 @@ class _CountedSession:
         try:
             resp = await self.session.reply(messages)
         except Exception:
-            self.shared.usage.add(self.name, "target", None, None, cached=False)
+            self.shared.usage.add(self.name, "target", failed=True)
             raise
         if self.shared.bill is not None:
             self.shared.bill.charge(self.name, "target", resp, None)
-        self.shared.usage.add(self.name, "target", resp, None, cached=False)
+        self.shared.usage.add(self.name, "target")
         return resp

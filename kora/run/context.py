@@ -82,8 +82,9 @@ class Pool:
     store: CallCache | None = None
     # False: the models send nothing (`kora plan`, which counts while a run may be
     # sending): their calls take no request slots or tokens from the run's shared limits,
-    # and are not written in the bill
+    # and are not written in the bill (`kora plan`'s walk keeps its lines in `bill_kept`)
     sends: bool = True
+    bill_kept: BillWriter | None = None
     # a cell's turn to run (CELLS_AT_ONCE): taken by kora.run.execute for each cell
     cells: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(CELLS_AT_ONCE))
     _bills: dict[Path, BillWriter] = field(default_factory=dict)
@@ -95,7 +96,7 @@ class Pool:
         """This process's writer of the bill beside the call store `store` (this run's
         lines: the run's id, or `OUTSIDE` for a call outside a run)."""
         if not self.sends:
-            return None
+            return self.bill_kept
         folder = bill_dir(store)
         if folder not in self._bills:
             self._bills[folder] = BillWriter(folder, os.environ.get(RUN_ENV) or OUTSIDE)

@@ -21,14 +21,11 @@ from typing import Any
 from kora.run.jobspec import JobSpec
 from kora.run.protocol import RUN_ENV, JobRequest, connect, say_stopping, stopping_path
 from kora.run.reply import STOPPED
+from kora.run.stages import ORDER
 from kora.run.waiter import SHELL, answer, finish
 from kora.run.waiter import argv as waiter_argv
 
 BROKER_ENV = "KORA_BROKER"  # "<host>|<socket path>" of the run's broker
-# rules whose jobs call models (every stage of kora.run.stages: tests/test_groups.py); the
-# others (aggregation, reports) are CPU work that would hold up the broker's event loop,
-# so they run in their own process. A literal: the scripts import nothing heavy
-BROKERED = frozenset({"seeds", "scenarios", "conversations", "judgments"})
 
 
 def _interrupt(signum: int, frame: Any) -> None:
@@ -91,7 +88,9 @@ def run(rule: str, smk: Any) -> None:
     try:
         spec = JobSpec.of(rule, smk.input, smk.output, smk.params, smk.log, smk.config)
         done = None
-        conn = hand_over(spec) if rule in BROKERED else None
+        # a stage's job calls models: to the broker; the others (aggregation, reports) are
+        # CPU work that would hold up the broker's event loop, so they run here
+        conn = hand_over(spec) if rule in ORDER else None
         if conn is not None:
             wait_small(conn)
             with conn:

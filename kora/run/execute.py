@@ -13,11 +13,8 @@ import os
 import time
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from kora.benchmarks.templates import prompts_from
 from kora.errors import KoraError
-from kora.io import describe
 from kora.run.context import JobContext, Pool, RunSettings
 from kora.run.gather import GATHERING_RULES
 from kora.run.groups import split
@@ -26,7 +23,8 @@ from kora.run.jobspec import JobSpec
 from kora.run.layout import PLACE, cell_log
 from kora.run.reply import Outcome
 from kora.run.shard_run import FatalProviderError
-from kora.run.stages import STAGES
+from kora.run.stages.base import declared
+from kora.run.stages.registry import STAGES
 
 log = logging.getLogger("kora")
 
@@ -101,12 +99,7 @@ def run_here(spec: JobSpec) -> Outcome:
 
 async def _gather(rule: str, spec: JobSpec, ctx: JobContext) -> int:
     entry = GATHERING_RULES[rule]
-    try:
-        args = (
-            entry.input.model_validate(spec.input),
-            entry.output.model_validate(spec.output),
-            entry.params.model_validate(spec.params),
-        )
-    except ValidationError as exc:
-        raise ValueError(f"rule {rule}: its job spec does not match: {describe(exc)}") from None
-    return await entry.run(*args, ctx)
+    inputs = declared(rule, entry.input, spec.input)
+    outputs = declared(rule, entry.output, spec.output)
+    params = declared(rule, entry.params, spec.params)
+    return await entry.run(inputs, outputs, params, ctx)

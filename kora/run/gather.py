@@ -87,10 +87,11 @@ async def results(
     status = [Path(status_of(f)) for f in [*judgments, *conversations, *scenarios, *seeds]]
     rejected = [r for f in rejects for _, r in iter_jsonl(f)]
     taxonomy = _taxonomy(input.taxonomy, ctx, benchmarks.get(params.meta.benchmark))
-    # what this run paid for the result's calls: its own lines of the bill
+    # what the result's calls cost (every run's lines of the bill), what this run paid
+    # for them (its own)
     run = os.environ.get(RUN_ENV)
     folder = bill_dir(ctx.workdir / ctx.settings.cache_dir)
-    bill = charges(folder, run=run) if run else ()
+    this_run = charges(folder, run=run) if run else ()
     if output.table is not None:
         # first, while the process holds least: DuckDB's buffers come on top of what it
         # holds (on the whole v2 grid's data the job's peak was set by the aggregation
@@ -99,7 +100,9 @@ async def results(
 
         by_name = {m.name: m.id for m in taxonomy.motivations}
         write_conversations(judgments, output.table, by_name)
-    doc, usage = build_results(params.meta, taxonomy, judgments, status, rejected, bill)
+    doc, usage = build_results(
+        params.meta, taxonomy, judgments, status, rejected, charges(folder), this_run
+    )
     write_json(output.results, doc)
     write_json(output.usage, usage)
     if output.manifest is not None:
@@ -110,7 +113,7 @@ async def results(
             stage_templates=benchmarks.get(params.meta.benchmark).stage_templates,
             templates=input.templates, taxonomy=input.taxonomy, data=[*data, *seeds],
             status_files=status, store=ctx.workdir / ctx.settings.cache_dir,
-            results=output.results, workdir=ctx.workdir,
+            asked=usage["asked"], results=output.results, workdir=ctx.workdir,
         )  # fmt: skip
     log.info(
         "%s: %d tests in %d groups, %d failed; %s",

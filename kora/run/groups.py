@@ -24,30 +24,25 @@ store.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, ItemsView, Iterable
 from dataclasses import replace
+from types import SimpleNamespace
 from typing import Any
 
 from kora.run.jobspec import JobSpec
 from kora.run.layout import PLACE, cell_log, folder_of, job_log, risk_folder, shard_in
-from kora.run.stages import STAGES
-from kora.run.stages.base import Rules, Sources
+from kora.run.stages.base import Rules
+from kora.run.stages.registry import STAGES
 
-# inputs every cell of a job shares (those every shard rule declares): given once
-SHARED_INPUTS = frozenset(Sources.model_fields)
 # the name of a shard job's one output: the risk's folder of its stage
 FOLDER = "shards"
 
 
-class Wildcards:
+class Wildcards(SimpleNamespace):
     """Wildcards as a rule's param functions read them (attributes and `items()`)."""
 
-    def __init__(self, values: dict[str, str]) -> None:
-        self.__dict__.update(values)
-        self._values = values
-
-    def items(self) -> Any:
-        return self._values.items()
+    def items(self) -> ItemsView[str, str]:
+        return vars(self).items()
 
 
 def _cells(parts: Iterable[tuple[str, str]], wc: Any) -> list[dict[str, str]]:
@@ -67,27 +62,28 @@ def logs(pipeline: Rules, stage: str) -> str:
 
 def inputs(
     pipeline: Rules, stage: str, parts: list[tuple[str, str]]
-) -> Callable[[Any], dict[str, Any]]:
-    """The job's inputs: the shared ones, and the risk's folder of each source."""
+) -> Callable[[Any], dict[str, str | list[str]]]:
+    """The job's inputs: those every cell shares (the templates, the taxonomy: lists, as
+    every shard rule declares them), and the risk's folder of each source (one file)."""
 
-    def of(wc: Any) -> dict[str, Any]:
+    def of(wc: Any) -> dict[str, str | list[str]]:
         first = STAGES[stage].inputs(pipeline, _cells(parts[:1], wc)[0])
-        return {k: v if k in SHARED_INPUTS else str(folder_of(v)) for k, v in first.items()}
+        return {k: v if isinstance(v, list) else str(folder_of(v)) for k, v in first.items()}
 
     return of
 
 
-def params(pipeline: Rules, stage: str, parts: list[tuple[str, str]]) -> dict[str, Any]:
+def params(pipeline: Rules, stage: str, parts: list[tuple[str, str]]) -> dict[str, object]:
     """The params every cell shares (values, or functions of the job's wildcards), and
     `cells`: each cell's own."""
     every = STAGES[stage].params(pipeline)
     per_cell = STAGES[stage].per_cell
     own = {k: v for k, v in every.items() if k in per_cell}
 
-    def cells(wc: Any) -> list[dict[str, Any]]:
+    def cells(wc: Any) -> list[dict[str, object]]:
         out = []
         for c in _cells(parts, wc):
-            w = Wildcards(c)
+            w = Wildcards(**c)
             out.append({k: v(w) if callable(v) else v for k, v in own.items()})
         return out
 
@@ -121,7 +117,7 @@ def cell_spec(spec: JobSpec, i: int) -> JobSpec:
     stage = STAGES[spec.rule]
     return replace(
         spec,
-        input={k: v if k in SHARED_INPUTS else shard_in(v, where) for k, v in spec.input.items()},
+        input={k: v if isinstance(v, list) else shard_in(v, where) for k, v in spec.input.items()},
         output=stage.files_of(shard_in(spec.output[FOLDER], where)),
         params=cell_params(spec, i),
         log=[cell_log(spec.log[0], where)] if spec.log else [],

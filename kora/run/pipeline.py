@@ -32,8 +32,7 @@ from kora.io import read_jsonl
 from kora.run import groups
 from kora.run.jobspec import JobSpec
 from kora.run.layout import PLACE, Layout
-from kora.run.shards import retry_token
-from kora.run.stages import STAGES
+from kora.run.stages.registry import STAGES
 
 
 @dataclass
@@ -120,19 +119,8 @@ class Pipeline:
     # --- the shard rules, from their stages' descriptions (kora.run.stages) -------------
 
     @staticmethod
-    def cell(wc: Any) -> dict[str, str]:
-        """The `cell` param: a job's grid cell from its wildcards."""
-        return {"risk": wc.risk, "age": wc.age, "motivation": wc.motivation}
-
-    @staticmethod
     def cell_of(wc: Mapping[str, str]) -> str:
         return f"{wc['risk']}/{wc['age']}/{wc['motivation']}"
-
-    @staticmethod
-    def retry_param(pattern: str) -> Callable[[Any], str]:
-        """A shard rule's `retry` param: a function of the wildcards only, because
-        Snakemake ignores params derived from output files when deciding what to re-run."""
-        return lambda wc: retry_token(pattern.format(**dict(wc.items())))
 
     @cached_property
     def cell_parts(self) -> list[tuple[str, str]]:
@@ -161,7 +149,7 @@ class Pipeline:
         """The spec of one cell's job, as a rule's job hands it on (JobSpec.of, then
         kora.run.groups.split): what `kora plan` walks when no Snakemake run gives the
         jobs."""
-        w = groups.Wildcards(dict(wc))
+        w = groups.Wildcards(**wc)
         # the retry token is left out: evaluating it may renew a damaged shard's token,
         # which is Snakemake's business, not a plan's
         params = {
@@ -277,21 +265,6 @@ class Pipeline:
             return [o.model_dump(mode="json", exclude_none=True) for o in plan.get(cell, [])]
 
         return {"orders": orders}
-
-    def model_params(self, name: str) -> dict[str, Any]:
-        return self.config.model_params(name)
-
-    def role_params(self, role: str) -> dict[str, Any] | list[dict[str, Any]]:
-        """seed_model, expand_model or user_model as a rule param (a chain as a list)."""
-        return self.config.role_params(getattr(self.config, role))
-
-    def target_model_params(self, target: str) -> dict[str, Any]:
-        model = self.config.targets[target].model
-        assert model is not None, f"target {target!r} has imported conversations"
-        return self.model_params(model)
-
-    def judges_params(self) -> list[dict[str, Any]]:
-        return [self.model_params(j) for j in self.config.judges]
 
     # --- outputs ------------------------------------------------------------------------
 

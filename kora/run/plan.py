@@ -17,7 +17,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +25,16 @@ from kora.benchmarks.base import Benchmark
 from kora.benchmarks.templates import prompts_from
 from kora.errors import ConfigError
 from kora.llm.base import Request, Response
+from kora.llm.bill import BillWriter
 from kora.llm.budget import OVERHEAD_TOKENS, Unit, measure, most
 from kora.llm.cache import CallCache
 from kora.llm.packs import Packs
-from kora.llm.registry import kind_of
 from kora.llm.usage import Counts, Usage
 from kora.run.context import JobContext, Pool, RunSettings
 from kora.run.jobspec import JobSpec
 from kora.run.pipeline import Pipeline
-from kora.run.stages import STAGES
 from kora.run.stages.base import Job, role_models
+from kora.run.stages.registry import STAGES
 from kora.run.walk import UNKNOWN, Walk
 
 # (input tokens, output tokens) per call of each kind when nothing better is known
@@ -51,8 +51,6 @@ TYPICAL_TOKENS = {
 }
 
 
-# a kind of call no table above has and no earlier run has billed (a new stage's)
-UNKNOWN_KIND = Counts(calls=1, input_tokens=1500, output_tokens=500)
 TOKENS = ("input_tokens", "output_tokens", "cache_write_tokens", "cache_read_tokens")
 
 
@@ -121,9 +119,11 @@ class StageCount:
 @dataclass
 class PlanReport:
     stages: dict[str, StageCount] = field(default_factory=lambda: defaultdict(StageCount))
-    # every call of the walk by model and kind (the jobs share it): the offline models'
-    # answers, played through, with their tokens and cost
+    # every call of the walk by model and kind (the jobs share it)
     usage: Usage = field(default_factory=Usage)
+    # the offline models' answers, played through: their bill, as the run will write it
+    # (summed in memory)
+    bill: BillWriter = field(default_factory=lambda: BillWriter(None, "plan"))
 
     @property
     def calls(self) -> int:
@@ -133,11 +133,7 @@ class PlanReport:
     def played(self) -> dict[tuple[str, str], Counts]:
         """The calls the offline models answered in the walk (not from the store), by
         model and kind: what the run will pay for them, exactly."""
-        return {
-            key: replace(c, calls=c.calls - c.cached - c.failures, cached=0, failures=0)
-            for key, c in self.usage.by.items()
-            if c.calls - c.cached - c.failures
-        }
+        return dict(self.bill.sums)
 
 
 @dataclass
@@ -150,10 +146,10 @@ class Planner:
     async def visit(self, job: Job, unit: Any) -> Any:
         count = self.report.stages[job.stage.name]
         count.items += 1
-        if not _replayable(job):  # a chat service's replies are not stored
+        if not job.replayable:  # a chat service's replies are not stored
             count.calls += job.stage.nominal(job, unit)
             return UNKNOWN
-        usage = job.ctx.usage.totals()
+        calls = job.ctx.usage.totals()["calls"]
         stored, repeated = self.store.stored, self.store.repeated
         try:
             with prompts_from(job.prompts_dir):
@@ -164,7 +160,7 @@ class Planner:
             raise  # the run would stop on it: the plan says it instead of a count
         except Exception:
             result = None  # a unit the run would record as failed
-        made = job.ctx.usage.totals().calls - usage.calls
+        made = job.ctx.usage.totals()["calls"] - calls
         count.calls += max(made, job.stage.nominal(job, unit)) if result is UNKNOWN else made
         count.stored += self.store.stored - stored
         count.repeated += self.store.repeated - repeated
@@ -176,16 +172,12 @@ class Planner:
         c.calls += count * job.stage.nominal(job, None)
 
 
-def _replayable(job: Job) -> bool:
-    model = getattr(job.params, "target_model", None)
-    return model is None or not kind_of(model["provider"]).is_service
-
-
-def plan_pool(plan: Pipeline, store: PlanStore | None = None) -> tuple[Pool, PlanStore]:
-    """Models that send nothing: the offline ones answer, the others from the store."""
+def plan_pool(plan: Pipeline, store: PlanStore | None, bill: BillWriter) -> tuple[Pool, PlanStore]:
+    """Models that send nothing: the offline ones answer (written in `bill`, in memory),
+    the others from the store."""
     store = store or PlanStore(plan.workdir / plan.config.cache_dir)
     fixed = {name: StoreOnly() for name, m in plan.config.models.items() if not m.kind.offline}
-    pool = Pool(plan.workdir, fixed=fixed, store=store, sends=False)  # type: ignore[arg-type]
+    pool = Pool(plan.workdir, fixed=fixed, store=store, sends=False, bill_kept=bill)  # type: ignore[arg-type]
     return pool, store
 
 
@@ -211,8 +203,9 @@ async def count_jobs(
     """The calls of these shard jobs (their specs), walked as the run walks them (`store`:
     the call store as the walk reads it)."""
     walking = _WALKING.set(True)  # this task's context and the tasks it starts
-    pool, store = plan_pool(plan, store)
-    planner = Planner(store)
+    report = PlanReport()
+    pool, store = plan_pool(plan, store, report.bill)
+    planner = Planner(store, report)
 
     def make(spec: JobSpec) -> Job:
         ctx = JobContext(pool, RunSettings(**spec.settings), usage=planner.report.usage)
@@ -247,27 +240,23 @@ async def plan_calls(plan: Pipeline, targets: list[str]) -> PlanReport:
     return await count_jobs(plan, target_jobs(plan, targets))
 
 
-# how a kind's tokens a call are known (`Share.how`, as `kora plan` says it)
-PLAYED = "the offline model's own answers, played as the run will play them"
-STORED = "the answers of its kinds of call this workspace has paid for (`kora usage`)"
+# how a kind's tokens a call are known (`Share.how`, as `kora plan` says it; PLAYED and
+# STORED name the model whose answers they are)
+PLAYED = "{}'s own answers, played as the run will play them"
+STORED = "{}'s answers of its kinds of call this workspace has paid for (`kora usage`)"
 TYPICAL = "the benchmark's expected length for its kinds of call (none paid for here yet)"
 
 
-def tokens_per_call(store: Path) -> dict[str, tuple[Counts, str]]:
-    """The tokens of a call by kind, and how they are known: the mean of the answers the
-    workspace's bill holds (`store`: the call store, which the bill is beside), else the
-    typical figures."""
+def tokens_per_call(store: Path) -> dict[tuple[str, str], Counts]:
+    """The mean tokens of a call by model and kind, of the answers the workspace's bill
+    holds (`store`: the call store, which the bill is beside): a model's are never
+    another's (the mock's placeholder answers are short)."""
     from kora.llm.bill import bill_dir, charges
 
-    acc: dict[str, Counts] = defaultdict(Counts)
+    acc: dict[tuple[str, str], Counts] = defaultdict(Counts)
     for charge in charges(bill_dir(store)):
-        acc[charge.stage] += charge.counts
-    typical = {
-        k: Counts(calls=1, input_tokens=i, output_tokens=o) for k, (i, o) in TYPICAL_TOKENS.items()
-    }
-    return {k: (c, TYPICAL) for k, c in typical.items()} | {
-        kind: (c * (1 / c.calls), STORED) for kind, c in acc.items()
-    }
+        acc[charge.model, charge.stage] += charge.counts
+    return {key: c * (1 / c.calls) for key, c in acc.items()}
 
 
 @dataclass
@@ -343,7 +332,7 @@ def estimate(
         return Share(stage, kind, how, calls, one * calls, worst * calls, unpriced)
 
     out = [
-        make(stage_of[kind], kind, PLAYED, m, c.calls, c * (1 / c.calls))
+        make(stage_of[kind], kind, PLAYED.format(m), m, c.calls, c * (1 / c.calls))
         for (m, kind), c in report.played.items()
         if kind in stage_of
     ]
@@ -358,13 +347,16 @@ def estimate(
                 models = role_models(cfg, role)
             else:
                 models = role_models(cfg, role)[:1]
-            typical, how = tokens.get(kind, (UNKNOWN_KIND, TYPICAL))
+            i, o = TYPICAL_TOKENS.get(kind, (1500, 500))  # a new stage's kind: neither
             for m in models:
-                # a model in batch mode pays half (Counts.paid reads it from the answer)
-                meta = {"batch": "plan"} if cfg.models[m].batch else {}
+                model = cfg.models[m]
+                seen = tokens.get((m, kind))
+                typical = seen or Counts(calls=1, input_tokens=i, output_tokens=o)
+                how = STORED.format(m) if seen else TYPICAL
                 tin, tout, tw, tr = (round(getattr(typical, f)) for f in TOKENS)
-                answer = Response("", tin, tout, meta=meta, cache_write_tokens=tw,
-                                  cache_read_tokens=tr)  # fmt: skip
-                one = Counts.paid(answer, cfg.models[m].cost_price)
+                answer = Response("", tin, tout, cache_write_tokens=tw, cache_read_tokens=tr)
+                one = Counts.paid(
+                    answer, model.batch_cost_price if model.batch else model.cost_price
+                )
                 out.append(make(stage, kind, how, m, rest * share / len(models), one))
     return out

@@ -10,11 +10,10 @@ soon as it validates, a conversation's judgments as soon as it ends. The limiter
 with the jobs) keeps the calls within the provider's limits.
 
 Nothing is written but the call store: each Snakemake job still runs, in its turn, and
-finds its calls answered (or, while one is still in flight, waits for it: kora.llm.ledger).
-The calls are the jobs' own: the walk (kora.run.walk) takes each job's units and work from
-its stage, and hands results on exactly as the files hand them over (a round trip through
-JSON), so each request is byte for byte the one the job makes. A call made ahead is counted as paid by the job
-that asks for it, so usage.json and the status files are as without prefetching.
+finds its calls answered (or, while one is still in flight, waits for it: kora.llm.ledger)
+if it asks byte for byte what was asked ahead: the two routes' contract, in
+docs/architecture.md. A call made ahead is counted as paid by the job that asks for it,
+so usage.json and the status files are as without prefetching.
 
 A chain that fails stops; its job meets the same failure and records or reports it as
 usual. An error that would fail every call (a rejected key) stops the prefetching.
@@ -24,17 +23,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import InitVar, dataclass, field
 
 from kora.benchmarks.templates import prompts_from
 from kora.llm.ledger import RunStopping
-from kora.llm.registry import kind_of
 from kora.run.context import JobContext, Pool, RunSettings
 from kora.run.jobspec import JobSpec
 from kora.run.shard_run import stops_the_job
-from kora.run.stages import STAGES
 from kora.run.stages.base import Job
+from kora.run.stages.registry import STAGES
 from kora.run.walk import Walk
 
 log = logging.getLogger("kora.run.prefetch")
@@ -58,20 +55,15 @@ class Prefetch:
     """The run's shard jobs, their calls made ahead unit by unit."""
 
     pool: Pool
+    specs: InitVar[list[JobSpec]]
     walk: Walk = field(init=False)
     steps: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(STEPS_IN_FLIGHT))
     stopped: BaseException | None = None
     done: int = 0
     failed: int = 0
 
-    def __post_init__(self) -> None:
-        self.walk = Walk(self, self._job, cells_at_once=CELLS_IN_FLIGHT)
-
-    @classmethod
-    def of(cls, specs: list[JobSpec], pool: Pool) -> Prefetch:
-        run = cls(pool)
-        run.walk.add(specs)
-        return run
+    def __post_init__(self, specs: list[JobSpec]) -> None:
+        self.walk = Walk(self, self._job, cells_at_once=CELLS_IN_FLIGHT).add(specs)
 
     def _job(self, spec: JobSpec) -> Job | None:
         """The cell's job, made as the walk reaches its cell; None (left out) when its
@@ -88,10 +80,10 @@ class Prefetch:
         await self.walk.run()
         log.info("made ahead: %d steps done, %d stopped", self.done, self.failed)
 
-    async def visit(self, job: Job, unit: Any) -> Any:
+    async def visit(self, job: Job, unit: object) -> object:
         """One unit's calls, under the job's prompts; None if it failed (its job meets the
         same failure and records or reports it as usual)."""
-        if self.stopped is not None or not _replayable(job):
+        if self.stopped is not None or not job.replayable:
             return None
         async with self.steps:
             try:
@@ -113,10 +105,3 @@ class Prefetch:
 
     def unknown(self, job: Job, count: int) -> None:
         return None  # what failed ahead is its job's to report
-
-
-def _replayable(job: Job) -> bool:
-    """A chat service's replies are not stored (a stateful service could not replay them):
-    a conversation made ahead would be made again by its job."""
-    model = getattr(job.params, "target_model", None)
-    return model is None or not kind_of(model["provider"]).is_service

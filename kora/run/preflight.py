@@ -21,7 +21,7 @@ _PROXY_ENV = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PRO
 
 def models_for_jobs(config: KoraConfig, jobs: Iterable[tuple[str, dict[str, str]]]) -> set[str]:
     """The models that jobs of these (rule, wildcards) will call: their stages' roles."""
-    from kora.run.stages import STAGES
+    from kora.run.stages.registry import STAGES
 
     return {
         m

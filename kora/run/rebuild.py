@@ -40,7 +40,8 @@ from kora.analysis.bundle import (
     BundleStore,
     status_path,
 )
-from kora.analysis.manifest import project_facts, rested_keys, sha256_bytes
+from kora.analysis.manifest import project_facts, sha256_bytes
+from kora.analysis.results import rested_keys
 from kora.benchmarks.templates import template_path
 from kora.io import sha256_file
 from kora.llm.base import ProviderError, Request, Response
@@ -52,12 +53,12 @@ from kora.run.execute import execute
 from kora.run.jobspec import JobSpec
 from kora.run.pipeline import Pipeline
 from kora.run.plan import target_jobs
+from kora.run.stages import ORDER
 
 log = logging.getLogger("kora")
 # cells of one stage rebuilt side by side: enough to keep a core busy, few enough that
 # the shards read at once stay small
 CELLS_AT_ONCE = 32
-ORDER = ("seeds", "scenarios", "conversations", "judgments")
 
 
 class NotInBundle:

@@ -76,7 +76,7 @@ async def run_items(
     label: Callable[[T], str],
     concurrency: int,
     report: JobReport,
-    progress: ProgressReporter | Any,
+    progress: ProgressReporter,
 ) -> list[R | BaseException]:
     sem = asyncio.Semaphore(concurrency)
     report.items = len(items)
@@ -111,17 +111,12 @@ async def run_items(
 class ShardJob:
     """One shard of one stage: what its status file says and where its records go."""
 
-    stage: str
-    shard: str
+    report: JobReport  # its stage and shard, and how its items went
     output: Path
     token: str  # the retry param this run was started with
     # the models that made the shard, by role: `kora plan` tells a stored shard from one
     # another model made (which the next run re-makes)
-    models: dict[str, Any]
-    report: JobReport = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.report = JobReport(self.stage, self.shard)
+    models: dict[str, object]
 
     def write(
         self, ctx: JobContext, records: list[Any], more: dict[Path, list[Any]] | None = None
@@ -152,19 +147,15 @@ class ShardJob:
             keep_token(self.output, self.token)
         t = ctx.usage.totals()
         log.info(
-            "%s %s: %d/%d done, %d failed; %d calls (%d cached, %d failed), "
-            "tokens in %d out %d, $%.4f",
+            "%s %s: %d/%d done, %d failed; %d calls (%d cached, %d failed)",
             r.stage,
             r.shard,
             r.done,
             r.items,
             r.failed,
-            t.calls,
-            t.cached,
-            t.failures,
-            t.input_tokens,
-            t.output_tokens,
-            t.cost,
+            t["calls"],
+            t["cached"],
+            t["failures"],
         )
         if r.failed:
             log.warning(
@@ -196,7 +187,7 @@ async def run_shard_job(
             progress=progress,
         )
     except FatalProviderError as exc:
-        note_stop(ctx.workdir, f"{job.stage} {job.shard}", str(exc), why=exc.why)
+        note_stop(ctx.workdir, f"{job.report.stage} {job.report.shard}", str(exc), why=exc.why)
         raise
     finally:
         progress.close()

@@ -126,10 +126,6 @@ def _edited(path: Path, st: os.stat_result) -> bool:
         return True
 
 
-def looks_damaged(path: Path | str) -> bool:
-    return damage(path) is not None
-
-
 def check(path: Path | str) -> None:
     """Raise DamagedShardError naming the file unless it is exactly what its job wrote."""
     path = Path(path)

@@ -20,12 +20,13 @@ import asyncio
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from kora.run.groups import cell_count, cell_params, cell_spec
 from kora.run.jobspec import JobSpec
-from kora.run.stages import ORDER, STAGES
+from kora.run.stages import ORDER
 from kora.run.stages.base import Cell, Job
+from kora.run.stages.registry import STAGES
 
 
 class Unknown:
@@ -37,7 +38,7 @@ UNKNOWN = Unknown()
 
 
 class Visitor(Protocol):
-    async def visit(self, job: Job, unit: Any) -> Any:
+    async def visit(self, job: Job, unit: object) -> object:
         """The unit's result, None when it failed (nothing to hand on), or UNKNOWN."""
 
     def unknown(self, job: Job, count: int) -> None:
@@ -117,16 +118,11 @@ class Walk:
 
     def _fed(self, job: Job) -> bool:
         """Whether the job's units come from a job of this run (rather than its files)."""
-        return bool(self._upstream(job))
-
-    def _upstream(self, job: Job) -> list[Job]:
         up = job.stage.feeds_on
-        if up is None:
-            return []
+        if up is None or not job.stage.fanout(job):
+            return False
         found = self._under_way[job.cell].get(up, [])
-        if STAGES[up].by_target:
-            found = [j for j in found if j.target == job.target]
-        return [j for j in found if job.stage.fanout(job)]
+        return any(j.target == job.target for j in found) if STAGES[up].by_target else bool(found)
 
     def _downstream(self, job: Job) -> list[Job]:
         names = [n for n in ORDER if STAGES[n].feeds_on == job.stage.name]
@@ -138,7 +134,7 @@ class Walk:
     async def _root(self, job: Job) -> None:
         await self._all(self._unit(job, u) for u in job.stage.units(job))
 
-    async def _unit(self, job: Job, unit: Any) -> None:
+    async def _unit(self, job: Job, unit: object) -> None:
         result = await self.visitor.visit(job, unit)
         if result is None:
             return

@@ -1,15 +1,6 @@
-"""The shard stages, in the order their results flow: seeds -> scenarios ->
-conversations -> judgments (kora.run.stages.base describes what a stage is)."""
+"""The one list of the shard stages, in the order their results flow (kora.run.stages.base
+says what a stage is): each name is a module of this package whose `STAGE` describes it
+(kora.run.stages.registry). Names alone, importing nothing: a rule's script reads them to
+hand its job to the run's broker (kora.run.dispatch), and must start fast."""
 
-from __future__ import annotations
-
-from kora.run.stages.base import Stage
-from kora.run.stages.conversations import ConversationsStage
-from kora.run.stages.judgments import JudgmentsStage
-from kora.run.stages.scenarios import ScenariosStage
-from kora.run.stages.seeds import SeedsStage
-
-STAGES: dict[str, Stage] = {
-    s.name: s for s in (SeedsStage(), ScenariosStage(), ConversationsStage(), JudgmentsStage())
-}
-ORDER = tuple(STAGES)
+ORDER = ("seeds", "scenarios", "conversations", "judgments")

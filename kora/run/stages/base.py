@@ -10,35 +10,33 @@ calls one unit makes and what a unit yields for the next stage. From it:
   (kora.run.walk): the prefetch to make their calls ahead of the jobs, the plan to count
   them against the call store.
 
-A `Job` is one Snakemake job of a stage: its rule's declared files and params, validated,
-and the context its calls go through.
+A `Job` is one Snakemake job of a stage: its rule's declared files and params, validated
+(each stage's own models, declared once), and the context its calls go through.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property, partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+import orjson
+from pydantic import BaseModel, ConfigDict, SkipValidation, ValidationError
 
 from kora import benchmarks
 from kora.benchmarks.base import Benchmark
 from kora.benchmarks.schemas import AgeRange
 from kora.benchmarks.taxonomy import Shard, Taxonomy
-from kora.io import describe
+from kora.config.schema import KoraConfig, chain
+from kora.io import describe, dumps
 from kora.run.context import JobContext
 from kora.run.jobspec import JobSpec
-from kora.run.layout import CELL, TARGET
-from kora.run.shard_run import ShardJob, run_shard_job
-from kora.run.shards import status_of
-
-if TYPE_CHECKING:
-    from kora.config.schema import KoraConfig
-    from kora.run.layout import Layout
+from kora.run.layout import CELL, TARGET, Layout
+from kora.run.shard_run import JobReport, ShardJob, run_shard_job
+from kora.run.shards import retry_token, status_of
 
 
 class Rules(Protocol):
@@ -53,13 +51,8 @@ class Rules(Protocol):
     def layout(self) -> Layout: ...
     def templates(self, stage: str) -> list[str]: ...
     def taxonomy_files(self) -> list[str]: ...
-    def cell(self, wc: Any) -> dict[str, str]: ...
     def cell_of(self, wc: Mapping[str, str]) -> str: ...
-    def retry_param(self, pattern: str) -> Callable[[Any], str]: ...
-    def role_params(self, role: str) -> dict[str, Any] | list[dict[str, Any]]: ...
     def seeds_plan_params(self) -> dict[str, Any]: ...
-    def judges_params(self) -> list[dict[str, Any]]: ...
-    def target_model_params(self, target: str) -> dict[str, Any]: ...
     def conversation_source(self, target: str) -> str: ...
     def conversations_sources(self, wc: dict[str, str]) -> dict[str, str]: ...
 
@@ -71,15 +64,31 @@ class Spec(BaseModel):
 # a role's model as a rule param (KoraConfig.role_params): one, or a fallback chain
 RoleParams = dict[str, Any] | list[dict[str, Any]]
 
-# the roles a stage's calls are made in: the config's role keys, its judges, the target
-Role = str
+
+@dataclass(frozen=True)
+class Role:
+    """Declared on a param naming models (`Annotated[RoleParams, Role(...)]`): the config's
+    role its models come from (a role key, `judges`, or `target`), its name in the shard's
+    status, and the kinds of call its models make (each call's `stage`, usage.json's
+    kinds), each with its share of the stage's calls (`kora plan`'s estimate)."""
+
+    key: str
+    made_by: str
+    calls: Mapping[str, float] = field(default_factory=dict, hash=False)
 
 
-def role_models(config: KoraConfig, role: Role, target: str | None = None) -> list[str]:
+def role_param(config: KoraConfig, role: str) -> object:
+    """A role's models as a rule param: a model's params, a fallback chain's list, the
+    judges' list; the target's model, a function of the wildcards."""
+    if role == "target":
+        return lambda wc: config.model_params(role_models(config, role, wc.target)[0])
+    params = [config.model_params(m) for m in role_models(config, role)]
+    return params if role == "judges" or len(params) > 1 else params[0]
+
+
+def role_models(config: KoraConfig, role: str, target: str | None = None) -> list[str]:
     """The models of a role in the order they are tried (a chain's), as the config names
     them; the target's model, none for recorded conversations."""
-    from kora.config.schema import chain
-
     if role == "judges":
         return list(config.judges)
     if role == "target":
@@ -124,15 +133,34 @@ class ShardParams(Spec):
     retry: str
 
 
-@dataclass
-class Job:
-    """One job of a shard stage, as its rule declared it."""
+def cell_param(wc: Any) -> dict[str, str]:
+    """The `cell` param: a job's grid cell from its wildcards."""
+    return {"risk": wc.risk, "age": wc.age, "motivation": wc.motivation}
 
-    stage: Stage
-    input: Any
-    output: Any
-    params: Any
-    ctx: JobContext
+
+def retry_param(pattern: str) -> Callable[[Any], str]:
+    """A shard rule's `retry` param: a function of the wildcards only, because Snakemake
+    ignores params derived from output files when deciding what to re-run."""
+    return lambda wc: retry_token(pattern.format(**dict(wc.items())))
+
+
+class TargetParams(ShardParams):
+    """What a job of one target (and cell) is told besides."""
+
+    target: str
+
+
+class Job(BaseModel):
+    """One job of a shard stage, as its rule declared it (each stage's subclass narrows
+    `input`, `output` and `params` to its own models)."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    stage: SkipValidation[AnyStage]
+    input: Sources
+    output: ShardOutput
+    params: ShardParams
+    ctx: SkipValidation[JobContext]
 
     @cached_property
     def benchmark(self) -> Benchmark:
@@ -144,31 +172,38 @@ class Job:
 
     @property
     def cell(self) -> str:
-        return str(self.params.cell.path)
+        return self.params.cell.path
 
     @property
     def target(self) -> str | None:
-        return getattr(self.params, "target", None)
+        return self.params.target if isinstance(self.params, TargetParams) else None
 
     @property
     def prompts_dir(self) -> Path:
         return Path(self.input.prompts[0]).parent
 
-    @cached_property
-    def clients(self) -> Any:
-        """The models its units call, made once per job (`Stage.clients`)."""
-        return self.stage.clients(self)
+    @property
+    def replayable(self) -> bool:
+        """Whether its calls can be made ahead of it and replayed from the call store
+        (kora.run.prefetch, `kora plan`)."""
+        return True
 
 
-class Stage(ABC):
+J = TypeVar("J", bound=Job)
+U = TypeVar("U")  # a unit of work
+R = TypeVar("R")  # what a unit makes
+# each unit of a shard with what it made, or the error it met
+Done = Sequence[tuple[U, R | BaseException]]
+
+
+class Stage(ABC, Generic[J, U, R]):
     """A shard stage: its rule, its units and the calls they make."""
 
     name: ClassVar[str]
     # the stage whose results give this one's units, in the same cell (and target)
     feeds_on: ClassVar[str | None]
-    input_model: ClassVar[type[Spec]]
-    output_model: ClassVar[type[Spec]] = ShardOutput
-    params_model: ClassVar[type[ShardParams]]
+    # its jobs' own models: the files the rule declares, its params
+    job_type: type[J]
 
     # --- what the rule declares --------------------------------------------------------
 
@@ -185,11 +220,11 @@ class Stage(ABC):
         file that describes them."""
         return {"data": data, "status": status_of(data)}
 
-    def sources(self, pipeline: Rules, wc: dict[str, str]) -> dict[str, Any]:
+    def sources(self, pipeline: Rules, wc: dict[str, str]) -> dict[str, str]:
         """The input files the job's units come from."""
         return {}
 
-    def inputs(self, pipeline: Rules, wc: dict[str, str]) -> dict[str, Any]:
+    def inputs(self, pipeline: Rules, wc: dict[str, str]) -> dict[str, str | list[str]]:
         """The input files of one job: its sources, the templates it renders, the taxonomy."""
         return {
             **self.sources(pipeline, wc),
@@ -197,122 +232,134 @@ class Stage(ABC):
             "taxonomy": pipeline.taxonomy_files(),
         }
 
-    @abstractmethod
-    def model_params(self, pipeline: Rules) -> dict[str, Any]:
-        """The params naming the models the stage calls, and what else changes its calls."""
+    @cached_property
+    def params_model(self) -> type[ShardParams]:
+        model: type[ShardParams] = self.job_type.model_fields["params"].annotation  # type: ignore[assignment]
+        return model
 
-    def params(self, pipeline: Rules) -> dict[str, Any]:
-        """Params: values, or functions of the wildcards (as Snakemake takes them)."""
-        return {
+    @cached_property
+    def roles(self) -> dict[str, Role]:
+        """Its params that name models, by name: the role of each."""
+        fields = self.params_model.model_fields.items()
+        return {k: m for k, f in fields for m in f.metadata if isinstance(m, Role)}
+
+    def own_params(self, pipeline: Rules) -> dict[str, object]:
+        """Its params besides its roles' models and those every shard job has: what else
+        changes its calls."""
+        return {}
+
+    def params(self, pipeline: Rules) -> dict[str, object]:
+        """Params: values, or functions of the wildcards (as Snakemake takes them), in the
+        order its params model declares them, the retry token last."""
+        given = {
             "benchmark": pipeline.benchmark.name,
-            "cell": pipeline.cell,
-            **self.model_params(pipeline),
-            "retry": pipeline.retry_param(self.data(pipeline)),
+            "cell": cell_param,
+            "target": lambda wc: wc.target,
+            **{name: role_param(pipeline.config, role.key) for name, role in self.roles.items()},
+            **self.own_params(pipeline),
         }
+        declared = {k: given[k] for k in self.params_model.model_fields if k in given}
+        return {**declared, "retry": retry_param(self.data(pipeline))}
 
-    # whether its jobs are per target (conversations, judgments) or per cell only
-    by_target: ClassVar[bool] = False
+    @property
+    def by_target(self) -> bool:
+        """Whether its jobs are per target (conversations, judgments) or per cell only."""
+        return issubclass(self.params_model, TargetParams)
+
     # the params that differ from cell to cell of a job holding a risk's cells
     # (kora.run.groups); the others are the same for every cell
     per_cell: ClassVar[frozenset[str]] = frozenset({"cell", "retry"})
 
-    # the kinds of call its units make (each call's `stage`, usage.json's kinds): the role
-    # whose model makes it, and its share of the stage's calls (`kora plan`'s estimate)
-    call_kinds: ClassVar[dict[str, tuple[Role, float]]]
-
-    def calls(self, benchmark: Benchmark) -> dict[str, tuple[Role, float]]:
-        """Its kinds of call under a benchmark version."""
-        return self.call_kinds
+    def calls(self, benchmark: Benchmark) -> dict[str, tuple[str, float]]:
+        """Its kinds of call under a benchmark version: the role whose models make each,
+        and its share of the stage's calls."""
+        roles = self.roles.values()
+        return {kind: (r.key, share) for r in roles for kind, share in r.calls.items()}
 
     def models(self, config: KoraConfig, target: str | None = None) -> set[str]:
         """Every model its jobs (for `target`) call: the run's checks cover these."""
-        roles = {role for role, _ in self.calls(benchmarks.get(config.benchmark)).values()}
-        return {m for role in roles for m in role_models(config, role, target)}
+        return {m for r in self.roles.values() for m in role_models(config, r.key, target)}
 
     def log(self, pipeline: Rules) -> str:
         return pipeline.layout.log(self.name, *((TARGET,) if self.by_target else ()), CELL)
 
     # --- a job -------------------------------------------------------------------------
 
-    def job(self, spec: JobSpec, ctx: JobContext) -> Job:
-        try:
-            return Job(
-                self,
-                self.input_model.model_validate(spec.input),
-                self.output_model.model_validate(spec.output),
-                self.params_model.model_validate(spec.params),
-                ctx,
-            )
-        except ValidationError as exc:
-            raise ValueError(
-                f"rule {self.name}: its job spec does not match: {describe(exc)}"
-            ) from None
-
-    def clients(self, job: Job) -> Any:
-        return None
+    def job(self, spec: JobSpec, ctx: JobContext) -> J:
+        parts = {"input": spec.input, "output": spec.output, "params": spec.params}
+        return declared(self.name, self.job_type, {"stage": self, **parts, "ctx": ctx})
 
     @abstractmethod
-    def units(self, job: Job) -> list[Any]:
+    def units(self, job: J) -> list[U]:
         """The job's units, from its input files."""
 
-    def units_from(self, job: Job, result: Any) -> list[Any]:
+    def units_from(self, job: J, result: object) -> list[U]:
         """The job's units that one result of the stage it feeds on gives."""
         return []
 
     @abstractmethod
-    async def work(self, job: Job, unit: Any) -> Any:
+    async def work(self, job: J, unit: U) -> R:
         """One unit's calls and what they make."""
 
     @abstractmethod
-    def nominal(self, job: Job, unit: Any) -> int:
+    def nominal(self, job: J, unit: U | None) -> int:
         """The calls of one unit when every call is answered at the first try (`unit`
         None: a unit not known yet)."""
 
-    def yields(self, job: Job, unit: Any) -> int:
+    def yields(self, job: J, unit: U | None) -> int:
         """How many results for the next stage a unit makes, when it is not known."""
         return 1
 
-    def fanout(self, job: Job) -> int:
+    def fanout(self, job: J) -> int:
         """How many units of this stage one result of the stage it feeds on gives."""
         return 1
 
     @abstractmethod
-    def label(self, job: Job, unit: Any) -> str:
+    def label(self, job: J, unit: U) -> str:
         """A unit as its errors name it."""
 
     @abstractmethod
-    def write(self, job: Job, shard: ShardJob, units: Sequence[Any], results: Sequence[Any]) -> int:
+    def write(self, job: J, shard: ShardJob, done: Done[U, R]) -> int:
         """The shard's records and status, from each unit's result or error."""
 
-    @abstractmethod
-    def made_by(self, job: Job) -> dict[str, Any]:
+    def made_by(self, job: J) -> dict[str, object]:
         """The models that make the shard, by role (written in its status)."""
+        return {role.made_by: getattr(job.params, name) for name, role in self.roles.items()}
 
-    def shard_name(self, job: Job) -> str:
+    def shard_name(self, job: J) -> str:
         return f"{job.target}/{job.cell}" if self.by_target else job.cell
 
-    async def run(self, job: Job) -> int:
+    async def run(self, job: J) -> int:
         """The Snakemake job: every unit of the shard, then its records and status."""
-        shard = ShardJob(
-            self.name, self.shard_name(job), job.output.data, job.params.retry, self.made_by(job)
-        )
+        report = JobReport(self.name, self.shard_name(job))
+        shard = ShardJob(report, job.output.data, job.params.retry, self.made_by(job))
         units = self.units(job)
         # the stage's own work and labels, bound to the job: the shard's run calls them
         # directly, not back through here
         work, label = partial(self.work, job), partial(self.label, job)
         results = await run_shard_job(shard, job.ctx, units, work, label=label)
-        return self.write(job, shard, units, results)
+        return self.write(job, shard, list(zip(units, results, strict=True)))
 
 
-def as_read(record: Any, model: type[Any]) -> Any:
-    """A record as the next job reads it from the shard file its job writes (a round trip
-    through JSON), so a call made ahead is byte for byte the one that job makes."""
-    import orjson
+# any stage, as the walk, the plan and the jobs' runner take them from the list of stages
+AnyStage = Stage[Job, object, object]
+M = TypeVar("M", bound=BaseModel)
 
-    raw = record.shard_record() if hasattr(record, "shard_record") else record
-    data = (
-        raw.model_dump(mode="json", by_alias=True, exclude_none=True)
-        if isinstance(raw, BaseModel)
-        else raw
-    )
-    return model.model_validate(orjson.loads(orjson.dumps(data)))
+
+def declared(rule: str, model: type[M], data: object) -> M:
+    """What a rule declared (its job, or its inputs, outputs or params), validated."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ValueError(f"rule {rule}: its job spec does not match: {describe(exc)}") from None
+
+
+def as_read(record: BaseModel, model: type[M]) -> M:
+    """A record as the next job reads it from the shard file its job writes (its line, as
+    kora.io.dumps writes it, read back), so a call made ahead is byte for byte the one that
+    job makes."""
+    line = dumps(record.shard_record() if hasattr(record, "shard_record") else record)
+    return model.model_validate(orjson.loads(line))
+
+
+Job.model_rebuild()

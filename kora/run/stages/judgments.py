@@ -3,38 +3,46 @@ run's benchmark version judges (its criteria, its way of combining judges)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from kora.benchmarks.base import Benchmark
 from kora.benchmarks.judging import unjudged
 from kora.benchmarks.outcomes import Conversation, Judgment
+from kora.llm.client import ModelClient
 from kora.run.shard_run import ShardJob
 from kora.run.shards import read_shard
-from kora.run.stages.base import Job, Rules, ShardParams, Sources, Stage, as_read
+from kora.run.stages.base import Done, Job, Role, Rules, Sources, Stage, TargetParams, as_read
 
 
 class JudgmentsInput(Sources):
     conversations: Path
 
 
-class JudgmentsParams(ShardParams):
-    target: str
-    judges: list[dict[str, Any]]
+class JudgmentsParams(TargetParams):
+    # its kinds of call are its version's (`JudgmentsStage.calls`)
+    judges: Annotated[list[dict[str, Any]], Role("judges", "judges")]
 
 
-class JudgmentsStage(Stage):
+class JudgmentsJob(Job):
+    input: JudgmentsInput
+    params: JudgmentsParams
+
+    @cached_property
+    def clients(self) -> list[ModelClient]:
+        return [self.ctx.client(j) for j in self.params.judges]
+
+
+class JudgmentsStage(Stage[JudgmentsJob, Conversation, Judgment]):
     name = "judgments"
     feeds_on = "conversations"
-    by_target = True
-    input_model = JudgmentsInput
-    params_model = JudgmentsParams
+    job_type = JudgmentsJob
 
     def data(self, pipeline: Rules) -> str:
         return pipeline.layout.judgments()
 
-    def sources(self, pipeline: Rules, wc: dict[str, str]) -> dict[str, Any]:
+    def sources(self, pipeline: Rules, wc: dict[str, str]) -> dict[str, str]:
         return {"conversations": pipeline.layout.conversations(wc["target"], pipeline.cell_of(wc))}
 
     def calls(self, benchmark: Benchmark) -> dict[str, tuple[str, float]]:
@@ -43,35 +51,29 @@ class JudgmentsStage(Stage):
         judged = benchmark.stage_templates["judgments"]
         return {kind: ("judges", 1 / len(judged)) for kind in judged}
 
-    def model_params(self, pipeline: Rules) -> dict[str, Any]:
-        return {"target": lambda wc: wc.target, "judges": pipeline.judges_params()}
-
-    def clients(self, job: Job) -> Any:
-        return [job.ctx.client(j) for j in job.params.judges]
-
-    def conversations(self, job: Job) -> list[Conversation]:
+    def conversations(self, job: JudgmentsJob) -> list[Conversation]:
         return read_shard(job.input.conversations, Conversation)
 
-    def units(self, job: Job) -> list[Conversation]:
+    def units(self, job: JudgmentsJob) -> list[Conversation]:
         # a conversation that failed upstream is carried as a failed judgment, not re-judged
         return [c for c in self.conversations(job) if c.error is None]
 
-    def units_from(self, job: Job, result: Any) -> list[Conversation]:
+    def units_from(self, job: JudgmentsJob, result: object) -> list[Conversation]:
         if not isinstance(result, Conversation) or result.error is not None:
             return []
         return [as_read(result, Conversation)]
 
-    async def work(self, job: Job, unit: Conversation) -> Judgment:
+    async def work(self, job: JudgmentsJob, unit: Conversation) -> Judgment:
         return await job.benchmark.judging(unit, job.clients, job.taxonomy)
 
-    def nominal(self, job: Job, unit: Conversation | None) -> int:
+    def nominal(self, job: JudgmentsJob, unit: Conversation | None) -> int:
         return job.benchmark.judge_calls * len(job.params.judges)
 
-    def label(self, job: Job, unit: Conversation) -> str:
+    def label(self, job: JudgmentsJob, unit: Conversation) -> str:
         return unit.key
 
-    def write(self, job: Job, shard: ShardJob, units: Sequence[Any], results: Sequence[Any]) -> int:
-        by_key = dict(zip((c.key for c in units), results, strict=True))
+    def write(self, job: JudgmentsJob, shard: ShardJob, done: Done[Conversation, Judgment]) -> int:
+        by_key = {c.key: r for c, r in done}
         records = []
         for c in self.conversations(job):
             r = by_key.get(c.key)
@@ -83,5 +85,5 @@ class JudgmentsStage(Stage):
             records.append(r)
         return shard.write(job.ctx, records)
 
-    def made_by(self, job: Job) -> dict[str, Any]:
-        return {"judges": job.params.judges}
+
+STAGE = JudgmentsStage()

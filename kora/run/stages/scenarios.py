@@ -4,9 +4,9 @@ message (kora.benchmarks.expand); a seed that never validates is kept as rejecte
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated
 
 from kora.benchmarks.expand import (
     ScenarioValidationError,
@@ -14,10 +14,14 @@ from kora.benchmarks.expand import (
     rejected_record,
 )
 from kora.benchmarks.schemas import RejectedScenario, Scenario, ScenarioSeed
+from kora.llm.chain import Asker
+from kora.llm.client import ModelClient
 from kora.run.shard_run import ShardJob
 from kora.run.shards import read_shard, rejected_of
 from kora.run.stages.base import (
+    Done,
     Job,
+    Role,
     RoleParams,
     Rules,
     ShardOutput,
@@ -41,16 +45,29 @@ class ScenariosOutput(ShardOutput):
 
 
 class ScenariosParams(ShardParams):
-    expand_model: RoleParams
-    user_model: RoleParams
+    expand_model: Annotated[
+        RoleParams, Role("expand_model", "expand", {"expand": 1 / 3, "validate": 1 / 3})
+    ]
+    user_model: Annotated[RoleParams, Role("user_model", "user", {"first_message": 1 / 3})]
 
 
-class ScenariosStage(Stage):
+class ScenariosJob(Job):
+    input: ScenariosInput
+    output: ScenariosOutput
+    params: ScenariosParams
+
+    @cached_property
+    def clients(self) -> tuple[list[ModelClient], Asker]:
+        return self.ctx.clients(self.params.expand_model), self.ctx.asker(self.params.user_model)
+
+
+Made = Scenario | RejectedScenario
+
+
+class ScenariosStage(Stage[ScenariosJob, ScenarioSeed, Made]):
     name = "scenarios"
     feeds_on = "seeds"
-    input_model = ScenariosInput
-    output_model = ScenariosOutput
-    params_model = ScenariosParams
+    job_type = ScenariosJob
 
     def data(self, pipeline: Rules) -> str:
         return pipeline.layout.scenarios()
@@ -58,31 +75,16 @@ class ScenariosStage(Stage):
     def files_of(self, data: str) -> dict[str, str]:
         return {**super().files_of(data), "rejected": rejected_of(data)}
 
-    def sources(self, pipeline: Rules, wc: dict[str, str]) -> dict[str, Any]:
+    def sources(self, pipeline: Rules, wc: dict[str, str]) -> dict[str, str]:
         return {"seeds": pipeline.layout.seeds(pipeline.cell_of(wc))}
 
-    call_kinds: ClassVar[dict[str, tuple[str, float]]] = {
-        "expand": ("expand_model", 1 / 3),
-        "validate": ("expand_model", 1 / 3),
-        "first_message": ("user_model", 1 / 3),
-    }
-
-    def model_params(self, pipeline: Rules) -> dict[str, Any]:
-        return {
-            "expand_model": pipeline.role_params("expand_model"),
-            "user_model": pipeline.role_params("user_model"),
-        }
-
-    def clients(self, job: Job) -> Any:
-        return job.ctx.clients(job.params.expand_model), job.ctx.asker(job.params.user_model)
-
-    def units(self, job: Job) -> list[ScenarioSeed]:
+    def units(self, job: ScenariosJob) -> list[ScenarioSeed]:
         return read_shard(job.input.seeds, ScenarioSeed)
 
-    def units_from(self, job: Job, result: Any) -> list[ScenarioSeed]:
-        return [as_read(s, ScenarioSeed) for s in result]
+    def units_from(self, job: ScenariosJob, result: object) -> list[ScenarioSeed]:
+        return [as_read(s, ScenarioSeed) for s in result] if isinstance(result, list) else []
 
-    async def work(self, job: Job, unit: ScenarioSeed) -> Scenario | RejectedScenario:
+    async def work(self, job: ScenariosJob, unit: ScenarioSeed) -> Made:
         expanders, user = job.clients
         try:
             return await expand_with_fallback(unit, job.taxonomy, job.benchmark, expanders, user)
@@ -90,16 +92,16 @@ class ScenariosStage(Stage):
             log.warning("%s", exc)
             return rejected_record(exc)
 
-    def nominal(self, job: Job, unit: ScenarioSeed | None) -> int:
+    def nominal(self, job: ScenariosJob, unit: ScenarioSeed | None) -> int:
         return SCENARIO_CALLS
 
-    def label(self, job: Job, unit: ScenarioSeed) -> str:
+    def label(self, job: ScenariosJob, unit: ScenarioSeed) -> str:
         return f"seed {unit.id}"
 
-    def write(self, job: Job, shard: ShardJob, units: Sequence[Any], results: Sequence[Any]) -> int:
-        done = [r.shard_record() for r in results if isinstance(r, Scenario)]
-        rejected = [r for r in results if isinstance(r, RejectedScenario)]
-        return shard.write(job.ctx, done, {job.output.rejected: rejected})
+    def write(self, job: ScenariosJob, shard: ShardJob, done: Done[ScenarioSeed, Made]) -> int:
+        made = [r.shard_record() for _, r in done if isinstance(r, Scenario)]
+        rejected = [r for _, r in done if isinstance(r, RejectedScenario)]
+        return shard.write(job.ctx, made, {job.output.rejected: rejected})
 
-    def made_by(self, job: Job) -> dict[str, Any]:
-        return {"expand": job.params.expand_model, "user": job.params.user_model}
+
+STAGE = ScenariosStage()

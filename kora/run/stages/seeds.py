@@ -3,8 +3,8 @@ one call per planned seed order of the shard (kora.benchmarks.v2.plan)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, ClassVar
+from functools import cached_property
+from typing import Annotated
 
 from kora.benchmarks.base import Benchmark
 from kora.benchmarks.schemas import ScenarioSeed
@@ -13,7 +13,7 @@ from kora.benchmarks.taxonomy import Shard, Taxonomy
 from kora.benchmarks.testkeys import stable_uuid4
 from kora.llm.chain import Asker
 from kora.run.shard_run import ShardJob
-from kora.run.stages.base import Job, RoleParams, Rules, ShardParams, Sources, Stage
+from kora.run.stages.base import Done, Job, Role, RoleParams, Rules, ShardParams, Stage
 
 SeedCall = tuple[int | None, SeedOrder | None]
 
@@ -41,73 +41,75 @@ async def generate_seeds(
     # The count is asked for, not enforced (as in the reference); ids are the program's.
     # A v2 plan's seed order is numbered in its shard, so two orders never share an id.
     prefix = "" if order_index is None else f"{order_index}."
-    out = []
-    for i, s in enumerate(answer.seeds):
-        out.append(
-            ScenarioSeed(
-                **benchmark.seed_fields(s.model_dump(), risk, order),
-                id=stable_uuid4(shard.path, f"{prefix}{i}", s.model_dump_json()),
-                riskCategoryId=category.id,
-                riskId=risk.id,
-                ageRange=shard.age_range,
-                motivation=motivation.as_seed_motivation(),
-            )
+    return [
+        ScenarioSeed(
+            **benchmark.seed_fields(s.model_dump(), risk, order),
+            id=stable_uuid4(shard.path, f"{prefix}{i}", s.model_dump_json()),
+            riskCategoryId=category.id,
+            riskId=risk.id,
+            ageRange=shard.age_range,
+            motivation=motivation.as_seed_motivation(),
         )
-    return out
+        for i, s in enumerate(answer.seeds)
+    ]
 
 
 class SeedsParams(ShardParams):
-    model: RoleParams
-    seeds_per_task: int
     # a version that plans its seeds (KORA v2 with `total_seeds`): the cell's planned calls
     orders: list[SeedOrder] | None = None
+    model: Annotated[RoleParams, Role("seed_model", "seed", {"seeds": 1.0})]
+    seeds_per_task: int
 
 
-class SeedsStage(Stage):
+class SeedsJob(Job):
+    params: SeedsParams
+
+    @cached_property
+    def clients(self) -> Asker:
+        return self.ctx.asker(self.params.model)
+
+
+class SeedsStage(Stage[SeedsJob, SeedCall, list[ScenarioSeed]]):
     name = "seeds"
     feeds_on = None
-    input_model = Sources
-    params_model = SeedsParams
+    job_type = SeedsJob
 
     def data(self, pipeline: Rules) -> str:
         return pipeline.layout.seeds()
 
-    call_kinds: ClassVar[dict[str, tuple[str, float]]] = {"seeds": ("seed_model", 1.0)}
     # a v2 seed plan's orders differ from cell to cell too
     per_cell = frozenset({"cell", "retry", "orders"})
 
-    def model_params(self, pipeline: Rules) -> dict[str, Any]:
+    def own_params(self, pipeline: Rules) -> dict[str, object]:
         return {
             **pipeline.seeds_plan_params(),
-            "model": pipeline.role_params("seed_model"),
             "seeds_per_task": pipeline.config.grid.seeds_per_task,
         }
 
-    def clients(self, job: Job) -> Any:
-        return job.ctx.asker(job.params.model)
-
-    def units(self, job: Job) -> list[SeedCall]:
+    def units(self, job: SeedsJob) -> list[SeedCall]:
         return seed_calls(job.params.orders)
 
-    async def work(self, job: Job, unit: SeedCall) -> list[ScenarioSeed]:
+    async def work(self, job: SeedsJob, unit: SeedCall) -> list[ScenarioSeed]:
         shard = job.params.cell.shard(job.taxonomy)
         return await generate_seeds(
             shard, job.taxonomy, job.benchmark, job.clients, job.params.seeds_per_task, unit
         )
 
-    def nominal(self, job: Job, unit: SeedCall | None) -> int:
+    def nominal(self, job: SeedsJob, unit: SeedCall | None) -> int:
         return 1
 
-    def yields(self, job: Job, unit: SeedCall | None) -> int:
+    def yields(self, job: SeedsJob, unit: SeedCall | None) -> int:
         order = None if unit is None else unit[1]
         return job.params.seeds_per_task if order is None else order.count
 
-    def label(self, job: Job, unit: SeedCall) -> str:
+    def label(self, job: SeedsJob, unit: SeedCall) -> str:
         return job.cell if unit[0] is None else f"{job.cell} seed {unit[0] + 1}"
 
-    def write(self, job: Job, shard: ShardJob, units: Sequence[Any], results: Sequence[Any]) -> int:
-        seeds = [s for r in results if not isinstance(r, BaseException) for s in r]
+    def write(
+        self, job: SeedsJob, shard: ShardJob, done: Done[SeedCall, list[ScenarioSeed]]
+    ) -> int:
+        seeds = [s for _, r in done if not isinstance(r, BaseException) for s in r]
         return shard.write(job.ctx, seeds)
 
-    def made_by(self, job: Job) -> dict[str, Any]:
-        return {"seed": job.params.model}
+
+STAGE = SeedsStage()
