@@ -177,12 +177,8 @@ async def ping_structured(name: str, config: ModelConfig, call: Rendered) -> str
         resp = await client.call(request, stage="ping")
     finally:
         await client.aclose()
-    sent = sent_as(config)
-    what = (
-        f"{call.schema.__name__} {sent}"
-        if config.kind.offline
-        else (f"{call.schema.__name__} sent as {sent}: accepted")
-    )
+    schema, sent = call.schema.__name__, sent_as(config)
+    what = f"{schema} {sent}" if config.kind.offline else f"{schema} sent as {sent}: accepted"
     parsed = parse_answer(call.schema, resp.text)
     if not isinstance(parsed, str):
         return f"{what}; the answer fits the schema"
