@@ -5,14 +5,13 @@ import sys
 import uuid
 from pathlib import Path
 
-from kora.run import gather_inputs, legacy, misdirected, seam, stops
+from kora.run import gather_inputs, misdirected, seam, stops
 from kora.config.files import check_checkout, load_run_config
 from kora.errors import KoraError
 from kora.run.progress import RUN_ENV
 from kora.run.runlock import lock_path
 from kora.run.session import RunSession
 from kora.run.shards import missing_token
-from kora.run.stages import ORDER
 from kora.run.pipeline import Pipeline
 
 # Read config.yaml, every --configfile overlay and the --config values with the project's
@@ -43,22 +42,6 @@ os.environ.setdefault(RUN_ENV, uuid.uuid4().hex[:12])
 for _lock in seam.stale_locks(Path.cwd(), lock_path(PIPELINE.config.cache_dir)):
     _lock.unlink(missing_ok=True)
     print(f"kora: removed {_lock}, left by a run that was killed", file=sys.stderr)
-
-# risk folders an older version wrote: Snakemake has no record of them, so one with failed
-# items or a missing shard is made to run again here (kora.run.legacy), once
-if seam.is_main_process(workflow):
-    _again = legacy.take_over(
-        [(PIPELINE.rule_output(s), PIPELINE.rule_log(s)) for s in ORDER],
-        PIPELINE.places,
-    )
-    if _again:
-        print(
-            f"kora: {len(_again)} risk folder(s) written by an older version have items "
-            f"to make again (failed or missing), {_again[0]} first: their jobs run again, "
-            "with their finished calls from the call store",
-            file=sys.stderr,
-        )
-
 
 wildcard_constraints:
     **PIPELINE.wildcard_constraints(),
