@@ -23,10 +23,6 @@ def dumps(obj: Any) -> bytes:
     return orjson.dumps(obj)
 
 
-def write_jsonl(path: Path | str, records: Iterable[Any]) -> None:
-    write_atomic(path, b"".join(dumps(r) + b"\n" for r in records))
-
-
 def write_json(path: Path | str, obj: Any, *, indent: bool = True) -> None:
     opt = orjson.OPT_INDENT_2 if indent else 0
     if isinstance(obj, BaseModel):
@@ -133,5 +129,4 @@ __all__ = [
     "validate_all",
     "write_atomic",
     "write_json",
-    "write_jsonl",
 ]
