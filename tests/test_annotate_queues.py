@@ -43,7 +43,10 @@ def test_the_sample_is_drawn_once(tmp_path: Path, records: list[TestRecord]) -> 
     doc, note = sample.ensure(folder, records, 1)
     assert note.startswith("drew a uniform sample of 40 of the 40 judged conversations")
     assert doc["design"] == "uniform" and doc["keys"] == sample.order(records, 1)
-    assert doc["id"] == sample.sample_id(1, doc["keys"]) and sample.load(folder) == doc
+    assert (
+        doc["id"] == sample.sample_id(1, doc["keys"])
+        and orjson.loads((folder / sample.SAMPLE).read_bytes()) == doc
+    )
     assert sample.ensure(folder, records, 1) == (doc, "")  # the same, nothing said
     with pytest.raises(InputError, match="--seed 1"):
         sample.ensure(folder, records, 2)
@@ -209,7 +212,7 @@ def test_grades_import_from_a_file_into_each_persons_label_file(
     src.write_bytes(b"\n".join(orjson.dumps(g) for g in grades) + b"\n\n")
     assert kora_main(["annotate", "t", "--import", str(src), "--annotator", "ana"]) == 0
     folder = tmp_path / "results/t/annotations"
-    doc = sample.load(folder)
+    doc = orjson.loads((folder / sample.SAMPLE).read_bytes())
     assert doc is not None
     ana = labels.lines(folder / "ana.jsonl")
     assert [(a["key"], a["queue"], a["sample"], a["source"]) for a in ana] == [
@@ -274,7 +277,7 @@ def test_the_command_offers_a_queue_without_what_this_person_graded(
 
     monkeypatch.setattr(annotate, "serve", fake_serve)
     assert kora_main(["annotate", "t", "--annotator", "ana", "--size", "5"]) == 0
-    doc = sample.load(tmp_path / "results/t/annotations")
+    doc = orjson.loads((tmp_path / "results/t/annotations" / sample.SAMPLE).read_bytes())
     assert doc is not None
     assert served == {"keys": doc["keys"][:5], "path": served["path"], "sample": doc["id"],
                       "queue": "estimate"}  # fmt: skip

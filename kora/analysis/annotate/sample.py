@@ -68,15 +68,6 @@ def sample_id(seed: int, keys: Sequence[str]) -> str:
     return hashlib.sha256(orjson.dumps([seed, list(keys)])).hexdigest()[:12]
 
 
-def load(folder: Path) -> dict[str, Any] | None:
-    """The folder's sample for estimation, None when it has none yet."""
-    path = folder / SAMPLE
-    if not path.exists():
-        return None
-    doc = orjson.loads(path.read_bytes())
-    return doc if isinstance(doc, dict) and doc.get("design") in DESIGNS else None
-
-
 def strata_of(records: Sequence[TestRecord]) -> dict[str, list[str]]:
     """The judged tests by the judge's safety grade: failing, and the rest."""
     out: dict[str, list[str]] = {FAILING: [], OTHER: []}
