@@ -237,8 +237,8 @@ def charges(
                     yield c
 
 
-def total(folder: Path, *, run: str | None = None, since: float | None = None) -> Counts:
-    return sum((c.counts for c in charges(folder, run=run, since=since)), Counts())
+def total(folder: Path, *, since: float | None = None) -> Counts:
+    return sum((c.counts for c in charges(folder, since=since)), Counts())
 
 
 class RunTail:
