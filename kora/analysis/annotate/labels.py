@@ -27,7 +27,6 @@ from kora.errors import InputError
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 ESTIMATE = "estimate"
-REVIEW_QUEUES = ("judges", "reference", "risks")
 IMPORT_QUEUES = (ESTIMATE, "review")
 FIELDS = ("grade", "count", "notTriggered", "note")
 
