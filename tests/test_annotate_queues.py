@@ -54,18 +54,22 @@ def test_the_sample_is_drawn_once(tmp_path: Path, records: list[TestRecord]) -> 
 
 @pytest.mark.parametrize(
     "found",
-    [{"size": 50, "seed": 1, "keys": ["k"]}, {"design": "uniform", "seed": 1, "keys": ["k"]}],
+    [
+        orjson.dumps({"size": 50, "seed": 1, "keys": ["k"]}),
+        orjson.dumps({"design": "uniform", "seed": 1, "keys": ["k"]}),
+        b'{"design": "uniform", "keys": ',  # cut short
+    ],
 )
 def test_a_sample_kora_did_not_draw_is_refused_and_left_as_it_is(
-    tmp_path: Path, records: list[TestRecord], found: dict[str, Any]
+    tmp_path: Path, records: list[TestRecord], found: bytes
 ) -> None:
-    """A sample.json with no known design, or no size, is not one kora drew: drawing over
-    it would lose it, and reading it would guess which grades count."""
+    """A sample.json with no known design, or no size, or not JSON, is not one kora drew:
+    drawing over it would lose it, and reading it would guess which grades count."""
     path = tmp_path / "sample.json"
-    path.write_bytes(orjson.dumps(found))
+    path.write_bytes(found)
     with pytest.raises(InputError, match=f"{path}: not a sample kora drew.*remove the file"):
         sample.ensure(tmp_path, records, 1)
-    assert orjson.loads(path.read_bytes()) == found
+    assert path.read_bytes() == found
 
 
 def test_label_lines_say_their_queue_and_a_line_naming_none_is_a_review(

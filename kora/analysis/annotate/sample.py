@@ -122,7 +122,10 @@ def ensure(
 
     path = folder / SAMPLE
     if path.exists():
-        doc = orjson.loads(path.read_bytes())
+        try:
+            doc = orjson.loads(path.read_bytes())
+        except orjson.JSONDecodeError:
+            doc = None
         if not (isinstance(doc, dict) and doc.get("design") in DESIGNS and "size" in doc):
             raise InputError(
                 f"{path}: not a sample kora drew (no design {' or '.join(DESIGNS)} and size); "
