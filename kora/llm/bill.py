@@ -55,7 +55,7 @@ def record_run(folder: Path, run: str, **facts: Any) -> None:
 
 
 def run_record(folder: Path, run: str) -> dict[str, Any]:
-    """The run's record; empty for calls outside a run (`OUTSIDE`), which have none."""
+    """The run's record; empty for calls outside a run (`kora ping`'s, `OUTSIDE`)."""
     try:
         doc = orjson.loads((folder / run / "run.json").read_bytes())
     except (OSError, orjson.JSONDecodeError):
