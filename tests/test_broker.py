@@ -139,7 +139,8 @@ def test_the_whole_run_can_be_handed_to_the_broker(
     specs += [replace(specs[0], rule="unknown-rule", params=padded) for _ in range(20)]
     assert len(orjson.dumps([s.as_json() for s in specs])) > 2_000_000
     monkeypatch.setenv("KORA_RUN_ID", "aheadtest")
-    broker = start_broker("aheadtest", tmp_path / "broker.log", workdir=tmp_path)
+    monkeypatch.chdir(tmp_path)  # the broker runs in the current folder
+    broker = start_broker("aheadtest", tmp_path / "broker.log")
     assert broker is not None
     monkeypatch.setenv(BROKER_ENV, os.environ[BROKER_ENV])  # start_broker set it
     try:
@@ -268,7 +269,8 @@ def test_the_broker_exits_once_every_job_of_the_run_has_finished(
     copy_workflow(tmp_path)
     specs = _seed_cells(tmp_path, ("curiosity_exploration", "emotional_distress_anxiety"))
     monkeypatch.setenv("KORA_RUN_ID", "idletest")
-    broker = start_broker("idletest", tmp_path / "broker.log", workdir=tmp_path)
+    monkeypatch.chdir(tmp_path)  # the broker runs in the current folder
+    broker = start_broker("idletest", tmp_path / "broker.log")
     assert broker is not None
     monkeypatch.setenv(BROKER_ENV, os.environ[BROKER_ENV])  # start_broker set it
     try:
@@ -296,7 +298,8 @@ def test_a_job_that_failed_keeps_the_broker_for_its_next_try(
     copy_workflow(tmp_path)
     (spec,) = _seed_cells(tmp_path, ("curiosity_exploration",))
     monkeypatch.setenv("KORA_RUN_ID", "failtest")
-    broker = start_broker("failtest", tmp_path / "broker.log", workdir=tmp_path)
+    monkeypatch.chdir(tmp_path)  # the broker runs in the current folder
+    broker = start_broker("failtest", tmp_path / "broker.log")
     assert broker is not None
     monkeypatch.setenv(BROKER_ENV, os.environ[BROKER_ENV])
     try:
