@@ -23,14 +23,9 @@ from kora.analysis.stats.difference import (
     tango_paired,
 )
 from kora.analysis.stats.paired import adjust_pvalues, holm, sign_test
-from kora.analysis.stats.power import (
-    connor_sample_size,
-    exact_mcnemar_pvalues,
-    mcnemar_power,
-    sample_size,
-    simulate_mcnemar_power,
-)
+from kora.analysis.stats.power import connor_sample_size, mcnemar_power, sample_size
 from kora.analysis.stats.ranks import _rank_min, bootstrap_ranks
+from tests.simulated import exact_mcnemar_pvalues, simulate_mcnemar_power
 
 # --- many tests at once -----------------------------------------------------------------
 
@@ -344,7 +339,6 @@ def test_mcnemar_power_rises_with_n() -> None:
             r"n must be a number of pairs \(an int >= 0\), got -1",
         ),
         (lambda: mcnemar_power(10.5, 0.05, 0.1), "n must be a number of pairs"),  # type: ignore[arg-type]
-        (lambda: simulate_mcnemar_power(10, 0.05, 0.1, runs=0), "runs must be an int >= 1"),
         (lambda: sample_size(0.05, 0.1, power=0), r"power must be in \(0, 1\)"),
         (lambda: sample_size(0.001, 0.5, max_n=10_000), "more than 10000 pairs needed"),
     ],
