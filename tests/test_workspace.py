@@ -185,7 +185,7 @@ def test_kora_usage_runs_names_pings_calls_and_lists_a_run_that_paid_nothing(
     assert re.fullmatch(rf"  r0  {stamp} to {stamp}, finished", runs[1]), runs
     assert runs[2:5] == ["    targets: t", "    command: snakemake x",
                          "    billed: 0 calls, 0 input and 0 output tokens, $0.0000"]  # fmt: skip
-    pinged = next(i for i, line in enumerate(runs) if "ping" in line)
+    pinged = next(i for i, line in enumerate(runs) if line.startswith("  kora ping "))
     assert re.fullmatch(rf"  kora ping  calls from {stamp} to {stamp}", runs[pinged]), runs
     assert runs[pinged + 1].startswith("    billed: 1 calls, 7 input")
 

@@ -141,8 +141,8 @@ OUTCOMES = {
 }
 
 
-# the calls of a command, not of a run (kora.llm.bill.OUTSIDE: a job run outside one)
-COMMANDS = {"ping": "kora ping", "outside-a-run": "outside a run"}
+# the calls of a command, not of a run (others outside a run: kora.llm.bill.OUTSIDE)
+COMMANDS = {"ping": "kora ping"}
 
 
 def _how_it_went(r: dict[str, Any]) -> str:
