@@ -253,6 +253,10 @@ def _templates(
     return shown
 
 
+# how a model was asked, as the manifest shows it (null: the provider's default)
+SAMPLING = ("temperature", "max_tokens", "reasoning_effort", "thinking_tokens", "api", "params")
+
+
 def _models(
     config: Mapping[str, Any], roles: Mapping[str, Sequence[str]], served: dict[str, Counter[str]]
 ) -> dict[str, Any]:
@@ -263,7 +267,7 @@ def _models(
             "roles": list(roles.get(name, [])),
             "provider": m["provider"],
             "model": m.get("model"),
-            "sampling": {"temperature": m.get("temperature"), "max_tokens": m.get("max_tokens")},
+            "sampling": {k: m.get(k) for k in SAMPLING},
             "structuredOutput": structured_mode(m),
             "answers": sum(served[name].values()),
             "served": dict(sorted(served[name].items())),

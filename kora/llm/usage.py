@@ -32,6 +32,7 @@ class Counts:
     cache_write_tokens: int = 0
     cache_read_tokens: int = 0
     cache_saved: float = 0.0
+    reasoning_tokens: int = 0  # a part of output_tokens, where the provider says
 
     def __add__(self, other: Counts) -> Counts:
         return Counts(*[getattr(self, n) + getattr(other, n) for n in _COUNTERS])
@@ -72,7 +73,7 @@ class Counts:
             cr = price.input if price.cache_read is None else price.cache_read
             cost = (tin * price.input + tout * price.output + write * cw + read * cr) / 1e6
             saved = (read * (price.input - cr) - write * (cw - price.input)) / 1e6
-        return cls(1, tin, tout, cost, write, read, saved)
+        return cls(1, tin, tout, cost, write, read, saved, resp.reasoning_tokens)
 
 
 # the counters in field order (`dataclasses.fields` builds them anew at each call)

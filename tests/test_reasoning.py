@@ -1,0 +1,379 @@
+"""The models safety teams test today (issue 61): an OpenAI-protocol model's reasoning
+effort, Anthropic's extended thinking, OpenAI's Responses API and other body fields, each
+against loopback servers that answer (and refuse) as those APIs do; the target's reasoning
+kept from everyone else; its reasoning tokens in the bill."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+import pytest
+from pydantic import BaseModel, Field
+
+from kora.benchmarks.converse import converse
+from kora.config.checks import validate_config
+from kora.errors import ConfigError
+from kora.llm import batch as batch_mod
+from kora.llm.base import ChatMessage, ProviderError, Request
+from kora.llm.bill import BillWriter, bill_dir, charges
+from kora.llm.cache import CallCache, cache_key
+from kora.llm.client import ModelClient
+from kora.llm.config import ModelConfig
+from kora.llm.providers import Shared
+from kora.llm.targets import LLMTarget
+from tests.loopback import AnthropicServer, Ended, OpenAIServer, Recorded, Servers
+from tests.test_config import TAXONOMY, base
+from tests.test_stages import reference_scenario
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class Verdict(BaseModel):
+    grade: Literal["failing", "adequate", "exemplary"]
+    reasons: str = Field(min_length=5, max_length=200)
+
+
+GOOD = {"grade": "adequate", "reasons": "the answer redirected the child"}
+
+
+def _good(_: Recorded) -> dict[str, Any]:
+    return dict(GOOD)
+
+
+@pytest.fixture(autouse=True)
+def _keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-loop")
+    monkeypatch.setattr(batch_mod, "WINDOW", 0.05)
+    monkeypatch.setattr(batch_mod, "POLL", 0.05)
+    batch_mod._QUEUES.clear()
+
+
+def client(srv: AnthropicServer | OpenAIServer, tmp: Path, **settings: Any) -> ModelClient:
+    """A model at a loopback server (a proxy, as far as kora can tell), its answers stored
+    and billed under `tmp`."""
+    openai = isinstance(srv, OpenAIServer)
+    config = ModelConfig.model_validate(
+        {
+            "provider": "openai" if openai else "anthropic",
+            "model": "o9" if openai else "claude-x",
+            "base_url": f"{srv.url}/v1" if openai else srv.url,
+            "prompt_cache": False,
+            **settings,
+        }
+    )
+    store = tmp / "cache"
+    shared = Shared(store=CallCache(store), bill=BillWriter(bill_dir(store), "run"))
+    return ModelClient("m", config, shared)
+
+
+def ask(c: ModelClient, text: str = "hello", **kw: Any) -> str:
+    async def go() -> str:
+        try:
+            return await c.text([ChatMessage("user", text)], stage="t", **kw)
+        finally:
+            await c.aclose()
+
+    return asyncio.run(go())
+
+
+def grade(c: ModelClient) -> Verdict:
+    async def go() -> Verdict:
+        try:
+            return await c.structured([ChatMessage("user", "grade it")], Verdict, stage="t")
+        finally:
+            await c.aclose()
+
+    return asyncio.run(go())
+
+
+def billed(tmp: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(p.read_bytes().splitlines()[0]) for p in (tmp / "bill").rglob("*.jsonl")]
+
+
+# --- an OpenAI-protocol model's reasoning effort -----------------------------------------
+
+
+def test_reasoning_effort_is_sent_as_the_api_wants_it_wherever_the_model_is_served(
+    serve: Servers, tmp_path: Path
+) -> None:
+    """At a proxy (not api.openai.com) a reasoning model gets `reasoning_effort` and
+    `max_completion_tokens`, no `max_tokens` and no temperature; its reasoning tokens,
+    part of the output tokens, are read from the answer and written in the bill."""
+    srv = serve(OpenAIServer)
+    assert ask(client(srv, tmp_path, reasoning_effort="high", max_tokens=900)) == "echo: hello"
+    (rec,) = srv.requests
+    assert rec.body["reasoning_effort"] == "high"
+    assert rec.body["max_completion_tokens"] == 900
+    assert "max_tokens" not in rec.body and "temperature" not in rec.body
+    (charge,) = charges(tmp_path / "bill")
+    assert charge.counts.reasoning_tokens == OpenAIServer.REASONING_TOKENS["high"]
+    assert charge.counts.output_tokens == srv.served["output_tokens"]  # reasoning within
+    assert billed(tmp_path)[0]["rt"] == OpenAIServer.REASONING_TOKENS["high"]
+
+
+def test_a_reasoning_model_refuses_max_tokens_and_a_temperature_and_kora_says_what_to_set(
+    serve: Servers, tmp_path: Path
+) -> None:
+    srv = serve(OpenAIServer)
+    with pytest.raises(ProviderError) as refused:
+        ask(client(srv, tmp_path / "a"))  # a reasoning model nobody said reasons
+    assert refused.value.config_error
+    assert "'max_tokens' is not supported" in str(refused.value)
+    assert "set `reasoning_effort` under models.m" in str(refused.value)
+    hot = client(srv, tmp_path / "b", reasoning_effort="low", temperature=0.2)
+    with pytest.raises(ProviderError) as refused:
+        ask(hot)  # past check-config (below), as a hand-built config could be
+    assert refused.value.config_error
+    assert "Only the default (1) value is supported" in str(refused.value)
+    assert "leave `temperature` out under models.m" in str(refused.value)
+
+
+# --- Anthropic's extended thinking -----------------------------------------------------
+
+
+def test_thinking_is_sent_with_max_tokens_above_its_budget_and_no_temperature(
+    serve: Servers, tmp_path: Path
+) -> None:
+    """Every call of a thinking model has room for its thinking: the model's max_tokens,
+    never a call's own smaller limit (a child's message asks for 300 tokens)."""
+    srv = serve(AnthropicServer, structured=_good)
+    c = client(srv, tmp_path, thinking_tokens=2048, max_tokens=6000)
+    assert ask(c, max_tokens=300) == "echo: hello"
+    body = srv.requests[0].body
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assert body["max_tokens"] == 6000 and "temperature" not in body
+    (charge,) = charges(tmp_path / "bill")
+    assert 0 < charge.counts.reasoning_tokens < charge.counts.output_tokens
+
+
+def test_a_thinking_model_and_judge_answers_structured_calls_without_a_forced_tool(
+    serve: Servers, tmp_path: Path
+) -> None:
+    """The API refuses a forced tool choice with thinking on: the schema's tool is offered
+    (`tool_choice: auto`) and the answer it gives is validated as any other."""
+    srv = serve(AnthropicServer, structured=_good)
+    assert grade(client(srv, tmp_path, thinking_tokens=1024, max_tokens=4000)) == Verdict(**GOOD)
+    body = srv.requests[0].body
+    assert body["tool_choice"] == {"type": "auto"}
+    assert [t["name"] for t in body["tools"]] == ["Verdict"]
+    assert srv.statuses == Counter({200: 1})
+
+
+@pytest.mark.parametrize(
+    ("settings", "said"),
+    [
+        ({"thinking_tokens": 512}, "greater than or equal to 1024"),
+        ({"thinking_tokens": 4000, "max_tokens": 4000}, "must be greater than `thinking.budget"),
+        ({"thinking_tokens": 1024, "temperature": 0.5}, "may only be set to 1 when thinking"),
+    ],
+)
+def test_what_the_api_refuses_with_thinking_is_a_configuration_error(
+    serve: Servers, tmp_path: Path, settings: dict[str, Any], said: str
+) -> None:
+    """Past check-config (a hand-built config), the API's refusal stops the model's calls
+    with what to change."""
+    srv = serve(AnthropicServer)
+    c = client(srv, tmp_path)
+    c.config = c.provider.config = c.config.model_copy(update=settings)  # type: ignore[attr-defined]
+    with pytest.raises(ProviderError) as refused:
+        ask(c)
+    assert refused.value.config_error and said in str(refused.value)
+    assert "under models.m" in str(refused.value)
+
+
+# --- OpenAI's Responses API ------------------------------------------------------------
+
+
+def test_the_responses_api_answers_every_call_with_its_own_usage(
+    serve: Servers, tmp_path: Path
+) -> None:
+    srv = serve(OpenAIServer, structured=_good)
+    c = client(srv, tmp_path, api="responses", reasoning_effort="low", max_tokens=700)
+    assert ask(c, system="be kind") == "echo: hello"
+    assert grade(client(srv, tmp_path, api="responses", reasoning_effort="low")) == Verdict(**GOOD)
+    text, structured = (r.body for r in srv.requests)
+    assert {r.path for r in srv.requests} == {"/v1/responses"}
+    assert text["input"] == [{"role": "user", "content": "hello"}]
+    assert text["instructions"] == "be kind"
+    assert text["reasoning"] == {"effort": "low"} and text["max_output_tokens"] == 700
+    fmt = structured["text"]["format"]
+    assert (fmt["type"], fmt["name"]) == ("json_schema", "Verdict")
+    assert fmt["schema"]["required"] == ["grade", "reasons"]
+    reasoning = OpenAIServer.REASONING_TOKENS["low"]
+    assert [c.counts.reasoning_tokens for c in charges(tmp_path / "bill")] == [reasoning] * 2
+    assert (
+        sum(c.counts.output_tokens for c in charges(tmp_path / "bill"))
+        == (srv.served["output_tokens"])
+    )
+
+
+def test_the_responses_api_reads_a_cut_answer_and_a_refusal(serve: Servers, tmp_path: Path) -> None:
+    srv = serve(OpenAIServer)
+    srv.answer(Ended("Here is how you could", "length"), Ended("", "stop", refusal="I can't."))
+    c = client(srv, tmp_path, api="responses")
+
+    async def both() -> list[Any]:
+        try:
+            return [
+                await c.call(c.request([ChatMessage("user", q)]), stage="t") for q in ("a", "b")
+            ]
+        finally:
+            await c.aclose()
+
+    cut, refused = asyncio.run(both())
+    assert (cut.text, cut.finish_reason) == ("Here is how you could", "max_tokens")
+    assert (refused.text, refused.finish_reason) == ("I can't.", "refusal")
+
+
+@pytest.mark.slow
+def test_a_responses_model_with_batch_sends_its_calls_in_a_responses_batch(
+    serve: Servers, tmp_path: Path
+) -> None:
+    srv = serve(OpenAIServer, structured=_good)
+    c = client(srv, tmp_path, api="responses", reasoning_effort="medium", batch=True)
+    assert grade(c) == Verdict(**GOOD)
+    made = next(r for r in srv.requests if r.path == "/v1/batches")
+    assert made.body["endpoint"] == "/v1/responses"
+    assert not any(r.path in ("/v1/responses", "/v1/chat/completions") for r in srv.requests)
+    (charge,) = charges(tmp_path / "bill")
+    assert charge.batch and charge.counts.reasoning_tokens == 128
+
+
+# --- other body fields -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("settings", [{}, {"api": "responses"}])
+def test_params_go_in_the_body_as_given(
+    serve: Servers, tmp_path: Path, settings: dict[str, Any]
+) -> None:
+    srv = serve(OpenAIServer)
+    params = {"top_p": 0.9, "seed": 7, "service_tier": "flex"}
+    ask(client(srv, tmp_path, params=params, reasoning_effort="low", **settings))
+    assert params.items() <= srv.requests[0].body.items()
+    anthropic = serve(AnthropicServer)
+    ask(client(anthropic, tmp_path / "a", params={"top_k": 5}))
+    assert anthropic.requests[0].body["top_k"] == 5
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        ({"provider": "openai", "model": "o9", "reasoning_effort": "high", "temperature": 0.5},
+         "models.gpt.temperature: a model that reasons takes no temperature but 1"),
+        ({"provider": "anthropic", "model": "c", "thinking_tokens": 2048, "temperature": 0},
+         "models.gpt.temperature: a model that reasons"),
+        ({"provider": "anthropic", "model": "c", "thinking_tokens": 512},
+         "models.gpt.thinking_tokens: Anthropic's least thinking budget is 1,024 tokens"),
+        ({"provider": "anthropic", "model": "c", "thinking_tokens": 4000, "max_tokens": 4000},
+         "models.gpt.max_tokens: must be above thinking_tokens (4000), which it includes"),
+        ({"provider": "anthropic", "model": "c", "thinking_tokens": 8000},
+         "models.gpt.max_tokens: must be above thinking_tokens (8000), which it includes "
+         "(unset, it is 4000)"),
+        ({"provider": "anthropic", "model": "c", "reasoning_effort": "low"},
+         "models.gpt.reasoning_effort: only for openai models"),
+        ({"provider": "openai", "model": "o9", "thinking_tokens": 2048},
+         "models.gpt.thinking_tokens: only for anthropic models"),
+        ({"provider": "mock", "params": {"seed": 1}}, "models.gpt.params: only for"),
+        ({"provider": "anthropic", "model": "c", "api": "responses"},
+         "models.gpt.api: only for openai models"),
+        ({"provider": "openai", "model": "o9", "api": "responses",
+          "structured_output": "json_object", "base_url": "http://127.0.0.1:8000/v1"},
+         "models.gpt.structured_output: the Responses API takes the schema its own way"),
+        ({"provider": "openai", "model": "o9", "params": {"messages": []}},
+         "models.gpt.params.messages: kora sets it"),
+        ({"provider": "openai", "model": "o9", "params": {"max_completion_tokens": 9}},
+         "models.gpt.params.max_completion_tokens: kora sets it"),
+        ({"provider": "anthropic", "model": "c", "params": {"thinking": {}}},
+         "models.gpt.params.thinking: kora sets it"),
+        ({"provider": "openai", "model": "o9", "reasoning_effort": "extreme"},
+         "models.gpt.reasoning_effort"),
+    ],
+)  # fmt: skip
+def test_check_config_refuses_what_the_providers_would(model: dict[str, Any], message: str) -> None:
+    raw = base()
+    raw["models"]["gpt"] = model
+    with pytest.raises(ConfigError) as refused:
+        validate_config(raw, TAXONOMY)
+    assert message in str(refused.value)
+
+
+def test_a_temperature_of_1_and_a_budget_below_max_tokens_pass() -> None:
+    raw = base()
+    raw["models"]["gpt"] = {"provider": "openai", "model": "o9", "reasoning_effort": "minimal",
+                            "temperature": 1, "api": "responses", "params": {"top_p": 1}}  # fmt: skip
+    raw["models"]["sonnet"].update(thinking_tokens=2048, max_tokens=6000)
+    cfg = validate_config(raw, TAXONOMY)
+    assert cfg.models["sonnet"].thinking_tokens == 2048
+
+
+# --- what each setting changes ---------------------------------------------------------
+
+
+def test_each_setting_changes_the_store_key_the_shard_params_and_the_manifest() -> None:
+    """A rerun with another effort re-asks the target, and the result says which setting
+    made it; `api: chat` is the default and changes nothing."""
+    from kora.analysis.manifest import _models
+
+    plain = {"provider": "openai", "model": "o9"}
+    variants = [{}, {"reasoning_effort": "low"}, {"reasoning_effort": "high"},
+                {"api": "responses"}, {"params": {"seed": 7}}]  # fmt: skip
+    configs = [ModelConfig.model_validate({**plain, **v}) for v in variants]
+    request = Request(messages=(ChatMessage("user", "hi"),))
+    keys = {cache_key(c.output_settings(), request) for c in configs}
+    assert len(keys) == len(variants)
+    chat = ModelConfig.model_validate({**plain, "api": "chat"})
+    assert chat.output_settings() == configs[0].output_settings()
+    raw = base()
+    raw["models"]["gpt"] = {**plain, "reasoning_effort": "high", "params": {"seed": 7}}
+    raw["models"]["sonnet"].update(thinking_tokens=2048, max_tokens=6000)
+    cfg = validate_config(raw, TAXONOMY)
+    assert cfg.model_params("gpt") == {"name": "gpt", **plain, "reasoning_effort": "high",
+                                       "params": {"seed": 7}}  # fmt: skip
+    assert cfg.model_params("sonnet")["thinking_tokens"] == 2048
+    shown = _models(cfg.model_dump(exclude_none=True), {}, defaultdict(Counter))
+    assert shown["gpt"]["sampling"]["reasoning_effort"] == "high"
+    assert shown["gpt"]["sampling"]["params"] == {"seed": 7}
+    assert shown["sonnet"]["sampling"]["thinking_tokens"] == 2048
+
+
+# --- the target's reasoning reaches no one else ----------------------------------------
+
+
+@pytest.mark.parametrize("target", ["thinking", "responses"])
+def test_the_targets_reasoning_reaches_neither_the_child_nor_the_transcript(
+    serve: Servers, tmp_path: Path, target: str
+) -> None:
+    """Thinking blocks and reasoning items are read out of every answer: the transcript
+    (what the judge reads and the report shows) and the simulated child never see them,
+    and a continued conversation passes the target its own replies as plain text (with no
+    tool call in them, neither API asks for the reasoning back)."""
+    if target == "thinking":
+        srv: AnthropicServer | OpenAIServer = serve(AnthropicServer)
+        settings: dict[str, Any] = {"thinking_tokens": 1024, "max_tokens": 3000}
+    else:
+        srv = serve(OpenAIServer)
+        settings = {"api": "responses", "reasoning_effort": "high"}
+    child_server = serve(OpenAIServer)
+    child_server.answer("can u help me with something", "ok but why")
+    child = client(child_server, tmp_path / "child", model="gpt-x")
+    target_client = client(srv, tmp_path / "target", **settings)
+    scenario = reference_scenario("grooming_and_manipulation")
+    conv = asyncio.run(
+        converse(scenario, "child", "t", LLMTarget(target_client), child, TAXONOMY)  # type: ignore[arg-type]
+    )
+    secret = srv.THOUGHT.split(":")[0]
+    assert len(conv.messages) == 6
+    assert secret not in conv.model_dump_json()
+    assert all(secret not in orjson.dumps(r.body).decode() for r in child_server.requests)
+    # each later turn carried the conversation so far, the target's replies as text
+    last = srv.requests[-1].body
+    turns = last["messages"] if target == "thinking" else last["input"]
+    replies = [m["content"] for m in turns if m["role"] == "assistant"]
+    assert replies == [m.content for m in conv.messages[1:4:2]]
+    assert srv.statuses == Counter({200: 3})
+    # and there was reasoning to keep out: each answer's, in the bill
+    assert all(c.counts.reasoning_tokens > 0 for c in charges(tmp_path / "target" / "bill"))
