@@ -377,3 +377,45 @@ def test_the_targets_reasoning_reaches_neither_the_child_nor_the_transcript(
     assert srv.statuses == Counter({200: 3})
     # and there was reasoning to keep out: each answer's, in the bill
     assert all(c.counts.reasoning_tokens > 0 for c in charges(tmp_path / "target" / "bill"))
+
+
+# --- kora ping --------------------------------------------------------------------------
+
+
+def test_ping_tries_each_setting_against_its_provider(
+    serve: Servers, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every role's real call goes out with its model's settings, and each line names the
+    settings the server was tried with."""
+    from kora.commands.ping import ping_all
+
+    monkeypatch.chdir(tmp_path)
+    openai, anthropic = serve(OpenAIServer), serve(AnthropicServer)
+    raw = base()
+    at = {"base_url": f"{openai.url}/v1"}
+    raw["models"] = {
+        "o-high": {"provider": "openai", "model": "o9", "reasoning_effort": "high", **at},
+        "o-resp": {"provider": "openai", "model": "o9", "api": "responses",
+                   "reasoning_effort": "low", **at},
+        "claude-think": {"provider": "anthropic", "model": "claude-x", "thinking_tokens": 2048,
+                         "max_tokens": 6000, "base_url": anthropic.url},
+    }  # fmt: skip
+    raw.update(seed_model="o-resp", expand_model="o-resp", user_model="o-high",
+               judges=["claude-think"], targets={"t": {"model": "o-high"}})  # fmt: skip
+    cfg = validate_config(raw, TAXONOMY)
+    lines, ok = asyncio.run(ping_all(cfg, "t", True, TAXONOMY))
+    assert ok, lines
+    said = {line.split(":")[0] for line in lines}
+    assert said == {
+        "target o-high (reasoning_effort high)",
+        "seed o-resp (reasoning_effort low, api responses)",
+        "expansion o-resp (reasoning_effort low, api responses)",
+        "child o-high (reasoning_effort high)",
+        "judge claude-think (thinking_tokens 2048)",
+    }
+    assert {r.path for r in openai.requests} == {"/v1/chat/completions", "/v1/responses"}
+    assert all(r.body["reasoning_effort"] == "high" for r in openai.requests
+               if r.path == "/v1/chat/completions")  # fmt: skip
+    (judged,) = anthropic.requests
+    assert judged.body["thinking"]["budget_tokens"] == 2048
+    assert judged.body["tool_choice"] == {"type": "auto"}

@@ -248,17 +248,19 @@ async def ping_all(
             continue
         detail: list[str] = []
         started = time.monotonic()
+        # the settings only its kind takes (a reasoning effort, a thinking budget, ...): tried
+        mc = cfg.models[model]
+        tried = ", ".join(f"{k} {v}" for k in mc.kind.takes if (v := getattr(mc, k)) is not None)
+        who = f"{role} {model}" + (f" ({tried})" if tried else "")
         try:
             if role == "target":
                 pong = await ping_target(cfg, target, detail)
             else:
                 pong = await ping_role(cfg, role, model, calls)
-            lines.append(
-                f"{role} {model}: ok in {pong.seconds:.2f} s: {_short(pong.text) or '(empty)'}"
-            )
+            lines.append(f"{who}: ok in {pong.seconds:.2f} s: {_short(pong.text) or '(empty)'}")
         except (ProviderError, ValueError) as exc:
             ok = False
-            lines.append(f"{role} {model}: FAILED after {time.monotonic() - started:.2f} s: {exc}")
+            lines.append(f"{who}: FAILED after {time.monotonic() - started:.2f} s: {exc}")
         lines += detail
     return lines, ok
 
