@@ -416,6 +416,9 @@ def test_ping_tries_each_setting_against_its_provider(
     assert {r.path for r in openai.requests} == {"/v1/chat/completions", "/v1/responses"}
     assert all(r.body["reasoning_effort"] == "high" for r in openai.requests
                if r.path == "/v1/chat/completions")  # fmt: skip
+    by = {line.split(":")[0].split()[0]: line for line in lines}
+    assert "TestAssessment sent as a tool call offered: accepted" in by["judge"]
+    assert "sent as the Responses API's text.format: accepted" in by["seed"]
     (judged,) = anthropic.requests
     assert judged.body["thinking"]["budget_tokens"] == 2048
     assert judged.body["tool_choice"] == {"type": "auto"}

@@ -162,9 +162,10 @@ def sent_as(config: ModelConfig) -> str:
     """How a model's structured calls go out, in a user's words."""
     if config.kind.offline:
         return "answered offline"
-    if not config.kind.structured_modes:
-        return "a forced tool call"
-    sent = SENT_AS[str(config.structured_mode)]
+    if not config.kind.structured_modes:  # with thinking on, the API refuses a forced one
+        return "a tool call offered" if config.thinking_tokens else "a forced tool call"
+    responses = config.api == "responses"
+    sent = "the Responses API's text.format" if responses else SENT_AS[str(config.structured_mode)]
     if config.schema_bounds == "minimums":
         return f"{sent}, without the schema's upper length and count bounds"
     return sent if config.schema_bounds else f"{sent}, without the schema's length and count bounds"
