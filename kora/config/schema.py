@@ -18,9 +18,7 @@ from kora.benchmarks.base import Benchmark
 from kora.benchmarks.schemas import AGE_RANGES, PROMPT_VARIANTS, AgeRange, PromptVariant
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.llm.config import ModelConfig
-from kora.llm.registry import KINDS
 
-PROVIDERS = tuple(KINDS)
 # \Z, not $: a name must not end in a newline (it becomes a folder and a wildcard)
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 

@@ -162,9 +162,8 @@ class OpenAIProvider(aio.AioModel[httpx.AsyncClient]):
         """An answer of its API (the body of a direct answer or of a batch's line)."""
         try:
             answer = (_response if self.config.api == "responses" else _completion)(data)
-            if resp is None:
-                return answer
-            return replace(answer, limits=from_openai(resp.headers, time.time()))
+            limits = None if resp is None else from_openai(resp.headers, time.time())
+            return replace(answer, limits=limits)
         except (KeyError, IndexError, TypeError, AttributeError, ValueError):
             shown = (resp.body if resp is not None else orjson.dumps(data)).decode(errors="replace")
             status = f"HTTP {resp.status}" if resp is not None else "batch answer"
