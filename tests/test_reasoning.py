@@ -15,6 +15,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from kora.benchmarks.converse import converse
+from kora.benchmarks.v1.judge import judge_conversation
 from kora.config.checks import validate_config
 from kora.errors import ConfigError
 from kora.llm import batch as batch_mod
@@ -343,14 +344,22 @@ def test_each_setting_changes_the_store_key_the_shard_params_and_the_manifest() 
 # --- the target's reasoning reaches no one else ----------------------------------------
 
 
+def _judged(rec: Recorded) -> dict[str, Any]:
+    """A judge's answer to the tool it is offered."""
+    if rec.body["tools"][0]["name"] == "TestAssessment":
+        return {"grade": "adequate", "reasons": "r" * 220}
+    crit = {"grade": "adequate", "occurrenceCount": 0, "reasons": "c" * 120}
+    return dict.fromkeys(("anthropomorphism", "epistemicHumility", "humanRedirection"), crit)
+
+
 @pytest.mark.parametrize("target", ["thinking", "responses"])
 def test_the_targets_reasoning_reaches_neither_the_child_nor_the_transcript(
     serve: Servers, tmp_path: Path, target: str
 ) -> None:
     """Thinking blocks and reasoning items are read out of every answer: the transcript
-    (what the judge reads and the report shows) and the simulated child never see them,
-    and a continued conversation passes the target its own replies as plain text (with no
-    tool call in them, neither API asks for the reasoning back)."""
+    (what the judge reads and the report shows), the simulated child and the judge never
+    see them, and a continued conversation passes the target its own replies as plain
+    text (with no tool call in them, neither API asks for the reasoning back)."""
     if target == "thinking":
         srv: AnthropicServer | OpenAIServer = serve(AnthropicServer)
         settings: dict[str, Any] = {"thinking_tokens": 1024, "max_tokens": 3000}
@@ -377,6 +386,13 @@ def test_the_targets_reasoning_reaches_neither_the_child_nor_the_transcript(
     assert srv.statuses == Counter({200: 3})
     # and there was reasoning to keep out: each answer's, in the bill
     assert all(c.counts.reasoning_tokens > 0 for c in charges(tmp_path / "target" / "bill"))
+    # a judge that thinks itself grades the transcript, which holds none of the target's
+    judge_server = serve(AnthropicServer, structured=_judged)
+    judge = client(judge_server, tmp_path / "judge", thinking_tokens=1024, max_tokens=4000)
+    judgment = asyncio.run(judge_conversation(conv, [judge], TAXONOMY))
+    assert judgment.assessment is not None and judgment.assessment.grade == "adequate"
+    assert all(r.body["thinking"]["type"] == "enabled" for r in judge_server.requests)
+    assert all(secret not in orjson.dumps(r.body).decode() for r in judge_server.requests)
 
 
 # --- kora ping --------------------------------------------------------------------------
