@@ -302,6 +302,14 @@ def test_check_config_refuses_what_the_providers_would(model: dict[str, Any], me
     assert message in str(refused.value)
 
 
+def test_check_config_names_every_file_that_set_the_settings_at_fault() -> None:
+    raw = base()
+    raw["models"]["sonnet"].update(thinking_tokens=8000, max_tokens=6000)
+    with pytest.raises(ConfigError) as refused:
+        validate_config(raw, TAXONOMY, source_of=lambda loc: f"{loc.rsplit('.')[-1]}.yaml")
+    assert str(refused.value).startswith("max_tokens.yaml and thinking_tokens.yaml: models.")
+
+
 def test_a_temperature_of_1_and_a_budget_below_max_tokens_pass() -> None:
     raw = base()
     raw["models"]["gpt"] = {"provider": "openai", "model": "o9", "reasoning_effort": "minimal",

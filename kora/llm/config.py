@@ -245,36 +245,34 @@ class ModelConfig(_Strict):
         `max_tokens` (reasoning included), never a call's own smaller limit."""
         return self.reasoning_effort is not None or self.thinking_tokens is not None
 
-    def setting_problem(self, name: str) -> tuple[str, str] | None:
-        """(the key, what is wrong) when model `name` sets what its kind does not take,
-        or settings its provider refuses together (kora check-config)."""
-        loc, kind = f"models.{name}", self.kind
+    def setting_problem(self) -> tuple[tuple[str, ...], str] | None:
+        """(the settings at fault, the first the one to change; what is wrong) when it sets
+        what its kind does not take, or what its provider refuses together (check-config)."""
+        kind = self.kind
         for key in ("reasoning_effort", "thinking_tokens", "api", "params"):
             if getattr(self, key) is not None and key not in kind.takes:
                 takers = " and ".join(k.name for k in KINDS.values() if key in k.takes)
-                return f"{loc}.{key}", f"only for {takers} models"
+                return (key,), f"only for {takers} models"
         if own := sorted(set(self.params or {}) & kind.own_fields):
-            return (
-                f"{loc}.params.{own[0]}",
+            return (f"params.{own[0]}",), (
                 "kora sets it (from the model's own keys, such as max_tokens, temperature, "
-                "reasoning_effort and thinking_tokens, and from each call)",
+                "reasoning_effort and thinking_tokens, and from each call)"
             )
+        reasoning = "thinking_tokens" if self.reasoning_effort is None else "reasoning_effort"
         if self.reasons and self.temperature not in (None, 1):
-            return f"{loc}.temperature", "a model that reasons takes no temperature but 1"
+            return ("temperature", reasoning), "a model that reasons takes no temperature but 1"
         budget, most = self.thinking_tokens, self.max_tokens or DEFAULT_MAX_TOKENS
         if budget is not None and budget < 1024:
-            return f"{loc}.thinking_tokens", "Anthropic's least thinking budget is 1,024 tokens"
+            return ("thinking_tokens",), "Anthropic's least thinking budget is 1,024 tokens"
         if budget is not None and most <= budget:
             unset = "" if self.max_tokens else f" (unset, it is {DEFAULT_MAX_TOKENS})"
-            return (
-                f"{loc}.max_tokens",
-                f"must be above thinking_tokens ({budget}), which it includes{unset}",
+            return ("max_tokens", "thinking_tokens"), (
+                f"must be above thinking_tokens ({budget}), which it includes{unset}"
             )
         if self.api == "responses" and self.structured_mode != "json_schema":
-            return (
-                f"{loc}.structured_output",
+            return ("structured_output", "api"), (
                 "the Responses API takes the schema its own way (`text.format`): leave "
-                "structured_output out",
+                "structured_output out"
             )
         return None
 
