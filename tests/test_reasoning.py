@@ -230,7 +230,6 @@ def test_the_responses_api_reads_a_cut_answer_and_a_refusal(serve: Servers, tmp_
     assert (refused.text, refused.finish_reason) == ("I can't.", "refusal")
 
 
-@pytest.mark.slow
 def test_a_responses_model_with_batch_sends_its_calls_in_a_responses_batch(
     serve: Servers, tmp_path: Path
 ) -> None:
