@@ -6,6 +6,7 @@ kept from everyone else; its reasoning tokens in the bill."""
 from __future__ import annotations
 
 import asyncio
+import os
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Literal
@@ -445,3 +446,66 @@ def test_ping_tries_each_setting_against_its_provider(
     (judged,) = anthropic.requests
     assert judged.body["thinking"]["budget_tokens"] == 2048
     assert judged.body["tool_choice"] == {"type": "auto"}
+
+
+# --- a grid of reasoning targets, end to end -------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_grid_of_reasoning_targets_and_a_thinking_judge_runs_end_to_end(
+    tmp_path: Path, serve: Servers
+) -> None:
+    """A chat-completions model at high effort, the same model through the Responses API
+    at low effort and an Anthropic model thinking, judged by a thinking judge: every test
+    graded, no file of the run holding what any of them reasoned, the bill counting it,
+    and another effort re-asking that target alone."""
+    import yaml
+
+    from tests.workflows import Server, config, snakemake, structured_answer, with_prompts
+
+    roles = serve(Server, structured=structured_answer)
+    gpt = serve(OpenAIServer)
+    with_prompts(tmp_path)
+    cfg = config(roles.url, [], ["judge"])
+    at = {"provider": "openai", "model": "o9", "base_url": f"{gpt.url}/v1"}
+    think = {"provider": "anthropic", "base_url": roles.url}
+    cfg["models"].update(
+        {
+            "o-high": {**at, "reasoning_effort": "high"},
+            "o-resp": {**at, "api": "responses", "reasoning_effort": "low"},
+            "claude-think": {**think, "model": "claude-t", "thinking_tokens": 2048,
+                             "max_tokens": 6000},
+            "judge": {**think, "model": "claude-judge", "thinking_tokens": 1024},
+        }
+    )  # fmt: skip
+    cfg["targets"] = {
+        t: {"model": t, "prompts": ["child"]} for t in ("o-high", "o-resp", "claude-think")
+    }
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(cfg))
+    env = dict(os.environ, ANTHROPIC_API_KEY="k", OPENAI_API_KEY="k")
+    outputs = [f"results/{t}/results.json" for t in cfg["targets"]]
+    proc = snakemake(tmp_path, *outputs, cores=2, configfile="run.yaml", env=env, timeout=800)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    for t in cfg["targets"]:
+        result = orjson.loads((tmp_path / "results" / t / "results.json").read_bytes())
+        assert result["tests"] > 0 and result["failedTests"] == 0, t
+        manifest = orjson.loads((tmp_path / "results" / t / "manifest.json").read_bytes())
+        sampling = manifest["models"][t]["sampling"]
+        assert sampling["reasoning_effort" if t != "claude-think" else "thinking_tokens"], t
+    # what they reasoned is nowhere: not in the results, the data, the logs or the store
+    for folder in ("results", "data", "logs", ".kora"):
+        for f in (tmp_path / folder).rglob("*"):
+            assert not f.is_file() or b"SECRET-" not in f.read_bytes(), f
+    # and how much they reasoned is in the bill, for every target and the judge
+    bill = list(charges(tmp_path / ".kora" / "bill"))
+    assert {c.model for c in bill if c.counts.reasoning_tokens} >= {*cfg["targets"], "judge"}
+    # another effort is another target's answers: its calls asked again, the rest not
+    asked = len(gpt.requests)
+    cfg["models"]["o-high"]["reasoning_effort"] = "low"
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(cfg))
+    proc = snakemake(tmp_path, *outputs, cores=2, configfile="run.yaml", env=env, timeout=800)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    again = gpt.requests[asked:]
+    assert again and {r.body.get("reasoning_effort") for r in again} == {"low"}
+    assert all(r.path == "/v1/chat/completions" for r in again)
