@@ -171,6 +171,10 @@ def test_a_thinking_model_and_judge_answers_structured_calls_without_a_forced_to
         ({"thinking_tokens": 512}, "greater than or equal to 1024"),
         ({"thinking_tokens": 4000, "max_tokens": 4000}, "must be greater than `thinking.budget"),
         ({"thinking_tokens": 1024, "temperature": 0.5}, "may only be set to 1 when thinking"),
+        (
+            {"thinking_tokens": 1024, "params": {"tool_choice": {"type": "any"}}},
+            "may not be enabled when tool_choice forces tool use",
+        ),
     ],
 )
 def test_what_the_api_refuses_with_thinking_is_a_configuration_error(
