@@ -3,13 +3,13 @@
 import os
 import sys
 import uuid
+from functools import partial
 from pathlib import Path
 
-from kora.run import gather_inputs, legacy, misdirected, seam, stops
+from kora.run import gather_inputs, legacy, misdirected, runlock, seam, stops, written
 from kora.config.files import check_checkout, load_run_config
 from kora.errors import KoraError
 from kora.run.progress import RUN_ENV
-from kora.run.runlock import lock_path
 from kora.run.session import RunSession
 from kora.run.shards import missing_token
 from kora.run.stages import ORDER
@@ -24,7 +24,7 @@ try:
     check_checkout(Path.cwd())  # this checkout's own code and templates, or none
     load_run_config(_overlays, workdir=Path.cwd(), given=seam.config_values(workflow))
 except KoraError as exc:
-    raise WorkflowError(str(exc)) from None
+    seam.stop(exc)
 
 
 configfile: "config.yaml"
@@ -34,15 +34,19 @@ configfile: "config.yaml"
 try:
     PIPELINE = Pipeline.load(_overlays, Path.cwd(), values=config)
 except KoraError as exc:
-    raise WorkflowError(str(exc)) from None
+    seam.stop(exc)
 
 os.environ.setdefault(RUN_ENV, uuid.uuid4().hex[:12])
 
 # a Snakemake killed outright (kill -9, a lost machine) leaves its locks behind: cleared
 # when no Snakemake of this workspace is alive, so the same command goes on
-for _lock in seam.stale_locks(Path.cwd(), lock_path(PIPELINE.config.cache_dir)):
+_store_busy = partial(runlock.busy, PIPELINE.config.cache_dir)
+for _lock in seam.stale_locks(Path.cwd(), _store_busy):
     _lock.unlink(missing_ok=True)
     print(f"kora: removed {_lock}, left by a run that was killed", file=sys.stderr)
+# a second run asking for the files a live one makes is refused naming it, never told
+# to remove the live run's locks (`--unlock`)
+seam.refuse_a_second_run(workflow, _store_busy)
 
 # risk folders an older version wrote: Snakemake has no record of them, so one with failed
 # items or a missing shard is made to run again here (kora.run.legacy), once
@@ -67,8 +71,9 @@ wildcard_constraints:
 # a file asked on the command line that no rule can make (a target the config lacks,
 # another version's folder) ends the command before Snakemake looks for its rule
 seam.check_targets(workflow, lambda paths: misdirected.unknown_request(PIPELINE, paths))
-# `snakemake --report` packs the results there are: rule all asks only for those then
-REPORTING = seam.reporting(workflow)
+# `snakemake --report` packs the results there are: rule all asks only for those then;
+# none there (a report asked without the run's --configfile) packs nothing
+REPORTING = seam.reporting(workflow, lambda: written.nothing_to_report(PIPELINE))
 
 
 def _needrun():
@@ -87,7 +92,9 @@ SESSION = RunSession(PIPELINE, os.environ[RUN_ENV])
 # while the run is being stopped (its stops folder holds a job's note of the budget or of
 # an error no retry gets past, or the mark a stop leaves), Snakemake's reports of the jobs
 # the stop ended are not shown: the closing lines say what happened
-seam.tidy_job_reports(lambda: stops.stops_dir(PIPELINE.workdir, SESSION.run_id).exists())
+seam.tidy_job_reports(
+    lambda: stops.stops_dir(PIPELINE.workdir, SESSION.run_id).exists()
+)
 seam.keep_dataframes_out()
 seam.read_only_sizes_that_count()
 seam.quote_the_interpreter()
@@ -104,7 +111,7 @@ onstart:
             and not seam.isolated_software(workflow),
         )
     except KoraError as exc:
-        raise WorkflowError(str(exc)) from None
+        seam.stop(exc)
 
 
 onsuccess:

@@ -330,6 +330,7 @@ def test_the_command_to_go_on_is_the_one_typed_with_the_new_budget() -> None:
 
 @pytest.mark.timeout(60)
 def test_a_lock_is_stale_only_when_no_snakemake_of_the_workspace_lives(tmp_path: Path) -> None:
+    from kora.run.runlock import busy
     from kora.run.seam import _is_snakemake, stale_locks
 
     locks = tmp_path / ".snakemake" / "locks"
@@ -338,14 +339,15 @@ def test_a_lock_is_stale_only_when_no_snakemake_of_the_workspace_lives(tmp_path:
     store_lock = tmp_path / ".kora" / "cache.lock"
     store_lock.parent.mkdir()
     store_lock.write_text("")
-    assert stale_locks(tmp_path, store_lock) == [locks / "0.output.lock"]
+    cache = tmp_path / ".kora" / "cache"
+    assert stale_locks(tmp_path, lambda: busy(cache)) == [locks / "0.output.lock"]
     with store_lock.open() as held:  # a run holds the store
         fcntl.flock(held, fcntl.LOCK_EX)
         probe = subprocess.run(
             [sys.executable, "-c", "import sys; from pathlib import Path; "
-             "from kora.run.seam import stale_locks; "
-             "print(len(stale_locks(Path(sys.argv[1]), Path(sys.argv[2]))))",
-             str(tmp_path), str(store_lock)],
+             "from kora.run.runlock import busy; from kora.run.seam import stale_locks; "
+             "print(len(stale_locks(Path(sys.argv[1]), lambda: busy(sys.argv[2]))))",
+             str(tmp_path), str(cache)],
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert probe.stdout.strip() == "0", probe.stderr

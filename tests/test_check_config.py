@@ -374,8 +374,9 @@ def test_a_template_error_stops_the_run_before_a_call_and_keeps_its_results(
     tmp_path: Path,
 ) -> None:
     """A finished run, then its judge's template edited: a stray line is refused before
-    any job (not one call made); an error only the run's own tests meet stops the run as
-    a configuration error, as does a parameter the judge's server refuses. Each time
+    any job (not one call made); an error only the run's own tests meet stops it at its
+    start, where it plans its calls (not one call made); a parameter the judge's server
+    refuses stops the run as a configuration error. Each time
     results.json is the finished one, byte for byte."""
     from tests.workflows import Run, config
 
@@ -394,12 +395,13 @@ def test_a_template_error_stops_the_run_before_a_call_and_keeps_its_results(
         assert "prompts/judge_safety.jinja, line" in err and "text outside" in err
         assert results.read_bytes() == finished
 
-        # the config's grid is 10to12: the sample passes, every test of the run fails
+        # the config's grid is 10to12: the sample passes, every test of the run would
+        # fail; the run's start plans its calls as `kora plan` does, and stops on it
         template.write_text(on_older_children(original))
         calls, err = run.snakemake(cfg, "results/t1/results.json", ok=False)
-        assert not any(c.startswith("judge:") for c in calls), calls
+        assert not calls, calls
         said = " ".join(err.split())
-        assert "the run stopped on a configuration error" in said, err[-3000:]
+        assert "kora: error: prompt template prompts/judge_safety.jinja" in said, err[-3000:]
         assert f"judge_safety.jinja, line {OLDER_NOTE_LINE}: 'older_note' is undefined" in said
         assert "retry only what failed" not in said and "service was down" not in said
         assert results.read_bytes() == finished

@@ -314,3 +314,32 @@ def test_imported_conversations_are_taken_as_given_and_their_judgments_replayed(
     done = kora(tmp_path / "elsewhere", "replay", str(tmp_path / "r.zip"), env=no_way_out())
     assert done.returncode == 0 and "identical" in done.stderr, done.stderr[-3000:]
     assert "taken as given, not rebuilt" in done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_report_of_a_config_whose_results_are_not_there_keeps_the_last_one(
+    tmp_path: Path,
+) -> None:
+    """Issue 58: `snakemake --report report.zip` without the run's --configfile (so of
+    config.yaml's target, which has no results here) replaced a good report.zip with one
+    holding Snakemake's page alone. It is refused now, saying to give the run's
+    --configfile, and the report made before is left as it was; the same once the
+    leaderboard is there (Snakemake then ended on a file "marked for report but does
+    not exist")."""
+    copy_workflow(tmp_path)
+    cfg = {**TINY, "targets": {**TINY["targets"], "gpt-target": None}}
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(cfg))
+    for asked in (["results/tiny/results.json"], []):
+        done = snakemake(tmp_path, *asked)
+        assert done.returncode == 0, done.stderr[-3000:]
+        made = snakemake(tmp_path, "--report", "report.zip")
+        assert made.returncode == 0, made.stderr[-3000:]
+        good = (tmp_path / "report.zip").read_bytes()
+        bare = snakemake(tmp_path, "--report", "report.zip", configfile=None)
+        said = " ".join((bare.stdout + bare.stderr).split())
+        assert bare.returncode == 1, said[-3000:]
+        assert "results/gpt-target/results.json" in said and "give the run's --configfile" in said
+        assert "this folder has results of tiny" in said, said[-3000:]
+        assert "Traceback" not in said and "Report created" not in said
+        assert (tmp_path / "report.zip").read_bytes() == good

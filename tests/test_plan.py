@@ -14,7 +14,7 @@ import yaml
 from kora.commands.main import main as kora_main
 from kora.llm.base import Response
 from tests.helpers import copy_workflow
-from tests.workflows import TINY, snakemake
+from tests.workflows import TINY, lines_add_up, snakemake
 
 
 def plan_output(workdir: Path, capsys: pytest.CaptureFixture[str]) -> str:
@@ -167,7 +167,7 @@ def test_plan_gives_the_expected_cost_beside_the_worst_case_and_says_how_it_is_m
     bill.close()
     out = plan_output(tmp_path, capsys)
     assert re.search(
-        r"judgments 50: the answers of its kinds of call this workspace has paid", out
+        r"judgments 50: mock.s answers of its kinds of call this workspace has paid", out
     ), out
 
 
@@ -251,8 +251,9 @@ def test_the_plan_announces_the_demo_runs_calls_and_the_prefetch_wastes_none(
     assert run.returncode == 0, run.stderr[-2000:]
     usage = orjson.loads((tmp_path / results / "usage.json").read_bytes())["asked"]
     assert (usage["calls"], usage["cached"]) == (calls, repeated) and stored == 0
-    # the progress line's total is the plan's
+    # the progress line's total is the plan's, and each line's counts add up
     assert f"calls {calls:,} of {calls:,} answered (100%)" in run.stderr
+    assert lines_add_up(run.stderr)[-1] == (calls, calls, repeated, calls - repeated)
     # what "made ahead" means is said once, at the start, not on every line
     assert run.stderr.count("calls are made ahead of the jobs that will use them") == 1
     assert not [x for x in run.stderr.splitlines() if x.startswith("[kora]") and "ahead" in x]
@@ -269,9 +270,9 @@ def test_counting_the_plan_takes_none_of_the_providers_request_slots(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The plan sends nothing, so it must not take request slots or tokens from the
-    shared limits: the run's progress line counts the plan beside the run, and every slot
-    it took would be one the provider never sees a request in (at 40 req/s it took a
-    tenth of them). A model allowed one request a minute: the plan of its 30-odd calls
+    shared limits: the run's start counts the plan, and every slot it took (in the state
+    the run's processes share) would be one the provider never sees a request in (at 40
+    req/s it took a tenth of them). A model allowed one request a minute: the plan of its 30-odd calls
     is counted at once, and leaves no limiter state behind."""
     copy_workflow(tmp_path)
     cfg = dict(TINY, models={"mock": {"provider": "mock", "requests_per_minute": 1}})
@@ -280,3 +281,85 @@ def test_counting_the_plan_takes_none_of_the_providers_request_slots(
     assert int(rows["total"][0]) > 2
     limits = tmp_path / ".kora" / "limits"
     assert not limits.exists() or not any(limits.iterdir())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_template_error_the_plan_meets_stops_the_run_before_any_call(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 58: a template's branch that only one risk takes (the check's sample unit
+    takes another): `kora plan` named it, and the run paid 69 calls before it stopped on
+    it. The run's start plans its calls as `kora plan` does: it stops there, before any
+    call, naming the error in plan's words."""
+    copy_workflow(tmp_path)
+    shutil.copytree(Path("kora/benchmarks/v1/prompts").resolve(), tmp_path / "prompts")
+    scenario = tmp_path / "prompts" / "scenario.jinja"
+    scenario.write_text(
+        scenario.read_text().replace(
+            "{% block user %}",
+            "{% block user %}{% if risk.id == 'sycophancy' %}{{ risk.oops.deeper }}{% endif %}",
+        )
+    )
+    grid = dict(TINY["grid"], risks=["violence_and_physical_harm", "sycophancy"])  # type: ignore[arg-type]
+    (tmp_path / "tiny.yaml").write_text(
+        yaml.safe_dump(dict(TINY, prompts_dir="prompts", grid=grid))
+    )
+    cwd = Path.cwd()
+    os.chdir(tmp_path)
+    try:
+        assert kora_main(["plan", "tiny", "--configfile", "tiny.yaml"]) == 2
+    finally:
+        os.chdir(cwd)
+    named = capsys.readouterr().err.strip().removeprefix("kora: error: ")
+    assert "prompts/scenario.jinja, line" in named and "'oops'" in named, named
+    run = snakemake(tmp_path, "results/tiny/results.json")
+    said = run.stdout + run.stderr
+    assert run.returncode == 1, said[-3000:]
+    assert f"kora: error: {named}" in said, said[-3000:]
+    assert not (tmp_path / "data" / "seeds").exists()  # no job ran
+    assert not list((tmp_path / ".kora").glob("bill/*/*.jsonl"))  # not one call made
+
+
+def test_plan_learns_output_lengths_per_model_never_from_another_models_answers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 58: after the README's demo, `kora plan gpt-target` priced the real run's
+    Sonnet and GPT calls at the lengths of the mock's placeholder answers ($746.10 before,
+    $489.03 after). A kind's length is learnt from the answers of the model the plan
+    prices, and its note names that model."""
+    from kora.llm.bill import BillWriter, bill_dir
+    from kora.llm.config import Price
+
+    copy_workflow(tmp_path)
+    grid = dict(TINY["grid"], risks=["violence_and_physical_harm"])  # type: ignore[arg-type]
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump({"grid": grid}))  # config.yaml's models
+
+    def gpt_plan() -> tuple[float, str]:
+        os.chdir(tmp_path)
+        try:
+            assert kora_main(["plan", "gpt-target", "--configfile", "tiny.yaml"]) == 0
+        finally:
+            os.chdir(cwd)
+        out = capsys.readouterr().out
+        total = next(x.split() for x in out.splitlines() if x.startswith("total"))
+        return dollars(total[5]), out
+
+    cwd = Path.cwd()
+    fresh, out = gpt_plan()
+    assert "has paid for" not in out and "played" not in out
+    # the demo's mock answered every kind of call, short and free
+    bill = BillWriter(bill_dir(tmp_path / ".kora/cache"), "demo")
+    for kind in ("seeds", "expand", "validate", "first_message", "child", "target"):
+        bill.charge("mock", kind, Response("", 900, 20), Price(input=0.0, output=0.0))
+    bill.close()
+    after_demo, out = gpt_plan()
+    assert after_demo == fresh and "has paid for" not in out, out
+    # Sonnet's own seeds, paid for here: their length prices Sonnet's seeds
+    bill = BillWriter(bill_dir(tmp_path / ".kora/cache"), "pilot")
+    bill.charge("sonnet", "seeds", Response("", 1500, 900), Price(input=3.0, output=15.0))
+    bill.close()
+    pilot, out = gpt_plan()
+    assert pilot < fresh
+    assert re.search(r"^  seeds 900: sonnet's answers of its kinds of call this workspace has "
+                     r"paid for", out, re.M), out  # fmt: skip

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -19,6 +20,7 @@ from kora.run.pipeline import Pipeline
 from kora.run.plan import count_jobs
 from kora.run.progress import Totals, format_totals
 from tests.helpers import copy_workflow, record_truncations
+from tests.workflows import lines_add_up
 
 
 class FailsThenAnswers:
@@ -75,14 +77,15 @@ def test_the_line_says_calls_are_waiting_and_why() -> None:
 def test_the_line_says_the_share_of_the_run_answered_and_what_was_paid() -> None:
     """Issue 58: `calls 32/5268 ... | paid 4080 calls, ..., $23.9141 | 2975 of them made
     ahead` hid what share of the run was done. The calls made ahead of their jobs are
-    answers in hand: the line counts them as answered, gives the share, puts the dollars
-    first, and leaves what "made ahead" means to the run's first lines."""
+    answers in hand: the line counts them as answered (paid, as they arrive), gives the
+    share, puts the dollars first, and leaves what "made ahead" means to the run's first
+    lines."""
     from kora.llm.usage import Counts
 
     paid = Counts(calls=4080, input_tokens=6_192_361, output_tokens=355_803, cost=23.9141)
-    t = Totals(calls=32, cached=0, unclaimed=2975, shards_done=32, paid=paid)
+    t = Totals(calls=32, cached=0, shards_done=32, paid=paid)
     line = format_totals(t, 5268, 400)
-    assert line.startswith("[kora] calls 3,007 of 5,268 answered (57%)"), line
+    assert line.startswith("[kora] calls 4,080 of 5,268 answered (77%)"), line
     assert "| shards 32 of 400 done |" in line
     assert "| paid $23.9141 for 4,080 calls (6,192,361 tokens in, 355,803 out)" in line
     assert "made ahead" not in line and "failed" not in line
@@ -162,13 +165,11 @@ def test_the_line_says_what_the_bill_says_and_never_counts_twice(tmp_path: Path)
     bill.charge("m", "judge", Response("x", 1000, 100), price, key="k1", ahead=True)
     bill.charge("m", "judge", Response("y", 500, 50), price, key="k2")
     snapshots = progress_dir(tmp_path, "run")
-    # the job that used both (one made ahead, one its own), and the broker's count of
-    # calls made ahead not yet used (none)
+    # the job that used both (one made ahead, one its own)
     write_over(
         snapshots / "job.json",
         orjson.dumps({"stage": "judgments", "calls": 2, "input_tokens": 1500, "closed": True}),
     )
-    write_over(snapshots / "ahead-1.json", orjson.dumps({"stage": "ahead", "calls": 0}))
     monitor = Monitor(tmp_path, "run", planned_calls=2, bill=tmp_path / "bill")
     monitor.shards = 1
     t = monitor.totals()
@@ -305,3 +306,43 @@ def test_a_closed_snapshot_is_counted_once_and_never_read_again(
     assert (later.calls, later.cached, later.shards, later.shards_done) == (13, 1, 2, 1)
     assert (later.shards_failed, later.waiting) == (1, 0)
     assert sorted(Path(r).name for r in reads) == ["done.json", "going.json", "going.json"]
+
+
+@pytest.mark.timeout(30)
+def test_the_lines_counts_add_up_at_every_moment_of_a_run(tmp_path: Path) -> None:
+    """Issue 58: mid-run the line read `calls 539 answered, 18 from the call store | ...
+    paid ... for 954 calls`, and once `881 of 881` where the run had 833: the calls made
+    ahead of their jobs were counted from the broker's count, written once a second, and
+    again from each job's snapshot as the job used them. A run's moments, one after
+    another, as the line reads them: at each, answered = paid this run + from the call
+    store, never above the run's total, and a call made ahead counted once."""
+    from kora.llm.bill import BillWriter
+    from kora.llm.config import Price
+    from kora.llm.files import write_over
+    from kora.run.progress import Monitor, progress_dir
+
+    price = Price(input=3.0, output=15.0)
+    bill = BillWriter(tmp_path / "bill", "run")
+    snapshots = progress_dir(tmp_path, "run")
+    monitor = Monitor(tmp_path, "run", planned_calls=4, bill=tmp_path / "bill")
+
+    def snapshot(name: str, **counts: Any) -> None:
+        write_over(snapshots / f"{name}.json", orjson.dumps(counts))
+
+    def sample() -> tuple[int, int, int, int]:
+        (counts,) = lines_add_up(format_totals(monitor.totals(), 4, 2))
+        return counts
+
+    # one answer stored by an earlier run, found by the first job
+    snapshot("job1", stage="seeds", calls=1, cached=1)
+    assert sample() == (1, 4, 1, 0)
+    # two calls made ahead arrive: billed, and answered, at once
+    bill.charge("m", "expand", Response("a", 10, 1), price, key="k1", ahead=True)
+    bill.charge("m", "expand", Response("b", 10, 1), price, key="k2", ahead=True)
+    assert sample() == (3, 4, 1, 2)
+    # the second job uses them: its snapshot counts them as its paid calls
+    snapshot("job2", stage="scenarios", calls=2, cached=0)
+    assert sample() == (3, 4, 1, 2)
+    # a question asked again in the run: answered from the store, not paid again
+    snapshot("job2", stage="scenarios", calls=3, cached=1, closed=True)
+    assert sample() == (4, 4, 2, 2)

@@ -71,3 +71,51 @@ def test_a_second_run_with_nolock_refuses_to_start_naming_the_first(tmp_path: Pa
     assert "another run is using the call store" in log, log[-3000:]
     assert f"the first run, pid {os.getpid()}" in log
     assert not (tmp_path / "data" / "seeds").exists()  # no job ran, nothing was paid
+
+
+# a process a test starts that looks to the run like a Snakemake alive in its folder
+LOOKS_LIKE_SNAKEMAKE = "import sys; print('ready', flush=True); sys.stdin.read()\n"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_second_identical_run_is_refused_in_koras_words_never_told_to_unlock(
+    tmp_path: Path,
+) -> None:
+    """Issue 58: a second `snakemake` asking for the same files as a live run got
+    Snakemake's LockException, advising "It can be removed with the --unlock argument"
+    while the first run was alive. It gets kora's refusal now, naming the holder: the run
+    holding the call store, or, while the first run still builds its jobs (the store not
+    held yet), the Snakemake alive in the folder."""
+    copy_workflow(tmp_path)
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    locks = tmp_path / ".snakemake" / "locks"  # the first run's lock on the files it makes
+    locks.mkdir(parents=True)
+    (locks / "0.output.lock").write_text("results/tiny/results.json\n")
+
+    def second() -> str:
+        done = snakemake(tmp_path, "results/tiny/results.json", cores=1, timeout=150)
+        log = done.stdout + done.stderr
+        assert done.returncode == 1, log[-3000:]
+        for theirs in ("--unlock", "LockException", "Traceback"):
+            assert theirs not in log, log[-3000:]
+        assert not (tmp_path / "data" / "seeds").exists()  # no job ran
+        return " ".join(log.split())
+
+    running = hold(tmp_path / ".kora" / "cache", "the first run")  # as its onstart does
+    try:
+        said = second()
+    finally:
+        running.release()
+    assert "another run is using the call store" in said, said[-3000:]
+    assert f"the first run, pid {os.getpid()}" in said
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "snakemake").write_text(LOOKS_LIKE_SNAKEMAKE)
+    building = subprocess.Popen([sys.executable, "bin/snakemake"], cwd=tmp_path,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert building.stdout is not None and building.stdout.readline().strip() == "ready"
+        said = second()
+    finally:
+        building.communicate("")
+    assert f"another Snakemake (pid {building.pid}) is running in {tmp_path}" in said, said[-3000:]

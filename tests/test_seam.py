@@ -126,7 +126,7 @@ def test_a_failed_job_is_not_reported_while_the_run_is_stopping(tmp_path: Path) 
 REPORTING_SNAKEFILE = """
 from kora.run import seam
 
-reporting = seam.reporting(workflow)
+reporting = seam.reporting(workflow, lambda: None)
 
 
 def asked(wc):
@@ -352,3 +352,33 @@ def test_a_workflow_with_temp_files_runs_with_either_scheduler(
     assert sorted(p.name for p in tmp_path.glob("plain*.txt")) == [
         f"plain{i}.txt" for i in range(4)
     ]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_an_error_at_the_load_or_the_start_is_koras_own_line(tmp_path: Path) -> None:
+    """seam.stop (issue 58): a config error found as the Snakefile is read, or one the
+    run's start finds (here another run holding the call store), was printed in
+    Snakemake's format, `WorkflowError in file ".../rules/common.smk", line 27:` and a
+    frame of common.smk under it. It is kora's own line now, and the status non-zero."""
+    from kora.run.runlock import hold
+
+    copy_workflow(tmp_path)
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    (tmp_path / "typo.yaml").write_text("grid:\n  risks: [sycophansy]\n")
+    typo = snakemake(tmp_path, "--configfile", "tiny.yaml", "typo.yaml", configfile=None)
+    running = hold(tmp_path / ".kora" / "cache", "the first run")  # as a run's onstart does
+    try:
+        busy = snakemake(tmp_path, "--nolock", env=dict(os.environ, KORA_NO_BROKER="1"))
+    finally:
+        running.release()
+    for done, said in (
+        (typo, "typo.yaml: grid.risks: unknown risk id 'sycophansy' (did you mean 'sycophancy'?)"),
+        (busy, "another run is using the call store"),
+    ):
+        out = done.stdout + done.stderr
+        assert done.returncode == 1, out[-3000:]
+        assert f"kora: error: {said}" in out, out[-3000:]
+        for theirs in ("WorkflowError", "common.smk", 'File "', "Traceback", ", line "):
+            assert theirs not in out, out[-3000:]
+    assert not (tmp_path / "data" / "seeds").exists()  # no job ran

@@ -150,6 +150,24 @@ def progress(output: str) -> tuple[int, int]:
     return int(calls.replace(",", "")), int(cached.replace(",", ""))
 
 
+_COUNTS = re.compile(
+    r"^\[kora\] calls ([\d,]+) of ([\d,]+) answered \(\d+%\), ([\d,]+) from the call "
+    r"store .*paid \$[\d.]+ for ([\d,]+) calls",
+    re.M,
+)
+
+
+def lines_add_up(output: str) -> list[tuple[int, int, int, int]]:
+    """(answered, total, from the call store, paid) of every progress line with a total,
+    each checked to add up: answered = paid + from the store, and never above the total."""
+    counts = []
+    for found in _COUNTS.finditer(output):
+        answered, total, stored, paid = (int(g.replace(",", "")) for g in found.groups())
+        assert answered == paid + stored and answered <= total, found.group(0)
+        counts.append((answered, total, stored, paid))
+    return counts
+
+
 # what Snakemake prints of a job that failed: after a stop kora's closing lines say what
 # happened instead (kora.run.seam.tidy_job_reports)
 SNAKEMAKES_FAILURE_LINES = (

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import signal
@@ -47,13 +46,12 @@ MESSAGE_LIMIT = 1 << 30
 
 @dataclass
 class _Ahead:
-    """The broker's prefetching (kora.run.prefetch) and its line on the run's progress,
-    from the moment the run's first job reaches the broker: where no job can start (a
-    job's script failed before it could hand its job over), no call is paid for ahead of
-    them."""
+    """The broker's prefetching (kora.run.prefetch), from the moment the run's first job
+    reaches the broker: where no job can start (a job's script failed before it could
+    hand its job over), no call is paid for ahead of them. The progress line counts the
+    calls made ahead from the run's bill, as they arrive."""
 
     task: asyncio.Task[None] | None = None
-    reporter: asyncio.Task[None] | None = None
     waiting: tuple[list[JobSpec], Any] | None = None  # the run's jobs, until one comes
 
     def start(self) -> None:
@@ -68,36 +66,10 @@ class _Ahead:
 
         # each cell's jobs are closed as the walk leaves it, cancelled or not
         self.task = asyncio.create_task(run.run())
-        self.reporter = asyncio.create_task(_report_ahead(pool))
 
     def cancel(self) -> None:
-        for task in (self.task, self.reporter):
-            if task is not None:
-                task.cancel()
-
-
-async def _report_ahead(pool: Any) -> None:
-    """What the calls made ahead have cost and no job has claimed yet, every second."""
-    from kora.llm.files import write_over
-    from kora.run.progress import RUN_ENV, progress_dir
-
-    run_id = os.environ.get(RUN_ENV)
-    if not run_id:
-        return
-    path = progress_dir(pool.workdir, run_id) / f"ahead-{os.getpid()}.json"
-    while True:
-        snapshot = {"stage": "ahead", "calls": pool.ledger.unclaimed()}
-        with contextlib.suppress(OSError):
-            write_over(path, json.dumps(snapshot).encode())
-        await asyncio.sleep(1.0)
-
-
-async def _last_ahead(pool: Any) -> None:
-    """The count of calls made ahead and not used, once more as the broker stops: the
-    run's closing line reads it after the broker is gone."""
-    reporter = asyncio.create_task(_report_ahead(pool))
-    await asyncio.sleep(0)  # its first write is done before its first wait
-    reporter.cancel()
+        if self.task is not None:
+            self.task.cancel()
 
 
 ahead = _Ahead()
@@ -255,7 +227,6 @@ async def serve(path: Path, parent: int, collected: collector.CollectorTime | No
         hurry.cancel()
     watcher.cancel()
     ahead.cancel()
-    await _last_ahead(pool)
     # every call made ahead should have been asked for by its job: one that was not is
     # a call the run paid for nothing (kora.run.walk walks exactly the jobs' units)
     log.info("calls made ahead that no job asked for: %d", pool.ledger.unclaimed())

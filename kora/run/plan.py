@@ -51,8 +51,6 @@ TYPICAL_TOKENS = {
 }
 
 
-# a kind of call no table above has and no earlier run has billed (a new stage's)
-UNKNOWN_KIND = Counts(calls=1, input_tokens=1500, output_tokens=500)
 TOKENS = ("input_tokens", "output_tokens", "cache_write_tokens", "cache_read_tokens")
 
 
@@ -242,27 +240,23 @@ async def plan_calls(plan: Pipeline, targets: list[str]) -> PlanReport:
     return await count_jobs(plan, target_jobs(plan, targets))
 
 
-# how a kind's tokens a call are known (`Share.how`, as `kora plan` says it)
-PLAYED = "the offline model's own answers, played as the run will play them"
-STORED = "the answers of its kinds of call this workspace has paid for (`kora usage`)"
+# how a kind's tokens a call are known (`Share.how`, as `kora plan` says it; PLAYED and
+# STORED name the model whose answers they are)
+PLAYED = "{}'s own answers, played as the run will play them"
+STORED = "{}'s answers of its kinds of call this workspace has paid for (`kora usage`)"
 TYPICAL = "the benchmark's expected length for its kinds of call (none paid for here yet)"
 
 
-def tokens_per_call(store: Path) -> dict[str, tuple[Counts, str]]:
-    """The tokens of a call by kind, and how they are known: the mean of the answers the
-    workspace's bill holds (`store`: the call store, which the bill is beside), else the
-    typical figures."""
+def tokens_per_call(store: Path) -> dict[tuple[str, str], Counts]:
+    """The mean tokens of a call by model and kind, of the answers the workspace's bill
+    holds (`store`: the call store, which the bill is beside): a model's are never
+    another's (the mock's placeholder answers are short)."""
     from kora.llm.bill import bill_dir, charges
 
-    acc: dict[str, Counts] = defaultdict(Counts)
+    acc: dict[tuple[str, str], Counts] = defaultdict(Counts)
     for charge in charges(bill_dir(store)):
-        acc[charge.stage] += charge.counts
-    typical = {
-        k: Counts(calls=1, input_tokens=i, output_tokens=o) for k, (i, o) in TYPICAL_TOKENS.items()
-    }
-    return {k: (c, TYPICAL) for k, c in typical.items()} | {
-        kind: (c * (1 / c.calls), STORED) for kind, c in acc.items()
-    }
+        acc[charge.model, charge.stage] += charge.counts
+    return {key: c * (1 / c.calls) for key, c in acc.items()}
 
 
 @dataclass
@@ -338,7 +332,7 @@ def estimate(
         return Share(stage, kind, how, calls, one * calls, worst * calls, unpriced)
 
     out = [
-        make(stage_of[kind], kind, PLAYED, m, c.calls, c * (1 / c.calls))
+        make(stage_of[kind], kind, PLAYED.format(m), m, c.calls, c * (1 / c.calls))
         for (m, kind), c in report.played.items()
         if kind in stage_of
     ]
@@ -353,9 +347,12 @@ def estimate(
                 models = role_models(cfg, role)
             else:
                 models = role_models(cfg, role)[:1]
-            typical, how = tokens.get(kind, (UNKNOWN_KIND, TYPICAL))
+            i, o = TYPICAL_TOKENS.get(kind, (1500, 500))  # a new stage's kind: neither
             for m in models:
                 model = cfg.models[m]
+                seen = tokens.get((m, kind))
+                typical = seen or Counts(calls=1, input_tokens=i, output_tokens=o)
+                how = STORED.format(m) if seen else TYPICAL
                 tin, tout, tw, tr = (round(getattr(typical, f)) for f in TOKENS)
                 answer = Response("", tin, tout, cache_write_tokens=tw, cache_read_tokens=tr)
                 one = Counts.paid(

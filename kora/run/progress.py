@@ -130,8 +130,6 @@ class Totals:
     shards_failed: int = 0  # done with failed items
     waiting: int = 0
     last_retry: str = ""
-    # calls made ahead of their jobs (kora.run.prefetch) that no job has used yet
-    unclaimed: int = 0
     paid: Counts = field(default_factory=Counts)
     projected: float | None = None  # dollars paid at the run's end, at this pace
 
@@ -173,7 +171,7 @@ class Snapshots:
             if not isinstance(s, dict):
                 continue
             # a job writes nothing after its closing snapshot (ProgressReporter.close)
-            if s.get("closed") and s.get("stage") != "ahead":
+            if s.get("closed"):
                 self._closed.add(entry.name)
                 del self._open[entry.name]
                 _add_snapshot(self._closed_sum, s)
@@ -187,9 +185,6 @@ def _read(path: str) -> bytes:
 
 
 def _add_snapshot(t: Totals, s: dict[str, Any]) -> None:
-    if s.get("stage") == "ahead":
-        t.unclaimed += int(s.get("calls", 0))
-        return
     t.calls += int(s.get("calls", 0))
     t.cached += int(s.get("cached", 0))
     t.failures += int(s.get("failures", 0))
@@ -214,13 +209,14 @@ def _add_totals(t: Totals, more: Totals) -> None:
     t.shards_failed += more.shards_failed
     t.waiting += more.waiting
     t.last_retry = more.last_retry or t.last_retry
-    t.unclaimed += more.unclaimed
 
 
 def format_totals(t: Totals, planned_calls: int | None = None, shards: int | None = None) -> str:
-    """The progress line: the calls answered of the run's total (its jobs' and those made
-    ahead of them), its shards, what it paid and what it will have paid at its end."""
-    answered = t.calls + t.unclaimed
+    """The progress line: the calls answered of the run's total, its shards, what it paid
+    and what it will have paid at its end. Answered: each answer paid for (its bill, a
+    call made ahead of its job counted once, as it arrives) and each found in the call
+    store (the jobs' snapshots: a call made before, in an earlier run or this one)."""
+    answered = t.paid.calls + t.cached
     # the plan counts nominal calls where the store cannot tell: retries can add some
     total = max(planned_calls or 0, answered)
     of = f" of {total:,}" if planned_calls else ""
@@ -263,11 +259,6 @@ def paid_summary(t: Totals) -> str:
             f"{p.cache_read_tokens:,} read from it)"
         )
     line += f", ${p.cost:.4f}"
-    if t.unclaimed:
-        line += (
-            f"; {t.unclaimed} of these calls were made ahead of jobs that did not run: their "
-            "answers are in the call store for the next run"
-        )
     return line + " (`kora usage`: every run's bill)"
 
 
@@ -287,7 +278,6 @@ class Monitor:
         # the run's total dollars at its end, from what it paid by kind of call (set once
         # the plan of its calls is in)
         self.project: Callable[[dict[str, Counts]], float] | None = None
-        self.planning: threading.Thread | None = None  # the plan, counted beside the run
         self.shards: int | None = None  # the run's shards, when known
         # where batch mode keeps its batches (kora.llm.batch); set from the config
         self.batches: Path | None = None
@@ -308,19 +298,6 @@ class Monitor:
     def _loop(self) -> None:
         while not self._stop.wait(self.every):
             self.print()
-
-    def plan(self, count: Callable[[], int]) -> None:
-        """The run's total calls, counted beside the run (`kora plan`'s count of the jobs
-        it runs): the line shows no total until it is known."""
-
-        def work() -> None:
-            try:
-                self.planned = count()
-            except Exception as exc:  # a courtesy: the run goes on without a total
-                print(f"kora: no total for the progress line: {exc}", file=sys.stderr)
-
-        self.planning = threading.Thread(target=work, daemon=True, name="kora-plan")
-        self.planning.start()
 
     def totals(self, *, fresh: bool = False) -> Totals:
         """`fresh`: every snapshot read again (the run's last line), not only changed ones."""

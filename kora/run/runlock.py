@@ -73,3 +73,13 @@ def hold(cache_dir: Path | str, what: str = "a kora run") -> RunLock:
     handle.write(f"{what}, pid {os.getpid()} on {socket.gethostname()}, since {started}\n")
     handle.flush()
     return RunLock(path, handle)
+
+
+def busy(cache_dir: Path | str) -> str | None:
+    """What a second run is told while another process holds the store's lock, naming
+    it; None when none does (the lock is taken, and let go at once)."""
+    try:
+        hold(cache_dir, "a look").release()
+    except StoreBusy as held:
+        return str(held)
+    return None

@@ -1,27 +1,21 @@
 """Every use of Snakemake's internals, in one place (the Snakefile's `workflow` object).
 
-Snakemake has no public API for what the run's start needs: the --configfile overlays
-and --config values given on the command line (to name the file and line, or the
---config value, of a config error; `kora check-config --config` parses them alike), the
-files asked on the command line (one no rule can make is named before Snakemake looks
-for a rule), whether it packs a report (`--report`: of the files there are), the jobs a
-run will execute (to check only the keys and services they call,
-to hand the broker the shard jobs to work ahead of, and to count the calls for the
-progress line), whether jobs run on this machine (the broker only serves local jobs), and
-whether rules run in their own software environments (`--use-conda`: then jobs must make
-their calls in that environment, not in the broker's). Two more adjust Snakemake's own
-process: what it imports (`keep_dataframes_out`) and what its scheduler reads before it
-picks jobs (`read_only_sizes_that_count`), and how it starts a script job
-(`quote_the_interpreter`). Each reader checks what it reads
-and says which Snakemake changed it; tests/test_seam.py runs each against the installed
-Snakemake, and pyproject.toml pins the releases they passed on.
+Snakemake has no public API for what kora needs of it: what the command line gave (the
+overlays, the --config values, the files asked, `--report`), the jobs a run will execute
+and where they run, a say in how it ends or refuses a run (in kora's words, not in its
+own with a traceback, or with an `--unlock` that must not be followed), and in how its
+process works (what it imports, what its scheduler reads, how it starts a script job).
+Each reader checks what it reads and says which Snakemake changed it; tests/test_seam.py
+runs each against the installed Snakemake, and pyproject.toml pins the releases they
+passed on.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 
 class SnakemakeChanged(RuntimeError):
@@ -60,6 +54,17 @@ def parse_config(entry: str) -> dict[str, Any]:
     return dict(parse_config([entry]))
 
 
+def stop(error: Exception) -> NoReturn:
+    """End Snakemake here, as the Snakefile is read or in `onstart`, with `error` in kora's
+    own words (`kora: error: ...`) and status 1: an exception raised there is printed in
+    Snakemake's format, with a frame of the Snakefile (`rules/common.smk, line 27`).
+    Snakemake lets SystemExit through, and lets go of its locks on the way."""
+    from kora.llm.masking import terminal_safe
+
+    print(terminal_safe(f"kora: error: {error}"), file=sys.stderr, flush=True)
+    raise SystemExit(1)
+
+
 def check_targets(workflow: Any, check: Callable[[list[str]], str | None]) -> None:
     """Before Snakemake builds its jobs (a run, a dry run, a report: every command that
     reads the targets), `check` reads the files named on the command line; what it says
@@ -79,14 +84,21 @@ def check_targets(workflow: Any, check: Callable[[list[str]], str | None]) -> No
     workflow._build_dag = checked
 
 
-def reporting(workflow: Any) -> Callable[[], bool]:
+def reporting(workflow: Any, refuse: Callable[[], str | None]) -> Callable[[], bool]:
     """Whether this Snakemake packs a report (`--report`), asked when its jobs are built:
-    the Snakefile is read before Snakemake says what it will do."""
+    the Snakefile is read before Snakemake says what it will do. What `refuse()` says
+    ends a report before it is packed (an error of the command line, `Error: ...`): the
+    report file made before is left as it was."""
+    from snakemake_interface_common.exceptions import ApiError
+
     pack = _get(workflow, "create_report")
     asked: list[bool] = []
 
     def packing(*args: Any, **kwargs: Any) -> Any:
         asked.append(True)
+        problem = refuse()
+        if problem:
+            raise ApiError(problem)
         return pack(*args, **kwargs)
 
     workflow.create_report = packing
@@ -128,47 +140,63 @@ def isolated_software(workflow: Any) -> bool:
     return bool(methods)
 
 
-def stale_locks(workdir: Path, store_lock: Path) -> list[Path]:
+def stale_locks(workdir: Path, busy: Callable[[], object]) -> list[Path]:
     """The locks (`.snakemake/locks/`) a Snakemake killed outright left in `workdir`, when
-    no Snakemake of the workspace is alive: none holds the call store's lock
-    (kora.run.runlock, `store_lock`) and none runs in the folder. Empty when the locks may
-    be a live run's."""
+    no Snakemake of the workspace is alive: none holds the call store's lock (`busy()`,
+    kora.run.runlock) and none runs in the folder. Empty when the locks may be a live
+    run's (where this system's processes cannot be listed, they may)."""
     locks = sorted((workdir / ".snakemake" / "locks").glob("*.lock"))
-    if not locks or _held(store_lock) or _snakemake_alive_in(workdir):
+    if not locks or busy() or not Path("/proc").is_dir() or _snakemake_in(workdir):
         return []
     return locks
 
 
-def _held(path: Path) -> bool:
-    """Whether a process holds the flock on `path` (the kernel drops it with the holder)."""
-    import fcntl
+def refuse_a_second_run(workflow: Any, busy: Callable[[], str | None]) -> None:
+    """A run asking for files another run has locked (`.snakemake/locks/`) ends in
+    Snakemake's LockException, which advises `--unlock`, even while that run is alive.
+    Then the live holder is named instead, as an error of the command line (`Error:
+    ...`): the run holding the call store (`busy()`, kora.run.runlock), else a Snakemake
+    running in the folder (a run still building its jobs). A lock no one alive holds is
+    left to Snakemake's words; a killed run's is cleared as the Snakefile is read
+    (`stale_locks`)."""
+    from snakemake_interface_common.exceptions import ApiError
+
+    prepare = _get(workflow, "_prepare_dag")
+
+    def prepared(*args: Any, **kwargs: Any) -> Any:
+        done = prepare(*args, **kwargs)
+        persistence = _get(workflow, "persistence")
+        lock = _get(persistence, "lock")
+        if getattr(lock, "__name__", "") != "lock":  # --nolock, a dry run: nothing locked
+            return done
+
+        def checked() -> Any:
+            if _get(persistence, "locked"):
+                holder, pid = busy(), _snakemake_in(Path.cwd())
+                if holder is None and pid is not None:
+                    holder = (
+                        f"another Snakemake (pid {pid}) is running in {Path.cwd()}: two "
+                        "runs at once would make the same files. Wait for it to end, or stop it."
+                    )
+                if holder is not None:
+                    raise ApiError(holder)
+            return lock()
+
+        persistence.lock = checked
+        return done
+
+    workflow._prepare_dag = prepared
+
+
+def _snakemake_in(workdir: Path) -> int | None:
+    """Another Snakemake process running in `workdir` on this machine, by its pid (Linux's
+    /proc; None where it cannot be read)."""
     import os
 
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)  # and a lock taken here with it
-    return False
-
-
-def _snakemake_alive_in(workdir: Path) -> bool:
-    """Whether another Snakemake process runs in `workdir` on this machine (Linux's /proc;
-    elsewhere, or where /proc cannot be read, assume one does)."""
-    import os
-
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return True
     here = workdir.resolve()
     mine = {os.getpid(), os.getppid()}
-    for entry in proc.iterdir():
-        if not entry.name.isdigit() or int(entry.name) in mine:
+    for entry in Path("/proc").glob("[0-9]*"):
+        if int(entry.name) in mine:
             continue
         try:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
@@ -176,8 +204,8 @@ def _snakemake_alive_in(workdir: Path) -> bool:
         except OSError:
             continue
         if cwd == here and _is_snakemake(argv):
-            return True
-    return False
+            return int(entry.name)
+    return None
 
 
 def _is_snakemake(argv: list[bytes]) -> bool:
@@ -245,8 +273,6 @@ def keep_dataframes_out() -> None:
     """Make pandas and polars look not installed in this process (Snakemake's): `import`
     raises ModuleNotFoundError and importlib.util.find_spec says None. A module already
     imported is left as it is."""
-    import sys
-
     for name in _DATAFRAMES:
         sys.modules.setdefault(name, None)  # type: ignore[arg-type]
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kora.errors import KoraError
+from kora.errors import ConfigError, KoraError
 from kora.llm.bill import bill_dir, record_run, total
 from kora.llm.budget import Budget, amount, budget_file, counting_since, measure, suggest
 from kora.llm.lifecycle import lifecycle_notes
@@ -115,7 +115,8 @@ class RunSession:
         self.lock = hold(self.store, "snakemake run")
         models = models_for_jobs(config, [(name, wc) for name, wc, *_ in jobs])
         targets = sorted({wc["target"] for _, wc, *_ in jobs if "target" in wc})
-        self._start_budget(specs, targets, models)
+        self._plan(specs, targets)
+        self._start_budget(models)
         # a missing key or a service down would fail every call of the run one by one:
         # stop before any job (unless a fallback chain has another model to take its calls)
         errors, warnings = check_models(config, models)
@@ -129,8 +130,6 @@ class RunSession:
             for note in config_warnings(name, config.models[name]):
                 say(f"warning: {note}")
         self._record(started=self.started, targets=targets, command=go_on_command(self.argv))
-        # the plan of the run's jobs, counted beside it, reads the call store as it is now
-        store = PlanStore.as_now(self.store)
         # One process makes the model calls of every job on this machine (kora.run.broker)
         # and works through the run's shard jobs ahead of them (kora.run.prefetch).
         # KORA_NO_BROKER=1 runs every job in its own process (the results are the same).
@@ -142,25 +141,32 @@ class RunSession:
                     "providers busy: the progress line counts them as answered, and paid, "
                     "as they arrive"
                 )
-        # the line's total and projection: `kora plan` for the jobs this run runs
         self.monitor.shards = sum(cell_count(s) for s in specs)
-        self.monitor.plan(lambda: self._plan(specs, targets, store))
         self.monitor.start()
         self._on_stop()
 
-    def _plan(self, specs: list[JobSpec], targets: list[str], store: PlanStore | None) -> int:
-        """The calls of the run's jobs, and what those still to pay cost (`self.shares`;
-        the progress line's projection of the run's total, when every model has a price)."""
-        report = asyncio.run(count_jobs(self.pipeline, specs, store))
+    def _plan(self, specs: list[JobSpec], targets: list[str]) -> None:
+        """`kora plan` for the run's jobs, on the call store as it is now, before any job:
+        their calls (the progress line's total) and what those still to pay cost
+        (`self.shares`; the line's projection of the run's total, when every model has a
+        price). A configuration error a unit meets (a template's branch the check's sample
+        unit does not take) stops the run here, before its first call."""
+        try:
+            report = asyncio.run(count_jobs(self.pipeline, specs, PlanStore.as_now(self.store)))
+        except ConfigError:
+            raise
+        except Exception as exc:  # a courtesy: the run goes on without a total
+            say(f"no total for the progress line: {exc}")
+            return
         p = self.pipeline
         self.shares = shares = estimate(p.config, report, targets, p.workdir, p.benchmark)
+        self.monitor.planned = report.calls
         if not any(s.unpriced for s in shares):
             self.monitor.project = lambda paid: (
                 still_to_pay(shares, "usd", paid)[0] + sum(c.cost for c in paid.values())
             )
-        return report.calls
 
-    def _start_budget(self, specs: list[JobSpec], targets: list[str], models: set[str]) -> None:
+    def _start_budget(self, models: set[str]) -> None:
         """The budget's state for every process of the run, from the bill so far; a run
         whose budget is spent already stops here, unless it has no call to pay for, and
         so does one with a budget in dollars that calls a paid model with no price."""
@@ -185,9 +191,8 @@ class RunSession:
         )
         if left > 0:
             return
-        self._plan(specs, targets, None)
         rest, room = still_to_pay(self.shares or [], b.unit)
-        if room:
+        if room or self.shares is None:
             raise KoraError(
                 f"the budget is spent before the run starts, and the calls this run still "
                 f"has to pay for are expected to cost {amount(b.unit, rest)} (`kora plan`). "
@@ -202,8 +207,6 @@ class RunSession:
         b = self.pipeline.config.budget
         if b is None:
             return go_on_command(self.argv)
-        if self.monitor.planning is not None:
-            self.monitor.planning.join(timeout=300)  # the plan of the run's calls
         if self.shares is None:  # no plan: the run's calls cannot be told
             return go_on_command(self.argv, {"budget": suggest(b.unit, 2 * b.limit, b.since)})
         spent = self.budget.spent() if self.budget is not None else 0.0
@@ -234,7 +237,7 @@ class RunSession:
 
     def _finish(self) -> Totals:
         if self.broker is not None:
-            self.broker.stop()  # first: its last count of calls made ahead
+            self.broker.stop()  # first: its calls in flight, answered and billed
         return self.monitor.stop()
 
     def succeeded(self) -> int:

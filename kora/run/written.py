@@ -35,3 +35,19 @@ def incomplete_results(pipeline: Pipeline, since: float) -> list[str]:
         for f in pipeline.results_files()
         if _fresh(pipeline, f, since) and (summary := failure_summary(pipeline.workdir / f))
     ]
+
+
+def nothing_to_report(pipeline: Pipeline) -> str | None:
+    """Why `snakemake --report` would pack none of the run's results (none of this
+    config's is there: the report was asked without the run's --configfile), else None."""
+    if any((pipeline.workdir / f).exists() for f in pipeline.results_files()):
+        return None
+    wanted = ", ".join(pipeline.results_files()) or "no target"
+    results = pipeline.workdir / pipeline.layout.results
+    found = ", ".join(sorted(p.parent.name for p in results.glob("*/results.json")))
+    other = f" (this folder has results of {found}, made with another config)" if found else ""
+    return (
+        f"--report: none of this config's results is here ({wanted}): give the run's "
+        "--configfile, e.g. `snakemake --report report.zip --configfile config/demo.yaml`"
+        f"{other}; nothing was packed, and a report made before is left as it was"
+    )
