@@ -411,7 +411,7 @@ class _LLMServer(LoopbackServer):
         # its tokens by kind as the client reads them (input apart from the prompt cache's)
         self.served: Counter[str] = Counter()
 
-    def bill(self, tin: int, tout: int, write: int = 0, read: int = 0) -> None:
+    def bill(self, tin: int, tout: int, write: int = 0, read: int = 0, reasoning: int = 0) -> None:
         with self.lock:
             self.served.update(
                 calls=1,
@@ -419,6 +419,7 @@ class _LLMServer(LoopbackServer):
                 output_tokens=tout,
                 cache_write_tokens=write,
                 cache_read_tokens=read,
+                reasoning_tokens=reasoning,  # a part of tout
             )
 
     def request_tokens(self, body: Any) -> int:
@@ -637,14 +638,13 @@ class AnthropicServer(_LLMServer):
         usage: dict[str, Any] = {**self._input_usage(body), "output_tokens": _tokens(content)}
         if thinking.get("type") == "enabled":
             # its thinking (and a block of it the safety systems encrypted) before the answer,
-            # counted in output_tokens and apart in output_tokens_details
+            # counted in output_tokens, never apart: the Messages API's usage has no such field
             thought = [
                 {"type": "thinking", "thinking": self.THOUGHT, "signature": "c2lnbmF0dXJl"},
                 {"type": "redacted_thinking", "data": "RU5DUllQVEVEIFNFQ1JFVA=="},
             ]
             content = thought + content
             usage["output_tokens"] += _tokens(thought)
-            usage["output_tokens_details"] = {"thinking_tokens": _tokens(thought)}
         self.bill(
             usage["input_tokens"],
             usage["output_tokens"],
@@ -1058,7 +1058,7 @@ class OpenAIServer(_LLMServer):
         cached = self._cached(body["messages"])
         reasoning = self._reasoning(body, effort)
         out = _tokens(text) + reasoning
-        self.bill(_tokens(body["messages"]) - cached, out, 0, cached)
+        self.bill(_tokens(body["messages"]) - cached, out, 0, cached, reasoning)
         return Reply.json(
             200,
             {
@@ -1130,7 +1130,7 @@ class OpenAIServer(_LLMServer):
         output.append({"type": "message", "id": f"msg_{uuid.uuid4().hex[:20]}",
                        "status": status, "role": "assistant", "content": content})  # fmt: skip
         tin, out = _tokens([body.get("instructions"), body["input"]]), _tokens(text) + reasoning
-        self.bill(tin, out)
+        self.bill(tin, out, reasoning=reasoning)
         return Reply.json(
             200,
             {

@@ -54,6 +54,17 @@ def _keys(monkeypatch: pytest.MonkeyPatch) -> None:
     batch_mod._QUEUES.clear()
 
 
+def kora_usage(folder: Path, env: dict[str, str]) -> dict[str, Any]:
+    """`kora usage --json`'s `billed`, typed in `folder`."""
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "kora.commands.main", "usage", "--json"]
+    done = subprocess.run(argv, cwd=folder, env=env, capture_output=True, check=True, timeout=60)
+    billed: dict[str, Any] = orjson.loads(done.stdout)["billed"]
+    return billed
+
+
 def client(srv: AnthropicServer | OpenAIServer, tmp: Path, **settings: Any) -> ModelClient:
     """A model at a loopback server (a proxy, as far as kora can tell), its answers stored
     and billed under `tmp`."""
@@ -141,7 +152,8 @@ def test_thinking_is_sent_with_max_tokens_above_its_budget_and_no_temperature(
     serve: Servers, tmp_path: Path
 ) -> None:
     """Every call of a thinking model has room for its thinking: the model's max_tokens,
-    never a call's own smaller limit (a child's message asks for 300 tokens)."""
+    never a call's own smaller limit (a child's message asks for 300 tokens). Its thinking
+    is billed in its output tokens, which the API does not split."""
     srv = serve(AnthropicServer, structured=_good)
     c = client(srv, tmp_path, thinking_tokens=2048, max_tokens=6000)
     assert ask(c, max_tokens=300) == "echo: hello"
@@ -149,7 +161,8 @@ def test_thinking_is_sent_with_max_tokens_above_its_budget_and_no_temperature(
     assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
     assert body["max_tokens"] == 6000 and "temperature" not in body
     (charge,) = charges(tmp_path / "bill")
-    assert 0 < charge.counts.reasoning_tokens < charge.counts.output_tokens
+    assert charge.counts.output_tokens == srv.served["output_tokens"] > len("echo: hello")
+    assert charge.counts.reasoning_tokens == 0
 
 
 def test_a_thinking_model_and_judge_answers_structured_calls_without_a_forced_tool(
@@ -323,6 +336,55 @@ def test_a_temperature_of_1_and_a_budget_below_max_tokens_pass() -> None:
     assert cfg.models["sonnet"].thinking_tokens == 2048
 
 
+# --- reasoning tokens in the bill --------------------------------------------------------
+
+
+def test_usage_kora_usage_and_the_progress_line_show_the_reasoning_tokens_served(
+    serve: Servers,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """usage.json, `kora usage` and the progress line carry the reasoning tokens the server
+    reported (chat completions' and the Responses API's usage fields), a part of the
+    output tokens; an Anthropic model's thinking is in its output tokens alone, as its
+    API counts it."""
+    import argparse
+
+    from kora.analysis.results import usage_doc
+    from kora.commands import usage as usage_command
+    from kora.llm.bill import RunTail
+    from kora.run.progress import Totals, format_totals, paid_summary
+
+    srv, claude = serve(OpenAIServer), serve(AnthropicServer)
+    ask(client(srv, tmp_path, reasoning_effort="high"))
+    ask(client(srv, tmp_path, api="responses", reasoning_effort="low"), "again")
+    ask(client(claude, tmp_path, thinking_tokens=1024, max_tokens=3000))
+    reasoning = srv.served["reasoning_tokens"]
+    assert reasoning == sum(OpenAIServer.REASONING_TOKENS[e] for e in ("high", "low"))
+    folder = tmp_path / "bill"
+    said = [[c.key, c.model, c.stage] for c in charges(folder)]
+    doc = usage_doc("t", [{"calls": said}], charges(folder), charges(folder))
+    assert doc["result"]["reasoning_tokens"] == doc["paidThisRun"]["reasoning_tokens"] == reasoning
+    out = srv.served["output_tokens"] + claude.served["output_tokens"]
+    assert doc["result"]["output_tokens"] == out
+    (tmp_path / "config.yaml").write_text(f"cache_dir: {tmp_path / 'cache'}\n")
+    args = argparse.Namespace(json=True, since=None, runs=False, configfile=[])
+    monkeypatch.chdir(tmp_path)
+    usage_command.run(args)
+    assert orjson.loads(capsys.readouterr().out)["billed"]["reasoning_tokens"] == reasoning
+    usage_command.run(argparse.Namespace(**{**vars(args), "json": False}))
+    printed = capsys.readouterr().out
+    assert f"{out:,} output tokens ({reasoning:,} of them reasoning)" in printed
+    assert "reasoning" in printed.splitlines()[3]  # the tables' column
+    paid = RunTail(folder, "run").read()
+    line = format_totals(Totals(paid=paid))
+    assert f"{out:,} out, {reasoning:,} of them reasoning)" in line
+    assert f"{out:,} output tokens ({reasoning:,} of them reasoning)" in paid_summary(
+        Totals(paid=paid)
+    )
+
+
 # --- what each setting changes ---------------------------------------------------------
 
 
@@ -396,8 +458,10 @@ def test_the_targets_reasoning_reaches_neither_the_child_nor_the_transcript(
     replies = [m["content"] for m in turns if m["role"] == "assistant"]
     assert replies == [m.content for m in conv.messages[1:4:2]]
     assert srv.statuses == Counter({200: 3})
-    # and there was reasoning to keep out: each answer's, in the bill
-    assert all(c.counts.reasoning_tokens > 0 for c in charges(tmp_path / "target" / "bill"))
+    # and its reasoning was billed as output, as the server counted it
+    bill = list(charges(tmp_path / "target" / "bill"))
+    assert sum(c.counts.output_tokens for c in bill) == srv.served["output_tokens"]
+    assert sum(c.counts.reasoning_tokens for c in bill) == srv.served["reasoning_tokens"]
     # a judge that thinks itself grades the transcript, which holds none of the target's
     judge_server = serve(AnthropicServer, structured=_judged)
     judge = client(judge_server, tmp_path / "judge", thinking_tokens=1024, max_tokens=4000)
@@ -501,9 +565,19 @@ def test_a_grid_of_reasoning_targets_and_a_thinking_judge_runs_end_to_end(
     for folder in ("results", "data", "logs", ".kora"):
         for f in (tmp_path / folder).rglob("*"):
             assert not f.is_file() or b"SECRET-" not in f.read_bytes(), f
-    # and how much they reasoned is in the bill, for every target and the judge
+    # and how much they reasoned is in the bill, as the servers reported it: OpenAI's
+    # reasoning tokens in usage.json, `kora usage` and the run's last line (Anthropic's
+    # thinking is in the output tokens alone)
     bill = list(charges(tmp_path / ".kora" / "bill"))
-    assert {c.model for c in bill if c.counts.reasoning_tokens} >= {*cfg["targets"], "judge"}
+    assert {c.model for c in bill if c.counts.reasoning_tokens} == {"o-high", "o-resp"}
+    reasoned = gpt.served["reasoning_tokens"]
+    usage = [(tmp_path / "results" / t / "usage.json").read_bytes() for t in cfg["targets"]]
+    assert sum(orjson.loads(u)["result"].get("reasoning_tokens", 0) for u in usage) == reasoned
+    billed_all = kora_usage(tmp_path, env)
+    assert billed_all["reasoning_tokens"] == reasoned
+    assert f"{billed_all['output_tokens']:,} output tokens ({reasoned:,} of them reasoning)" in (
+        proc.stdout + proc.stderr
+    )
     # another effort is another target's answers: its calls asked again, the rest not
     asked = len(gpt.requests)
     cfg["models"]["o-high"]["reasoning_effort"] = "low"

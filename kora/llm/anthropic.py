@@ -177,10 +177,6 @@ class AnthropicProvider(aio.AioModel["anthropic.AsyncAnthropic"]):
             text=text,
             input_tokens=int(field(usage, "input_tokens") or 0),
             output_tokens=int(field(usage, "output_tokens") or 0),
-            # the thinking within output_tokens, where the API splits it out
-            reasoning_tokens=int(
-                field(field(usage, "output_tokens_details"), "thinking_tokens") or 0
-            ),
             cache_write_tokens=int(field(usage, "cache_creation_input_tokens") or 0),
             cache_read_tokens=int(field(usage, "cache_read_input_tokens") or 0),
             # the input-token limit counts cache writes, not cache reads

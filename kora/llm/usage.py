@@ -58,7 +58,21 @@ class Counts:
             out["cache_write_tokens"] = self.cache_write_tokens
             out["cache_read_tokens"] = self.cache_read_tokens
             out["cache_saved"] = round(self.cache_saved, 6)
+        if self.reasoning_tokens:
+            out["reasoning_tokens"] = self.reasoning_tokens
         return out
+
+    def said(self) -> str:
+        """Its tokens and cost in a user's words (a run's last line, `kora usage`)."""
+        line = f"{self.input_tokens:,} input and {self.output_tokens:,} output tokens"
+        if self.reasoning_tokens:
+            line += f" ({self.reasoning_tokens:,} of them reasoning)"
+        if self.cache_write_tokens or self.cache_read_tokens:
+            line += (
+                f" ({self.cache_write_tokens:,} written to the prompt cache, "
+                f"{self.cache_read_tokens:,} read from it)"
+            )
+        return line + f", ${self.cost:.4f}"
 
     @classmethod
     def paid(cls, resp: Response, price: Price | None) -> Counts:
