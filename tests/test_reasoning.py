@@ -415,6 +415,63 @@ def test_each_setting_changes_the_store_key_the_shard_params_and_the_manifest() 
     assert shown["sonnet"]["sampling"]["thinking_tokens"] == 2048
 
 
+def test_the_report_and_the_leaderboard_compare_two_efforts_of_one_model_as_two_targets(
+    tmp_path: Path,
+) -> None:
+    """Each target's model is named with its settings, and beside its rates stand what its
+    own calls cost a test and the tokens it reasoned a test (usage.json's `target` rows):
+    what more effort costs, read beside what it buys."""
+    from kora.analysis.report.leaderboard import build_leaderboard
+    from kora.analysis.report.pages import render_leaderboard, write_report
+    from kora.analysis.report.summary import records_of
+    from kora.analysis.results import models_used
+    from tests.pagetext import parse
+    from tests.reportdata import make_judgments, results_doc, scores_of
+
+    raw = base()
+    raw["models"].update(
+        {
+            "o-high": {"provider": "openai", "model": "o9", "reasoning_effort": "high"},
+            "o-low": {"provider": "openai", "model": "o9", "reasoning_effort": "low",
+                      "api": "responses"},
+        }
+    )  # fmt: skip
+    raw["targets"] = {"o-high": {"model": "o-high"}, "o-low": {"model": "o-low"}}
+    cfg = validate_config(raw, TAXONOMY)
+    judged = make_judgments()
+    tests = sum(j.error is None for j in judged)
+    results, usage = {}, {}
+    for t, (cost, reasoned) in {"o-high": (0.8, 12_000), "o-low": (0.2, 1_000)}.items():
+        made = {"scores": scores_of(records_of(judged)), "models": models_used(cfg, t)}
+        results[t] = {**results_doc(t, mock=False), **made}
+        usage[t] = {"usage": [
+            {"model": t, "stage": "target", "cost": cost, "reasoning_tokens": reasoned},
+            {"model": "judge", "stage": "judge_safety", "cost": 5.0},  # not the target's
+        ]}  # fmt: skip
+    summary = write_report(judged, results["o-high"], tmp_path / "r.html", None, TAXONOMY,
+                           usage=usage["o-high"])  # fmt: skip
+    per_test = {"costPerTest": round(0.8 / tests, 6), "reasoningTokensPerTest": 12_000 / tests}
+    assert summary["spend"] == pytest.approx(per_test)
+    page = (tmp_path / "r.html").read_text()
+    assert "target model <code>openai/o9 (reasoning_effort high)</code>" in page
+    assert f"${0.8 / tests:.4f} a test, {12_000 / tests:,.0f} reasoning tokens a test" in page
+    doc = build_leaderboard(results, usage=usage)
+    rows = {r["target"]: r for r in doc["targets"]}
+    assert rows["o-low"]["model"] == "openai/o9 (reasoning_effort low, api responses)"
+    assert rows["o-low"]["spend"] == pytest.approx(
+        {"costPerTest": 0.2 / tests, "reasoningTokensPerTest": 1_000 / tests}
+    )
+    board = parse(render_leaderboard(doc, TAXONOMY))
+    shown = {
+        tr.attrs["data-target"]: [td.text for td in tr.find_all("td")]
+        for tr in board.by_id("leaderboard").find_all("tr")
+        if "data-target" in tr.attrs
+    }
+    assert "openai/o9 (reasoning_effort high)" in shown["o-high"]
+    assert f"${0.8 / tests:.4f}" in shown["o-high"]
+    assert f"{1_000 / tests:,.0f}" in shown["o-low"]
+
+
 # --- the target's reasoning reaches no one else ----------------------------------------
 
 

@@ -33,6 +33,7 @@ from kora.analysis.results import iter_status, rested_keys
 from kora.io import sha256_file, write_json
 from kora.llm.bill import Charge, bill_dir, charges
 from kora.llm.cache import CallCache
+from kora.llm.config import SETTINGS
 from kora.llm.registry import kind_of
 
 FORMAT = 1
@@ -254,7 +255,7 @@ def _templates(
 
 
 # how a model was asked, as the manifest shows it (null: the provider's default)
-SAMPLING = ("temperature", "max_tokens", "reasoning_effort", "thinking_tokens", "api", "params")
+SAMPLING = ("temperature", "max_tokens", *SETTINGS)
 
 
 def _models(

@@ -31,7 +31,7 @@ from kora.config.schema import KoraConfig, chain
 from kora.errors import ConfigError
 from kora.llm.base import ChatMessage, ProviderError
 from kora.llm.bill import BillWriter, bill_dir
-from kora.llm.config import ModelConfig
+from kora.llm.config import ModelConfig, said_settings
 from kora.llm.retry import RetryPolicy
 from kora.llm.structured import SENT_AS
 
@@ -250,8 +250,7 @@ async def ping_all(
         detail: list[str] = []
         started = time.monotonic()
         # the settings only its kind takes (a reasoning effort, a thinking budget, ...): tried
-        mc = cfg.models[model]
-        tried = ", ".join(f"{k} {v}" for k in mc.kind.takes if (v := getattr(mc, k)) is not None)
+        tried = said_settings(dict(cfg.models[model]))
         who = f"{role} {model}" + (f" ({tried})" if tried else "")
         try:
             if role == "target":

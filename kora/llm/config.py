@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import json
 import os
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Self
@@ -27,6 +28,18 @@ SchemaBounds = bool | Literal["minimums"]
 Effort = Literal["minimal", "low", "medium", "high"]
 # an answer's token limit when neither the call nor the model says
 DEFAULT_MAX_TOKENS = 4000
+# the settings only some kinds take (ProviderKind.takes), each changing its answers
+SETTINGS = ("reasoning_effort", "thinking_tokens", "api", "params")
+
+
+def said_settings(model: Mapping[str, Any]) -> str:
+    """A model's settings of `SETTINGS`, as ping, the report and the leaderboard name them
+    (`reasoning_effort low, api responses`); "" with none."""
+    return ", ".join(
+        f"{k} {json.dumps(v) if isinstance(v, dict) else v}"
+        for k in SETTINGS
+        if (v := model.get(k)) is not None
+    )
 
 
 class Changes(enum.Enum):
@@ -249,7 +262,7 @@ class ModelConfig(_Strict):
         """(the settings at fault, the first the one to change; what is wrong) when it sets
         what its kind does not take, or what its provider refuses together (check-config)."""
         kind = self.kind
-        for key in ("reasoning_effort", "thinking_tokens", "api", "params"):
+        for key in SETTINGS:
             if getattr(self, key) is not None and key not in kind.takes:
                 takers = " and ".join(k.name for k in KINDS.values() if key in k.takes)
                 return (key,), f"only for {takers} models"
