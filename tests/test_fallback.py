@@ -171,12 +171,14 @@ def raw_config(**roles: Any) -> dict[str, Any]:
 
 
 def test_a_role_may_name_a_chain_and_a_chain_of_one_is_its_model() -> None:
+    from kora.run.stages.base import role_param
+
     cfg = validate_config(raw_config(seed_model=["a", "b"], user_model=["a"]), TAXONOMY)
-    assert cfg.role_params(cfg.seed_model) == [cfg.model_params("a"), cfg.model_params("b")]
+    assert role_param(cfg, "seed_model") == [cfg.model_params("a"), cfg.model_params("b")]
     # a single name and a list of one give the same rule params: nothing re-runs
     one = validate_config(raw_config(), TAXONOMY)
-    assert cfg.role_params(cfg.user_model) == one.role_params(one.user_model)
-    assert one.role_params(one.seed_model) == one.model_params("a")
+    assert role_param(cfg, "user_model") == role_param(one, "user_model")
+    assert role_param(one, "seed_model") == one.model_params("a")
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ import kora.benchmarks.outcomes
 import kora.benchmarks.schemas
 from kora import benchmarks
 from kora.benchmarks.schemas import Scenario
-from kora.benchmarks.showcase import SAMPLE_MEMORY, rendered_prompts, section_name
+from kora.benchmarks.showcase import SAMPLE_MEMORY, rendered_prompts
 from kora.benchmarks.taxonomy import AGE_RANGE_LABELS, load_taxonomy
 from kora.benchmarks.templates import Prompt
 
@@ -36,6 +36,11 @@ TAXONOMY = load_taxonomy(REPO / "data" / "taxonomy")
 ROW = re.compile(r"^\|\s*([A-Z][A-Z0-9]*(?:-[A-Z0-9]+)+)\s*\|(.*)\|\s*$")
 BEFORE = ("carried", "changed", "missing", "added", "n/a")
 NOT_CARRIED = "—"
+
+
+def section_name(name: str) -> str:
+    """A rendered prompt's section name without a trailing remark in brackets."""
+    return name.split(" (")[0]
 
 
 @dataclass(frozen=True)

@@ -181,14 +181,6 @@ class KoraConfig(_Strict):
             params["reask_invalid_answers"] = False
         return params
 
-    def role_params(self, role: ModelRole) -> dict[str, Any] | list[dict[str, Any]]:
-        """A role's model as a rule param; a fallback chain as the list of its models (a
-        chain of one is its model alone, so naming it either way changes nothing)."""
-        names = chain(role)
-        if len(names) == 1:
-            return self.model_params(names[0])
-        return [self.model_params(n) for n in names]
-
     def skipped_prompts(self, target: str) -> list[PromptVariant]:
         asked = self.asked_prompts(target)
         return [p for p in PROMPT_VARIANTS if p in asked and p not in self.target_prompts(target)]

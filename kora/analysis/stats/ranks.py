@@ -85,13 +85,6 @@ class Ranking:
             return ra.low <= rb.high and rb.low <= ra.high
         raise ValueError(f"tie rule must be 'pairwise' or 'overlap', got {rule!r}")
 
-    def tied(self, rule: TieRule = "pairwise") -> list[tuple[str, str]]:
-        """Every tied pair, each once, in rank order."""
-        names = [r.target for r in self.ranks]
-        return [
-            (a, b) for i, a in enumerate(names) for b in names[i + 1 :] if self.is_tied(a, b, rule)
-        ]
-
     def tied_with(self, target: str, rule: TieRule = "pairwise") -> list[str]:
         """The targets tied with `target`, in rank order."""
         self.rank_of(target)  # KeyError for an unknown target
