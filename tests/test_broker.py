@@ -34,6 +34,23 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def run_id(name: str) -> str:
+    """A run id for this test alone: the broker's socket is named after it in the shared
+    temporary folder, where another test session on this machine may run the same test."""
+    import uuid
+
+    return f"{name}-{uuid.uuid4().hex[:8]}"
+
+
+def logged(path: Path, text: str) -> str:
+    """The log at `path` once it holds `text` (the test's time limit bounds the wait)."""
+    import time
+
+    while text not in (log := path.read_text()):
+        time.sleep(0.05)
+    return log
+
+
 def job_logs(workdir: Path, stage: str) -> list[str]:
     return [p.read_text() for p in (workdir / "logs" / stage).rglob("*.log")]
 
@@ -42,8 +59,9 @@ def job_logs(workdir: Path, stage: str) -> list[str]:
 def test_shard_jobs_run_in_the_broker_and_nothing_is_left_behind(project: Path) -> None:
     import tempfile
 
-    socket_path = Path(tempfile.gettempdir()) / f"kora-{os.getuid()}-brokertest1.sock"
-    done = run(project, KORA_RUN_ID="brokertest1")
+    run_name = run_id("broker")
+    socket_path = Path(tempfile.gettempdir()) / f"kora-{os.getuid()}-{run_name}.sock"
+    done = run(project, KORA_RUN_ID=run_name)
     assert done.returncode == 0, done.stderr[-3000:]
     for stage in ("seeds", "scenarios", "conversations", "judgments"):
         logs = job_logs(project, stage)
@@ -97,6 +115,7 @@ def test_a_broker_that_is_gone_leaves_the_jobs_to_their_own_processes(project: P
     assert done.returncode == 0, done.stderr[-3000:]
 
 
+@pytest.mark.timeout(120)
 def test_the_whole_run_can_be_handed_to_the_broker(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -129,7 +148,9 @@ def test_the_whole_run_can_be_handed_to_the_broker(
                 JobSpec.of(
                     "seeds",
                     {"prompts": prompts, "taxonomy": taxonomy},
-                    {"data": "x.jsonl", "status": "x.status.json"},
+                    # each job its own files: the broker, done once every job of the run
+                    # has finished, goes on after the first
+                    {"data": f"{age}-{motivation}.jsonl", "status": f"{age}-{motivation}.json"},
                     params,
                     [],
                     {"models": {"mock": {"provider": "mock"}}},
@@ -138,26 +159,81 @@ def test_the_whole_run_can_be_handed_to_the_broker(
     padded = {**specs[0].params, "pad": "x" * 100_000}
     specs += [replace(specs[0], rule="unknown-rule", params=padded) for _ in range(20)]
     assert len(orjson.dumps([s.as_json() for s in specs])) > 2_000_000
-    monkeypatch.setenv("KORA_RUN_ID", "aheadtest")
-    broker = start_broker("aheadtest", tmp_path / "broker.log", workdir=tmp_path)
+    monkeypatch.setenv("KORA_RUN_ID", run_id("ahead"))
+    broker = start_broker(os.environ["KORA_RUN_ID"], tmp_path / "broker.log", workdir=tmp_path)
     assert broker is not None
     monkeypatch.setenv(BROKER_ENV, os.environ[BROKER_ENV])  # start_broker set it
     try:
-        send_ahead(broker, specs)
+        assert send_ahead(broker, specs)
         # the calls ahead start once a job of the run has reached the broker
         first = submit(specs[0])
         assert first is not None and first.status == 0
-        import time
-
-        log = ""
-        deadline = time.monotonic() + 120  # waiting on the log's line, not on a time
-        while "made ahead" not in log and time.monotonic() < deadline:
-            log = (tmp_path / "broker.log").read_text()
-            time.sleep(0.05)
+        log = logged(tmp_path / "broker.log", "INFO made ahead: ")
     finally:
         broker.stop()
     assert "made ahead: 6 steps done, 0 stopped" in log
     assert list((tmp_path / ".kora/cache/packs").glob("*.jsonl"))  # the calls are stored
+
+
+# the broker's process stops once its socket is bound, and goes on (listening) when told
+HOLD_AFTER_BIND = """import os, socket
+_bind = socket.socket.bind
+
+def bind(self, address):
+    _bind(self, address)
+    hold = os.environ.pop("KORA_TEST_HOLD", "")
+    if hold and self.family == socket.AF_UNIX:
+        with open(hold + ".bound", "w") as fifo:
+            fifo.write("bound")
+        with open(hold + ".go") as fifo:
+            fifo.read()
+
+socket.socket.bind = bind
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_run_starting_keeps_the_socket_of_a_broker_starting_beside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two runs started at once on one machine: the second's start clears the sockets that
+    runs killed outright left behind (refusing connections), and once removed the first
+    one's, which was bound but not yet listening; that run found no broker after 20 s, and
+    its jobs ran without one."""
+    import threading
+
+    from kora.run.broker import Broker, start_broker
+    from kora.run.dispatch import BROKER_ENV
+
+    copy_workflow(tmp_path)
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(HOLD_AFTER_BIND)
+    hold = tmp_path / "hold"
+    for end in (".bound", ".go"):
+        os.mkfifo(f"{hold}{end}")
+    monkeypatch.delenv(BROKER_ENV, raising=False)  # start_broker sets it
+    monkeypatch.setenv("PYTHONPATH", str(hook))
+    monkeypatch.setenv("KORA_TEST_HOLD", str(hold))
+    first: list[Broker | None] = []
+    starting = threading.Thread(
+        target=lambda: first.append(start_broker(run_id("first"), tmp_path / "first.log", tmp_path))
+    )
+    starting.start()
+    other = None
+    try:
+        assert Path(f"{hold}.bound").read_text() == "bound"  # the first broker is there
+        monkeypatch.delenv("KORA_TEST_HOLD")
+        other = start_broker(run_id("second"), tmp_path / "second.log", tmp_path)
+        assert other is not None
+        Path(f"{hold}.go").write_text("go")
+        starting.join()
+        assert first[0] is not None and first[0].path.exists()
+    finally:
+        starting.join()
+        for broker in (*first, other):
+            if broker is not None:
+                broker.stop()
 
 
 @pytest.mark.timeout(60)
@@ -267,8 +343,8 @@ def test_the_broker_exits_once_every_job_of_the_run_has_finished(
 
     copy_workflow(tmp_path)
     specs = _seed_cells(tmp_path, ("curiosity_exploration", "emotional_distress_anxiety"))
-    monkeypatch.setenv("KORA_RUN_ID", "idletest")
-    broker = start_broker("idletest", tmp_path / "broker.log", workdir=tmp_path)
+    monkeypatch.setenv("KORA_RUN_ID", run_id("idle"))
+    broker = start_broker(os.environ["KORA_RUN_ID"], tmp_path / "broker.log", workdir=tmp_path)
     assert broker is not None
     monkeypatch.setenv(BROKER_ENV, os.environ[BROKER_ENV])  # start_broker set it
     try:
@@ -295,8 +371,8 @@ def test_a_job_that_failed_keeps_the_broker_for_its_next_try(
 
     copy_workflow(tmp_path)
     (spec,) = _seed_cells(tmp_path, ("curiosity_exploration",))
-    monkeypatch.setenv("KORA_RUN_ID", "failtest")
-    broker = start_broker("failtest", tmp_path / "broker.log", workdir=tmp_path)
+    monkeypatch.setenv("KORA_RUN_ID", run_id("fail"))
+    broker = start_broker(os.environ["KORA_RUN_ID"], tmp_path / "broker.log", workdir=tmp_path)
     assert broker is not None
     monkeypatch.setenv(BROKER_ENV, os.environ[BROKER_ENV])
     try:

@@ -183,13 +183,20 @@ async def serve(path: Path, parent: int, collected: collector.CollectorTime | No
     pool = Pool(Path.cwd())
     # stop: the run is stopping; now: a second Ctrl-C; idle: every job of the run is done
     stop, now, idle = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    # listening before it takes its name: a run starting meanwhile removes a socket of
+    # that name that refuses connections, as one a run killed outright left (start_broker)
+    listening = socket.socket(socket.AF_UNIX)
     old = os.umask(0o077)  # the socket: this user only
     try:
-        server = await asyncio.start_unix_server(
-            lambda r, w: _serve_job(r, w, pool, idle), path=str(path), limit=MESSAGE_LIMIT
-        )
+        Path(f"{path}.new").unlink(missing_ok=True)  # one a broker killed here left
+        listening.bind(f"{path}.new")
     finally:
         os.umask(old)
+    listening.listen(100)
+    os.rename(f"{path}.new", path)
+    server = await asyncio.start_unix_server(
+        lambda r, w: _serve_job(r, w, pool, idle), sock=listening, limit=MESSAGE_LIMIT
+    )
     loop = asyncio.get_running_loop()
     watch = loopwatch.watch_from_env()
     if watch is not None:
@@ -325,12 +332,10 @@ def send_ahead(broker: Broker, specs: list[JobSpec], timeout: float = SEND_TIMEO
         return False
 
 
-def start_broker(
-    run_id: str, log_path: Path | None = None, workdir: Path | None = None
-) -> Broker | None:
-    """Start the broker for this run (in `workdir`, default the current folder) and point
-    the jobs at it (in the environment they inherit); None, and the jobs run in their own
-    processes, if it does not come up."""
+def start_broker(run_id: str, log_path: Path, workdir: Path | None = None) -> Broker | None:
+    """Start the broker for this run (in `workdir`, default the current folder), its
+    output to `log_path`, and point the jobs at it (in the environment they inherit);
+    None, and the jobs run in their own processes, if it does not come up."""
     folder = Path(tempfile.gettempdir())
     for stale in folder.glob(f"kora-{os.getuid()}-*.sock"):
         # left by a run killed with its broker (kill -9 of the process group)
@@ -343,14 +348,9 @@ def start_broker(
     path.unlink(missing_ok=True)
     command = [sys.executable, "-m", "kora.run.broker", "--socket", str(path)]
     command += ["--parent", str(os.getpid())]
-    if log_path is not None:
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "ab") as out:  # the broker keeps its own copy of the file
-            process = subprocess.Popen(command, stdout=out, stderr=out, cwd=workdir)
-    else:
-        process = subprocess.Popen(
-            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=workdir
-        )
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as out:  # the broker keeps its own copy of the file
+        process = subprocess.Popen(command, stdout=out, stderr=out, cwd=workdir)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and process.poll() is None:
         with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as probe:
