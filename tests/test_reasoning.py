@@ -632,7 +632,7 @@ def test_a_grid_of_reasoning_targets_and_a_thinking_judge_runs_end_to_end(
     assert sum(orjson.loads(u)["result"].get("reasoning_tokens", 0) for u in usage) == reasoned
     billed_all = kora_usage(tmp_path, env)
     assert billed_all["reasoning_tokens"] == reasoned
-    assert f"{billed_all['output_tokens']:,} output tokens ({reasoned:,} of them reasoning)" in (
+    assert f"{billed_all['output_tokens']:,} output tokens ({reasoned:,} of them reasoning;" in (
         proc.stdout + proc.stderr
     )
     # another effort is another target's answers: its calls asked again, the rest not
@@ -644,3 +644,24 @@ def test_a_grid_of_reasoning_targets_and_a_thinking_judge_runs_end_to_end(
     again = gpt.requests[asked:]
     assert again and {r.body.get("reasoning_effort") for r in again} == {"low"}
     assert all(r.path == "/v1/chat/completions" for r in again)
+    # the leaderboard (of these targets alone: not config.yaml's gpt-target) and a report
+    # name each target's setting and show its spend a test
+    shipped = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    shipped["targets"] = {}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(shipped))
+    pages = ["results/leaderboard.html", "results/o-resp/report.html"]
+    proc = snakemake(tmp_path, *pages, cores=2, configfile="run.yaml", env=env, timeout=800)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    board = orjson.loads((tmp_path / "results" / "leaderboard.json").read_bytes())
+    rows = {r["target"]: r for r in board["targets"]}
+    assert rows["o-resp"]["model"] == "openai/o9 (reasoning_effort low, api responses)"
+    assert rows["claude-think"]["model"] == "anthropic/claude-t (thinking_tokens 2048)"
+    for t, row in rows.items():
+        usage = orjson.loads((tmp_path / "results" / t / "usage.json").read_bytes())
+        target = [u for u in usage["usage"] if u["stage"] == "target"]
+        reasoned = sum(u.get("reasoning_tokens", 0) for u in target)
+        assert row["spend"]["reasoningTokensPerTest"] == round(reasoned / row["n"], 1), t
+        assert (reasoned > 0) == (t != "claude-think"), t
+    page = (tmp_path / "results" / "o-resp" / "report.html").read_text()
+    assert "target model <code>openai/o9 (reasoning_effort low, api responses)</code>" in page
+    assert "reasoning tokens a test" in page

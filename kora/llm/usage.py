@@ -64,15 +64,14 @@ class Counts:
 
     def said(self) -> str:
         """Its tokens and cost in a user's words (a run's last line, `kora usage`)."""
-        line = f"{self.input_tokens:,} input and {self.output_tokens:,} output tokens"
-        if self.reasoning_tokens:
-            line += f" ({self.reasoning_tokens:,} of them reasoning)"
+        said = [f"{self.reasoning_tokens:,} of them reasoning"] if self.reasoning_tokens else []
         if self.cache_write_tokens or self.cache_read_tokens:
-            line += (
-                f" ({self.cache_write_tokens:,} written to the prompt cache, "
-                f"{self.cache_read_tokens:,} read from it)"
+            said.append(
+                f"{self.cache_write_tokens:,} written to the prompt cache, "
+                f"{self.cache_read_tokens:,} read from it"
             )
-        return line + f", ${self.cost:.4f}"
+        line = f"{self.input_tokens:,} input and {self.output_tokens:,} output tokens"
+        return line + (f" ({'; '.join(said)})" if said else "") + f", ${self.cost:.4f}"
 
     @classmethod
     def paid(cls, resp: Response, price: Price | None) -> Counts:
