@@ -30,6 +30,8 @@ rule leaderboard:
         results=PIPELINE.results_files(),
         # how each result was made: the page says first where they differ
         manifests=[PIPELINE.layout.manifest_json(t) for t in PIPELINE.config.targets],
+        # what each target's calls cost a test, beside its rates
+        usage=[PIPELINE.layout.usage_json(t) for t in PIPELINE.config.targets],
         # the paired comparisons need each target's per-test grades
         judgments=[
             f

@@ -186,6 +186,8 @@ def _check_model(name: str, m: ModelConfig) -> None:
         raise _Problem(f"{loc}.batch", "batch mode is for anthropic and openai models")
     if (found := structured_problem(name, m)) is not None:
         raise _Problem(found[0], found[1], key="")
+    if (faults := m.setting_problem()) is not None:
+        raise _Problem(tuple(f"{loc}.{key}" for key in faults[0]), faults[1])
     if m.app is not None and not kind.needs_app:
         raise _Problem(f"{loc}.app", "only for `provider: app-runner`")
     if m.base_url is not None and (problem := url_problem(m.base_url, m.kind)):

@@ -125,6 +125,7 @@ async def results(
 class ReportInput(_Spec):
     judgments: list[Path]  # the target's judgments folders, one per risk
     results: Path
+    usage: Path | None = None  # usage.json: what the target's calls cost a test
     manifest: Path | None = None  # the result's manifest, linked
     taxonomy: list[Path]
     agreement: list[Path] = []  # what `kora agreement` wrote, once it has run
@@ -157,8 +158,9 @@ async def report(
     manifest = None
     if input.manifest is not None:  # linked from the report's folder
         manifest = os.path.relpath(input.manifest, output.html.parent)
+    usage = orjson.loads(input.usage.read_bytes()) if input.usage is not None else None
     summary = write_report(
-        records, doc, output.html, output.summary, taxonomy, agreement, people, manifest
+        records, doc, output.html, output.summary, taxonomy, agreement, people, manifest, usage
     )
     log.info(
         "%s: report of %d tests (%d failed) in %.1f s",
@@ -170,6 +172,7 @@ async def report(
 class LeaderboardInput(_Spec):
     results: list[Path]
     manifests: list[Path] = []  # each result's, beside it: how each was made
+    usage: list[Path] = []  # each result's usage.json: what its target's calls cost a test
     judgments: list[Path]  # every target's judgments folders, one per risk
     taxonomy: list[Path]
     annotations: list[Path] = []  # people's grades of any target (kora annotate)
@@ -212,7 +215,8 @@ async def leaderboard(
         for t, files in params.annotations.items()
         if files
     }
-    doc = build_leaderboard(entries, records, taxonomy=taxonomy, corrected=corrected)
+    usage = {str(u["target"]): u for u in (orjson.loads(f.read_bytes()) for f in input.usage)}
+    doc = build_leaderboard(entries, records, taxonomy=taxonomy, corrected=corrected, usage=usage)
     if input.manifests:
         from kora.analysis.manifest import differences, read_manifest
 

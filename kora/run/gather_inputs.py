@@ -105,6 +105,8 @@ def report_inputs(p: Pipeline, target: str) -> dict[str, Any]:
         # the target's judgments folders, one per risk
         "judgments": judgment_folders(p, target),
         "results": p.layout.results_json(target),
+        # what the target's calls cost a test, beside its rates
+        "usage": p.layout.usage_json(target),
         # linked from the report and summary.json
         "manifest": p.layout.manifest_json(target),
         "taxonomy": p.taxonomy_files(),
