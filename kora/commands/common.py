@@ -16,8 +16,8 @@ from kora.errors import KoraError
 
 if TYPE_CHECKING:
     from kora.benchmarks.base import Benchmark
+    from kora.benchmarks.layout import Layout
     from kora.benchmarks.taxonomy import Taxonomy
-    from kora.run.layout import Layout
 
 
 # what makes a folder a workspace, as .git makes a repository: a Snakefile or the .kora
@@ -116,7 +116,7 @@ def benchmark_of_args(args: argparse.Namespace) -> Benchmark:
 
 def layout_of_args(args: argparse.Namespace) -> Layout:
     """Where the config's version keeps its data and results."""
-    from kora.run.layout import Layout
+    from kora.benchmarks.layout import Layout
 
     return Layout.of(benchmark_of_args(args))
 

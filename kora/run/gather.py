@@ -18,10 +18,10 @@ from pydantic import BaseModel, ConfigDict
 from kora import benchmarks
 from kora.analysis.results import ResultsMeta
 from kora.benchmarks.base import Benchmark
+from kora.benchmarks.layout import shard_in
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.io import write_atomic, write_json
 from kora.run.context import JobContext
-from kora.run.layout import shard_in
 
 log = logging.getLogger("kora")
 

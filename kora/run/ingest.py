@@ -17,12 +17,12 @@ from typing import Any
 
 import orjson
 
+from kora.benchmarks.layout import Layout
 from kora.benchmarks.outcomes import Conversation
 from kora.benchmarks.schemas import PROMPT_VARIANTS, Scenario
 from kora.benchmarks.taxonomy import Shard, Taxonomy
 from kora.errors import InputError
 from kora.io import iter_jsonl, write_json
-from kora.run.layout import Layout
 from kora.run.shards import rejected_of, write_records, write_status
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import orjson
 
-from kora.run.layout import shard_in
+from kora.benchmarks.layout import shard_in
 from kora.run.shards import damage, status_of
 
 STAMP = ".snakemake_timestamp"  # where Snakemake keeps a directory() output's date

@@ -30,10 +30,10 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import BaseModel
 
+from kora.benchmarks.layout import folder_of
 from kora.errors import InputError
 from kora.io import dumps as _dumps
 from kora.io import read_jsonl, write_atomic, write_json
-from kora.run.layout import folder_of
 
 T = TypeVar("T", bound=BaseModel)
 

@@ -3,15 +3,18 @@
 The rules take their output patterns from here (with Snakemake's wildcards left in), the
 jobs, the plan and the commands the same paths with the wildcards filled in. A
 benchmark version has its own data, results and logs folders (`Benchmark.data_dir`, ...),
-so the files of two versions never meet.
+so the files of two versions never meet. Every layer above this one may import it (the
+analysis too), and a job's script does: the standard library only.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kora.benchmarks.base import Benchmark
+if TYPE_CHECKING:
+    from kora.benchmarks.base import Benchmark
 
 # Snakemake's wildcards of a grid cell and of a target
 CELL = "{risk}/{age}/{motivation}"
