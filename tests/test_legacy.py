@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from kora.benchmarks.layout import status_of
 from kora.benchmarks.outcomes import Message
 from kora.run.legacy import LONG_AGO, STAMP, take_over
-from kora.run.shards import status_of, write_records, write_status
+from kora.run.shards import write_records, write_status
 
 PLACES = ["7to9/m1", "13to17/m1"]
 

@@ -34,6 +34,8 @@ import orjson
 
 from kora.analysis.manifest import PROJECT, answers_index, sha256_bytes
 from kora.analysis.results import read_status, rested_keys
+from kora.benchmarks import layout
+from kora.benchmarks.layout import MANIFEST
 from kora.errors import KoraError
 from kora.io import sha256_file, write_atomic
 from kora.llm.base import Response
@@ -41,13 +43,12 @@ from kora.llm.cache import CallCache
 
 FORMAT = 1
 INDEX = "bundle.json"
-MANIFEST = "manifest.json"
 ANSWERS_INDEX = "answers.index"
 ANSWERS = "answers"
 PROMPTS = "prompts"
 TAXONOMY = "taxonomy"
 # the result's own files carried as they are (the report only by its digest)
-CARRIED = ("results.json", "summary.json", "usage.json")
+CARRIED = (layout.RESULTS, layout.SUMMARY, layout.USAGE)
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
@@ -57,9 +58,9 @@ class BundleError(KoraError):
 
 def status_path(shard: str) -> str | None:
     """The status file of a data shard (a scenarios shard's rejected ones share it)."""
-    if shard.endswith(".rejected.jsonl") or not shard.endswith(".jsonl"):
+    if shard.endswith(layout.REJECTED) or not shard.endswith(".jsonl"):
         return None
-    return shard[: -len(".jsonl")] + ".status.json"
+    return layout.status_of(shard)
 
 
 def answer_member(key: str, rejected: bool = False) -> str:
@@ -125,11 +126,13 @@ def make_bundle(
     manifest = orjson.loads(manifest_bytes)
     files = {MANIFEST: manifest_bytes}
     results = _read_named(
-        f"{target_dir}/results.json", workdir, manifest["results"]["sha256"], "results file"
+        f"{target_dir}/{layout.RESULTS}", workdir, manifest["results"]["sha256"], "results file"
     )
-    files[f"{target_dir}/results.json"] = results
-    outputs = {f"{target_dir}/report.html": sha256_file(target / "report.html")} if report else {}
-    for name in ("summary.json", "usage.json") if report else ("usage.json",):
+    files[f"{target_dir}/{layout.RESULTS}"] = results
+    outputs = (
+        {f"{target_dir}/{layout.REPORT}": sha256_file(target / layout.REPORT)} if report else {}
+    )
+    for name in (layout.SUMMARY, layout.USAGE) if report else (layout.USAGE,):
         try:
             files[f"{target_dir}/{name}"] = (target / name).read_bytes()
         except OSError:
@@ -149,7 +152,7 @@ def make_bundle(
         for name, data in _optional(workdir, rel):
             files.setdefault(name, data)
 
-    store = CallCache(workdir / manifest["config"]["effective"].get("cache_dir", ".kora/cache"))
+    store = CallCache(workdir / manifest["config"]["effective"].get("cache_dir", layout.CACHE_DIR))
     keys = rested_keys(read_status(status_files))
     index, entries, rejected = answers_index(keys, store)
     if sha256_bytes(index) != manifest["answers"]["sha256"]:

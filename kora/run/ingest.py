@@ -17,13 +17,13 @@ from typing import Any
 
 import orjson
 
-from kora.benchmarks.layout import Layout
+from kora.benchmarks.layout import IMPORTED_MANIFEST, Layout, rejected_of
 from kora.benchmarks.outcomes import Conversation
 from kora.benchmarks.schemas import PROMPT_VARIANTS, Scenario
 from kora.benchmarks.taxonomy import Shard, Taxonomy
 from kora.errors import InputError
 from kora.io import iter_jsonl, write_json
-from kora.run.shards import rejected_of, write_records, write_status
+from kora.run.shards import write_records, write_status
 
 
 def _swap_in(staging: Path, data: Path) -> None:
@@ -125,7 +125,7 @@ def import_scenarios(
                 files,
             )
         write_json(
-            staging / "IMPORTED.json",
+            staging / IMPORTED_MANIFEST,
             {
                 "source": str(path),
                 "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
@@ -287,7 +287,7 @@ def import_conversations(
     made = [
         folder
         for folder in (f"{layout.results}/{name}/conversations" for name in by_target)
-        if any((workdir / folder).glob("*")) and not (workdir / folder / "IMPORTED.json").exists()
+        if any((workdir / folder).glob("*")) and not (workdir / folder / IMPORTED_MANIFEST).exists()
     ]
     if made and not force:
         raise InputError(
@@ -305,7 +305,7 @@ def write_recorded(
     layout: Layout,
     workdir: Path,
     folder: str = "conversations",
-    manifest: str = "IMPORTED.json",
+    manifest: str = IMPORTED_MANIFEST,
 ) -> dict[str, int]:
     """Each target's recordings into results/<target>/<folder>/, one shard per grid cell
     (empty ones included), swapped in whole; how many each target got."""

@@ -31,8 +31,8 @@ from pathlib import Path
 
 import orjson
 
-from kora.benchmarks.layout import shard_in
-from kora.run.shards import damage, status_of
+from kora.benchmarks.layout import shard_in, status_of
+from kora.run.shards import damage
 
 STAMP = ".snakemake_timestamp"  # where Snakemake keeps a directory() output's date
 LONG_AGO = 946684800.0  # 2000-01-01: older than any input of a job
