@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
-from kora.benchmarks.layout import progress_dir
-from kora.llm.bill import RunTail
+from kora.benchmarks.layout import CACHE_DIR, progress_dir
+from kora.llm.bill import RunTail, bill_dir
 from kora.llm.files import write_over
 from kora.llm.masking import terminal_safe
 from kora.llm.usage import Counts, asked_row
@@ -279,7 +279,7 @@ class Monitor:
         # where batch mode keeps its batches (kora.llm.batch); set from the config
         self.batches: Path | None = None
         # the run's bill (kora.llm.bill): what the line says was paid
-        self.bill = RunTail(bill or workdir / ".kora" / "bill", run_id)
+        self.bill = RunTail(bill or bill_dir(workdir / CACHE_DIR), run_id)
         self.started = time.time()
         self.every = every
         self._stop = threading.Event()
