@@ -56,13 +56,6 @@ class BundleError(KoraError):
     """A result that cannot be bundled as it is, or a file that is not a bundle."""
 
 
-def status_path(shard: str) -> str | None:
-    """The status file of a data shard (a scenarios shard's rejected ones share it)."""
-    if shard.endswith(layout.REJECTED) or not shard.endswith(".jsonl"):
-        return None
-    return layout.status_of(shard)
-
-
 def answer_member(key: str, rejected: bool = False) -> str:
     return f"{ANSWERS}/{key[:2]}/{key}{'.rejected' if rejected else ''}.json"
 
@@ -144,8 +137,8 @@ def make_bundle(
     status_files = []
     for path, digest in manifest["data"].items():
         files[path] = _read_named(path, workdir, digest, "data file")
-        status = status_path(path)
-        if status is not None and (workdir / status).exists():
+        status = layout.status_of(path)  # a scenarios shard's rejected ones share it
+        if status not in files and (workdir / status).exists():
             files[status] = (workdir / status).read_bytes()
             status_files.append(workdir / status)
     for rel in extra:

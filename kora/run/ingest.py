@@ -12,6 +12,7 @@ import shutil
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,16 +27,20 @@ from kora.io import iter_jsonl, write_json
 from kora.run.shards import write_records, write_status
 
 
-def _swap_in(staging: Path, data: Path) -> None:
-    """Replace the folder `data` by `staging` with two renames: a reader sees the old set
-    or the new one, and a failure before this point leaves the old one untouched."""
-    old = None
-    if data.exists():
-        old = data.with_name(f".{data.name}.old-{int(time.time() * 1000)}")
-        data.rename(old)
-    staging.rename(data)
-    if old is not None:
+@contextmanager
+def _swapped_in(data: Path) -> Iterator[Path]:
+    """A staging folder beside `data` for the new set, which then replaces `data` with two
+    renames: a reader sees the old set or the new one, and a failure leaves the old one."""
+    staging = data.with_name(f".{data.name}.import-{int(time.time() * 1000)}")
+    old = data.with_name(f".{data.name}.old-{int(time.time() * 1000)}")
+    try:
+        yield staging
+        if data.exists():
+            data.rename(old)
+        staging.rename(data)
         shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def shard_of(scenario: Scenario, taxonomy: Taxonomy, where: str) -> Shard:
@@ -108,8 +113,7 @@ def import_scenarios(
             f"{data} holds generated scenarios; importing would replace them. "
             "Pass --replace to do so."
         )
-    staging = workdir / layout.data / f".scenarios.import-{int(time.time() * 1000)}"
-    try:
+    with _swapped_in(data) as staging:
         for shard in taxonomy.shards():
             out = workdir / layout.scenarios(shard.path)
             target = staging / out.relative_to(data)
@@ -134,10 +138,6 @@ def import_scenarios(
                 "importedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             },
         )
-        _swap_in(staging, data)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
     return {"scenarios": sum(len(v) for v in by_shard.values()), "shards": len(by_shard)}
 
 
@@ -312,8 +312,7 @@ def write_recorded(
     counts = {}
     for name, shards in by_target.items():
         data = workdir / layout.results / name / folder
-        staging = data.with_name(f".{folder}.import-{int(time.time() * 1000)}")
-        try:
+        with _swapped_in(data) as staging:
             for shard in taxonomy.shards():
                 rel = Path(f"{shard.path}.jsonl")
                 items = shards.get(shard, [])
@@ -332,10 +331,6 @@ def write_recorded(
                     "importedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 },
             )
-            _swap_in(staging, data)
-        finally:
-            if staging.exists():
-                shutil.rmtree(staging, ignore_errors=True)
         counts[name] = n
     return counts
 

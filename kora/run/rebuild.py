@@ -40,11 +40,10 @@ from kora.analysis.bundle import (
     TAXONOMY,
     Bundle,
     BundleStore,
-    status_path,
 )
 from kora.analysis.manifest import project_facts, sha256_bytes
 from kora.analysis.results import rested_keys
-from kora.benchmarks.layout import CACHE_DIR, MANIFEST, RESULTS, STATUS
+from kora.benchmarks.layout import CACHE_DIR, MANIFEST, RESULTS, STATUS, status_of
 from kora.benchmarks.templates import template_path
 from kora.io import sha256_file
 from kora.llm.base import ProviderError, Request, Response
@@ -204,7 +203,7 @@ async def _rebuild(bundle: Bundle, work: Path, found: Replay) -> None:
     data = [n for n in bundle.manifest["data"] if n not in rebuilt]
     # what is taken as given: every shard no rebuilt job writes, its status beside it,
     # and the other files the bundle carries for the run (imports, recordings, grades)
-    given = [*data, *(s for n in data if (s := status_path(n)) is not None)]
+    given = [*data, *map(status_of, data)]
     skip = {*rebuilt, *taxonomy, *prompts, MANIFEST}
     carried = {f"{bundle.target_dir}/{n}" for n in CARRIED}
     others = [
