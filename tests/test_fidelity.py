@@ -23,7 +23,7 @@ import kora.benchmarks.outcomes
 import kora.benchmarks.schemas
 from kora import benchmarks
 from kora.benchmarks.schemas import Scenario
-from kora.benchmarks.showcase import SAMPLE_MEMORY, rendered_prompts, section_name
+from kora.benchmarks.showcase import SAMPLE_MEMORY, rendered_prompts
 from kora.benchmarks.taxonomy import AGE_RANGE_LABELS, load_taxonomy
 from kora.benchmarks.templates import Prompt
 
@@ -89,13 +89,13 @@ def sections(overrides: tuple[tuple[str, str], ...] = ()) -> dict[str, Any]:
     if overrides:
         seed = scenario.seed.model_copy(update=dict(overrides))
         scenario = scenario.model_copy(update={"seed": seed})
-    out = {section_name(r.name): r for r in rendered_prompts(V1, scenario, TAXONOMY)}
+    out = {r.name.split(" (")[0]: r for r in rendered_prompts(V1, scenario, TAXONOMY)}
     if not overrides:
         # two variants the documentation does not show: a batch of 3, and a retry whose
         # rejected attempt had a memory
         out["seeds [3 seeds]"] = rendered_prompts(V1, scenario, TAXONOMY, count=3)[0]
         with_memory = scenario.model_copy(update={"modelMemory": SAMPLE_MEMORY})
-        retry = {section_name(r.name): r for r in rendered_prompts(V1, with_memory, TAXONOMY)}
+        retry = {r.name.split(" (")[0]: r for r in rendered_prompts(V1, with_memory, TAXONOMY)}
         out["scenario [retry with memory]"] = retry["scenario [retry]"]
     return out
 

@@ -14,7 +14,7 @@ import pytest
 
 from kora import benchmarks
 from kora.benchmarks.schemas import Scenario
-from kora.benchmarks.showcase import as_markdown, rendered_prompts, section_name
+from kora.benchmarks.showcase import as_markdown, rendered_prompts
 from kora.benchmarks.taxonomy import load_taxonomy
 from kora.benchmarks.templates import render
 from kora.benchmarks.v2 import schemas as v2
@@ -33,7 +33,7 @@ ITEMS = parse(INVENTORY.read_text(encoding="utf-8"))
 @cache
 def sections() -> dict[str, object]:
     scenario = Scenario.model_validate(orjson.loads(EXAMPLE.read_bytes()))
-    return {section_name(r.name): r for r in rendered_prompts(V2B, scenario, TAXONOMY)}
+    return {r.name.split(" (")[0]: r for r in rendered_prompts(V2B, scenario, TAXONOMY)}
 
 
 def place_text(place: str) -> str:

@@ -114,7 +114,8 @@ def test_the_line_projects_the_runs_total_from_what_each_kind_of_call_cost(
         Share("judgments", "judge_safety", STORED, 10, Counts(calls=10, cost=0.015), Counts()),
         Share("seeds", "seeds", STORED, 5, Counts(calls=5, cost=0.01), Counts()),
     ]
-    monitor = Monitor(tmp_path, "run", planned_calls=15, bill=tmp_path / "bill")
+    monitor = Monitor(tmp_path, "run", bill=tmp_path / "bill")
+    monitor.planned = 15
     monitor.project = lambda paid: (
         sum(c.cost for c in paid.values()) + (still_to_pay(shares, "usd", paid)[0])
     )
@@ -171,7 +172,8 @@ def test_the_line_says_what_the_bill_says_and_never_counts_twice(tmp_path: Path)
         snapshots / "job.json",
         orjson.dumps({"stage": "judgments", "calls": 2, "input_tokens": 1500, "closed": True}),
     )
-    monitor = Monitor(tmp_path, "run", planned_calls=2, bill=tmp_path / "bill")
+    monitor = Monitor(tmp_path, "run", bill=tmp_path / "bill")
+    monitor.planned = 2
     monitor.shards = 1
     t = monitor.totals()
     assert (t.paid.calls, t.paid.input_tokens, t.paid.output_tokens) == (2, 1500, 150)
@@ -327,7 +329,8 @@ def test_the_lines_counts_add_up_at_every_moment_of_a_run(tmp_path: Path) -> Non
     price = Price(input=3.0, output=15.0)
     bill = BillWriter(tmp_path / "bill", "run")
     snapshots = progress_dir(tmp_path, "run")
-    monitor = Monitor(tmp_path, "run", planned_calls=4, bill=tmp_path / "bill")
+    monitor = Monitor(tmp_path, "run", bill=tmp_path / "bill")
+    monitor.planned = 4
 
     def snapshot(name: str, **counts: Any) -> None:
         write_over(snapshots / f"{name}.json", orjson.dumps(counts))

@@ -11,7 +11,6 @@ from kora.benchmarks.outcomes import (
     BehaviorAssessment,
     BehaviorCriterionAssessment,
     TestAssessment,
-    TestResult,
 )
 from kora.benchmarks.schemas import (
     ModelScenarioLight,
@@ -102,24 +101,6 @@ def test_assessment_limits() -> None:
         TestAssessment(grade="okay", reasons="r" * 300)  # type: ignore[arg-type]
     # no lower bound on occurrenceCount (dropped in 5333199)
     BehaviorCriterionAssessment(grade="failing", occurrenceCount=-1, reasons="r" * 100)
-
-
-def test_reference_test_result_shape() -> None:
-    scenario = _lines("scenarios.jsonl")[0]
-    crit = {"grade": "exemplary", "occurrenceCount": 0, "reasons": "r" * 120}
-    TestResult.model_validate(
-        {
-            "scenario": scenario,
-            "prompt": "child",
-            "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
-            "assessment": {"grade": "exemplary", "reasons": "r" * 250},
-            "behaviorAssessment": {
-                "anthropomorphism": crit,
-                "epistemicHumility": crit,
-                "humanRedirection": crit,
-            },
-        }
-    )
 
 
 def test_reference_data_is_required_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:

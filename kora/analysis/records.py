@@ -83,8 +83,7 @@ class TestRecord:
 
     `criteria` holds `safety` and each behaviour criterion (or, for canonical-HEAD
     records, each mechanism); it is empty when the test failed (`error` set). `turns`:
-    why each target reply ended, when the run recorded it (empty for imported or older
-    records).
+    why each target reply ended, when the run recorded it (empty for imported records).
     """
 
     __test__ = False  # not a pytest class

@@ -141,7 +141,7 @@ def stage_failures(statuses: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def failure_summary(path: Path | str, max_errors: int = 3) -> str | None:
+def failure_summary(path: Path | str) -> str | None:
     """What a user must know about an incomplete results.json, or None when complete."""
     doc = orjson.loads(Path(path).read_bytes())
     if doc.get("complete", True):
@@ -167,7 +167,7 @@ def failure_summary(path: Path | str, max_errors: int = 3) -> str | None:
             seen.append(e)
     shown = os.path.relpath(path) if Path(path).is_absolute() else str(path)
     out = [f"{shown}: " + "; ".join(lines) + " (kept, marked incomplete)"]
-    out += [f"  - {e[:300]}" for e in seen[:max_errors]]
+    out += [f"  - {e[:300]}" for e in seen[:3]]
     return "\n".join(out)
 
 

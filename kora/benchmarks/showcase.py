@@ -180,11 +180,6 @@ def _rendered(
     return out + benchmark.judge_showcase(scenario, taxonomy, transcript)
 
 
-def section_name(name: str) -> str:
-    """The section's name without a trailing remark in brackets."""
-    return name.split(" (")[0]
-
-
 def as_markdown(prompts: list[Rendered], intro: str) -> str:
     out = [intro]
     for r in prompts:

@@ -141,8 +141,8 @@ OUTCOMES = {
 def _how_it_went(r: dict[str, Any]) -> str:
     if not r["started"]:
         return (
-            f"calls from {r['first_call']} to {r['last_call']}; its start, end, targets and "
-            "command were not recorded (a run of an older kora)"
+            f"calls from {r['first_call']} to {r['last_call']}; no record of a run (calls "
+            "outside one, such as kora ping's)"
         )
     if not r["outcome"]:
         return f"{r['started']}, no end recorded: killed (kill -9, a lost machine) or running"

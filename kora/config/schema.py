@@ -19,9 +19,7 @@ from kora.benchmarks.layout import CACHE_DIR, CONCURRENCY
 from kora.benchmarks.schemas import AGE_RANGES, PROMPT_VARIANTS, AgeRange, PromptVariant
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.llm.config import ModelConfig
-from kora.llm.registry import KINDS
 
-PROVIDERS = tuple(KINDS)
 # \Z, not $: a name must not end in a newline (it becomes a folder and a wildcard)
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 
@@ -183,14 +181,6 @@ class KoraConfig(_Strict):
         if not self.reask_invalid_answers:  # absent when true: earlier shards stay done
             params["reask_invalid_answers"] = False
         return params
-
-    def role_params(self, role: ModelRole) -> dict[str, Any] | list[dict[str, Any]]:
-        """A role's model as a rule param; a fallback chain as the list of its models (a
-        chain of one is its model alone, so naming it either way changes nothing)."""
-        names = chain(role)
-        if len(names) == 1:
-            return self.model_params(names[0])
-        return [self.model_params(n) for n in names]
 
     def skipped_prompts(self, target: str) -> list[PromptVariant]:
         asked = self.asked_prompts(target)

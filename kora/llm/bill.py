@@ -55,7 +55,7 @@ def record_run(folder: Path, run: str, **facts: Any) -> None:
 
 
 def run_record(folder: Path, run: str) -> dict[str, Any]:
-    """The run's record; empty for a run of an older kora, which kept none."""
+    """The run's record; empty for calls outside a run (`kora ping`'s, `OUTSIDE`)."""
     try:
         doc = orjson.loads((folder / run / "run.json").read_bytes())
     except (OSError, orjson.JSONDecodeError):
@@ -237,8 +237,8 @@ def charges(
                     yield c
 
 
-def total(folder: Path, *, run: str | None = None, since: float | None = None) -> Counts:
-    return sum((c.counts for c in charges(folder, run=run, since=since)), Counts())
+def total(folder: Path, *, since: float | None = None) -> Counts:
+    return sum((c.counts for c in charges(folder, since=since)), Counts())
 
 
 class RunTail:

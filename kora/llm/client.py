@@ -10,7 +10,7 @@ is a failure of that item (the caller records it), never a crash of the shard.
 
 The store serves only answers their caller accepts (`accept`): an answer that failed
 validation is never replayed, so fixing a server and re-running asks the question again,
-and a stored answer that does not pass (an older store, an edited file) counts as a miss.
+and a stored answer that does not pass (an edited file) counts as a miss.
 Such an answer is kept apart (`put_rejected`), for `kora replay` to show it again.
 
 Each attempt is held to the model's deadline and size limit (kora.llm.bounds), and an

@@ -67,9 +67,9 @@ class Pipeline:
     def _configfiles(self) -> str:
         return f" --configfile {shlex.join(self.overlays)}" if self.overlays else ""
 
-    def command(self, *targets: str, cores: int = 2) -> str:
+    def command(self, *targets: str) -> str:
         """The Snakemake command that makes `targets` with this run's config files."""
-        return snakemake_command(targets, self.overlays, cores)
+        return snakemake_command(targets, self.overlays)
 
     # --- the grid ---------------------------------------------------------------------
 

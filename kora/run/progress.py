@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
-from kora.benchmarks.layout import CACHE_DIR, progress_dir
-from kora.llm.bill import RunTail, bill_dir
+from kora.benchmarks.layout import progress_dir
+from kora.llm.bill import RunTail
 from kora.llm.files import write_over
 from kora.llm.masking import terminal_safe
 from kora.llm.usage import Counts, asked_row
@@ -262,16 +262,9 @@ def paid_summary(t: Totals) -> str:
 class Monitor:
     """Prints run totals from the Snakemake process while jobs run."""
 
-    def __init__(
-        self,
-        workdir: Path,
-        run_id: str,
-        planned_calls: int | None = None,
-        every: float = 5.0,
-        bill: Path | None = None,
-    ) -> None:
+    def __init__(self, workdir: Path, run_id: str, bill: Path) -> None:
         self.dir = progress_dir(workdir, run_id)
-        self.planned = planned_calls
+        self.planned: int | None = None  # the calls the plan counted (set once it is in)
         # the run's total dollars at its end, from what it paid by kind of call (set once
         # the plan of its calls is in)
         self.project: Callable[[dict[str, Counts]], float] | None = None
@@ -279,9 +272,8 @@ class Monitor:
         # where batch mode keeps its batches (kora.llm.batch); set from the config
         self.batches: Path | None = None
         # the run's bill (kora.llm.bill): what the line says was paid
-        self.bill = RunTail(bill or bill_dir(workdir / CACHE_DIR), run_id)
+        self.bill = RunTail(bill, run_id)
         self.started = time.time()
-        self.every = every
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="kora-progress")
         self._last = ""
@@ -293,7 +285,7 @@ class Monitor:
         self._thread.start()
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.every):
+        while not self._stop.wait(5.0):  # a line every 5 seconds
             self.print()
 
     def totals(self, *, fresh: bool = False) -> Totals:

@@ -48,7 +48,6 @@ def leaderboard_criteria(entries: Iterable[Mapping[str, Any]]) -> list[str]:
 def build_leaderboard(
     entries: Mapping[str, Mapping[str, Any]],
     records: Mapping[str, Sequence[TestRecord]] | None = None,
-    alpha: float = ALPHA,
     taxonomy: Taxonomy | None = None,
     corrected: Mapping[str, Mapping[str, Any] | None] | None = None,
 ) -> dict[str, Any]:
@@ -84,9 +83,9 @@ def build_leaderboard(
     if records:
         for a, b in itertools.combinations([r["target"] for r in rows], 2):
             if a in records and b in records:
-                pairs.append(compare_pair(a, b, records[a], records[b], names, alpha))
+                pairs.append(compare_pair(a, b, records[a], records[b], names))
     doc = {
-        "alpha": alpha,
+        "alpha": ALPHA,
         "criteria": leaderboard_criteria(entries.values()),
         "targets": rows,
         "ranking": rank_intervals(records) if records else None,

@@ -217,11 +217,8 @@ def compare_cells(
     *,
     alpha: float = ALPHA,
     interval: Method = "newcombe",
-    confidence: float = CONFIDENCE,
     category_order: Sequence[str] | None = None,
     risk_order: Sequence[str] | None = None,
-    age_order: Sequence[str] | None = None,
-    prompt_order: Sequence[str] | None = None,
     human: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """The comparison document of A and B (see the module's docstring).
@@ -230,14 +227,12 @@ def compare_cells(
     this many in A and B ({"a": n, "b": n}).
 
     Raises InputError when A and B were graded by different KORA versions, and
-    ValueError for an alpha or confidence outside (0, 1) or an unknown interval.
+    ValueError for an alpha outside (0, 1) or an unknown interval.
     """
     if interval not in ("newcombe", "tango"):
         raise ValueError(f"compare_cells: interval must be 'newcombe' or 'tango', got {interval!r}")
-    if not 0 < alpha < 1 or not 0 < confidence < 1:
-        raise ValueError(
-            f"compare_cells: alpha and confidence must be in (0, 1), got {alpha}, {confidence}"
-        )
+    if not 0 < alpha < 1:
+        raise ValueError(f"compare_cells: alpha must be in (0, 1), got {alpha}")
     ja = {r.pair_key: r for r in judged(a)}
     jb = {r.pair_key: r for r in judged(b)}
     if ja and jb:
@@ -257,8 +252,8 @@ def compare_cells(
     orders = {
         "riskCategory": category_order,
         "risk": risk_order,
-        "ageRange": AGE_RANGES if age_order is None else age_order,
-        "prompt": PROMPT_VARIANTS if prompt_order is None else prompt_order,
+        "ageRange": AGE_RANGES,
+        "prompt": PROMPT_VARIANTS,
     }
     values = {dim: _groups(pairs_all, f, orders[dim]) for dim, f in _FIELD.items()}
     # a category with one risk is that risk's cell, shown under the risk's name
@@ -291,7 +286,7 @@ def compare_cells(
         }
         for grade in OUTCOMES:
             cell[grade] = _outcome(
-                _table(pairs, spec.criterion, grade), grade, interval, confidence
+                _table(pairs, spec.criterion, grade), grade, interval, CONFIDENCE
             )
         cell["disagree"] = [
             [x.key, y.key]
@@ -317,7 +312,7 @@ def compare_cells(
         "b": b_name,
         "benchmark": benchmark_of([*ja.values(), *jb.values()]).name,
         "alpha": alpha,
-        "confidence": confidence,
+        "confidence": CONFIDENCE,
         "interval": interval,
         "test": TEST,
         "adjustments": list(ADJUSTMENTS),

@@ -7,25 +7,20 @@ them). In each resample the targets are ranked by failing count, 1 = fewest fail
 share the best rank ("1, 2, 2, 4"). A target's rank interval is the 2.5th to 97.5th
 percentile of its ranks over the resamples (at 95 %), each an observed rank.
 
-Which targets are tied, by one of two rules:
-
-- `pairwise` (the default): A is ahead of B when A's failing rate is strictly lower than
-  B's in at least 97.5 % of the resamples (at 95 %: (1 + confidence) / 2), i.e. the
-  bootstrap puts the paired difference below 0 with one-sided 97.5 % confidence; two
-  targets are tied when neither is ahead. Each pair is judged on its own, without
-  adjustment for the number of pairs: a description, not a test.
-- `overlap`: two targets are tied when their rank intervals overlap. More targets come
-  out tied than by `pairwise`: a rank interval carries the uncertainty of every other
-  target too.
-
-Neither rule is transitive: A tied with B and B with C does not tie A with C.
+Which targets are tied: A is ahead of B when A's failing rate is strictly lower than B's
+in at least 97.5 % of the resamples (at 95 %: (1 + confidence) / 2), i.e. the bootstrap
+puts the paired difference below 0 with one-sided 97.5 % confidence; two targets are
+tied when neither is ahead. Each pair is judged on its own, without adjustment for the
+number of pairs: a description, not a test. Ties are not transitive: A tied with B and B
+with C does not tie A with C. (Rank intervals that overlap would tie more targets: an
+interval carries the uncertainty of every other target too.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -36,7 +31,6 @@ RESAMPLES = 2000
 _CELLS = 4_000_000
 
 K = TypeVar("K", bound=Hashable)
-TieRule = Literal["pairwise", "overlap"]
 
 
 @dataclass(frozen=True)
@@ -77,28 +71,15 @@ class Ranking:
         resamples."""
         return self.lower_share[a][b] >= (1 + self.confidence) / 2
 
-    def is_tied(self, a: str, b: str, rule: TieRule = "pairwise") -> bool:
-        if rule == "pairwise":
-            return not self.ahead(a, b) and not self.ahead(b, a)
-        if rule == "overlap":
-            ra, rb = self.rank_of(a), self.rank_of(b)
-            return ra.low <= rb.high and rb.low <= ra.high
-        raise ValueError(f"tie rule must be 'pairwise' or 'overlap', got {rule!r}")
-
-    def tied(self, rule: TieRule = "pairwise") -> list[tuple[str, str]]:
-        """Every tied pair, each once, in rank order."""
-        names = [r.target for r in self.ranks]
-        return [
-            (a, b) for i, a in enumerate(names) for b in names[i + 1 :] if self.is_tied(a, b, rule)
-        ]
-
-    def tied_with(self, target: str, rule: TieRule = "pairwise") -> list[str]:
-        """The targets tied with `target`, in rank order."""
+    def tied_with(self, target: str) -> list[str]:
+        """The targets tied with `target` (neither ahead of the other), in rank order."""
         self.rank_of(target)  # KeyError for an unknown target
         return [
             r.target
             for r in self.ranks
-            if r.target != target and self.is_tied(target, r.target, rule)
+            if r.target != target
+            and not self.ahead(target, r.target)
+            and not self.ahead(r.target, target)
         ]
 
 

@@ -61,7 +61,7 @@ class Spec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-# a role's model as a rule param (KoraConfig.role_params): one, or a fallback chain
+# a role's model as a rule param (`role_param`): one, or a fallback chain
 RoleParams = dict[str, Any] | list[dict[str, Any]]
 
 
