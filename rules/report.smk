@@ -2,6 +2,8 @@
 # across targets; `rule all` asks for them, or ask by name, e.g.
 #   snakemake --cores 4 results/gpt-target/report.html results/leaderboard.html
 
+from kora.benchmarks.layout import REPORT
+
 
 rule report:
     input:
@@ -11,7 +13,7 @@ rule report:
             PIPELINE.layout.report_html(),
             category="Results",
             subcategory="{target}",
-            labels={"target": "{target}", "file": "report.html"},
+            labels={"target": "{target}", "file": REPORT},
         ),
         summary=PIPELINE.layout.summary_json(),
     log:

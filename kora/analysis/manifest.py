@@ -37,7 +37,6 @@ from kora.llm.config import SETTINGS
 from kora.llm.registry import kind_of
 
 FORMAT = 1
-MANIFEST = "manifest.json"
 # what the manifest says of an answer whose provider named no model
 NOT_REPORTED = "(not reported)"
 # packages whose versions can change what a run sends, reads or computes

@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from kora.benchmarks.layout import CACHE_DIR
 from kora.commands.common import configfile_option, raw_config
 
 # what `--json`'s `billed` object and every row hold, in this order
@@ -60,7 +61,7 @@ def _day(text: str) -> dt.date:
 def bill_folder(args: argparse.Namespace) -> Path:
     from kora.llm.bill import bill_dir
 
-    return bill_dir(Path(str(raw_config(args).get("cache_dir") or ".kora/cache")))
+    return bill_dir(Path(str(raw_config(args).get("cache_dir") or CACHE_DIR)))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ from typing import Any, get_args
 from pydantic import BaseModel, ValidationError
 
 from kora import benchmarks
+from kora.benchmarks.layout import CACHE_DIR
 from kora.benchmarks.schemas import AGE_RANGES
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.config.schema import NAME_RE, ROLES, KoraConfig, chain
@@ -319,7 +320,7 @@ def _check_cache_dir(workdir: Path, cache_dir: str) -> None:
         raise _Problem("cache_dir", f"{cache_dir!r} is not a folder of its own ({where})")
     if where == workdir.resolve():
         raise _Problem(
-            "cache_dir", f"{cache_dir!r} is the project folder itself; use e.g. .kora/cache"
+            "cache_dir", f"{cache_dir!r} is the project folder itself; use e.g. {CACHE_DIR}"
         )
 
 

@@ -18,10 +18,10 @@ from pydantic import BaseModel, ConfigDict
 from kora import benchmarks
 from kora.analysis.results import ResultsMeta
 from kora.benchmarks.base import Benchmark
+from kora.benchmarks.layout import MANIFEST, rejected_of, shard_in, status_of
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.io import write_atomic, write_json
 from kora.run.context import JobContext
-from kora.run.layout import shard_in
 
 log = logging.getLogger("kora")
 
@@ -74,7 +74,7 @@ async def results(
     from kora.io import iter_jsonl
     from kora.llm.bill import bill_dir, charges
     from kora.run.progress import RUN_ENV
-    from kora.run.shards import check, rejected_of, status_of
+    from kora.run.shards import check
 
     judgments, conversations, scenarios, seeds = (
         shards(folders, params.places)
@@ -221,7 +221,7 @@ async def leaderboard(
         from kora.analysis.manifest import differences, read_manifest
 
         made = {
-            str(orjson.loads(f.read_bytes())["target"]): read_manifest(f.parent / "manifest.json")
+            str(orjson.loads(f.read_bytes())["target"]): read_manifest(f.parent / MANIFEST)
             for f in input.results
         }
         doc = {"differences": differences(made), **doc}

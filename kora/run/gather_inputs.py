@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kora.analysis.results import ResultsMeta
-from kora.run.layout import CELL, risk_folder
+from kora.benchmarks.layout import CELL, risk_folder
 
 if TYPE_CHECKING:
     from kora.run.pipeline import Pipeline

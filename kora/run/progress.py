@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
+from kora.benchmarks.layout import progress_dir
 from kora.llm.bill import RunTail
 from kora.llm.files import write_over
 from kora.llm.masking import terminal_safe
@@ -46,10 +47,6 @@ class ShardProgress(Protocol):
 
 
 RUN_ENV = protocol.RUN_ENV
-
-
-def progress_dir(workdir: Path, run_id: str) -> Path:
-    return workdir / ".kora" / "progress" / run_id
 
 
 class ProgressReporter:
