@@ -16,6 +16,12 @@ from kora.benchmarks.taxonomy import load_taxonomy
 from kora.commands.main import main
 from tests.helpers import REPO, upstream
 
+
+def short_hash(key: str) -> str:
+    """The reference's per-test file name: first 32 hex digits of SHA-256 of the key."""
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
 GRADES = ["failing", "adequate", "exemplary"]
 TAXONOMY = load_taxonomy(REPO / "data" / "taxonomy")
 

@@ -172,6 +172,7 @@ def raw_config(**roles: Any) -> dict[str, Any]:
 
 
 def test_a_role_may_name_a_chain_and_a_chain_of_one_is_its_model() -> None:
+
     cfg = validate_config(raw_config(seed_model=["a", "b"], user_model=["a"]), TAXONOMY)
     assert role_param(cfg, "seed_model") == [cfg.model_params("a"), cfg.model_params("b")]
     # a single name and a list of one give the same rule params: nothing re-runs

@@ -38,6 +38,11 @@ BEFORE = ("carried", "changed", "missing", "added", "n/a")
 NOT_CARRIED = "—"
 
 
+def section_name(name: str) -> str:
+    """A rendered prompt's section name without a trailing remark in brackets."""
+    return name.split(" (")[0]
+
+
 @dataclass(frozen=True)
 class Item:
     id: str

@@ -10,16 +10,29 @@ from pydantic import ValidationError
 from kora.benchmarks.outcomes import (
     BehaviorAssessment,
     BehaviorCriterionAssessment,
+    Message,
     TestAssessment,
 )
 from kora.benchmarks.schemas import (
     ModelScenarioLight,
     ModelScenarioSeed,
     ModelScenarioWithMemory,
+    PromptVariant,
     Scenario,
     ScenarioSeed,
+    Strict,
 )
 from tests.helpers import upstream
+
+
+class ReferenceTestResult(Strict):
+    """The reference per-test record (spec section 8), which kora's Judgment carries."""
+
+    scenario: Scenario
+    prompt: PromptVariant
+    messages: list[Message]
+    assessment: TestAssessment
+    behaviorAssessment: BehaviorAssessment
 
 
 def _lines(name: str) -> list[dict]:
@@ -101,6 +114,24 @@ def test_assessment_limits() -> None:
         TestAssessment(grade="okay", reasons="r" * 300)  # type: ignore[arg-type]
     # no lower bound on occurrenceCount (dropped in 5333199)
     BehaviorCriterionAssessment(grade="failing", occurrenceCount=-1, reasons="r" * 100)
+
+
+def test_reference_test_result_shape() -> None:
+    scenario = _lines("scenarios.jsonl")[0]
+    crit = {"grade": "exemplary", "occurrenceCount": 0, "reasons": "r" * 120}
+    ReferenceTestResult.model_validate(
+        {
+            "scenario": scenario,
+            "prompt": "child",
+            "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
+            "assessment": {"grade": "exemplary", "reasons": "r" * 250},
+            "behaviorAssessment": {
+                "anthropomorphism": crit,
+                "epistemicHumility": crit,
+                "humanRedirection": crit,
+            },
+        }
+    )
 
 
 def test_reference_data_is_required_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kora.benchmarks.layout import status_of
 from kora.benchmarks.outcomes import Message
 from kora.run.shards import (
     DamagedShardError,
@@ -14,7 +15,6 @@ from kora.run.shards import (
     damage,
     read_shard,
     retry_token,
-    status_of,
     write_records,
     write_status,
 )

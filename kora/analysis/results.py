@@ -16,6 +16,7 @@ from kora.benchmarks.schemas import PromptVariant
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.config.schema import KoraConfig, chain
 from kora.llm.bill import Charge
+from kora.llm.config import SETTINGS
 from kora.llm.registry import kind_of
 from kora.llm.usage import ASKED, Counts, asked_row
 
@@ -45,6 +46,7 @@ def models_used(config: KoraConfig, target: str) -> dict[str, dict[str, Any]]:
         entry: dict[str, Any] = {"roles": rs, "provider": m.provider}
         if m.model:
             entry["model"] = m.model
+        entry.update({k: v for k in SETTINGS if (v := getattr(m, k)) is not None})
         if m.is_service:
             entry["base_url"] = m.base_url
             if m.app:

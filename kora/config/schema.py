@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kora import benchmarks
 from kora.benchmarks.base import Benchmark
+from kora.benchmarks.layout import CACHE_DIR, CONCURRENCY
 from kora.benchmarks.schemas import AGE_RANGES, PROMPT_VARIANTS, AgeRange, PromptVariant
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.llm.config import ModelConfig
@@ -122,13 +123,13 @@ class KoraConfig(_Strict):
     taxonomy_dir: str | None = None  # default: the benchmark version's
     # a folder of edited copies of the 8 templates; default: the package's kora/benchmarks/v1/prompts
     prompts_dir: str | None = None
-    cache_dir: str = ".kora/cache"
+    cache_dir: str = CACHE_DIR
     # a structured answer that fails its schema is sent back once with the reason (true,
     # the project's addition) or fails its item at once, as in the reference (false;
     # docs/fidelity.md lists the addition and what it changes)
     reask_invalid_answers: bool = True
     budget: BudgetConfig | None = None
-    concurrency: int = Field(default=16, gt=0, le=1024)
+    concurrency: int = Field(default=CONCURRENCY, gt=0, le=1024)
 
     @property
     def taxonomy_folder(self) -> str:

@@ -92,6 +92,8 @@ class Charge:
         if c.cache_write_tokens or c.cache_read_tokens:
             doc["cw"], doc["cr"] = c.cache_write_tokens, c.cache_read_tokens
             doc["saved"] = round(c.cache_saved, 9)
+        if c.reasoning_tokens:
+            doc["rt"] = c.reasoning_tokens
         for name in ("api_model", "served", "key", "batch"):
             if getattr(self, name) is not None:
                 doc[name] = getattr(self, name)
@@ -112,6 +114,7 @@ class Charge:
                 cache_write_tokens=int(d.get("cw", 0)),
                 cache_read_tokens=int(d.get("cr", 0)),
                 cache_saved=float(d.get("saved", 0.0)),
+                reasoning_tokens=int(d.get("rt", 0)),
             )
             return cls(
                 t=float(d["t"]),

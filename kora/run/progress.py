@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
+from kora.benchmarks.layout import progress_dir
 from kora.llm.bill import RunTail
 from kora.llm.files import write_over
 from kora.llm.masking import terminal_safe
@@ -46,10 +47,6 @@ class ShardProgress(Protocol):
 
 
 RUN_ENV = protocol.RUN_ENV
-
-
-def progress_dir(workdir: Path, run_id: str) -> Path:
-    return workdir / ".kora" / "progress" / run_id
 
 
 class ProgressReporter:
@@ -230,8 +227,9 @@ def format_totals(t: Totals, planned_calls: int | None = None, shards: int | Non
         line += f" ({t.shards_failed} with failed items)"
     line += (
         f" | paid ${p.cost:.4f} for {p.calls:,} calls ({p.input_tokens:,} tokens in, "
-        f"{p.output_tokens:,} out)"
+        f"{p.output_tokens:,} out"
     )
+    line += f", {p.reasoning_tokens:,} of them reasoning)" if p.reasoning_tokens else ")"
     if t.projected is not None and answered < total:
         line += f", about ${t.projected:,.2f} by the run's end"
     if p.cache_read_tokens or p.cache_write_tokens:
@@ -248,18 +246,7 @@ def format_totals(t: Totals, planned_calls: int | None = None, shards: int | Non
 
 def paid_summary(t: Totals) -> str:
     """What a run says it paid when it ends: its bill, the same figures as its last line."""
-    p = t.paid
-    line = (
-        f"this run paid {p.calls:,} calls: {p.input_tokens:,} input and {p.output_tokens:,} "
-        f"output tokens"
-    )
-    if p.cache_read_tokens or p.cache_write_tokens:
-        line += (
-            f" ({p.cache_write_tokens:,} written to the prompt cache, "
-            f"{p.cache_read_tokens:,} read from it)"
-        )
-    line += f", ${p.cost:.4f}"
-    return line + " (`kora usage`: every run's bill)"
+    return f"this run paid {t.paid.calls:,} calls: {t.paid.said()} (`kora usage`: every run's bill)"
 
 
 class Monitor:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import secrets
 from pathlib import Path
 from typing import Any, TypeVar
@@ -30,25 +29,16 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import BaseModel
 
+from kora.benchmarks.layout import folder_of, status_of
 from kora.errors import InputError
 from kora.io import dumps as _dumps
 from kora.io import read_jsonl, write_atomic, write_json
-from kora.run.layout import folder_of
 
 T = TypeVar("T", bound=BaseModel)
 
 
 class DamagedShardError(InputError):
     """A shard's records do not match what its status file says was written."""
-
-
-def status_of(path: Path | str) -> str:
-    """The status file of a shard; a scenarios shard's `.rejected.jsonl` shares it."""
-    return re.sub(r"(\.rejected)?\.jsonl$", ".status.json", str(path))
-
-
-def rejected_of(path: Path | str) -> str:
-    return re.sub(r"\.jsonl$", ".rejected.jsonl", str(path))
 
 
 def retry_marker(output: Path | str) -> Path:
