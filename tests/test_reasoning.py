@@ -552,8 +552,8 @@ def test_ping_tries_each_setting_against_its_provider(
     raw.update(seed_model="o-resp", expand_model="o-resp", user_model="o-high",
                judges=["claude-think"], targets={"t": {"model": "o-high"}})  # fmt: skip
     cfg = validate_config(raw, TAXONOMY)
-    lines, ok = asyncio.run(ping_all(cfg, "t", True, TAXONOMY))
-    assert ok, lines
+    lines, failed, unsent = asyncio.run(ping_all(cfg, "t", True, TAXONOMY))
+    assert (failed, unsent) == (0, 0), lines
     said = {line.split(":")[0] for line in lines}
     assert said == {
         "target o-high (reasoning_effort high)",
