@@ -376,7 +376,7 @@ def test_bootstrap_ranks_clear_order() -> None:
     ]
     assert r.rank_of("mid").rate == 0.30 and r.rank_of("mid").failing == 60
     assert (r.n, r.resamples, r.seed, r.confidence) == (200, 1000, 1, 0.95)
-    assert r.tied() == [] and r.tied(rule="overlap") == []
+    assert all(r.tied_with(t) == [] for t in data)
     assert r.ahead("best", "mid") and not r.ahead("mid", "best")
     assert r.lower_share["best"]["worst"] == 1.0 and r.lower_share["worst"]["best"] == 0.0
 
@@ -397,12 +397,8 @@ def test_bootstrap_ranks_ties() -> None:
     assert r.lower_share["a"]["twin"] == 0.0 == r.lower_share["twin"]["a"]
     # one scenario apart: never lower than a, so a tie by the pairwise rule
     assert r.lower_share["close"]["a"] == 0.0 and r.lower_share["a"]["close"] < 0.975
-    assert r.tied() == [("a", "twin"), ("a", "close"), ("twin", "close")]
+    assert r.tied_with("a") == ["twin", "close"] and r.tied_with("twin") == ["a", "close"]
     assert r.tied_with("close") == ["a", "twin"] and r.tied_with("far") == []
-    # the rank intervals of close ([1, 3]) overlap a's ([1, 1]) as well
-    assert r.is_tied("a", "close", rule="overlap") and not r.is_tied("a", "far", "overlap")
-    with pytest.raises(ValueError, match="tie rule must be 'pairwise' or 'overlap'"):
-        r.tied(rule="interval")  # type: ignore[arg-type]
     with pytest.raises(KeyError):
         r.tied_with("nobody")
 
@@ -433,7 +429,7 @@ def test_bootstrap_share_matches_the_exact_resampling_probability() -> None:
     # B is lower in 92 % of the resamples, short of the 97.5 % that would put it ahead:
     # 8 against 3 discordant scenarios of 60 is a tie by the pairwise rule
     assert p_b_lower == pytest.approx(0.9196, abs=1e-4)
-    assert not r.ahead("B", "A") and r.tied() == [("B", "A")]
+    assert not r.ahead("B", "A") and r.tied_with("A") == ["B"]
 
 
 def test_rank_min_is_scipy_min_ranking() -> None:
@@ -459,7 +455,9 @@ def test_bootstrap_ranks_deterministic_shared_keys_and_one_target() -> None:
     arr = bootstrap_ranks({"np": dict(enumerate(flags)), "int": dict(enumerate(flags.astype(int)))})
     assert arr.rank_of("np").failing == arr.rank_of("int").failing == 2
     solo = bootstrap_ranks({"only": {1: True, 2: False}}, resamples=10)
-    assert [(x.rank, x.low, x.high) for x in solo.ranks] == [(1, 1, 1)] and solo.tied() == []
+    assert [(x.rank, x.low, x.high) for x in solo.ranks] == [(1, 1, 1)] and solo.tied_with(
+        "only"
+    ) == []
 
 
 @pytest.mark.parametrize(

@@ -7,25 +7,20 @@ them). In each resample the targets are ranked by failing count, 1 = fewest fail
 share the best rank ("1, 2, 2, 4"). A target's rank interval is the 2.5th to 97.5th
 percentile of its ranks over the resamples (at 95 %), each an observed rank.
 
-Which targets are tied, by one of two rules:
-
-- `pairwise` (the default): A is ahead of B when A's failing rate is strictly lower than
-  B's in at least 97.5 % of the resamples (at 95 %: (1 + confidence) / 2), i.e. the
-  bootstrap puts the paired difference below 0 with one-sided 97.5 % confidence; two
-  targets are tied when neither is ahead. Each pair is judged on its own, without
-  adjustment for the number of pairs: a description, not a test.
-- `overlap`: two targets are tied when their rank intervals overlap. More targets come
-  out tied than by `pairwise`: a rank interval carries the uncertainty of every other
-  target too.
-
-Neither rule is transitive: A tied with B and B with C does not tie A with C.
+Which targets are tied: A is ahead of B when A's failing rate is strictly lower than B's
+in at least 97.5 % of the resamples (at 95 %: (1 + confidence) / 2), i.e. the bootstrap
+puts the paired difference below 0 with one-sided 97.5 % confidence; two targets are tied
+when neither is ahead. Each pair is judged on its own, without adjustment for the number
+of pairs: a description, not a test. Ties are not transitive: A tied with B and B with C
+does not tie A with C. (Overlapping rank intervals would tie more targets: a rank
+interval carries the uncertainty of every other target too.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -36,7 +31,6 @@ RESAMPLES = 2000
 _CELLS = 4_000_000
 
 K = TypeVar("K", bound=Hashable)
-TieRule = Literal["pairwise", "overlap"]
 
 
 @dataclass(frozen=True)
@@ -77,28 +71,15 @@ class Ranking:
         resamples."""
         return self.lower_share[a][b] >= (1 + self.confidence) / 2
 
-    def is_tied(self, a: str, b: str, rule: TieRule = "pairwise") -> bool:
-        if rule == "pairwise":
-            return not self.ahead(a, b) and not self.ahead(b, a)
-        if rule == "overlap":
-            ra, rb = self.rank_of(a), self.rank_of(b)
-            return ra.low <= rb.high and rb.low <= ra.high
-        raise ValueError(f"tie rule must be 'pairwise' or 'overlap', got {rule!r}")
-
-    def tied(self, rule: TieRule = "pairwise") -> list[tuple[str, str]]:
-        """Every tied pair, each once, in rank order."""
-        names = [r.target for r in self.ranks]
-        return [
-            (a, b) for i, a in enumerate(names) for b in names[i + 1 :] if self.is_tied(a, b, rule)
-        ]
-
-    def tied_with(self, target: str, rule: TieRule = "pairwise") -> list[str]:
-        """The targets tied with `target`, in rank order."""
+    def tied_with(self, target: str) -> list[str]:
+        """The targets tied with `target` (neither ahead of the other), in rank order."""
         self.rank_of(target)  # KeyError for an unknown target
         return [
             r.target
             for r in self.ranks
-            if r.target != target and self.is_tied(target, r.target, rule)
+            if r.target != target
+            and not self.ahead(target, r.target)
+            and not self.ahead(r.target, target)
         ]
 
 
@@ -129,12 +110,32 @@ def bootstrap_ranks(
     if not 0 < confidence < 1:
         raise ValueError(f"bootstrap_ranks: confidence must be in (0, 1), got {confidence}")
     targets = list(failing)
+    table = _failing_table(failing, targets)
+    boot = _resampled_counts(table, resamples, seed)
+    return Ranking(
+        n=len(table),
+        resamples=resamples,
+        seed=seed,
+        confidence=confidence,
+        ranks=_target_ranks(targets, table, boot, confidence),
+        lower_share={
+            a: {b: float(np.mean(boot[:, i] < boot[:, j])) for j, b in enumerate(targets)}
+            for i, a in enumerate(targets)
+        },
+    )
+
+
+def _failing_table(
+    failing: Mapping[str, Mapping[K, bool | int]], targets: list[str]
+) -> npt.NDArray[np.int8]:
+    """Scenarios x targets, 1 = failing: the scenarios every target has, in a fixed order so
+    that a seed fixes the resamples. ValueError for none shared or a value other than 0/1."""
     shared = set(failing[targets[0]])
     for t in targets[1:]:
         shared &= set(failing[t])
     if not shared:
         raise ValueError(f"bootstrap_ranks: no scenario is shared by all of {', '.join(targets)}")
-    keys = sorted(shared, key=repr)  # a fixed order, so that a seed fixes the resamples
+    keys = sorted(shared, key=repr)
     for t in targets:
         for k in keys:
             v = failing[t][k]
@@ -142,11 +143,15 @@ def bootstrap_ranks(
                 raise ValueError(
                     f"bootstrap_ranks: {t}, scenario {k!r}: failing must be 0/1 or a bool, got {v!r}"
                 )
-    # scenarios x targets, 1 = failing
-    table = np.array([[int(failing[t][k]) for t in targets] for k in keys], dtype=np.int8)
-    n, m = table.shape
-    counts = table.sum(axis=0, dtype=np.int64)
+    return np.array([[int(failing[t][k]) for t in targets] for k in keys], dtype=np.int8)
 
+
+def _resampled_counts(
+    table: npt.NDArray[np.int8], resamples: int, seed: int
+) -> npt.NDArray[np.int64]:
+    """Each target's failing count in each resample (resamples x targets), the same draw of
+    scenarios for every target, drawn in slices of at most `_CELLS` cells."""
+    n, m = table.shape
     rng = np.random.default_rng(seed)
     boot = np.empty((resamples, m), dtype=np.int64)
     step = max(1, _CELLS // (n * m))
@@ -154,14 +159,26 @@ def bootstrap_ranks(
         size = min(step, resamples - start)
         drawn = rng.integers(0, n, size=(size, n))
         boot[start : start + size] = table[drawn].sum(axis=1, dtype=np.int64)
+    return boot
 
+
+def _target_ranks(
+    targets: list[str],
+    table: npt.NDArray[np.int8],
+    boot: npt.NDArray[np.int64],
+    confidence: float,
+) -> tuple[TargetRank, ...]:
+    """Each target's rank on the scenarios and its interval over the resamples, by rank,
+    then failing count, then name."""
+    n = len(table)
+    counts = table.sum(axis=0, dtype=np.int64)
     ranks = _rank_min(boot)
     tail = (1 - confidence) / 2
     low = np.quantile(ranks, tail, axis=0, method="inverted_cdf")
     high = np.quantile(ranks, 1 - tail, axis=0, method="inverted_cdf")
     point = _rank_min(counts)
-    order = sorted(range(m), key=lambda i: (int(point[i]), int(counts[i]), targets[i]))
-    rows = tuple(
+    order = sorted(range(len(targets)), key=lambda i: (int(point[i]), int(counts[i]), targets[i]))
+    return tuple(
         TargetRank(
             target=targets[i],
             failing=int(counts[i]),
@@ -171,16 +188,4 @@ def bootstrap_ranks(
             high=int(high[i]),
         )
         for i in order
-    )
-    lower = {
-        a: {b: float(np.mean(boot[:, i] < boot[:, j])) for j, b in enumerate(targets)}
-        for i, a in enumerate(targets)
-    }
-    return Ranking(
-        n=n,
-        resamples=resamples,
-        seed=seed,
-        confidence=confidence,
-        ranks=rows,
-        lower_share=lower,
     )
