@@ -62,11 +62,6 @@ def order(records: Sequence[TestRecord], seed: int) -> list[str]:
     return keys
 
 
-def draw(records: Sequence[TestRecord], size: int, seed: int) -> list[str]:
-    """A uniform random sample of `size` judged tests: the first of `order`."""
-    return order(records, seed)[:size]
-
-
 def sample_id(seed: int, keys: Sequence[str]) -> str:
     return hashlib.sha256(orjson.dumps([seed, list(keys)])).hexdigest()[:12]
 
@@ -130,58 +125,69 @@ def ensure(
     uniform when there is none) and `size` (None: `SIZE`) if there is none; and a note
     for the user (empty when nothing happened). An earlier stratified sample is moved
     aside. `people`: grades so far, which move the stratified design's guess."""
-    from kora.errors import InputError
-
     path = folder / SAMPLE
     note = ""
     if path.exists():
         doc = orjson.loads(path.read_bytes())
         if isinstance(doc, dict) and doc.get("design") in DESIGNS:
-            held = len(drawn(doc))
-            if doc.get("seed") != seed or design not in (None, doc.get("design")):
-                raise InputError(
-                    f"{path}: the sample was drawn with --design {doc.get('design')} --seed "
-                    f"{doc.get('seed')}; give those, or remove the file to draw another (its "
-                    "grades then stop counting for the corrected rates)"
-                )
-            if size is not None and size > held:
-                raise InputError(
-                    f"{path}: the sample was drawn with --size {held}, fixed before anyone "
-                    "graded so that what people saw cannot decide how many grades count; "
-                    f"give --size {held} or less, or remove the file to draw a larger one "
-                    "(its grades then stop counting for the corrected rates)"
-                )
+            _check_drawn_with(path, doc, seed, design, size)
             return doc, note
         path.replace(folder / LEGACY_SAMPLE)
         note = (
             f"{path} was the earlier stratified sample: kept as {LEGACY_SAMPLE}; its grades "
             "count for agreement, not for the corrected rates. A new sample is drawn."
         )
-    design = design or UNIFORM
+    design = UNIFORM if design in (None, UNIFORM) else STRATIFIED
     size = SIZE if size is None else size
+    strata: dict[str, Any] = {}
     if design == UNIFORM:
         keys = order(records, seed)
-        doc = {"design": UNIFORM, "id": sample_id(seed, keys), "seed": seed, "size": size,
-               "keys": keys}  # fmt: skip
     else:
-        strata = strata_of(records)
-        total = sum(map(len, strata.values()))
-        judge_share = len(strata[FAILING]) / total if total else 0.0
-        shares = allocation(judge_share, guess(judge_share, seen_by_stratum(strata, people or {})))
-        keys = interleave(strata, shares, seed)
-        doc = {
-            "design": STRATIFIED,
-            "id": sample_id(seed, keys),
-            "seed": seed,
-            "size": size,
-            "keys": keys,
-            "strata": {FAILING: sorted(strata[FAILING])},
-            "shares": {s: round(v, 6) for s, v in shares.items()},
-        }
+        keys, strata = _stratified(records, seed, people or {})
+    doc = {"design": design, "id": sample_id(seed, keys), "seed": seed, "size": size, "keys": keys}
+    doc |= strata
     write_json(path, doc)
-    drew = (f"drew a {design} sample of {min(size, len(keys))} of the {len(keys)} judged "
-            f"conversations: {path}")  # fmt: skip
+    drew = (
+        f"drew a {design} sample of {min(size, len(keys))} of the {len(keys)} judged "
+        f"conversations: {path}"
+    )
     return doc, note or drew
+
+
+def _check_drawn_with(
+    path: Path, doc: dict[str, Any], seed: int, design: str | None, size: int | None
+) -> None:
+    """InputError unless the sample was drawn with this seed and design, and `size` or more."""
+    from kora.errors import InputError
+
+    held = len(drawn(doc))
+    if doc.get("seed") != seed or design not in (None, doc.get("design")):
+        raise InputError(
+            f"{path}: the sample was drawn with --design {doc.get('design')} --seed "
+            f"{doc.get('seed')}; give those, or remove the file to draw another (its "
+            "grades then stop counting for the corrected rates)"
+        )
+    if size is not None and size > held:
+        raise InputError(
+            f"{path}: the sample was drawn with --size {held}, fixed before anyone "
+            "graded so that what people saw cannot decide how many grades count; "
+            f"give --size {held} or less, or remove the file to draw a larger one "
+            "(its grades then stop counting for the corrected rates)"
+        )
+
+
+def _stratified(
+    records: Sequence[TestRecord], seed: int, people: dict[str, dict[str, dict[str, Any]]]
+) -> tuple[list[str], dict[str, Any]]:
+    """A stratified sample's order, and its strata and shares as sample.json holds them."""
+    strata = strata_of(records)
+    total = sum(map(len, strata.values()))
+    judge_share = len(strata[FAILING]) / total if total else 0.0
+    shares = allocation(judge_share, guess(judge_share, seen_by_stratum(strata, people)))
+    return interleave(strata, shares, seed), {
+        "strata": {FAILING: sorted(strata[FAILING])},
+        "shares": {s: round(v, 6) for s, v in shares.items()},
+    }
 
 
 def stratum_of(doc: dict[str, Any]) -> dict[str, str]:
