@@ -75,20 +75,15 @@ def judge_change(
     hits_old, hits_new = (o == h).astype(float), (w == h).astype(float)
     pairs_old, pairs_new = h * k + o, h * k + w
 
-    rng = np.random.default_rng(seed)
     n = h.size
-    agree, kappas = [], []
-    chunk = max(1, CELLS_A_CHUNK // n)
-    for start in range(0, resamples, chunk):
-        idx = rng.integers(0, n, size=(min(chunk, resamples - start), n))
-        agree.append(hits_new[idx].mean(axis=1) - hits_old[idx].mean(axis=1))
-        kappas.append(_kappa(pairs_new[idx], k) - _kappa(pairs_old[idx], k))
+    agree, boot = _resampled_changes(
+        (hits_old, hits_new), (pairs_old, pairs_new), k, resamples, seed
+    )
     q = [alpha / 2, 1 - alpha / 2]
-    low, high = (float(x) for x in np.quantile(np.concatenate(agree), q))
+    low, high = (float(x) for x in np.quantile(agree, q))
 
     everyone = np.arange(n)[None, :]
     k_old, k_new = _kappa(pairs_old[everyone], k)[0], _kappa(pairs_new[everyone], k)[0]
-    boot = np.concatenate(kappas)
     boot = boot[~np.isnan(boot)]  # resamples where a kappa is undefined say nothing
     defined = not (np.isnan(k_old) or np.isnan(k_new)) and boot.size > 0
     k_low, k_high = (float(x) for x in np.quantile(boot, q)) if defined else (np.nan, np.nan)
@@ -111,6 +106,22 @@ def judge_change(
         seed=seed,
         alpha=alpha,
     )
+
+
+def _resampled_changes(
+    hits: tuple[Floats, Floats], pairs: tuple[Ints, Ints], k: int, resamples: int, seed: int
+) -> tuple[Floats, Floats]:
+    """Each bootstrap resample's change in agreement and in kappa (`hits`, `pairs`: old, new)."""
+    (hits_old, hits_new), (pairs_old, pairs_new) = hits, pairs
+    rng = np.random.default_rng(seed)
+    n = hits_old.size
+    agree, kappas = [], []
+    chunk = max(1, CELLS_A_CHUNK // n)
+    for start in range(0, resamples, chunk):
+        idx = rng.integers(0, n, size=(min(chunk, resamples - start), n))
+        agree.append(hits_new[idx].mean(axis=1) - hits_old[idx].mean(axis=1))
+        kappas.append(_kappa(pairs_new[idx], k) - _kappa(pairs_old[idx], k))
+    return np.concatenate(agree), np.concatenate(kappas)
 
 
 def _codes(labels: Sequence[str], name: str, grades: Sequence[str]) -> Ints:
