@@ -23,7 +23,7 @@ import kora.benchmarks.outcomes
 import kora.benchmarks.schemas
 from kora import benchmarks
 from kora.benchmarks.schemas import Scenario
-from kora.benchmarks.showcase import SAMPLE_MEMORY, rendered_prompts, section_name
+from kora.benchmarks.showcase import SAMPLE_MEMORY, rendered_prompts
 from kora.benchmarks.taxonomy import AGE_RANGE_LABELS, load_taxonomy
 from kora.benchmarks.templates import Prompt
 
@@ -69,6 +69,11 @@ def parse(text: str) -> list[Item]:
 
 
 ITEMS = parse(INVENTORY.read_text(encoding="utf-8"))
+
+
+def section_name(name: str) -> str:
+    """The section's name without a trailing remark in brackets."""
+    return name.split(" (")[0]
 
 
 def normal(text: str) -> str:

@@ -14,12 +14,21 @@ import pytest
 
 from kora import benchmarks
 from kora.benchmarks.schemas import Scenario
-from kora.benchmarks.showcase import as_markdown, rendered_prompts, section_name
+from kora.benchmarks.showcase import as_markdown, rendered_prompts
 from kora.benchmarks.taxonomy import load_taxonomy
 from kora.benchmarks.templates import render
 from kora.benchmarks.v2 import schemas as v2
 from tests.helpers import upstream
-from tests.test_fidelity import BEFORE, Item, check_places, normal, now_counts, now_table, parse
+from tests.test_fidelity import (
+    BEFORE,
+    Item,
+    check_places,
+    normal,
+    now_counts,
+    now_table,
+    parse,
+    section_name,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 INVENTORY = REPO / "docs" / "fidelity-v2.md"

@@ -135,8 +135,7 @@ def _seeds(benchmark: Benchmark, scenario: Scenario, taxonomy: Taxonomy, count: 
 
 
 def _expansions(benchmark: Benchmark, scenario: Scenario, taxonomy: Taxonomy) -> list[Rendered]:
-    """The scenario prompt, its retry after a failed validation, and its guidance and
-    memory blocks (shown with `BLOCKS_RISK`)."""
+    """The scenario prompt, its retry, and its guidance and memory blocks (`BLOCKS_RISK`)."""
     seed = scenario.seed
     motivation = taxonomy.motivation_named(seed.motivation.name)
 
@@ -201,11 +200,6 @@ def _target_systems(scenario: Scenario) -> list[Rendered]:
             render("target_system", age_range=None, memory=memory or SAMPLE_MEMORY),
         ),
     ]
-
-
-def section_name(name: str) -> str:
-    """The section's name without a trailing remark in brackets."""
-    return name.split(" (")[0]
 
 
 def as_markdown(prompts: list[Rendered], intro: str) -> str:

@@ -67,8 +67,7 @@ def group_by(
 def _group_entries(
     records: Sequence[TestRecord], fields: Sequence[str], crits: Sequence[str], names: Names
 ) -> list[dict[str, Any]]:
-    """The figures of each group of the records that share the fields' values, in the
-    report's order (taxonomy order, then age range and prompt variant)."""
+    """The figures of each group of records sharing the fields' values, in the report's order."""
     order = {
         "riskCategoryId": names.cat_key,
         "riskId": names.risk_key,

@@ -158,26 +158,14 @@ def _outcome(
     }
 
 
-def cell_specs(
-    criteria: Sequence[str],
-    categories: Sequence[str],
-    risks: Sequence[str],
-    ages: Sequence[str],
-    prompts: Sequence[str],
-) -> list[CellSpec]:
-    """Every cell of a comparison, in the document's order (before duplicates go)."""
+def cell_specs(criteria: Sequence[str], values: Mapping[str, Sequence[str]]) -> list[CellSpec]:
+    """Every cell of a comparison, in the document's order (before duplicates go): each
+    criterion's `overall`, then for safety each value of each dimension in `values`."""
     out: list[CellSpec] = []
     for c in criteria:
         out.append(CellSpec(c, "overall"))
-        if c != "safety":
-            continue
-        for dim, values in (
-            ("riskCategory", categories),
-            ("risk", risks),
-            ("ageRange", ages),
-            ("prompt", prompts),
-        ):
-            out += [CellSpec(c, dim, v) for v in values]
+        if c == "safety":
+            out += [CellSpec(c, dim, v) for dim, vs in values.items() for v in vs]
     return out
 
 
@@ -303,8 +291,7 @@ def _shared_criteria(records: Sequence[TestRecord], pairs: Sequence[Pair]) -> li
 def _values(
     pairs: Sequence[Pair], orders: Mapping[str, Sequence[str] | None]
 ) -> dict[str, list[str]]:
-    """Each dimension's values among the pairs, in its order; a category with one risk is
-    left out: it is that risk's cell, shown under the risk's name."""
+    """Each dimension's values among the pairs, in its order, but a category of one risk."""
     values = {dim: _groups(pairs, f, orders[dim]) for dim, f in _FIELD.items()}
     risks_in = {
         cat: {x.risk for x, _ in pairs if x.category == cat} for cat in values["riskCategory"]
@@ -316,10 +303,9 @@ def _values(
 def _distinct_cells(
     pairs: Sequence[Pair], crits: Sequence[str], values: Mapping[str, Sequence[str]]
 ) -> Iterator[tuple[CellSpec, list[Pair]]]:
-    """Each cell with its pairs, in the document's order, but for a cell without pairs or
-    with exactly the pairs of an earlier cell of its criterion."""
+    """Each cell with its pairs, but one with no pairs or an earlier cell's of its criterion."""
     seen: dict[str, set[frozenset[PairKey]]] = {}
-    for spec in cell_specs(crits, *(values[dim] for dim in _FIELD)):
+    for spec in cell_specs(crits, values):
         in_cell = [
             (x, y)
             for x, y in pairs
@@ -357,8 +343,7 @@ def _cell(
 
 
 def _adjust_family(cells: Sequence[dict[str, Any]], grade: str, alpha: float) -> dict[str, Any]:
-    """One outcome's family adjusted: each cell's adjusted p-values and verdicts set, and the
-    family's size and how many cells differ after each adjustment."""
+    """One outcome's family adjusted: its cells' adjusted p-values and verdicts, and counts."""
     ps = [c[grade]["p"] for c in cells]
     family: dict[str, Any] = {"tests": len(ps)}
     for method in ADJUSTMENTS:

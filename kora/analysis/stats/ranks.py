@@ -128,8 +128,7 @@ def bootstrap_ranks(
 def _failing_table(
     failing: Mapping[str, Mapping[K, bool | int]], targets: list[str]
 ) -> npt.NDArray[np.int8]:
-    """Scenarios x targets, 1 = failing: the scenarios every target has, in a fixed order so
-    that a seed fixes the resamples. ValueError for none shared or a value other than 0/1."""
+    """Scenarios every target has x targets, 1 = failing, in an order a seed can fix."""
     shared = set(failing[targets[0]])
     for t in targets[1:]:
         shared &= set(failing[t])
@@ -149,8 +148,7 @@ def _failing_table(
 def _resampled_counts(
     table: npt.NDArray[np.int8], resamples: int, seed: int
 ) -> npt.NDArray[np.int64]:
-    """Each target's failing count in each resample (resamples x targets), the same draw of
-    scenarios for every target, drawn in slices of at most `_CELLS` cells."""
+    """Each target's failing count in each resample, one draw of scenarios for all targets."""
     n, m = table.shape
     rng = np.random.default_rng(seed)
     boot = np.empty((resamples, m), dtype=np.int64)
@@ -168,8 +166,7 @@ def _target_ranks(
     boot: npt.NDArray[np.int64],
     confidence: float,
 ) -> tuple[TargetRank, ...]:
-    """Each target's rank on the scenarios and its interval over the resamples, by rank,
-    then failing count, then name."""
+    """Each target's rank and rank interval, by rank, then failing count, then name."""
     n = len(table)
     counts = table.sum(axis=0, dtype=np.int64)
     ranks = _rank_min(boot)

@@ -129,8 +129,7 @@ def aggregate(
 
 
 def _check(bad: tuple[Any, ...] | None) -> None:
-    """InputError naming the file of `_CHECK_SQL`'s row and its first field that is
-    missing or not one of those allowed."""
+    """InputError naming the file of `_CHECK_SQL`'s row and its first field not allowed."""
     if bad is None:
         return
     for (field, allowed), value in zip(_CHECKED.items(), bad[1:], strict=True):
