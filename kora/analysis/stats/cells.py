@@ -69,8 +69,8 @@ differs. The verdicts come from the tests: the interval describes the size of th
 difference and is not the exact test inverted, so at the edge one can exclude 0 while the
 other does not reject (4 discordant pairs of 18, all one way: Newcombe's interval ends
 just below 0, the exact p is 0.125). The cells are in a fixed order: safety's overall, categories, risks, age ranges
-and prompts (in the orders given: taxonomy order; by default ids sorted, age ranges
-youngest first, prompt variants `default` first), then the other criteria.
+and prompts (categories and risks in the orders given, taxonomy order, by default ids
+sorted; age ranges youngest first, prompt variants `default` first), then the other criteria.
 """
 
 from __future__ import annotations
@@ -207,8 +207,6 @@ def compare_cells(
     confidence: float = CONFIDENCE,
     category_order: Sequence[str] | None = None,
     risk_order: Sequence[str] | None = None,
-    age_order: Sequence[str] | None = None,
-    prompt_order: Sequence[str] | None = None,
     human: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """The comparison document of A and B (see the module's docstring).
@@ -226,8 +224,8 @@ def compare_cells(
     orders = {
         "riskCategory": category_order,
         "risk": risk_order,
-        "ageRange": AGE_RANGES if age_order is None else age_order,
-        "prompt": PROMPT_VARIANTS if prompt_order is None else prompt_order,
+        "ageRange": AGE_RANGES,
+        "prompt": PROMPT_VARIANTS,
     }
     cells = [
         _cell(spec, in_cell, interval, confidence)
