@@ -17,8 +17,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tests.test_sizing as designs
-from kora.analysis.stats.power import simulate_mcnemar_power
 from kora.analysis.stats.sizing import detect
+from tests.simulated import simulate_mcnemar_power
 
 
 def main() -> None:

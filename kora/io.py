@@ -23,15 +23,10 @@ def dumps(obj: Any) -> bytes:
     return orjson.dumps(obj)
 
 
-def write_jsonl(path: Path | str, records: Iterable[Any]) -> None:
-    write_atomic(path, b"".join(dumps(r) + b"\n" for r in records))
-
-
-def write_json(path: Path | str, obj: Any, *, indent: bool = True) -> None:
-    opt = orjson.OPT_INDENT_2 if indent else 0
+def write_json(path: Path | str, obj: Any) -> None:
     if isinstance(obj, BaseModel):
         obj = obj.model_dump(mode="json", by_alias=True, exclude_none=True)
-    write_atomic(path, orjson.dumps(obj, option=opt) + b"\n")
+    write_atomic(path, orjson.dumps(obj, option=orjson.OPT_INDENT_2) + b"\n")
 
 
 def iter_jsonl(path: Path | str) -> Iterator[tuple[int, Any]]:
@@ -133,5 +128,4 @@ __all__ = [
     "validate_all",
     "write_atomic",
     "write_json",
-    "write_jsonl",
 ]

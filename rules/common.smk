@@ -6,13 +6,12 @@ import uuid
 from functools import partial
 from pathlib import Path
 
-from kora.run import gather_inputs, legacy, misdirected, runlock, seam, stops, written
+from kora.run import gather_inputs, misdirected, runlock, seam, stops, written
 from kora.config.files import check_checkout, load_run_config
 from kora.errors import KoraError
 from kora.run.progress import RUN_ENV
 from kora.run.session import RunSession
 from kora.run.shards import missing_token
-from kora.run.stages import ORDER
 from kora.run.pipeline import Pipeline
 
 # Read config.yaml, every --configfile overlay and the --config values with the project's
@@ -47,21 +46,6 @@ for _lock in seam.stale_locks(Path.cwd(), _store_busy):
 # a second run asking for the files a live one makes is refused naming it, never told
 # to remove the live run's locks (`--unlock`)
 seam.refuse_a_second_run(workflow, _store_busy)
-
-# risk folders an older version wrote: Snakemake has no record of them, so one with failed
-# items or a missing shard is made to run again here (kora.run.legacy), once
-if seam.is_main_process(workflow):
-    _again = legacy.take_over(
-        [(PIPELINE.rule_output(s), PIPELINE.rule_log(s)) for s in ORDER],
-        PIPELINE.places,
-    )
-    if _again:
-        print(
-            f"kora: {len(_again)} risk folder(s) written by an older version have items "
-            f"to make again (failed or missing), {_again[0]} first: their jobs run again, "
-            "with their finished calls from the call store",
-            file=sys.stderr,
-        )
 
 
 wildcard_constraints:

@@ -2,6 +2,8 @@
 # across targets; `rule all` asks for them, or ask by name, e.g.
 #   snakemake --cores 4 results/gpt-target/report.html results/leaderboard.html
 
+from kora.benchmarks.layout import REPORT
+
 
 rule report:
     input:
@@ -11,7 +13,7 @@ rule report:
             PIPELINE.layout.report_html(),
             category="Results",
             subcategory="{target}",
-            labels={"target": "{target}", "file": "report.html"},
+            labels={"target": "{target}", "file": REPORT},
         ),
         summary=PIPELINE.layout.summary_json(),
     log:
@@ -30,6 +32,8 @@ rule leaderboard:
         results=PIPELINE.results_files(),
         # how each result was made: the page says first where they differ
         manifests=[PIPELINE.layout.manifest_json(t) for t in PIPELINE.config.targets],
+        # what each target's calls cost a test, beside its rates
+        usage=[PIPELINE.layout.usage_json(t) for t in PIPELINE.config.targets],
         # the paired comparisons need each target's per-test grades
         judgments=[
             f

@@ -1,3 +1,6 @@
+from kora.benchmarks.layout import MANIFEST, RESULTS
+
+
 rule results:
     input:
         unpack(lambda wc: gather_inputs.results_inputs(PIPELINE, wc.target)),
@@ -6,7 +9,7 @@ rule results:
             PIPELINE.layout.results_json(),
             category="Results",
             subcategory="{target}",
-            labels={"target": "{target}", "file": "results.json"},
+            labels={"target": "{target}", "file": RESULTS},
         ),
         usage=PIPELINE.layout.usage_json(),
         # what the result was made of and by (docs/results-format.md)
@@ -14,7 +17,7 @@ rule results:
             PIPELINE.layout.manifest_json(),
             category="Provenance",
             subcategory="{target}",
-            labels={"target": "{target}", "file": "manifest.json"},
+            labels={"target": "{target}", "file": MANIFEST},
         ),
         # one row per test, for DuckDB, pandas or Hugging Face datasets
         table=PIPELINE.layout.conversations_parquet(),

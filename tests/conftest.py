@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from kora.llm import limits, retry
+from kora.llm import retry
+from kora.llm.limits import state
 from tests.loopback import AnthropicServer, OpenAIServer, Servers
 
 # Settings that would point a provider at a real service; every test starts without them.
@@ -27,9 +28,9 @@ def _no_backoff_waits(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for var in PROVIDER_ENV:
         monkeypatch.delenv(var, raising=False)
     retry.set_testing(True)
-    limits.reset_limiters()
+    state._registry.clear()  # the in-process limiter state: none left by another test
     yield
-    limits.reset_limiters()
+    state._registry.clear()
 
 
 @pytest.fixture

@@ -4,9 +4,16 @@ Each server is an `aiohttp.web` application (keep-alive, many concurrent connect
 handler per request) served in a background thread on 127.0.0.1 with a free port:
 
 - `AnthropicServer`: `POST /v1/messages` (text blocks, or a `tool_use` block when `tools`
-  and a forcing `tool_choice` are given; `usage` filled in), Anthropic error bodies.
+  are given and `tool_choice` does not say `none`; `usage` filled in), Anthropic error
+  bodies; with `thinking` enabled, a `thinking` and a `redacted_thinking` block before
+  the answer, and the API's refusals of a budget under 1,024, `max_tokens` not above it,
+  a temperature other than 1 and a forced tool choice.
 - `OpenAIServer`: `POST /v1/chat/completions` (`response_format: json_schema` answered
-  with JSON content), OpenAI error bodies.
+  with JSON content) and the Responses API's `POST /v1/responses` (`text.format:
+  json_schema`), OpenAI error bodies; its reasoning models (`reasoning_models`) take
+  `reasoning_effort`, refuse `max_tokens` and a temperature other than 1 as OpenAI's do,
+  and answer with reasoning tokens in the usage (and a reasoning item, in a Responses
+  answer).
 - `ChatEndpointServer`: the MyDD contract (`/restore_session_memory`,
   `/query_chat_langchain_mem?session_id=`), keeping each session's history.
 
@@ -40,7 +47,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.parser import BytesParser
-from typing import Any, Literal, Self, TypeVar
+from typing import Any, ClassVar, Literal, Self, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 from aiohttp import web
@@ -404,7 +411,7 @@ class _LLMServer(LoopbackServer):
         # its tokens by kind as the client reads them (input apart from the prompt cache's)
         self.served: Counter[str] = Counter()
 
-    def bill(self, tin: int, tout: int, write: int = 0, read: int = 0) -> None:
+    def bill(self, tin: int, tout: int, write: int = 0, read: int = 0, reasoning: int = 0) -> None:
         with self.lock:
             self.served.update(
                 calls=1,
@@ -412,6 +419,7 @@ class _LLMServer(LoopbackServer):
                 output_tokens=tout,
                 cache_write_tokens=write,
                 cache_read_tokens=read,
+                reasoning_tokens=reasoning,  # a part of tout
             )
 
     def request_tokens(self, body: Any) -> int:
@@ -470,7 +478,8 @@ class _LLMServer(LoopbackServer):
 
 
 def last_user_text(body: Any) -> str:
-    for m in reversed(body.get("messages", []) if isinstance(body, dict) else []):
+    turns = (body.get("messages") or body.get("input") or []) if isinstance(body, dict) else []
+    for m in reversed(turns if isinstance(turns, list) else []):
         if m.get("role") == "user":
             c = m.get("content")
             if isinstance(c, list):
@@ -516,6 +525,52 @@ class AnthropicServer(_LLMServer):
             headers[f"{p}-reset"] = _rfc3339(now + reset)
         return headers
 
+    THOUGHT = "SECRET-THINKING: the child may be at risk, so"
+    _DOCS = "Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
+
+    def _thinking_refusal(self, body: dict[str, Any]) -> Reply | None:
+        """What the Messages API answers a request with thinking on that it cannot take."""
+        budget = body["thinking"].get("budget_tokens")
+        if not isinstance(budget, int) or budget < 1024:
+            return self.error_reply(
+                400, "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+            )
+        if body["max_tokens"] <= budget:
+            return self.error_reply(
+                400,
+                "`max_tokens` must be greater than `thinking.budget_tokens`. "
+                f"{self._DOCS}#max-tokens-and-context-window-size",
+            )
+        if body.get("temperature", 1) != 1:
+            return self.error_reply(
+                400,
+                "`temperature` may only be set to 1 when thinking is enabled. "
+                f"{self._DOCS}#important-considerations-when-using-extended-thinking",
+            )
+        if (body.get("tool_choice") or {}).get("type") in ("any", "tool"):
+            return self.error_reply(
+                400, "Thinking may not be enabled when tool_choice forces tool use."
+            )
+        for i, m in enumerate(body["messages"]):
+            # a turn that called a tool is passed back with the thinking before it
+            blocks = m["content"] if isinstance(m["content"], list) else []
+            kinds = [b.get("type") for b in blocks]
+            if (
+                m["role"] == "assistant"
+                and "tool_use" in kinds
+                and kinds[0]
+                not in (
+                    "thinking",
+                    "redacted_thinking",
+                )
+            ):
+                return self.error_reply(
+                    400,
+                    f"messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, "
+                    f"but found `{kinds[0]}`.",
+                )
+        return None
+
     def error_reply(self, status: int, message: str, *, retry_after: float | None = None) -> Reply:
         kind = {
             400: "invalid_request_error",
@@ -557,14 +612,18 @@ class AnthropicServer(_LLMServer):
                 )
         tools = body.get("tools") or []
         choice = body.get("tool_choice") or {}
-        forced = tools and choice.get("type") == "tool"
-        answer = self._next_answer(rec, structured=bool(forced), invalid=invalid)
-        if forced:
+        thinking = body.get("thinking") or {}
+        if thinking.get("type") == "enabled" and (refused := self._thinking_refusal(body)):
+            return refused
+        # the model calls the tool it is offered unless told not to (`none`)
+        calls = bool(tools) and choice.get("type") != "none"
+        answer = self._next_answer(rec, structured=calls, invalid=invalid)
+        if calls:
             content: list[dict[str, Any]] = [
                 {
                     "type": "tool_use",
                     "id": f"toolu_{uuid.uuid4().hex[:20]}",
-                    "name": choice.get("name"),
+                    "name": choice.get("name") or tools[0]["name"],
                     "input": answer if isinstance(answer, dict) else {"text": answer},
                 }
             ]
@@ -576,7 +635,16 @@ class AnthropicServer(_LLMServer):
             text = answer if isinstance(answer, str) else json.dumps(answer)
             content = [{"type": "text", "text": text}]
             stop = "end_turn"
-        usage = {**self._input_usage(body), "output_tokens": _tokens(content)}
+        usage: dict[str, Any] = {**self._input_usage(body), "output_tokens": _tokens(content)}
+        if thinking.get("type") == "enabled":
+            # its thinking (and a block of it the safety systems encrypted) before the answer,
+            # counted in output_tokens, never apart: the Messages API's usage has no such field
+            thought = [
+                {"type": "thinking", "thinking": self.THOUGHT, "signature": "c2lnbmF0dXJl"},
+                {"type": "redacted_thinking", "data": "RU5DUllQVEVEIFNFQ1JFVA=="},
+            ]
+            content = thought + content
+            usage["output_tokens"] += _tokens(thought)
         self.bill(
             usage["input_tokens"],
             usage["output_tokens"],
@@ -799,7 +867,13 @@ class OpenAIServer(_LLMServer):
                     err.append({"custom_id": cid, "response": {"status_code": 400, "body": bad},
                                 "error": None})  # fmt: skip
                     continue
-                inner = Recorded("POST", "/v1/chat/completions", {}, rec.headers, r["body"], now)
+                if r["url"] != body.get("endpoint"):
+                    bad = {"error": {"message": "The URL provided for this request does not "
+                                     "match the batch endpoint."}}  # fmt: skip
+                    err.append({"custom_id": cid, "response": {"status_code": 400, "body": bad},
+                                "error": None})  # fmt: skip
+                    continue
+                inner = Recorded("POST", r["url"], {}, rec.headers, r["body"], now)
                 reply = self.handle(inner, invalid=False)
                 out.append({"custom_id": cid, "response": {"status_code": 200,
                             "body": json.loads(reply.body)}, "error": None})  # fmt: skip
@@ -811,7 +885,7 @@ class OpenAIServer(_LLMServer):
                         fid = f"file-{uuid.uuid4().hex[:16]}"
                         self.files[fid] = "".join(json.dumps(x) + "\n" for x in rows).encode()
                         ids[name] = fid
-                self.batches[bid] = {"created": now, **ids}
+                self.batches[bid] = {"created": now, "endpoint": body.get("endpoint"), **ids}
             return Reply.json(200, self._batch_doc(bid, now))
         if rec.method == "GET" and len(parts) == 3 and parts[1] == "batches":
             with self.lock:
@@ -835,7 +909,7 @@ class OpenAIServer(_LLMServer):
     def _batch_doc(self, bid: str, now: float) -> dict[str, Any]:
         b = self.batches[bid]
         done = now >= b["created"] + self.batch_latency
-        doc = {"id": bid, "object": "batch", "endpoint": "/v1/chat/completions",
+        doc = {"id": bid, "object": "batch", "endpoint": b["endpoint"],
                "status": "completed" if done else "in_progress"}  # fmt: skip
         if done:
             doc.update({k: b.get(k) for k in ("output_file_id", "error_file_id")})
@@ -846,7 +920,7 @@ class OpenAIServer(_LLMServer):
         return int(n * self.cached_share) // 128 * 128 if n >= 1024 else 0
 
     def request_tokens(self, body: Any) -> int:
-        return _tokens(body.get("messages"))
+        return _tokens(body.get("messages") or body.get("input"))
 
     def limit_headers_for(self, now: float) -> dict[str, str]:
         headers: dict[str, str] = {}
@@ -862,7 +936,15 @@ class OpenAIServer(_LLMServer):
                 headers[f"x-ratelimit-reset-{name}"] = _duration(reset)
         return headers
 
-    def error_reply(self, status: int, message: str, *, retry_after: float | None = None) -> Reply:
+    def error_reply(
+        self,
+        status: int,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        param: str | None = None,
+        code: str | None = None,
+    ) -> Reply:
         headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
         return Reply.json(
             status,
@@ -870,24 +952,94 @@ class OpenAIServer(_LLMServer):
                 "error": {
                     "message": message,
                     "type": "invalid_request_error" if status < 500 else "server_error",
-                    "param": None,
-                    "code": None,
+                    "param": param,
+                    "code": code,
                 }
             },
             headers,
         )
 
-    def handle(self, rec: Recorded, *, invalid: bool) -> Reply:
-        if rec.path.startswith(("/v1/files", "/v1/batches")):
-            return self._batch_api(rec)
-        if rec.method != "POST" or rec.path != "/v1/chat/completions":
-            return self.error_reply(404, f"no route {rec.method} {rec.path}")
+    # --- reasoning models: named here, they take `reasoning_effort` (chat completions) or
+    # `reasoning: {effort}` (Responses), refuse `max_tokens` and a temperature other than 1,
+    # and think: `REASONING_TOKENS[effort]` tokens more in the usage, and a reasoning item
+    # (its summary `THOUGHT`) in a Responses answer
+
+    reasoning_models: tuple[str, ...] = ("o9",)
+    EFFORTS = ("minimal", "low", "medium", "high")
+    REASONING_TOKENS: ClassVar[dict[str, int]] = {
+        "minimal": 8,
+        "low": 32,
+        "medium": 128,
+        "high": 512,
+    }
+    THOUGHT = "SECRET-REASONING: the child may be at risk, so"
+
+    def _reasoning_refusal(self, body: dict[str, Any], effort: Any) -> Reply | None:
+        """What OpenAI answers a request its model cannot take, or None."""
+        if body["model"] not in self.reasoning_models:
+            if effort is not None:
+                return self.error_reply(
+                    400,
+                    "Unsupported parameter: 'reasoning_effort' is not supported with this model.",
+                    param="reasoning_effort",
+                    code="unsupported_parameter",
+                )
+            return None
+        if "max_tokens" in body:
+            return self.error_reply(
+                400,
+                "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+                "'max_completion_tokens' instead.",
+                param="max_tokens",
+                code="unsupported_parameter",
+            )
+        if body.get("temperature", 1) != 1:
+            return self.error_reply(
+                400,
+                f"Unsupported value: 'temperature' does not support {body['temperature']} "
+                "with this model. Only the default (1) value is supported.",
+                param="temperature",
+                code="unsupported_value",
+            )
+        if effort is not None and effort not in self.EFFORTS:
+            return self.error_reply(
+                400,
+                f"Invalid value: '{effort}'. Supported values are: 'minimal', 'low', "
+                "'medium', and 'high'.",
+                param="reasoning_effort",
+                code="invalid_value",
+            )
+        return None
+
+    def _reasoning(self, body: dict[str, Any], effort: Any) -> int:
+        """The reasoning tokens of an answer to `body`."""
+        return (
+            self.REASONING_TOKENS[effort or "medium"]
+            if body["model"] in self.reasoning_models
+            else 0
+        )
+
+    def _authorized(self, rec: Recorded) -> Reply | None:
         auth = rec.headers.get("authorization")
         if self.api_key is not None and auth != f"Bearer {self.api_key}":
             return self.error_reply(401, f"Incorrect API key provided: {auth}")
+        return None
+
+    def handle(self, rec: Recorded, *, invalid: bool) -> Reply:
+        if rec.path.startswith(("/v1/files", "/v1/batches")):
+            return self._batch_api(rec)
+        if rec.method == "POST" and rec.path == "/v1/responses":
+            return self._authorized(rec) or self._responses(rec, invalid=invalid)
+        if rec.method != "POST" or rec.path != "/v1/chat/completions":
+            return self.error_reply(404, f"no route {rec.method} {rec.path}")
+        if (refused := self._authorized(rec)) is not None:
+            return refused
         body = rec.body
         if not isinstance(body, dict) or "messages" not in body or "model" not in body:
             return self.error_reply(400, "model and messages are required")
+        effort = body.get("reasoning_effort")
+        if (refused := self._reasoning_refusal(body, effort)) is not None:
+            return refused
         fmt = body.get("response_format") or {}
         structured = fmt.get("type") == "json_schema"
         answer = self._next_answer(rec, structured=structured, invalid=invalid)
@@ -904,7 +1056,9 @@ class OpenAIServer(_LLMServer):
             with self.lock:
                 self.tokens.debit(_tokens(text), time.time())
         cached = self._cached(body["messages"])
-        self.bill(_tokens(body["messages"]) - cached, _tokens(text), 0, cached)
+        reasoning = self._reasoning(body, effort)
+        out = _tokens(text) + reasoning
+        self.bill(_tokens(body["messages"]) - cached, out, 0, cached, reasoning)
         return Reply.json(
             200,
             {
@@ -921,11 +1075,78 @@ class OpenAIServer(_LLMServer):
                 ],
                 "usage": {
                     "prompt_tokens": _tokens(body["messages"]),
-                    "completion_tokens": _tokens(text),
-                    "total_tokens": _tokens(body["messages"]) + _tokens(text),
+                    # the reasoning tokens are a part of the completion's
+                    "completion_tokens": out,
+                    "total_tokens": _tokens(body["messages"]) + out,
                     # OpenAI caches prompts of 1,024 tokens or more by itself, in steps of
                     # 128: `cached_share` of such a prompt is served from its cache here
                     "prompt_tokens_details": {"cached_tokens": cached},
+                    "completion_tokens_details": {"reasoning_tokens": reasoning},
+                },
+            },
+        )
+
+    # the chat-completions fields the Responses API does not know
+    NOT_RESPONSES = ("messages", "max_tokens", "max_completion_tokens", "response_format",
+                     "reasoning_effort")  # fmt: skip
+
+    def _responses(self, rec: Recorded, *, invalid: bool) -> Reply:
+        """`POST /v1/responses`: `input` (and `instructions`) in, a response whose `output`
+        holds a reasoning item (a reasoning model's) and the message."""
+        body = rec.body
+        if not isinstance(body, dict) or "input" not in body or "model" not in body:
+            return self.error_reply(400, "Missing required parameter: 'input'.", param="input")
+        for name in self.NOT_RESPONSES:
+            if name in body:
+                return self.error_reply(
+                    400, f"Unknown parameter: '{name}'.", param=name, code="unknown_parameter"
+                )
+        effort = (body.get("reasoning") or {}).get("effort")
+        if (refused := self._reasoning_refusal(body, effort)) is not None:
+            return refused
+        fmt = (body.get("text") or {}).get("format") or {}
+        answer = self._next_answer(
+            rec, structured=fmt.get("type") == "json_schema", invalid=invalid
+        )
+        status, details = "completed", None
+        content: list[dict[str, Any]] = []
+        if isinstance(answer, Ended):
+            text = answer.text
+            if answer.refusal:
+                content.append({"type": "refusal", "refusal": answer.refusal})
+            elif answer.reason in ("length", "content_filter"):
+                status = "incomplete"
+                reason = "max_output_tokens" if answer.reason == "length" else answer.reason
+                details = {"reason": reason}
+        else:
+            text = answer if isinstance(answer, str) else json.dumps(answer)
+        if not content:
+            content.append({"type": "output_text", "text": text, "annotations": []})
+        output: list[dict[str, Any]] = []
+        reasoning = self._reasoning(body, effort)
+        if reasoning:
+            output.append({"type": "reasoning", "id": f"rs_{uuid.uuid4().hex[:20]}",
+                           "summary": [{"type": "summary_text", "text": self.THOUGHT}]})  # fmt: skip
+        output.append({"type": "message", "id": f"msg_{uuid.uuid4().hex[:20]}",
+                       "status": status, "role": "assistant", "content": content})  # fmt: skip
+        tin, out = _tokens([body.get("instructions"), body["input"]]), _tokens(text) + reasoning
+        self.bill(tin, out, reasoning=reasoning)
+        return Reply.json(
+            200,
+            {
+                "id": f"resp_{uuid.uuid4().hex[:20]}",
+                "object": "response",
+                "created_at": time.time(),
+                "status": status,
+                "incomplete_details": details,
+                "model": body["model"],
+                "output": output,
+                "usage": {
+                    "input_tokens": tin,
+                    "input_tokens_details": {"cached_tokens": 0},
+                    "output_tokens": out,
+                    "output_tokens_details": {"reasoning_tokens": reasoning},
+                    "total_tokens": tin + out,
                 },
             },
         )

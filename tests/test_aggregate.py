@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import random
 import zipfile
 from pathlib import Path
@@ -12,9 +13,14 @@ import pytest
 
 from kora.analysis.aggregate import aggregate_path
 from kora.benchmarks.taxonomy import load_taxonomy
-from kora.benchmarks.testkeys import short_hash
 from kora.commands.main import main
 from tests.helpers import REPO, upstream
+
+
+def short_hash(key: str) -> str:
+    """The reference's per-test file name: first 32 hex digits of SHA-256 of the key."""
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
+
 
 GRADES = ["failing", "adequate", "exemplary"]
 TAXONOMY = load_taxonomy(REPO / "data" / "taxonomy")
@@ -86,9 +92,9 @@ def write_folder(tests: list[dict[str, Any]], folder: Path) -> None:
     for t in tests:
         seed = t["scenario"]["seed"]
         key = f"{seed['riskCategoryId']}:{seed['riskId']}:{seed['ageRange']}:{seed['id']}:{t['prompt']}"
-        (folder / "testResults" / f"{short_hash(key)}.json").write_bytes(
-            orjson.dumps(t, option=orjson.OPT_INDENT_2)
-        )
+        (
+            folder / "testResults" / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
+        ).write_bytes(orjson.dumps(t, option=orjson.OPT_INDENT_2))
 
 
 @pytest.mark.slow

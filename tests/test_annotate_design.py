@@ -132,7 +132,7 @@ def test_kora_annotate_draws_a_stratified_sample_and_says_how_many_grades_reach_
             "--width", "0.3"]  # fmt: skip
     assert kora_main(argv) == 0
     err = capsys.readouterr().err
-    doc = sample.load(tmp_path / "results/t/annotations")
+    doc = orjson.loads((tmp_path / "results/t/annotations" / sample.SAMPLE).read_bytes())
     assert doc is not None and doc["design"] == "stratified"
     failing = sorted(r.key for r in project if r.criteria["safety"].grade == "failing")
     assert doc["strata"] == {FAILING: failing} and sorted(doc["keys"]) == sorted(
@@ -237,7 +237,7 @@ def test_grades_outside_the_drawn_sample_go_to_the_review_queue(
     argv = ["annotate", "t", "--import", str(src), "--annotator", "ana"]
     assert kora_main([*argv, "--size", "20"]) == 0
     err = capsys.readouterr().err
-    doc = sample.load(folder)
+    doc = orjson.loads((folder / sample.SAMPLE).read_bytes())
     assert doc is not None and doc["size"] == 20 and len(doc["keys"]) == 40
     assert ("1 of those conversations is not in the drawn sample (its first 20): their "
             "grades went to the review queue") in err  # fmt: skip

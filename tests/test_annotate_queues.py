@@ -1,5 +1,5 @@
 """`kora annotate`'s uniform sample and review queues, label lines that say which queue
-they came from (and old lines without), and people's grades imported from a file."""
+they came from (and lines naming none), and people's grades imported from a file."""
 
 from __future__ import annotations
 
@@ -37,29 +37,47 @@ def test_every_conversation_is_equally_likely_in_the_sample(records: list[TestRe
     assert chisquare(list(counts.values())).pvalue > 0.001
 
 
-def test_the_sample_is_drawn_once_and_an_older_stratified_one_is_kept_aside(
-    tmp_path: Path, records: list[TestRecord]
-) -> None:
+def test_the_sample_is_drawn_once(tmp_path: Path, records: list[TestRecord]) -> None:
     folder = tmp_path / "annotations"
     folder.mkdir()
-    old = {"size": 50, "seed": 1, "keys": [records[0].key]}
-    (folder / "sample.json").write_bytes(orjson.dumps(old))
     doc, note = sample.ensure(folder, records, 1)
-    assert "sample-stratified.json" in note
-    assert orjson.loads((folder / "sample-stratified.json").read_bytes()) == old
+    assert note.startswith("drew a uniform sample of 40 of the 40 judged conversations")
     assert doc["design"] == "uniform" and doc["keys"] == sample.order(records, 1)
-    assert doc["id"] == sample.sample_id(1, doc["keys"]) and sample.load(folder) == doc
+    assert (
+        doc["id"] == sample.sample_id(1, doc["keys"])
+        and orjson.loads((folder / sample.SAMPLE).read_bytes()) == doc
+    )
     assert sample.ensure(folder, records, 1) == (doc, "")  # the same, nothing said
     with pytest.raises(InputError, match="--seed 1"):
         sample.ensure(folder, records, 2)
 
 
-def test_label_lines_say_their_queue_and_old_lines_read_as_the_stratified_sample(
+@pytest.mark.parametrize(
+    "found",
+    [
+        orjson.dumps({"size": 50, "seed": 1, "keys": ["k"]}),
+        orjson.dumps({"design": "uniform", "seed": 1, "keys": ["k"]}),
+        b'{"design": "uniform", "keys": ',  # cut short
+    ],
+)
+def test_a_sample_kora_did_not_draw_is_refused_and_left_as_it_is(
+    tmp_path: Path, records: list[TestRecord], found: bytes
+) -> None:
+    """A sample.json with no known design, or no size, or not JSON, is not one kora drew:
+    drawing over it would lose it, and reading it would guess which grades count."""
+    path = tmp_path / "sample.json"
+    path.write_bytes(found)
+    with pytest.raises(InputError, match=f"{path}: not a sample kora drew.*remove the file"):
+        sample.ensure(tmp_path, records, 1)
+    assert path.read_bytes() == found
+
+
+def test_label_lines_say_their_queue_and_a_line_naming_none_is_a_review(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "ana.jsonl"
     path.write_bytes(
-        b'{"key": "k1", "criterion": "safety", "grade": "failing", "at": 1}\n'  # before queues
+        b'{"key": "k1", "criterion": "safety", "grade": "failing", "at": 1}\n'  # by hand
         b'{"key": "k2", "criterion": "safety", "grade": "adequate", "queue": "estimate", '
         b'"sample": "s1", "at": 2}\n'
         b'{"key": "k3", "criterion": "safety", "grade": "exemplary", "queue": "estimate", '
@@ -67,7 +85,7 @@ def test_label_lines_say_their_queue_and_old_lines_read_as_the_stratified_sample
         b'{"key": "k2", "criterion": "safety", "grade": "failing", "queue": "judges", "at": 4}\n'
     )
     found = labels.lines(path)
-    assert [labels.queue_of(a) for a in found] == ["stratified", "estimate", "estimate", "judges"]
+    assert [labels.queue_of(a) for a in found] == ["review", "estimate", "estimate", "judges"]
     assert [labels.is_estimate(a, "s1") for a in found] == [False, True, False, False]
     assert labels.read(path, "s1") == {"k2": {"safety": {"grade": "adequate"}}}
     assert labels.read(path) == {  # agreement: everything, later over earlier
@@ -198,7 +216,7 @@ def test_grades_import_from_a_file_into_each_persons_label_file(
     src.write_bytes(b"\n".join(orjson.dumps(g) for g in grades) + b"\n\n")
     assert kora_main(["annotate", "t", "--import", str(src), "--annotator", "ana"]) == 0
     folder = tmp_path / "results/t/annotations"
-    doc = sample.load(folder)
+    doc = orjson.loads((folder / sample.SAMPLE).read_bytes())
     assert doc is not None
     ana = labels.lines(folder / "ana.jsonl")
     assert [(a["key"], a["queue"], a["sample"], a["source"]) for a in ana] == [
@@ -263,7 +281,7 @@ def test_the_command_offers_a_queue_without_what_this_person_graded(
 
     monkeypatch.setattr(annotate, "serve", fake_serve)
     assert kora_main(["annotate", "t", "--annotator", "ana", "--size", "5"]) == 0
-    doc = sample.load(tmp_path / "results/t/annotations")
+    doc = orjson.loads((tmp_path / "results/t/annotations" / sample.SAMPLE).read_bytes())
     assert doc is not None
     assert served == {"keys": doc["keys"][:5], "path": served["path"], "sample": doc["id"],
                       "queue": "estimate"}  # fmt: skip

@@ -1,5 +1,6 @@
 """The architecture stays as docs/architecture.md draws it: what a benchmark version is
-lives in kora/benchmarks only, modules stay small, the layers hold (import-linter)."""
+lives in kora/benchmarks only, a file's name in its layout only, modules stay small, the
+layers hold (import-linter)."""
 
 from __future__ import annotations
 
@@ -57,6 +58,29 @@ def test_provider_facts_are_only_in_the_provider_table() -> None:
         if PROVIDER_FACT.search(line)
     ]
     assert not found, "ask the model's ProviderKind (kora/llm/registry.py):\n" + "\n".join(found)
+
+
+# a file name of a result or of a shard's companions, or the workspace's own folder, as a
+# value: kora/benchmarks/layout.py is the one place that spells them (the model layer's
+# call store keeps files of its own)
+PATH_FACT = re.compile(
+    r"""(["'])((results|usage|summary|manifest|agreement|IMPORTED|RECORDED)\.json"""
+    r"""|report\.html|conversations\.parquet|[*\w/.-]*\.(status\.json|rejected\.jsonl)"""
+    r"""|\.kora(/[\w/]*)?)\1"""
+)
+
+
+@pytest.mark.timeout(30)
+def test_file_names_and_the_workspace_folder_are_spelt_only_in_the_layout() -> None:
+    found = [
+        f"{p.relative_to(REPO)}:{n}: {line.strip()}"
+        for p in _sources()
+        if p.suffix != ".jinja" and p != REPO / "kora" / "benchmarks" / "layout.py"
+        and not p.is_relative_to(REPO / "kora" / "llm")
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if PATH_FACT.search(line)
+    ]  # fmt: skip
+    assert not found, "name it from kora.benchmarks.layout:\n" + "\n".join(found)
 
 
 @pytest.mark.timeout(30)

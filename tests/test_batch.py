@@ -204,7 +204,7 @@ def test_the_progress_line_counts_the_runs_batches(tmp_path: Path) -> None:
     folder.mkdir()
     for i, state in enumerate(["in_progress", "in_progress", "ended"]):
         (folder / f"b{i}.json").write_text(json.dumps({"id": f"b{i}", "state": state}))
-    monitor = Monitor(tmp_path, "run-x", every=3600)
+    monitor = Monitor(tmp_path, "run-x", tmp_path / "bill")
     monitor.batches = folder
     monitor.started = 0.0
     monitor.dir.mkdir(parents=True)

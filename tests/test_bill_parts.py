@@ -313,7 +313,7 @@ def test_kora_usage_sums_the_bill_by_model_kind_and_day_since_a_date(tmp_path: P
     recent = usage("--since", "2020-01-01")["billed"]
     assert (recent["calls"], recent["input_tokens"], recent["output_tokens"]) == (2, 300, 30)
     assert recent["cache_read_tokens"] == 50
-    assert set(recent) == {*KINDS, "cost"}
+    assert set(recent) == {*KINDS, "reasoning_tokens", "cost"}  # reasoning: 0 where none
     by_model = {r["name"]: r["calls"] for r in usage("--since", "2020-01-01")["byModel"]}
     assert by_model == {"sonnet (claude-x)": 1, "gpt": 1}
 

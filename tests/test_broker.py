@@ -160,7 +160,8 @@ def test_the_whole_run_can_be_handed_to_the_broker(
     specs += [replace(specs[0], rule="unknown-rule", params=padded) for _ in range(20)]
     assert len(orjson.dumps([s.as_json() for s in specs])) > 2_000_000
     monkeypatch.setenv("KORA_RUN_ID", run_id("ahead"))
-    broker = start_broker(os.environ["KORA_RUN_ID"], tmp_path / "broker.log", workdir=tmp_path)
+    monkeypatch.chdir(tmp_path)  # the broker runs in the current folder
+    broker = start_broker(os.environ["KORA_RUN_ID"], tmp_path / "broker.log")
     assert broker is not None
     monkeypatch.setenv(BROKER_ENV, os.environ[BROKER_ENV])  # start_broker set it
     try:
@@ -213,18 +214,19 @@ def test_a_run_starting_keeps_the_socket_of_a_broker_starting_beside_it(
     for end in (".bound", ".go"):
         os.mkfifo(f"{hold}{end}")
     monkeypatch.delenv(BROKER_ENV, raising=False)  # start_broker sets it
+    monkeypatch.chdir(tmp_path)  # the brokers run in the current folder
     monkeypatch.setenv("PYTHONPATH", str(hook))
     monkeypatch.setenv("KORA_TEST_HOLD", str(hold))
     first: list[Broker | None] = []
     starting = threading.Thread(
-        target=lambda: first.append(start_broker(run_id("first"), tmp_path / "first.log", tmp_path))
+        target=lambda: first.append(start_broker(run_id("first"), tmp_path / "first.log"))
     )
     starting.start()
     other = None
     try:
         assert Path(f"{hold}.bound").read_text() == "bound"  # the first broker is there
         monkeypatch.delenv("KORA_TEST_HOLD")
-        other = start_broker(run_id("second"), tmp_path / "second.log", tmp_path)
+        other = start_broker(run_id("second"), tmp_path / "second.log")
         assert other is not None
         Path(f"{hold}.go").write_text("go")
         starting.join()
@@ -344,7 +346,8 @@ def test_the_broker_exits_once_every_job_of_the_run_has_finished(
     copy_workflow(tmp_path)
     specs = _seed_cells(tmp_path, ("curiosity_exploration", "emotional_distress_anxiety"))
     monkeypatch.setenv("KORA_RUN_ID", run_id("idle"))
-    broker = start_broker(os.environ["KORA_RUN_ID"], tmp_path / "broker.log", workdir=tmp_path)
+    monkeypatch.chdir(tmp_path)  # the broker runs in the current folder
+    broker = start_broker(os.environ["KORA_RUN_ID"], tmp_path / "broker.log")
     assert broker is not None
     monkeypatch.setenv(BROKER_ENV, os.environ[BROKER_ENV])  # start_broker set it
     try:
@@ -372,7 +375,8 @@ def test_a_job_that_failed_keeps_the_broker_for_its_next_try(
     copy_workflow(tmp_path)
     (spec,) = _seed_cells(tmp_path, ("curiosity_exploration",))
     monkeypatch.setenv("KORA_RUN_ID", run_id("fail"))
-    broker = start_broker(os.environ["KORA_RUN_ID"], tmp_path / "broker.log", workdir=tmp_path)
+    monkeypatch.chdir(tmp_path)  # the broker runs in the current folder
+    broker = start_broker(os.environ["KORA_RUN_ID"], tmp_path / "broker.log")
     assert broker is not None
     monkeypatch.setenv(BROKER_ENV, os.environ[BROKER_ENV])
     try:

@@ -33,18 +33,15 @@ def test_a_stored_call_is_replayed(tmp_path: Path) -> None:
         [],
     ],
 )
-@pytest.mark.parametrize("where", ["pack", "older-file"])
-def test_a_malformed_entry_is_a_miss_not_a_failure(
-    tmp_path: Path, entry: object, where: str
-) -> None:
+def test_a_malformed_entry_is_a_miss_not_a_failure(tmp_path: Path, entry: object) -> None:
     """A damaged or hand-edited entry is fetched again rather than failing the item on
-    every rerun, whether a pack holds it or an older version's file of its own."""
+    every rerun."""
     store = CallCache(tmp_path)
     key = "ab" + "0" * 62
     body = dict(key=key, **entry) if isinstance(entry, dict) else entry
     data = (orjson.dumps(body) if "1.5e400" not in str(entry) else
             f'{{"key":"{key}","text":"x","input_tokens":1.5e400}}'.encode())  # fmt: skip
-    path = tmp_path / ("packs/0.jsonl" if where == "pack" else f"{key[:2]}/{key}.json")
+    path = tmp_path / "packs/0.jsonl"
     path.parent.mkdir(parents=True)
     path.write_bytes(data + b"\n")
     assert store.get(key) is None

@@ -16,6 +16,7 @@ import yaml
 
 from kora import benchmarks
 from kora.benchmarks.converse import converse
+from kora.benchmarks.layout import Layout
 from kora.benchmarks.outcomes import Conversation, Message
 from kora.benchmarks.schemas import Scenario
 from kora.benchmarks.taxonomy import load_taxonomy
@@ -24,7 +25,6 @@ from kora.errors import ConfigError, InputError
 from kora.llm.base import Request
 from kora.llm.targets import LLMTarget
 from kora.run.continuation import stage_recordings
-from kora.run.layout import Layout
 from tests.fakes import client
 from tests.helpers import REPO, copy_workflow, upstream
 from tests.loopback import Servers

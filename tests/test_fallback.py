@@ -26,6 +26,7 @@ from kora.llm.answers import StructuredOutputError
 from kora.llm.base import ChatMessage, Request
 from kora.llm.chain import ModelChain, as_asker
 from kora.llm.usage import Usage
+from kora.run.stages.base import role_param
 from tests.fakes import client
 from tests.helpers import REPO
 from tests.test_stages import expansion_script, reference_scenario
@@ -171,12 +172,13 @@ def raw_config(**roles: Any) -> dict[str, Any]:
 
 
 def test_a_role_may_name_a_chain_and_a_chain_of_one_is_its_model() -> None:
+
     cfg = validate_config(raw_config(seed_model=["a", "b"], user_model=["a"]), TAXONOMY)
-    assert cfg.role_params(cfg.seed_model) == [cfg.model_params("a"), cfg.model_params("b")]
+    assert role_param(cfg, "seed_model") == [cfg.model_params("a"), cfg.model_params("b")]
     # a single name and a list of one give the same rule params: nothing re-runs
     one = validate_config(raw_config(), TAXONOMY)
-    assert cfg.role_params(cfg.user_model) == one.role_params(one.user_model)
-    assert one.role_params(one.seed_model) == one.model_params("a")
+    assert role_param(cfg, "user_model") == role_param(one, "user_model")
+    assert role_param(one, "seed_model") == one.model_params("a")
 
 
 @pytest.mark.parametrize(

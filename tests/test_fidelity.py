@@ -38,6 +38,11 @@ BEFORE = ("carried", "changed", "missing", "added", "n/a")
 NOT_CARRIED = "—"
 
 
+def section_name(name: str) -> str:
+    """A rendered prompt's section name without a trailing remark in brackets."""
+    return name.split(" (")[0]
+
+
 @dataclass(frozen=True)
 class Item:
     id: str
@@ -71,11 +76,6 @@ def parse(text: str) -> list[Item]:
 ITEMS = parse(INVENTORY.read_text(encoding="utf-8"))
 
 
-def section_name(name: str) -> str:
-    """The section's name without a trailing remark in brackets."""
-    return name.split(" (")[0]
-
-
 def normal(text: str) -> str:
     return " ".join(text.lower().split())
 
@@ -94,13 +94,13 @@ def sections(overrides: tuple[tuple[str, str], ...] = ()) -> dict[str, Any]:
     if overrides:
         seed = scenario.seed.model_copy(update=dict(overrides))
         scenario = scenario.model_copy(update={"seed": seed})
-    out = {section_name(r.name): r for r in rendered_prompts(V1, scenario, TAXONOMY)}
+    out = {r.name.split(" (")[0]: r for r in rendered_prompts(V1, scenario, TAXONOMY)}
     if not overrides:
         # two variants the documentation does not show: a batch of 3, and a retry whose
         # rejected attempt had a memory
         out["seeds [3 seeds]"] = rendered_prompts(V1, scenario, TAXONOMY, count=3)[0]
         with_memory = scenario.model_copy(update={"modelMemory": SAMPLE_MEMORY})
-        retry = {section_name(r.name): r for r in rendered_prompts(V1, with_memory, TAXONOMY)}
+        retry = {r.name.split(" (")[0]: r for r in rendered_prompts(V1, with_memory, TAXONOMY)}
         out["scenario [retry with memory]"] = retry["scenario [retry]"]
     return out
 

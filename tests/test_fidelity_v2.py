@@ -27,7 +27,6 @@ from tests.test_fidelity import (
     now_counts,
     now_table,
     parse,
-    section_name,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,7 +41,7 @@ ITEMS = parse(INVENTORY.read_text(encoding="utf-8"))
 @cache
 def sections() -> dict[str, object]:
     scenario = Scenario.model_validate(orjson.loads(EXAMPLE.read_bytes()))
-    return {section_name(r.name): r for r in rendered_prompts(V2B, scenario, TAXONOMY)}
+    return {r.name.split(" (")[0]: r for r in rendered_prompts(V2B, scenario, TAXONOMY)}
 
 
 def place_text(place: str) -> str:

@@ -27,11 +27,11 @@ from hypothesis import strategies as st
 
 from kora import benchmarks
 from kora.analysis.aggregate import aggregate_path
+from kora.benchmarks.layout import Layout
 from kora.benchmarks.taxonomy import Taxonomy, load_taxonomy_files
 from kora.config.files import load_run_config
 from kora.run.continuation import stage_recordings
 from kora.run.ingest import import_conversations, import_scenarios
-from kora.run.layout import Layout
 from tests.fuzzing import MANY, VALUES, encoded, expect_own_error, fuzz, jsonl, mutated, snapshot
 from tests.helpers import REPO
 

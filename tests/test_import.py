@@ -6,10 +6,10 @@ import orjson
 import pytest
 
 from kora import benchmarks
+from kora.benchmarks.layout import Layout
 from kora.benchmarks.taxonomy import load_taxonomy
 from kora.errors import InputError
 from kora.run.ingest import import_scenarios
-from kora.run.layout import Layout
 from tests.helpers import REPO, upstream
 
 TAXONOMY = load_taxonomy(REPO / "data" / "taxonomy")

@@ -114,7 +114,8 @@ def test_the_line_projects_the_runs_total_from_what_each_kind_of_call_cost(
         Share("judgments", "judge_safety", STORED, 10, Counts(calls=10, cost=0.015), Counts()),
         Share("seeds", "seeds", STORED, 5, Counts(calls=5, cost=0.01), Counts()),
     ]
-    monitor = Monitor(tmp_path, "run", planned_calls=15, bill=tmp_path / "bill")
+    monitor = Monitor(tmp_path, "run", bill=tmp_path / "bill")
+    monitor.planned = 15
     monitor.project = lambda paid: (
         sum(c.cost for c in paid.values()) + (still_to_pay(shares, "usd", paid)[0])
     )
@@ -155,10 +156,11 @@ def test_the_total_counts_the_calls_of_the_jobs_to_run_only(tmp_path: Path) -> N
 def test_the_line_says_what_the_bill_says_and_never_counts_twice(tmp_path: Path) -> None:
     """The paid figures are the run's bill, not the jobs' snapshots: a call made ahead
     and then used by its job is one paid call (the line once said 1.5x the tokens)."""
+    from kora.benchmarks.layout import progress_dir
     from kora.llm.bill import BillWriter
     from kora.llm.config import Price
     from kora.llm.files import write_over
-    from kora.run.progress import Monitor, progress_dir
+    from kora.run.progress import Monitor
 
     bill = BillWriter(tmp_path / "bill", "run")
     price = Price(input=3.0, output=15.0)
@@ -170,7 +172,8 @@ def test_the_line_says_what_the_bill_says_and_never_counts_twice(tmp_path: Path)
         snapshots / "job.json",
         orjson.dumps({"stage": "judgments", "calls": 2, "input_tokens": 1500, "closed": True}),
     )
-    monitor = Monitor(tmp_path, "run", planned_calls=2, bill=tmp_path / "bill")
+    monitor = Monitor(tmp_path, "run", bill=tmp_path / "bill")
+    monitor.planned = 2
     monitor.shards = 1
     t = monitor.totals()
     assert (t.paid.calls, t.paid.input_tokens, t.paid.output_tokens) == (2, 1500, 150)
@@ -229,7 +232,8 @@ def test_a_jobs_snapshot_carries_every_counter_to_the_line(
     """What a job's snapshot says it asked for is what the run's line adds up."""
     from types import SimpleNamespace
 
-    from kora.run.progress import RUN_ENV, ProgressReporter, Snapshots, progress_dir
+    from kora.benchmarks.layout import progress_dir
+    from kora.run.progress import RUN_ENV, ProgressReporter, Snapshots
 
     monkeypatch.setenv(RUN_ENV, "run-1")
     usage = Usage()
@@ -316,15 +320,17 @@ def test_the_lines_counts_add_up_at_every_moment_of_a_run(tmp_path: Path) -> Non
     again from each job's snapshot as the job used them. A run's moments, one after
     another, as the line reads them: at each, answered = paid this run + from the call
     store, never above the run's total, and a call made ahead counted once."""
+    from kora.benchmarks.layout import progress_dir
     from kora.llm.bill import BillWriter
     from kora.llm.config import Price
     from kora.llm.files import write_over
-    from kora.run.progress import Monitor, progress_dir
+    from kora.run.progress import Monitor
 
     price = Price(input=3.0, output=15.0)
     bill = BillWriter(tmp_path / "bill", "run")
     snapshots = progress_dir(tmp_path, "run")
-    monitor = Monitor(tmp_path, "run", planned_calls=4, bill=tmp_path / "bill")
+    monitor = Monitor(tmp_path, "run", bill=tmp_path / "bill")
+    monitor.planned = 4
 
     def snapshot(name: str, **counts: Any) -> None:
         write_over(snapshots / f"{name}.json", orjson.dumps(counts))

@@ -133,7 +133,7 @@ def test_review_grades_are_counted_apart_and_change_no_rate(
     doc = grade_sample(folder, records, 30, lambda r: r.criteria["safety"].grade)
     before = report(tmp_path, records, people_of(folder))
     late = doc["keys"][30:]
-    # a review queue fails everything it sees; an earlier sample's grades; old lines
+    # a review queue fails everything it sees; an earlier sample's grades; a line naming no queue
     labels.extend(labels.label_file(folder, "ben"), [
         {"key": k, "criterion": "safety", "grade": "failing", "queue": "judges"} for k in late
     ] + [{"key": late[0], "criterion": "safety", "grade": "failing", "queue": "estimate",
@@ -145,7 +145,7 @@ def test_review_grades_are_counted_apart_and_change_no_rate(
     assert after["overall"] == before["overall"] and after["groups"] == before["groups"]
     hl = after["humanLabels"]
     assert (hl["estimate"], hl["review"]) == (30, 10)
-    assert hl["reviewByQueue"] == {"earlier sample": 1, "judges": 10, "stratified": 1}
+    assert hl["reviewByQueue"] == {"earlier sample": 1, "judges": 10, "review": 1}
     assert hl["annotators"] == ["ana", "ben", "cy"]
     # skipping conversations of the sample is counted
     labels.append(labels.label_file(folder, "ana"), {"key": doc["keys"][35], "criterion": "safety",

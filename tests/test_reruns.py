@@ -7,7 +7,6 @@ apart by model and output type.
 
 from __future__ import annotations
 
-import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -122,36 +121,6 @@ def test_failed_items_are_recorded_and_retried_by_the_same_command(run: Run) -> 
     assert results["complete"] is True
     assert roles(fixed) <= {"t1-broken", "user", "judge"}
     assert "seed" not in roles(fixed) and "expand" not in roles(fixed)
-
-
-@pytest.mark.slow
-def test_failed_items_of_a_workspace_an_older_version_wrote_are_retried(run: Run) -> None:
-    """Before 28 November 2026 a job declared its cells' files, not its risk's folder:
-    Snakemake has no record of a folder such a version wrote, so the changed retry token
-    of a cell with failed items had nothing to be compared with, and the run's advice
-    ("run the same command again") did nothing (kora.run.legacy)."""
-    cfg = config(run.server.url, ["t1"], ["judge"])
-    cfg["models"]["t1"]["model"] = "claude-t1-broken"
-    run.server.fail_models = frozenset({"claude-t1-broken"})
-    run.server.fail_status = 503
-    run.snakemake(cfg, "results/t1/results.json", ok=False)
-    # what the older version left: no record of the folders, no stamp in them, and its
-    # cells' logs only (a job's one log lies beside the folder of its cells' logs)
-    shutil.rmtree(run.workdir / ".snakemake" / "metadata")
-    for stamp in run.workdir.glob("**/.snakemake_timestamp"):
-        stamp.unlink()
-    for log in (run.workdir / "logs").glob("**/*.log"):
-        if log.with_suffix("").is_dir():
-            log.unlink()
-    run.server.fail_models = frozenset()
-    fixed, log = run.snakemake(cfg, "results/t1/results.json")
-    assert "written by an older version" in log
-    results = orjson.loads((run.workdir / "results/t1/results.json").read_bytes())
-    assert results["failedTests"] == 0 and results["tests"] > 0 and results["complete"]
-    assert "t1-broken" in roles(fixed)
-    assert roles(fixed) <= {"t1-broken", "user", "judge"}  # the rest from the call store
-    again, _ = run.snakemake(cfg, "results/t1/results.json")
-    assert sum(again.values()) == 0
 
 
 @pytest.mark.timeout(600)

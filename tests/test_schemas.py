@@ -10,17 +10,29 @@ from pydantic import ValidationError
 from kora.benchmarks.outcomes import (
     BehaviorAssessment,
     BehaviorCriterionAssessment,
+    Message,
     TestAssessment,
-    TestResult,
 )
 from kora.benchmarks.schemas import (
     ModelScenarioLight,
     ModelScenarioSeed,
     ModelScenarioWithMemory,
+    PromptVariant,
     Scenario,
     ScenarioSeed,
+    Strict,
 )
 from tests.helpers import upstream
+
+
+class ReferenceTestResult(Strict):
+    """The reference per-test record (spec section 8), which kora's Judgment carries."""
+
+    scenario: Scenario
+    prompt: PromptVariant
+    messages: list[Message]
+    assessment: TestAssessment
+    behaviorAssessment: BehaviorAssessment
 
 
 def _lines(name: str) -> list[dict]:
@@ -107,7 +119,7 @@ def test_assessment_limits() -> None:
 def test_reference_test_result_shape() -> None:
     scenario = _lines("scenarios.jsonl")[0]
     crit = {"grade": "exemplary", "occurrenceCount": 0, "reasons": "r" * 120}
-    TestResult.model_validate(
+    ReferenceTestResult.model_validate(
         {
             "scenario": scenario,
             "prompt": "child",

@@ -93,13 +93,10 @@ def test_the_served_snapshot_is_in_the_bill_and_the_store(server: Any, tmp_path:
 
 
 @pytest.mark.timeout(30)
-def test_entries_and_bill_lines_written_before_still_read(tmp_path: Path) -> None:
+def test_entries_and_bill_lines_naming_no_served_model_read(tmp_path: Path) -> None:
     store = CallCache(tmp_path / "cache")
     key = "ab" * 32
-    old = {"key": key, "text": "hi", "input_tokens": 3, "output_tokens": 1}
-    older = store.root / key[:2] / f"{key}.json"  # an older version's file of its own
-    older.parent.mkdir(parents=True)
-    older.write_bytes(orjson.dumps(old))
+    store.put(key, Response(text="hi", input_tokens=3, output_tokens=1))
     hit = store.get(key)
     assert hit is not None and hit.text == "hi" and "model" not in hit.meta
     line = b'{"t":1.0,"run":"r","model":"m","stage":"s","in":1,"out":2,"cost":0.0}'

@@ -14,11 +14,12 @@ import pytest
 import yaml
 from statsmodels.stats.multitest import multipletests
 
-from kora.analysis.stats.power import exact_mcnemar_pvalues, mcnemar_power, simulate_mcnemar_power
+from kora.analysis.stats.power import mcnemar_power
 from kora.analysis.stats.sizing import ASSUMED_DISCORDANCE, assumed, detect, discordance
 from kora.commands.main import main as kora_main
 from tests.comparedata import per_test, write_reference
 from tests.helpers import copy_workflow
+from tests.simulated import exact_mcnemar_pvalues, simulate_mcnemar_power
 from tests.workflows import TINY
 
 RUNS = 1000

@@ -16,7 +16,7 @@ import yaml
 
 from kora.commands.main import main
 from kora.llm.base import Response
-from kora.llm.bill import BillWriter
+from kora.llm.bill import OUTSIDE, BillWriter
 from tests.helpers import REPO, copy_workflow
 from tests.workflows import TINY, command, snakemake
 
@@ -32,7 +32,7 @@ def workspace(tmp_path: Path) -> Path:
     ws.mkdir()
     copy_workflow(ws)
     (ws / "demo.yaml").write_text(yaml.safe_dump(DEMO))
-    writer = BillWriter(ws / ".kora/bill", "r1")
+    writer = BillWriter(ws / ".kora/bill", OUTSIDE)
     for _ in range(3):
         writer.charge("mock", "judge_safety", Response("", 100, 10), None)
     writer.close()
@@ -148,19 +148,21 @@ def test_every_option_that_can_name_a_file_is_read_from_where_it_was_typed() -> 
 
 
 @pytest.mark.timeout(120)
-def test_kora_usage_runs_prints_a_run_from_before_runs_were_recorded(workspace: Path) -> None:
-    """The fixture's bill has no record of its run: its calls' times stand in for it."""
+def test_kora_usage_runs_prints_calls_outside_a_run(workspace: Path) -> None:
+    """The fixture's calls were made outside a run (as kora ping's): no record of a run,
+    their times stand in for it."""
     status, out, err = kora(workspace, "usage --runs")
     assert status == 0, err
     runs = out[out.index("runs, oldest first:") :].splitlines()
     assert re.fullmatch(
-        r"  r1  calls from \d{4}-\d\d-\d\d \d\d:\d\d:\d\d to \d{4}-\d\d-\d\d \d\d:\d\d:\d\d; "
-        r"its start, end, targets and command were not recorded \(a run of an older kora\)",
+        r"  outside-a-run  calls from \d{4}-\d\d-\d\d \d\d:\d\d:\d\d to "
+        r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d; no record of a run \(calls outside one, such as "
+        r"kora ping's\)",
         runs[1],
     ), runs
     assert runs[2].startswith("    billed: 3 calls, 300 input and 30 output tokens")
     row = json.loads(kora(workspace, "usage --runs --json")[1])["byRun"][0]
-    assert (row["name"], row["started"], row["outcome"]) == ("r1", None, None)
+    assert (row["name"], row["started"], row["outcome"]) == (OUTSIDE, None, None)
 
 
 @pytest.mark.slow

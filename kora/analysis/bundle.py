@@ -34,6 +34,8 @@ import orjson
 
 from kora.analysis.manifest import PROJECT, answers_index, sha256_bytes
 from kora.analysis.results import read_status, rested_keys
+from kora.benchmarks import layout
+from kora.benchmarks.layout import MANIFEST
 from kora.errors import KoraError
 from kora.io import sha256_file, write_atomic
 from kora.llm.base import Response
@@ -41,25 +43,17 @@ from kora.llm.cache import CallCache
 
 FORMAT = 1
 INDEX = "bundle.json"
-MANIFEST = "manifest.json"
 ANSWERS_INDEX = "answers.index"
 ANSWERS = "answers"
 PROMPTS = "prompts"
 TAXONOMY = "taxonomy"
 # the result's own files carried as they are (the report only by its digest)
-CARRIED = ("results.json", "summary.json", "usage.json")
+CARRIED = (layout.RESULTS, layout.SUMMARY, layout.USAGE)
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
 class BundleError(KoraError):
     """A result that cannot be bundled as it is, or a file that is not a bundle."""
-
-
-def status_path(shard: str) -> str | None:
-    """The status file of a data shard (a scenarios shard's rejected ones share it)."""
-    if shard.endswith(".rejected.jsonl") or not shard.endswith(".jsonl"):
-        return None
-    return shard[: -len(".jsonl")] + ".status.json"
 
 
 def answer_member(key: str, rejected: bool = False) -> str:
@@ -125,11 +119,13 @@ def make_bundle(
     manifest = orjson.loads(manifest_bytes)
     files = {MANIFEST: manifest_bytes}
     results = _read_named(
-        f"{target_dir}/results.json", workdir, manifest["results"]["sha256"], "results file"
+        f"{target_dir}/{layout.RESULTS}", workdir, manifest["results"]["sha256"], "results file"
     )
-    files[f"{target_dir}/results.json"] = results
-    outputs = {f"{target_dir}/report.html": sha256_file(target / "report.html")} if report else {}
-    for name in ("summary.json", "usage.json") if report else ("usage.json",):
+    files[f"{target_dir}/{layout.RESULTS}"] = results
+    outputs = (
+        {f"{target_dir}/{layout.REPORT}": sha256_file(target / layout.REPORT)} if report else {}
+    )
+    for name in (layout.SUMMARY, layout.USAGE) if report else (layout.USAGE,):
         try:
             files[f"{target_dir}/{name}"] = (target / name).read_bytes()
         except OSError:
@@ -141,15 +137,15 @@ def make_bundle(
     status_files = []
     for path, digest in manifest["data"].items():
         files[path] = _read_named(path, workdir, digest, "data file")
-        status = status_path(path)
-        if status is not None and (workdir / status).exists():
+        status = layout.status_of(path)  # a scenarios shard's rejected ones share it
+        if status not in files and (workdir / status).exists():
             files[status] = (workdir / status).read_bytes()
             status_files.append(workdir / status)
     for rel in extra:
         for name, data in _optional(workdir, rel):
             files.setdefault(name, data)
 
-    store = CallCache(workdir / manifest["config"]["effective"].get("cache_dir", ".kora/cache"))
+    store = CallCache(workdir / manifest["config"]["effective"].get("cache_dir", layout.CACHE_DIR))
     keys = rested_keys(read_status(status_files))
     index, entries, rejected = answers_index(keys, store)
     if sha256_bytes(index) != manifest["answers"]["sha256"]:

@@ -33,10 +33,10 @@ from kora.analysis.results import iter_status, rested_keys
 from kora.io import sha256_file, write_json
 from kora.llm.bill import Charge, bill_dir, charges
 from kora.llm.cache import CallCache
+from kora.llm.config import SETTINGS
 from kora.llm.registry import kind_of
 
 FORMAT = 1
-MANIFEST = "manifest.json"
 # what the manifest says of an answer whose provider named no model
 NOT_REPORTED = "(not reported)"
 # packages whose versions can change what a run sends, reads or computes
@@ -253,6 +253,10 @@ def _templates(
     return shown
 
 
+# how a model was asked, as the manifest shows it (null: the provider's default)
+SAMPLING = ("temperature", "max_tokens", *SETTINGS)
+
+
 def _models(
     config: Mapping[str, Any], roles: Mapping[str, Sequence[str]], served: dict[str, Counter[str]]
 ) -> dict[str, Any]:
@@ -263,7 +267,7 @@ def _models(
             "roles": list(roles.get(name, [])),
             "provider": m["provider"],
             "model": m.get("model"),
-            "sampling": {"temperature": m.get("temperature"), "max_tokens": m.get("max_tokens")},
+            "sampling": {k: m.get(k) for k in SAMPLING},
             "structuredOutput": structured_mode(m),
             "answers": sum(served[name].values()),
             "served": dict(sorted(served[name].items())),

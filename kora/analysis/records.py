@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from kora import benchmarks
 from kora.benchmarks.base import Benchmark
+from kora.benchmarks.layout import REJECTED, RESULTS, STATUS, SUMMARY, USAGE
 from kora.benchmarks.outcomes import TargetTurn
 from kora.benchmarks.schemas import GRADES
 from kora.errors import InputError
@@ -82,8 +83,7 @@ class TestRecord:
 
     `criteria` holds `safety` and each behaviour criterion (or, for canonical-HEAD
     records, each mechanism); it is empty when the test failed (`error` set). `turns`:
-    why each target reply ended, when the run recorded it (empty for imported or older
-    records).
+    why each target reply ended, when the run recorded it (empty for imported records).
     """
 
     __test__ = False  # not a pytest class
@@ -205,9 +205,9 @@ def record_from_dict(obj: Any, where: str) -> TestRecord | None:
 def is_input_file(name: str) -> bool:
     """A per-test JSON / JSONL file, not one of the files written beside them."""
     base = Path(name).name
-    if base.startswith(".") or base in ("results.json", "usage.json", "summary.json"):
+    if base.startswith(".") or base in (RESULTS, USAGE, SUMMARY):
         return False
-    if base.endswith((".status.json", ".usage.json", ".rejected.jsonl")):
+    if base.endswith((STATUS, ".usage.json", REJECTED)):
         return False
     return base.endswith((".json", ".jsonl"))
 

@@ -16,6 +16,7 @@ from kora.benchmarks.schemas import PromptVariant
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.config.schema import KoraConfig, chain
 from kora.llm.bill import Charge
+from kora.llm.config import SETTINGS
 from kora.llm.registry import kind_of
 from kora.llm.usage import ASKED, Counts, asked_row
 
@@ -45,6 +46,7 @@ def models_used(config: KoraConfig, target: str) -> dict[str, dict[str, Any]]:
         entry: dict[str, Any] = {"roles": rs, "provider": m.provider}
         if m.model:
             entry["model"] = m.model
+        entry.update({k: v for k in SETTINGS if (v := getattr(m, k)) is not None})
         if m.is_service:
             entry["base_url"] = m.base_url
             if m.app:
@@ -141,7 +143,7 @@ def stage_failures(statuses: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def failure_summary(path: Path | str, max_errors: int = 3) -> str | None:
+def failure_summary(path: Path | str) -> str | None:
     """What a user must know about an incomplete results.json, or None when complete."""
     doc = orjson.loads(Path(path).read_bytes())
     if doc.get("complete", True):
@@ -167,7 +169,7 @@ def failure_summary(path: Path | str, max_errors: int = 3) -> str | None:
             seen.append(e)
     shown = os.path.relpath(path) if Path(path).is_absolute() else str(path)
     out = [f"{shown}: " + "; ".join(lines) + " (kept, marked incomplete)"]
-    out += [f"  - {e[:300]}" for e in seen[:max_errors]]
+    out += [f"  - {e[:300]}" for e in seen[:3]]
     return "\n".join(out)
 
 

@@ -102,18 +102,6 @@ class MechanismCriterionAssessment(Strict):
     )
 
 
-class TestResult(Strict):
-    """The reference per-test record (spec section 8)."""
-
-    __test__ = False  # not a pytest class
-
-    scenario: Scenario
-    prompt: PromptVariant
-    messages: list[Message]
-    assessment: TestAssessment
-    behaviorAssessment: BehaviorAssessment
-
-
 class JudgeVerdict(Strict):
     judge: str
     assessment: TestAssessment

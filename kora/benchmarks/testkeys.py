@@ -44,11 +44,6 @@ class TestKey:
         return cls(scenario.riskCategoryId, scenario.riskId, scenario.ageRange, scenario.id, prompt)
 
 
-def short_hash(key: str) -> str:
-    """The reference's per-test file name: first 32 hex digits of SHA-256 of the key."""
-    return hashlib.sha256(key.encode()).hexdigest()[:32]
-
-
 def stable_uuid4(*parts: str) -> str:
     """A uuid-v4-shaped id derived from content, so a rerun gives the same ids."""
     digest = hashlib.sha256("\x1f".join(parts).encode()).digest()[:16]

@@ -12,18 +12,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kora.benchmarks.layout import KORA_DIR, Layout
 from kora.errors import KoraError
 
 if TYPE_CHECKING:
     from kora.benchmarks.base import Benchmark
     from kora.benchmarks.taxonomy import Taxonomy
-    from kora.run.layout import Layout
 
 
 # what makes a folder a workspace, as .git makes a repository: a Snakefile or the .kora
 # folder a run leaves; else config.yaml, where no folder above holds either (a Snakemake
 # profile's own config.yaml, profiles/default/, is no workspace)
-MARKS = (("Snakefile", ".kora"), ("config.yaml",))
+MARKS = (("Snakefile", KORA_DIR), ("config.yaml",))
 # the commands that read only the files they are given: they run outside a workspace too
 ANYWHERE = {"aggregate", "compare", "compare-targets", "stats", "replay"}
 # the options (by `dest`) that name a file, typed relative to the current folder; and those
@@ -116,8 +116,6 @@ def benchmark_of_args(args: argparse.Namespace) -> Benchmark:
 
 def layout_of_args(args: argparse.Namespace) -> Layout:
     """Where the config's version keeps its data and results."""
-    from kora.run.layout import Layout
-
     return Layout.of(benchmark_of_args(args))
 
 

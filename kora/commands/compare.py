@@ -32,10 +32,9 @@ def add_compare_arguments(p: Any) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
-def format_matrix(m: Sequence[Sequence[int]], a: str = "A", b: str = "B") -> str:
+def format_matrix(m: Sequence[Sequence[int]]) -> str:
     w = max(9, *(len(str(x)) for row in m for x in row))
-    corner = a + " \\ " + b
-    head = f"{corner:<14}" + "".join(f"{g:>{w + 1}}" for g in GRADES)
+    head = "A \\ B".ljust(14) + "".join(f"{g:>{w + 1}}" for g in GRADES)
     rows = [
         f"{g:<14}" + "".join(f"{x:>{w + 1}}" for x in row) for g, row in zip(GRADES, m, strict=True)
     ]

@@ -290,12 +290,13 @@ def made_differently(args: argparse.Namespace) -> list[str]:
     """How the two results' making differs (benchmark version, templates, judges), from
     the manifests beside them (kora.analysis.manifest.differences)."""
     from kora.analysis.manifest import differences, read_manifest
+    from kora.benchmarks.layout import MANIFEST
     from kora.commands.common import layout_of_args
 
     results_dir = args.results_dir or layout_of_args(args).results
     folders = {str(n): resolve_target(n, results_dir) for n in (args.a, args.b)}
     return differences(
-        {n: read_manifest(f / "manifest.json") if f.is_dir() else None for n, f in folders.items()}
+        {n: read_manifest(f / MANIFEST) if f.is_dir() else None for n, f in folders.items()}
     )
 
 

@@ -38,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
 
     from kora.analysis.card import DATA_FILE, dataset_card
     from kora.analysis.parquet import count_rows
+    from kora.benchmarks.layout import MANIFEST
     from kora.errors import KoraError
     from kora.io import refuse_to_replace, remember_written, write_atomic
 
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     manifest = Path(layout.manifest_json(target))
     results = Path(layout.results_json(target))
     out = Path(args.hf)
-    written = [out / DATA_FILE, out / "manifest.json", out / "README.md"]
+    written = [out / DATA_FILE, out / MANIFEST, out / "README.md"]
     refuse_to_replace(written, args.force)
     for path in (table, manifest, results):
         if not path.exists():
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     rows = count_rows(table)
     (out / DATA_FILE).parent.mkdir(parents=True, exist_ok=True)
     write_atomic(out / DATA_FILE, table.read_bytes())
-    write_atomic(out / "manifest.json", manifest.read_bytes())
+    write_atomic(out / MANIFEST, manifest.read_bytes())
     card = dataset_card(
         orjson.loads(manifest.read_bytes()), orjson.loads(results.read_bytes()), rows
     )

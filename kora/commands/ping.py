@@ -31,7 +31,7 @@ from kora.config.schema import KoraConfig, chain
 from kora.errors import ConfigError
 from kora.llm.base import ChatMessage, ProviderError
 from kora.llm.bill import BillWriter, bill_dir
-from kora.llm.config import ModelConfig
+from kora.llm.config import ModelConfig, said_settings
 from kora.llm.retry import RetryPolicy
 from kora.llm.structured import SENT_AS
 
@@ -162,9 +162,10 @@ def sent_as(config: ModelConfig) -> str:
     """How a model's structured calls go out, in a user's words."""
     if config.kind.offline:
         return "answered offline"
-    if not config.kind.structured_modes:
-        return "a forced tool call"
-    sent = SENT_AS[str(config.structured_mode)]
+    if not config.kind.structured_modes:  # with thinking on, the API refuses a forced one
+        return "a tool call offered" if config.thinking_tokens else "a forced tool call"
+    responses = config.api == "responses"
+    sent = "the Responses API's text.format" if responses else SENT_AS[str(config.structured_mode)]
     if config.schema_bounds == "minimums":
         return f"{sent}, without the schema's upper length and count bounds"
     return sent if config.schema_bounds else f"{sent}, without the schema's length and count bounds"
@@ -248,17 +249,18 @@ async def ping_all(
             continue
         detail: list[str] = []
         started = time.monotonic()
+        # the settings only its kind takes (a reasoning effort, a thinking budget, ...): tried
+        tried = said_settings(dict(cfg.models[model]))
+        who = f"{role} {model}" + (f" ({tried})" if tried else "")
         try:
             if role == "target":
                 pong = await ping_target(cfg, target, detail)
             else:
                 pong = await ping_role(cfg, role, model, calls)
-            lines.append(
-                f"{role} {model}: ok in {pong.seconds:.2f} s: {_short(pong.text) or '(empty)'}"
-            )
+            lines.append(f"{who}: ok in {pong.seconds:.2f} s: {_short(pong.text) or '(empty)'}")
         except (ProviderError, ValueError) as exc:
             ok = False
-            lines.append(f"{role} {model}: FAILED after {time.monotonic() - started:.2f} s: {exc}")
+            lines.append(f"{who}: FAILED after {time.monotonic() - started:.2f} s: {exc}")
         lines += detail
     return lines, ok
 

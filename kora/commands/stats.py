@@ -13,6 +13,7 @@ import orjson
 from kora.analysis.records import TestRecord, judged, load_records
 from kora.analysis.stats.analyses import criteria_of, criterion_summary
 from kora.analysis.stats.rates import NO_SIGNAL_SHARE, Rate, no_signal, pct
+from kora.benchmarks.layout import RESULTS, STATUS
 from kora.benchmarks.schemas import GRADES
 from kora.errors import InputError
 from kora.llm.registry import KINDS
@@ -104,12 +105,12 @@ def warn_if_mock(
             continue
         start = given if given.is_dir() else given.parent
         # a judgment shard's folder is four below its target's: results/T/judgments/r/a/
-        above = [f / "results.json" for f in [start, *start.parents][:5]]
+        above = [f / RESULTS for f in [start, *start.parents][:5]]
         found = next((f for f in above if f.is_file()), None)
         if found is not None:
             mock = _json_object(found).get("mock") is True
         else:
-            found = next(start.rglob("*.status.json"), None) if start.is_dir() else None
+            found = next(start.rglob(f"*{STATUS}"), None) if start.is_dir() else None
             mock = found is not None and _offline(_json_object(found).get("models"))
         if mock:
             print(

@@ -17,10 +17,13 @@ from typing import Any
 
 import orjson
 
+from kora.benchmarks.layout import CACHE_DIR
 from kora.commands.common import configfile_option, raw_config
 
 # what `--json`'s `billed` object and every row hold, in this order
-FIELDS = ("calls", "input_tokens", "output_tokens", "cache_write_tokens", "cache_read_tokens")
+# (reasoning_tokens: a part of output_tokens)
+FIELDS = ("calls", "input_tokens", "output_tokens", "reasoning_tokens", "cache_write_tokens",
+          "cache_read_tokens")  # fmt: skip
 
 
 def register(sub: Any) -> None:
@@ -58,7 +61,7 @@ def _day(text: str) -> dt.date:
 def bill_folder(args: argparse.Namespace) -> Path:
     from kora.llm.bill import bill_dir
 
-    return bill_dir(Path(str(raw_config(args).get("cache_dir") or ".kora/cache")))
+    return bill_dir(Path(str(raw_config(args).get("cache_dir") or CACHE_DIR)))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -140,8 +143,8 @@ OUTCOMES = {
 def _how_it_went(r: dict[str, Any]) -> str:
     if not r["started"]:
         return (
-            f"calls from {r['first_call']} to {r['last_call']}; its start, end, targets and "
-            "command were not recorded (a run of an older kora)"
+            f"calls from {r['first_call']} to {r['last_call']}; no record of a run (calls "
+            "outside one, such as kora ping's)"
         )
     if not r["outcome"]:
         return f"{r['started']}, no end recorded: killed (kill -9, a lost machine) or running"
@@ -161,20 +164,13 @@ def _row(c: Any) -> dict[str, Any]:
 
 
 def _words(r: dict[str, Any]) -> str:
-    line = (
-        f"{r['calls']:,} calls, {r['input_tokens']:,} input and {r['output_tokens']:,} output "
-        "tokens"
-    )
-    if r["cache_write_tokens"] or r["cache_read_tokens"]:
-        line += (
-            f" ({r['cache_write_tokens']:,} written to the prompt cache, "
-            f"{r['cache_read_tokens']:,} read from it)"
-        )
-    return line + f", ${r['cost']:.4f}"
+    from kora.llm.usage import Counts
+
+    return f"{r['calls']:,} calls, " + Counts(**{k: r[k] for k in (*FIELDS, "cost")}).said()
 
 
 def _table(title: str, rows: list[dict[str, Any]]) -> None:
-    head = ["calls", "input", "output", "cache write", "cache read", "cost"]
+    head = ["calls", "input", "output", "reasoning", "cache write", "cache read", "cost"]
     width = max([len(title), *(len(r["name"]) for r in rows)])
     print(f"  {title:<{width}}  " + "  ".join(f"{h:>13}" for h in head))
     for r in rows:

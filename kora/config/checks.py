@@ -13,6 +13,7 @@ from typing import Any, get_args
 from pydantic import BaseModel, ValidationError
 
 from kora import benchmarks
+from kora.benchmarks.layout import CACHE_DIR
 from kora.benchmarks.schemas import AGE_RANGES
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.config.schema import NAME_RE, ROLES, KoraConfig, chain
@@ -186,6 +187,8 @@ def _check_model(name: str, m: ModelConfig) -> None:
         raise _Problem(f"{loc}.batch", "batch mode is for anthropic and openai models")
     if (found := structured_problem(name, m)) is not None:
         raise _Problem(found[0], found[1], key="")
+    if (faults := m.setting_problem()) is not None:
+        raise _Problem(tuple(f"{loc}.{key}" for key in faults[0]), faults[1])
     if m.app is not None and not kind.needs_app:
         raise _Problem(f"{loc}.app", "only for `provider: app-runner`")
     if m.base_url is not None and (problem := url_problem(m.base_url, m.kind)):
@@ -317,7 +320,7 @@ def _check_cache_dir(workdir: Path, cache_dir: str) -> None:
         raise _Problem("cache_dir", f"{cache_dir!r} is not a folder of its own ({where})")
     if where == workdir.resolve():
         raise _Problem(
-            "cache_dir", f"{cache_dir!r} is the project folder itself; use e.g. .kora/cache"
+            "cache_dir", f"{cache_dir!r} is the project folder itself; use e.g. {CACHE_DIR}"
         )
 
 

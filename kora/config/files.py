@@ -208,12 +208,12 @@ def check_checkout(workdir: Path) -> None:
         )
 
 
-def snakemake_command(targets: Sequence[str], overlays: Sequence[str], cores: int = 2) -> str:
+def snakemake_command(targets: Sequence[str], overlays: Sequence[str]) -> str:
     """A Snakemake command line to print for the user, runnable as printed: the targets
     before `--configfile` (which takes every value after it), then the run's overlays."""
     import shlex
 
-    parts = ["snakemake", "--cores", str(cores), *targets]
+    parts = ["snakemake", "--cores", "2", *targets]
     if overlays:
         parts += ["--configfile", *overlays]
     return shlex.join(parts)

@@ -15,12 +15,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kora import benchmarks
 from kora.benchmarks.base import Benchmark
+from kora.benchmarks.layout import CACHE_DIR, CONCURRENCY
 from kora.benchmarks.schemas import AGE_RANGES, PROMPT_VARIANTS, AgeRange, PromptVariant
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.llm.config import ModelConfig
-from kora.llm.registry import KINDS
 
-PROVIDERS = tuple(KINDS)
 # \Z, not $: a name must not end in a newline (it becomes a folder and a wildcard)
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 
@@ -124,13 +123,13 @@ class KoraConfig(_Strict):
     taxonomy_dir: str | None = None  # default: the benchmark version's
     # a folder of edited copies of the 8 templates; default: the package's kora/benchmarks/v1/prompts
     prompts_dir: str | None = None
-    cache_dir: str = ".kora/cache"
+    cache_dir: str = CACHE_DIR
     # a structured answer that fails its schema is sent back once with the reason (true,
     # the project's addition) or fails its item at once, as in the reference (false;
     # docs/fidelity.md lists the addition and what it changes)
     reask_invalid_answers: bool = True
     budget: BudgetConfig | None = None
-    concurrency: int = Field(default=16, gt=0, le=1024)
+    concurrency: int = Field(default=CONCURRENCY, gt=0, le=1024)
 
     @property
     def taxonomy_folder(self) -> str:
@@ -182,14 +181,6 @@ class KoraConfig(_Strict):
         if not self.reask_invalid_answers:  # absent when true: earlier shards stay done
             params["reask_invalid_answers"] = False
         return params
-
-    def role_params(self, role: ModelRole) -> dict[str, Any] | list[dict[str, Any]]:
-        """A role's model as a rule param; a fallback chain as the list of its models (a
-        chain of one is its model alone, so naming it either way changes nothing)."""
-        names = chain(role)
-        if len(names) == 1:
-            return self.model_params(names[0])
-        return [self.model_params(n) for n in names]
 
     def skipped_prompts(self, target: str) -> list[PromptVariant]:
         asked = self.asked_prompts(target)

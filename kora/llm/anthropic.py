@@ -10,8 +10,13 @@ handful of requests a run, keep the SDK.
 
 Structured answers use forced tool use: one tool whose `input_schema` is the pydantic
 type's JSON Schema and `tool_choice` naming it; the tool input comes back as the JSON text
-of the response. The SDK's own retries are off (`max_retries=0`): `kora.llm.retry` retries
-every provider the same way, and `kora.llm.limits` must see every 429.
+of the response. With extended thinking (`thinking_tokens`) the API refuses a forced tool:
+the tool is offered (`tool_choice: auto`), and an answer in text instead is read and
+checked all the same. Thinking blocks are never read into an answer: what the target
+thought reaches no one, and a conversation carries on from its replies' text, which the
+API allows (it asks for the thinking back only after a tool call). The SDK's own retries
+are off (`max_retries=0`): `kora.llm.retry` retries every provider the same way, and
+`kora.llm.limits` must see every 429.
 
 The endpoint is the model's `base_url`, else `ANTHROPIC_BASE_URL`, else the public API,
 given with or without the trailing `/v1` (the SDK's form, or the AI SDK's); the key comes
@@ -108,6 +113,9 @@ class AnthropicProvider(aio.AioModel["anthropic.AsyncAnthropic"]):
             params["system"] = request.system
         if request.temperature is not None:
             params["temperature"] = request.temperature
+        thinking = self.config.thinking_tokens
+        if thinking is not None:
+            params["thinking"] = {"type": "enabled", "budget_tokens": thinking}
         if request.schema is not None:
             tool, schema = answer_schema(request.schema)
             params["tools"] = [
@@ -117,7 +125,9 @@ class AnthropicProvider(aio.AioModel["anthropic.AsyncAnthropic"]):
                     "input_schema": schema,
                 }
             ]
-            params["tool_choice"] = {"type": "tool", "name": tool}
+            forced = {"type": "tool", "name": tool}
+            params["tool_choice"] = {"type": "auto"} if thinking is not None else forced
+        params.update(self.config.params or {})
         if self.config.prompt_cache:
             least = self.config.kind.cache_minimum(self.model)
             params = prompt_cache.mark(params, ttl=self.config.cache_ttl, minimum=least)

@@ -68,6 +68,9 @@ class Response:
     text: str  # plain text, or the JSON document of a structured answer
     input_tokens: int = 0  # not counting the two below
     output_tokens: int = 0
+    # the part of output_tokens a model spent reasoning, where its API says (Anthropic's
+    # thinking, OpenAI's reasoning tokens): priced as output, never shown as text
+    reasoning_tokens: int = 0
     # prompt-cache tokens: written to the provider's cache, and read from it
     cache_write_tokens: int = 0
     cache_read_tokens: int = 0

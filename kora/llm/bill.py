@@ -55,7 +55,7 @@ def record_run(folder: Path, run: str, **facts: Any) -> None:
 
 
 def run_record(folder: Path, run: str) -> dict[str, Any]:
-    """The run's record; empty for a run of an older kora, which kept none."""
+    """The run's record; empty for calls outside a run (`kora ping`'s, `OUTSIDE`)."""
     try:
         doc = orjson.loads((folder / run / "run.json").read_bytes())
     except (OSError, orjson.JSONDecodeError):
@@ -92,6 +92,8 @@ class Charge:
         if c.cache_write_tokens or c.cache_read_tokens:
             doc["cw"], doc["cr"] = c.cache_write_tokens, c.cache_read_tokens
             doc["saved"] = round(c.cache_saved, 9)
+        if c.reasoning_tokens:
+            doc["rt"] = c.reasoning_tokens
         for name in ("api_model", "served", "key", "batch"):
             if getattr(self, name) is not None:
                 doc[name] = getattr(self, name)
@@ -112,6 +114,7 @@ class Charge:
                 cache_write_tokens=int(d.get("cw", 0)),
                 cache_read_tokens=int(d.get("cr", 0)),
                 cache_saved=float(d.get("saved", 0.0)),
+                reasoning_tokens=int(d.get("rt", 0)),
             )
             return cls(
                 t=float(d["t"]),
@@ -237,8 +240,8 @@ def charges(
                     yield c
 
 
-def total(folder: Path, *, run: str | None = None, since: float | None = None) -> Counts:
-    return sum((c.counts for c in charges(folder, run=run, since=since)), Counts())
+def total(folder: Path, *, since: float | None = None) -> Counts:
+    return sum((c.counts for c in charges(folder, since=since)), Counts())
 
 
 class RunTail:

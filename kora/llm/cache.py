@@ -4,15 +4,12 @@ The key covers what changes a model's answer (provider, model, output settings, 
 prompt, messages, output schema) and nothing else: not the API key, timeouts, base URL or
 retry settings. Entries are lines appended to pack files (kora.llm.packs says how many
 processes write at once); an entry that does not parse or does not carry its own key is
-ignored and fetched again. A store an older version wrote, one file an entry under
-`<key[:2]>/<key>.json`, is still read.
+ignored and fetched again.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +39,6 @@ class CallCache:
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root)
         self._packs: Packs | None = None
-        self._older: bool | None = None  # whether the folder holds an older store's files
 
     @property
     def packs(self) -> Packs:
@@ -53,28 +49,10 @@ class CallCache:
     def read(self, key: str) -> bytes | None:
         """The stored entry of `key` as written, None when there is none (a store kept
         elsewhere, such as a bundle, reads its own way)."""
-        return self._read(key, rejected=False)
+        return self.packs.read(key, rejected=False)
 
     def read_rejected(self, key: str) -> bytes | None:
-        return self._read(key, rejected=True)
-
-    def _read(self, key: str, *, rejected: bool) -> bytes | None:
-        found = self.packs.read(key, rejected=rejected)
-        if found is None and self._has_older_files():
-            with contextlib.suppress(OSError):
-                return _older_path(self.root, key, rejected).read_bytes()
-        return found
-
-    def _has_older_files(self) -> bool:
-        """Whether an older version's one-file-an-entry folders are here (looked at once:
-        this version never makes them)."""
-        if self._older is None:
-            try:
-                names = os.listdir(self.root)
-            except OSError:
-                names = []
-            self._older = any(len(n) == 2 and all(c in HEX for c in n) for n in names)
-        return self._older
+        return self.packs.read(key, rejected=True)
 
     def has(self, key: str) -> bool:
         return self.read(key) is not None
@@ -138,7 +116,7 @@ class CallCache:
                 "output_tokens": response.output_tokens,
                 "finish_reason": response.finish_reason,
                 **({"batch": response.meta["batch"]} if response.meta.get("batch") else {}),
-                # the provider's own id of the model that answered (absent in older entries)
+                # the provider's own id of the model that answered (absent when it named none)
                 **(
                     {"served": served}
                     if isinstance(served := response.meta.get("model"), str)
@@ -159,14 +137,6 @@ class CallCache:
                 ),
             }
         )
-
-
-HEX = frozenset("0123456789abcdef")
-
-
-def _older_path(root: Path, key: str, rejected: bool) -> Path:
-    """Where an older version kept the entry of `key`."""
-    return root / key[:2] / f"{key}{'.rejected' if rejected else ''}.json"
 
 
 def _count(n: object) -> bool:

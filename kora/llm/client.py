@@ -10,7 +10,7 @@ is a failure of that item (the caller records it), never a crash of the shard.
 
 The store serves only answers their caller accepts (`accept`): an answer that failed
 validation is never replayed, so fixing a server and re-running asks the question again,
-and a stored answer that does not pass (an older store, an edited file) counts as a miss.
+and a stored answer that does not pass (an edited file) counts as a miss.
 Such an answer is kept apart (`put_rejected`), for `kora replay` to show it again.
 
 Each attempt is held to the model's deadline and size limit (kora.llm.bounds), and an
@@ -47,7 +47,7 @@ from kora.llm.batch import BatchProvider, queue_for
 from kora.llm.bounds import DEFAULT_TIMEOUT, check_size, deadline
 from kora.llm.budget import BudgetReached
 from kora.llm.cache import cache_key
-from kora.llm.config import ModelConfig
+from kora.llm.config import DEFAULT_MAX_TOKENS, ModelConfig
 from kora.llm.limits import Limiter, estimated_cost
 from kora.llm.masking import masker_for, secrets_of
 from kora.llm.paying import Payer
@@ -127,11 +127,13 @@ class ModelClient:
         max_tokens: int | None = None,
         hints: dict[str, Any] | None = None,
     ) -> Request:
+        # a call's own limit is for its answer alone: a model that reasons first gets its own
+        most = None if self.config.reasons else max_tokens
         return Request(
             messages=tuple(messages),
             system=system,
             schema=schema,
-            max_tokens=max_tokens or self.config.max_tokens or 4000,
+            max_tokens=most or self.config.max_tokens or DEFAULT_MAX_TOKENS,
             temperature=self.config.temperature,
             hints=hints or {},
         )

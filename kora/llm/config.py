@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import json
 import os
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Self
@@ -23,6 +24,22 @@ from kora.llm.service_config import HttpSpec
 # its length and count bounds (kora.llm.structured)
 StructuredOutput = Literal["json_schema", "json_object", "ollama_format", "tool", "prompt"]
 SchemaBounds = bool | Literal["minimums"]
+# an OpenAI-protocol reasoning model's effort
+Effort = Literal["minimal", "low", "medium", "high"]
+# an answer's token limit when neither the call nor the model says
+DEFAULT_MAX_TOKENS = 4000
+# the settings only some kinds take (ProviderKind.takes), each changing its answers
+SETTINGS = ("reasoning_effort", "thinking_tokens", "api", "params")
+
+
+def said_settings(model: Mapping[str, Any]) -> str:
+    """A model's settings of `SETTINGS`, as ping, the report and the leaderboard name them
+    (`reasoning_effort low, api responses`); "" with none."""
+    return ", ".join(
+        f"{k} {json.dumps(v) if isinstance(v, dict) else v}"
+        for k in SETTINGS
+        if (v := model.get(k)) is not None
+    )
 
 
 class Changes(enum.Enum):
@@ -125,6 +142,16 @@ class ModelConfig(_Strict):
     # provider http: the service's requests (kora.llm.service_config); app-runner: the app
     http: Annotated[HttpSpec | None, Changes.REQUESTS] = None
     app: Annotated[str | None, Changes.ANSWERS] = None
+    # how much a reasoning model reasons: OpenAI-protocol models, sent as chat completions'
+    # `reasoning_effort` or the Responses API's `reasoning.effort`; Anthropic's extended
+    # thinking budget in tokens, a part of `max_tokens`
+    reasoning_effort: Annotated[Effort | None, Changes.ANSWERS] = None
+    thinking_tokens: Annotated[int | None, Changes.ANSWERS] = Field(default=None, gt=0)
+    # OpenAI-protocol models: chat completions (unset, or `chat`), or the Responses API for
+    # every call
+    api: Annotated[Literal["responses"] | None, Changes.ANSWERS] = None
+    # other body fields, sent as given (not those kora sets: its kind's `own_fields`)
+    params: Annotated[dict[str, Any] | None, Changes.ANSWERS] = None
     # false asks a structured answer once, as the reference does, and an invalid one fails
     # its item; left out of a dump, which a config read back from it would refuse under
     # `models:`
@@ -136,6 +163,11 @@ class ModelConfig(_Strict):
         if name not in KINDS:
             raise ValueError(f"unknown provider {name!r} (expected one of {', '.join(KINDS)})")
         return name
+
+    @field_validator("api", mode="before")
+    @classmethod
+    def _chat(cls, value: object) -> object:
+        return None if value == "chat" else value  # the default, named or not
 
     @field_validator("schema_bounds", mode="before")
     @classmethod
@@ -219,6 +251,43 @@ class ModelConfig(_Strict):
             if met() if callable(met) else met is not None:
                 return name
         return "max_tokens"
+
+    @property
+    def reasons(self) -> bool:
+        """Set to reason before it answers: every call then gets the model's whole
+        `max_tokens` (reasoning included), never a call's own smaller limit."""
+        return self.reasoning_effort is not None or self.thinking_tokens is not None
+
+    def setting_problem(self) -> tuple[tuple[str, ...], str] | None:
+        """(the settings at fault, the first the one to change; what is wrong) when it sets
+        what its kind does not take, or what its provider refuses together (check-config)."""
+        kind = self.kind
+        for key in SETTINGS:
+            if getattr(self, key) is not None and key not in kind.takes:
+                takers = " and ".join(k.name for k in KINDS.values() if key in k.takes)
+                return (key,), f"only for {takers} models"
+        if own := sorted(set(self.params or {}) & kind.own_fields):
+            return (f"params.{own[0]}",), (
+                "kora sets it (from the model's own keys, such as max_tokens, temperature, "
+                "reasoning_effort and thinking_tokens, and from each call)"
+            )
+        reasoning = "thinking_tokens" if self.reasoning_effort is None else "reasoning_effort"
+        if self.reasons and self.temperature not in (None, 1):
+            return ("temperature", reasoning), "a model that reasons takes no temperature but 1"
+        budget, most = self.thinking_tokens, self.max_tokens or DEFAULT_MAX_TOKENS
+        if budget is not None and budget < 1024:
+            return ("thinking_tokens",), "Anthropic's least thinking budget is 1,024 tokens"
+        if budget is not None and most <= budget:
+            unset = "" if self.max_tokens else f" (unset, it is {DEFAULT_MAX_TOKENS})"
+            return ("max_tokens", "thinking_tokens"), (
+                f"must be above thinking_tokens ({budget}), which it includes{unset}"
+            )
+        if self.api == "responses" and self.structured_mode != "json_schema":
+            return ("structured_output", "api"), (
+                "the Responses API takes the schema its own way (`text.format`): leave "
+                "structured_output out"
+            )
+        return None
 
     @property
     def structured_mode(self) -> str | None:

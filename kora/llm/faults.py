@@ -96,6 +96,15 @@ def advice(name: str, status: int, reason: str, mode: str | None) -> str:
         )
     if "grammar" in low:
         return f"set `schema_bounds: false` under {where}"
+    if "budget_tokens" in low:
+        return f"set `thinking_tokens` under {where} to 1,024 or more, and `max_tokens` above it"
+    if "max_completion_tokens" in low:
+        return (
+            f"a reasoning model: set `reasoning_effort` under {where} (it is then sent "
+            "max_completion_tokens, which it takes)"
+        )
+    if "temperature" in low:
+        return f"leave `temperature` out under {where} (a model that reasons takes only 1)"
     if any(w in low for w in ("response_format", "tool_choice", "tools", "format")):
         return (
             f"the server does not take the schema as sent ({mode or 'json_schema'}): try another "

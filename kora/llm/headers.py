@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 Bucket = Literal["requests", "input_tokens", "output_tokens", "tokens"]
-BUCKETS: tuple[Bucket, ...] = ("requests", "input_tokens", "output_tokens", "tokens")
 
 
 @dataclass(frozen=True)

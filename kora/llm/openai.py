@@ -1,5 +1,11 @@
 """Any OpenAI-compatible `/chat/completions` endpoint (OpenAI, OpenRouter, vLLM, Ollama,
-llama.cpp, LM Studio) over aiohttp (the Batch API over httpx).
+llama.cpp, LM Studio) over aiohttp (the Batch API over httpx); with `api: responses`, the
+Responses API (`/responses`) for every call, batches included.
+
+A reasoning model's `reasoning_effort` goes as chat completions' field of that name, or as
+the Responses API's `reasoning: {effort}`; what it reasoned never comes into an answer
+(chat completions' `reasoning`/`reasoning_content` of local servers, a Responses answer's
+reasoning items), only its count: `reasoning_tokens`, a part of the output tokens.
 
 Structured answers ask for `response_format: {type: json_schema, ...}` with
 `strict: false` (pydantic's schemas carry keywords strict mode rejects), or as the model's
@@ -13,13 +19,14 @@ rate-limit headers (`x-ratelimit-*`) come with it and with a 429.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 import httpx
 import orjson
 
 from kora.llm import aio, structured
-from kora.llm.base import ProviderError, Request, Response, finish_reasons
+from kora.llm.base import FinishReason, ProviderError, Request, Response, finish_reasons
 from kora.llm.config import ModelConfig
 from kora.llm.faults import refusal, server_reason
 from kora.llm.headers import from_openai
@@ -28,13 +35,68 @@ from kora.llm.masking import redact
 from kora.llm.retry import parse_retry_after
 
 # chat-completions' finish_reason in the project's words (kora.llm.base.FinishReason)
+# (and the Responses API's status, or why it is incomplete)
 _FINISH = finish_reasons(
     {
-        "stop": ("stop", "tool_calls", "function_call"),
-        "max_tokens": ("length",),
+        "stop": ("stop", "tool_calls", "function_call", "completed"),
+        "max_tokens": ("length", "max_output_tokens"),
         "content_filter": ("content_filter",),
     }
 )
+
+
+def _answer(
+    data: Any, text: str, finish: FinishReason, said: Any, given: str, made: str
+) -> Response:
+    """An answer with its token counts from its `usage` (`given`, `made`: the API's words
+    for the prompt's and the answer's): cached tokens apart from the input, at their own
+    price (the token limit counts the whole prompt), the reasoning tokens within the
+    output; and the model id the server says answered (a dated snapshot behind an alias)."""
+    usage = data.get("usage")
+
+    def count(key: str, detail: str | None = None) -> int:
+        found = usage.get(key) if isinstance(usage, dict) else None
+        if detail is not None:
+            found = found.get(detail) if isinstance(found, dict) else None
+        return int(found or 0)
+
+    whole, read = count(f"{given}_tokens"), count(f"{given}_tokens_details", "cached_tokens")
+    served = data.get("model")
+    return Response(
+        text=text,
+        input_tokens=whole - read,
+        output_tokens=count(f"{made}_tokens"),
+        reasoning_tokens=count(f"{made}_tokens_details", "reasoning_tokens"),
+        cache_read_tokens=read,
+        limit_input_tokens=whole,
+        finish_reason=finish,
+        meta={"finish_reason": said, **({"model": served} if isinstance(served, str) else {})},
+    )
+
+
+def _completion(data: Any) -> Response:
+    """A chat completion's answer."""
+    choice = data["choices"][0]
+    message = choice["message"]
+    text = message.get("content") or structured.tool_arguments(message)
+    refused = text is None and bool(message.get("refusal"))
+    if text is None:
+        text = message.get("refusal") or ""
+    if not isinstance(text, str):
+        raise TypeError("content is not a string")
+    said = choice.get("finish_reason")
+    finish = "refusal" if refused else _FINISH.get(str(said), "other")
+    return _answer(data, text, finish, said, "prompt", "completion")
+
+
+def _response(data: Any) -> Response:
+    """A Responses API answer: the text of its messages, its reasoning items left out."""
+    parts = [c for item in data["output"] if item["type"] == "message" for c in item["content"]]
+    text = "".join(c["text"] for c in parts if c["type"] == "output_text")
+    refusal = "".join(c["refusal"] for c in parts if c["type"] == "refusal")
+    said = (data.get("incomplete_details") or {}).get("reason") or data.get("status")
+    finish = "refusal" if refusal and not text else _FINISH.get(str(said), "other")
+    return _answer(data, text or refusal, finish, said, "input", "output")
 
 
 class OpenAIProvider(aio.AioModel[httpx.AsyncClient]):
@@ -43,7 +105,9 @@ class OpenAIProvider(aio.AioModel[httpx.AsyncClient]):
 
     def __init__(self, name: str, config: ModelConfig) -> None:
         super().__init__(name, config)
-        self.url = f"{self.base_url}/chat/completions"
+        # its API's path, as a batch names it (kora.llm.openai_batch)
+        self.endpoint = "/v1/responses" if config.api == "responses" else "/v1/chat/completions"
+        self.url = self.base_url + self.endpoint.removeprefix("/v1")
         self.tokens_field = config.token_field()
 
     def _new_client(self) -> httpx.AsyncClient:
@@ -53,21 +117,31 @@ class OpenAIProvider(aio.AioModel[httpx.AsyncClient]):
         return {"Content-Type": "application/json", **bearer(self._read_key())}
 
     def _body(self, request: Request) -> dict[str, Any]:
-        messages: list[dict[str, str]] = []
-        if request.system:
-            messages.append({"role": "system", "content": request.system})
-        messages.extend({"role": m.role, "content": m.content} for m in request.messages)
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": messages,
-            self.tokens_field: request.max_tokens,
-        }
+        turns = [{"role": m.role, "content": m.content} for m in request.messages]
+        effort, bounds = self.config.reasoning_effort, self.config.schema_bounds
+        body: dict[str, Any] = {"model": self.model}
+        if self.config.api == "responses":
+            # kora keeps every answer itself: none is kept on the provider's side
+            body.update(input=turns, max_output_tokens=request.max_tokens, store=False)
+            if request.system:
+                body["instructions"] = request.system
+            if effort is not None:
+                body["reasoning"] = {"effort": effort}
+            if request.schema is not None:
+                name, doc = structured.sent_schema(request.schema, bounds)
+                form = {"type": "json_schema", "name": name, "schema": doc, "strict": False}
+                body["text"] = {"format": form}
+        else:
+            system = [{"role": "system", "content": request.system}] if request.system else []
+            body.update(messages=system + turns)
+            body[self.tokens_field] = request.max_tokens
+            if effort is not None:
+                body["reasoning_effort"] = effort
+            if request.schema is not None:
+                structured.shape(body, request.schema, self.config.structured_mode, bounds)
         if request.temperature is not None:
             body["temperature"] = request.temperature
-        if request.schema is not None:
-            mode, bounds = self.config.structured_mode, self.config.schema_bounds
-            structured.shape(body, request.schema, mode, bounds)
-        return body
+        return {**body, **(self.config.params or {})}
 
     async def generate(self, request: Request) -> Response:
         body, url = self._body(request), self.url
@@ -85,37 +159,11 @@ class OpenAIProvider(aio.AioModel[httpx.AsyncClient]):
         return self._parse(structured.from_ollama(data) if native else data, answer)
 
     def _parse(self, data: Any, resp: aio.Answer | None) -> Response:
-        """A chat completion (the body of a direct answer or of a batch's line)."""
+        """An answer of its API (the body of a direct answer or of a batch's line)."""
         try:
-            choice = data["choices"][0]
-            message = choice["message"]
-            text = message.get("content") or structured.tool_arguments(message)
-            refused = text is None and bool(message.get("refusal"))
-            if text is None:
-                text = message.get("refusal") or ""
-            if not isinstance(text, str):
-                raise TypeError("content is not a string")
-            usage = data.get("usage") or {}
-            details = usage.get("prompt_tokens_details") or {}
-            # cached tokens are part of prompt_tokens: counted apart, at their own price
-            read = int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
-            return Response(
-                text=text,
-                input_tokens=int(usage.get("prompt_tokens") or 0) - read,
-                output_tokens=int(usage.get("completion_tokens") or 0),
-                cache_read_tokens=read,
-                # the token limit counts the whole prompt, cached tokens included
-                limit_input_tokens=int(usage.get("prompt_tokens") or 0),
-                finish_reason="refusal"
-                if refused
-                else _FINISH.get(str(choice.get("finish_reason")), "other"),
-                meta={
-                    "finish_reason": choice.get("finish_reason"),
-                    # the model id the server says answered (a dated snapshot behind an alias)
-                    **({"model": data["model"]} if isinstance(data.get("model"), str) else {}),
-                },
-                limits=None if resp is None else from_openai(resp.headers, time.time()),
-            )
+            answer = (_response if self.config.api == "responses" else _completion)(data)
+            limits = None if resp is None else from_openai(resp.headers, time.time())
+            return replace(answer, limits=limits)
         except (KeyError, IndexError, TypeError, AttributeError, ValueError):
             shown = (resp.body if resp is not None else orjson.dumps(data)).decode(errors="replace")
             status = f"HTTP {resp.status}" if resp is not None else "batch answer"

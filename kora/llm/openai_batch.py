@@ -21,6 +21,7 @@ class _Provider(Caller, Protocol):
     """What the batch requests use of the OpenAI provider (kora.llm.openai)."""
 
     base_url: str
+    endpoint: str  # its API's path: chat completions', or the Responses API's
     _clients: Any
 
     def _body(self, request: Request) -> dict[str, Any]: ...
@@ -28,7 +29,6 @@ class _Provider(Caller, Protocol):
     def _parse(self, data: Any, meta: Any) -> Response: ...
 
 
-ENDPOINT = "/v1/chat/completions"
 FINAL = ("completed", "failed", "expired", "cancelled")
 
 
@@ -47,7 +47,7 @@ async def _call(p: _Provider, method: str, path: str, **kw: Any) -> httpx.Respon
 
 async def submit(p: _Provider, items: list[tuple[str, Request]]) -> str:
     lines = b"".join(
-        orjson.dumps({"custom_id": cid, "method": "POST", "url": ENDPOINT, "body": p._body(r)})
+        orjson.dumps({"custom_id": cid, "method": "POST", "url": p.endpoint, "body": p._body(r)})
         + b"\n"
         for cid, r in items
     )
@@ -63,7 +63,7 @@ async def submit(p: _Provider, items: list[tuple[str, Request]]) -> str:
         p,
         "POST",
         "/batches",
-        json={"input_file_id": file_id, "endpoint": ENDPOINT, "completion_window": "24h"},
+        json={"input_file_id": file_id, "endpoint": p.endpoint, "completion_window": "24h"},
     )
     return str(made.json()["id"])
 

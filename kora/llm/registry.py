@@ -13,6 +13,14 @@ from dataclasses import dataclass, field
 ANTHROPIC_URL = "https://api.anthropic.com"
 OPENAI_URL = "https://api.openai.com/v1"
 
+# the request body's fields kora sets itself, which a model's `params` may not
+ANTHROPIC_FIELDS = frozenset(("model", "messages", "system", "max_tokens", "tools", "tool_choice",
+                              "thinking", "temperature", "stream"))  # fmt: skip
+OPENAI_FIELDS = frozenset(("model", "messages", "input", "instructions", "max_tokens",
+                           "max_completion_tokens", "max_output_tokens", "response_format",
+                           "text", "tools", "tool_choice", "format", "temperature",
+                           "reasoning_effort", "reasoning", "stream"))  # fmt: skip
+
 # prompt-cache write and read prices as multiples of the input price, by cache lifetime
 CachePrices = dict[str, tuple[float, float]]
 
@@ -48,6 +56,11 @@ class ProviderKind:
     # the body field of an answer's token limit: `max_tokens`, or that of the first
     # condition a model meets (a ModelConfig setting that is set, or its test `public_api`)
     token_fields: dict[str, str] = field(default_factory=dict)
+    # the ModelConfig settings only some kinds take that this one takes (a reasoning
+    # effort, a thinking budget, which API, other body fields)
+    takes: tuple[str, ...] = ()
+    # the request body's fields kora sets itself, which `params` may not set
+    own_fields: frozenset[str] = frozenset()
     # the shortest prompt its cache keeps, in tokens: the first whose word the model's
     # name holds ("": any model)
     cache_minimums: dict[str, int] = field(default_factory=dict)
@@ -83,6 +96,8 @@ KINDS: dict[str, ProviderKind] = {
             url_env="ANTHROPIC_BASE_URL",
             default_url=ANTHROPIC_URL,
             structured="tool",
+            takes=("thinking_tokens", "params"),
+            own_fields=ANTHROPIC_FIELDS,
             # 1.25x for a write kept 5 minutes, 2x for one kept an hour, 0.1x for a read
             cache_prices={"5m": (1.25, 0.1), "1h": (2.0, 0.1)},
             cache_minimums={"haiku": 2048, "": 1024},
@@ -98,8 +113,14 @@ KINDS: dict[str, ProviderKind] = {
             default_url=OPENAI_URL,
             structured="json_schema",
             structured_modes=True,
-            # its own API wants max_completion_tokens (reasoning models refuse max_tokens)
-            token_fields={"public_api": "max_completion_tokens"},
+            # reasoning models refuse max_tokens, wherever they are served; its own API wants
+            # max_completion_tokens of every model
+            token_fields={
+                "reasoning_effort": "max_completion_tokens",
+                "public_api": "max_completion_tokens",
+            },
+            takes=("reasoning_effort", "api", "params"),
+            own_fields=OPENAI_FIELDS,
             # caches on its own (prompts of 1,024 tokens or more), without a write premium; a read at half the input price
             cache_prices={"5m": (1.0, 0.5), "1h": (1.0, 0.5)},
         ),

@@ -32,6 +32,7 @@ class Counts:
     cache_write_tokens: int = 0
     cache_read_tokens: int = 0
     cache_saved: float = 0.0
+    reasoning_tokens: int = 0  # a part of output_tokens, where the provider says
 
     def __add__(self, other: Counts) -> Counts:
         return Counts(*[getattr(self, n) + getattr(other, n) for n in _COUNTERS])
@@ -57,7 +58,20 @@ class Counts:
             out["cache_write_tokens"] = self.cache_write_tokens
             out["cache_read_tokens"] = self.cache_read_tokens
             out["cache_saved"] = round(self.cache_saved, 6)
+        if self.reasoning_tokens:
+            out["reasoning_tokens"] = self.reasoning_tokens
         return out
+
+    def said(self) -> str:
+        """Its tokens and cost in a user's words (a run's last line, `kora usage`)."""
+        said = [f"{self.reasoning_tokens:,} of them reasoning"] if self.reasoning_tokens else []
+        if self.cache_write_tokens or self.cache_read_tokens:
+            said.append(
+                f"{self.cache_write_tokens:,} written to the prompt cache, "
+                f"{self.cache_read_tokens:,} read from it"
+            )
+        line = f"{self.input_tokens:,} input and {self.output_tokens:,} output tokens"
+        return line + (f" ({'; '.join(said)})" if said else "") + f", ${self.cost:.4f}"
 
     @classmethod
     def paid(cls, resp: Response, price: Price | None) -> Counts:
@@ -72,7 +86,7 @@ class Counts:
             cr = price.input if price.cache_read is None else price.cache_read
             cost = (tin * price.input + tout * price.output + write * cw + read * cr) / 1e6
             saved = (read * (price.input - cr) - write * (cw - price.input)) / 1e6
-        return cls(1, tin, tout, cost, write, read, saved)
+        return cls(1, tin, tout, cost, write, read, saved, resp.reasoning_tokens)
 
 
 # the counters in field order (`dataclasses.fields` builds them anew at each call)

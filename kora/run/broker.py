@@ -332,10 +332,10 @@ def send_ahead(broker: Broker, specs: list[JobSpec], timeout: float = SEND_TIMEO
         return False
 
 
-def start_broker(run_id: str, log_path: Path, workdir: Path | None = None) -> Broker | None:
-    """Start the broker for this run (in `workdir`, default the current folder), its
-    output to `log_path`, and point the jobs at it (in the environment they inherit);
-    None, and the jobs run in their own processes, if it does not come up."""
+def start_broker(run_id: str, log_path: Path) -> Broker | None:
+    """Start the broker for this run (in the current folder), its output to `log_path`,
+    and point the jobs at it (in the environment they inherit); None, and the jobs run in
+    their own processes, if it does not come up."""
     folder = Path(tempfile.gettempdir())
     for stale in folder.glob(f"kora-{os.getuid()}-*.sock"):
         # left by a run killed with its broker (kill -9 of the process group)
@@ -350,7 +350,7 @@ def start_broker(run_id: str, log_path: Path, workdir: Path | None = None) -> Br
     command += ["--parent", str(os.getpid())]
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as out:  # the broker keeps its own copy of the file
-        process = subprocess.Popen(command, stdout=out, stderr=out, cwd=workdir)
+        process = subprocess.Popen(command, stdout=out, stderr=out)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and process.poll() is None:
         with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as probe:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kora.benchmarks.base import Benchmark
+from kora.benchmarks.layout import CACHE_DIR, CONCURRENCY, KORA_DIR
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.config.schema import BudgetConfig
 from kora.llm.base import Provider
@@ -58,8 +59,8 @@ class RunSettings:
     kora.run.jobspec.run_settings)."""
 
     models: dict[str, dict[str, Any]]
-    cache_dir: str = ".kora/cache"
-    concurrency: int = 16
+    cache_dir: str = CACHE_DIR
+    concurrency: int = CONCURRENCY
     budget: dict[str, Any] | None = None  # the config's `budget` (kora.llm.budget)
 
     def model(self, params: dict[str, Any]) -> ModelConfig:
@@ -164,7 +165,7 @@ class JobContext:
             pool.ledger,
             pool.bill(store.root),
             pool.budget(store.root, self.settings.budget),
-            limits=self.workdir / ".kora" / "limits",
+            limits=self.workdir / KORA_DIR / "limits",
             made=pool.providers,
             fixed=pool.fixed,
             sends=pool.sends,

@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+from kora.benchmarks.layout import RECORDED_MANIFEST, Layout
 from kora.benchmarks.outcomes import Conversation
 from kora.benchmarks.schemas import Scenario
 from kora.benchmarks.taxonomy import Shard, Taxonomy
 from kora.errors import InputError
 from kora.run.ingest import parse_conversations, write_recorded
-from kora.run.layout import RECORDED_MANIFEST, Layout
 
 
 def stage_recordings(

@@ -13,6 +13,7 @@ import os
 import time
 from pathlib import Path
 
+from kora.benchmarks.layout import PLACE, cell_log
 from kora.benchmarks.templates import prompts_from
 from kora.errors import KoraError
 from kora.run.context import JobContext, Pool, RunSettings
@@ -20,7 +21,6 @@ from kora.run.gather import GATHERING_RULES
 from kora.run.groups import split
 from kora.run.joblog import job_log
 from kora.run.jobspec import JobSpec
-from kora.run.layout import PLACE, cell_log
 from kora.run.reply import Outcome
 from kora.run.shard_run import FatalProviderError
 from kora.run.stages.base import declared

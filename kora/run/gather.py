@@ -18,10 +18,10 @@ from pydantic import BaseModel, ConfigDict
 from kora import benchmarks
 from kora.analysis.results import ResultsMeta
 from kora.benchmarks.base import Benchmark
+from kora.benchmarks.layout import MANIFEST, rejected_of, shard_in, status_of
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.io import write_atomic, write_json
 from kora.run.context import JobContext
-from kora.run.layout import shard_in
 
 log = logging.getLogger("kora")
 
@@ -74,7 +74,7 @@ async def results(
     from kora.io import iter_jsonl
     from kora.llm.bill import bill_dir, charges
     from kora.run.progress import RUN_ENV
-    from kora.run.shards import check, rejected_of, status_of
+    from kora.run.shards import check
 
     judgments, conversations, scenarios, seeds = (
         shards(folders, params.places)
@@ -125,6 +125,7 @@ async def results(
 class ReportInput(_Spec):
     judgments: list[Path]  # the target's judgments folders, one per risk
     results: Path
+    usage: Path | None = None  # usage.json: what the target's calls cost a test
     manifest: Path | None = None  # the result's manifest, linked
     taxonomy: list[Path]
     agreement: list[Path] = []  # what `kora agreement` wrote, once it has run
@@ -157,8 +158,9 @@ async def report(
     manifest = None
     if input.manifest is not None:  # linked from the report's folder
         manifest = os.path.relpath(input.manifest, output.html.parent)
+    usage = orjson.loads(input.usage.read_bytes()) if input.usage is not None else None
     summary = write_report(
-        records, doc, output.html, output.summary, taxonomy, agreement, people, manifest
+        records, doc, output.html, output.summary, taxonomy, agreement, people, manifest, usage
     )
     log.info(
         "%s: report of %d tests (%d failed) in %.1f s",
@@ -170,6 +172,7 @@ async def report(
 class LeaderboardInput(_Spec):
     results: list[Path]
     manifests: list[Path] = []  # each result's, beside it: how each was made
+    usage: list[Path] = []  # each result's usage.json: what its target's calls cost a test
     judgments: list[Path]  # every target's judgments folders, one per risk
     taxonomy: list[Path]
     annotations: list[Path] = []  # people's grades of any target (kora annotate)
@@ -212,12 +215,13 @@ async def leaderboard(
         for t, files in params.annotations.items()
         if files
     }
-    doc = build_leaderboard(entries, records, taxonomy=taxonomy, corrected=corrected)
+    usage = {str(u["target"]): u for u in (orjson.loads(f.read_bytes()) for f in input.usage)}
+    doc = build_leaderboard(entries, records, taxonomy=taxonomy, corrected=corrected, usage=usage)
     if input.manifests:
         from kora.analysis.manifest import differences, read_manifest
 
         made = {
-            str(orjson.loads(f.read_bytes())["target"]): read_manifest(f.parent / "manifest.json")
+            str(orjson.loads(f.read_bytes())["target"]): read_manifest(f.parent / MANIFEST)
             for f in input.results
         }
         doc = {"differences": differences(made), **doc}

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kora.analysis.results import ResultsMeta
-from kora.run.layout import CELL, risk_folder
+from kora.benchmarks.layout import CELL, risk_folder
 
 if TYPE_CHECKING:
     from kora.run.pipeline import Pipeline
@@ -105,6 +105,8 @@ def report_inputs(p: Pipeline, target: str) -> dict[str, Any]:
         # the target's judgments folders, one per risk
         "judgments": judgment_folders(p, target),
         "results": p.layout.results_json(target),
+        # what the target's calls cost a test, beside its rates
+        "usage": p.layout.usage_json(target),
         # linked from the report and summary.json
         "manifest": p.layout.manifest_json(target),
         "taxonomy": p.taxonomy_files(),

@@ -10,7 +10,7 @@ What the job declares is the risk's folders, not its cells' files: its output is
 risk's folder of the stage (`directory()`), its sources are the risk's folders of the
 stages it reads, and it has one log. Snakemake keeps objects, a metadata record and input
 checksums for each declared path, and the cells' files were most of a whole grid's
-Snakemake memory and CPU (kora.run.layout). Its params are the params every cell shares
+Snakemake memory and CPU (kora.benchmarks.layout). Its params are the params every cell shares
 plus `cells`, what differs from cell to cell (the cell, its retry token, a v2 seed plan's
 orders). The job runs each cell exactly as a job of its own did (`split` gives each cell
 its files in the folders, then kora.run.execute), so every cell keeps its own records,
@@ -29,8 +29,8 @@ from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
+from kora.benchmarks.layout import PLACE, cell_log, folder_of, job_log, risk_folder, shard_in
 from kora.run.jobspec import JobSpec
-from kora.run.layout import PLACE, cell_log, folder_of, job_log, risk_folder, shard_in
 from kora.run.stages.base import Rules
 from kora.run.stages.registry import STAGES
 

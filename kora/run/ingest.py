@@ -12,30 +12,35 @@ import shutil
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from kora.benchmarks.layout import IMPORTED_MANIFEST, Layout, rejected_of
 from kora.benchmarks.outcomes import Conversation
 from kora.benchmarks.schemas import PROMPT_VARIANTS, Scenario
 from kora.benchmarks.taxonomy import Shard, Taxonomy
 from kora.errors import InputError
 from kora.io import iter_jsonl, write_json
-from kora.run.layout import Layout
-from kora.run.shards import rejected_of, write_records, write_status
+from kora.run.shards import write_records, write_status
 
 
-def _swap_in(staging: Path, data: Path) -> None:
-    """Replace the folder `data` by `staging` with two renames: a reader sees the old set
-    or the new one, and a failure before this point leaves the old one untouched."""
-    old = None
-    if data.exists():
-        old = data.with_name(f".{data.name}.old-{int(time.time() * 1000)}")
-        data.rename(old)
-    staging.rename(data)
-    if old is not None:
+@contextmanager
+def _swapped_in(data: Path) -> Iterator[Path]:
+    """A staging folder beside `data` for the new set, which then replaces `data` with two
+    renames: a reader sees the old set or the new one, and a failure leaves the old one."""
+    staging = data.with_name(f".{data.name}.import-{int(time.time() * 1000)}")
+    old = data.with_name(f".{data.name}.old-{int(time.time() * 1000)}")
+    try:
+        yield staging
+        if data.exists():
+            data.rename(old)
+        staging.rename(data)
         shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def shard_of(scenario: Scenario, taxonomy: Taxonomy, where: str) -> Shard:
@@ -108,8 +113,7 @@ def import_scenarios(
             f"{data} holds generated scenarios; importing would replace them. "
             "Pass --replace to do so."
         )
-    staging = workdir / layout.data / f".scenarios.import-{int(time.time() * 1000)}"
-    try:
+    with _swapped_in(data) as staging:
         for shard in taxonomy.shards():
             out = workdir / layout.scenarios(shard.path)
             target = staging / out.relative_to(data)
@@ -125,7 +129,7 @@ def import_scenarios(
                 files,
             )
         write_json(
-            staging / "IMPORTED.json",
+            staging / IMPORTED_MANIFEST,
             {
                 "source": str(path),
                 "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
@@ -134,10 +138,6 @@ def import_scenarios(
                 "importedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             },
         )
-        _swap_in(staging, data)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
     return {"scenarios": sum(len(v) for v in by_shard.values()), "shards": len(by_shard)}
 
 
@@ -287,7 +287,7 @@ def import_conversations(
     made = [
         folder
         for folder in (f"{layout.results}/{name}/conversations" for name in by_target)
-        if any((workdir / folder).glob("*")) and not (workdir / folder / "IMPORTED.json").exists()
+        if any((workdir / folder).glob("*")) and not (workdir / folder / IMPORTED_MANIFEST).exists()
     ]
     if made and not force:
         raise InputError(
@@ -305,15 +305,14 @@ def write_recorded(
     layout: Layout,
     workdir: Path,
     folder: str = "conversations",
-    manifest: str = "IMPORTED.json",
+    manifest: str = IMPORTED_MANIFEST,
 ) -> dict[str, int]:
     """Each target's recordings into results/<target>/<folder>/, one shard per grid cell
     (empty ones included), swapped in whole; how many each target got."""
     counts = {}
     for name, shards in by_target.items():
         data = workdir / layout.results / name / folder
-        staging = data.with_name(f".{folder}.import-{int(time.time() * 1000)}")
-        try:
+        with _swapped_in(data) as staging:
             for shard in taxonomy.shards():
                 rel = Path(f"{shard.path}.jsonl")
                 items = shards.get(shard, [])
@@ -332,10 +331,6 @@ def write_recorded(
                     "importedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 },
             )
-            _swap_in(staging, data)
-        finally:
-            if staging.exists():
-                shutil.rmtree(staging, ignore_errors=True)
         counts[name] = n
     return counts
 

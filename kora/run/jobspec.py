@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from kora.benchmarks.layout import CACHE_DIR, CONCURRENCY
+
 
 def run_settings(config: Any) -> dict[str, Any]:
     """The run-wide settings of a job: the models' settings in the config, by name (a
@@ -21,8 +23,8 @@ def run_settings(config: Any) -> dict[str, Any]:
     the budget."""
     return {
         "models": config.get("models") or {},
-        "cache_dir": str(config.get("cache_dir", ".kora/cache")),
-        "concurrency": int(config.get("concurrency", 16)),
+        "cache_dir": str(config.get("cache_dir", CACHE_DIR)),
+        "concurrency": int(config.get("concurrency", CONCURRENCY)),
         # a cap on the bill (kora.llm.budget): it never changes an answer; its `since`, a
         # date when YAML gave one, as JSON writes it
         "budget": _plain(config.get("budget")) or None,

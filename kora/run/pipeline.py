@@ -20,6 +20,7 @@ import orjson
 
 from kora import benchmarks
 from kora.benchmarks.base import Benchmark
+from kora.benchmarks.layout import PLACE, Layout
 from kora.benchmarks.outcomes import Conversation
 from kora.benchmarks.schemas import AGE_RANGES
 from kora.benchmarks.seedplan import SeedOrder
@@ -31,7 +32,6 @@ from kora.errors import ConfigError
 from kora.io import read_jsonl
 from kora.run import groups
 from kora.run.jobspec import JobSpec
-from kora.run.layout import PLACE, Layout
 from kora.run.stages.registry import STAGES
 
 
@@ -67,9 +67,9 @@ class Pipeline:
     def _configfiles(self) -> str:
         return f" --configfile {shlex.join(self.overlays)}" if self.overlays else ""
 
-    def command(self, *targets: str, cores: int = 2) -> str:
+    def command(self, *targets: str) -> str:
         """The Snakemake command that makes `targets` with this run's config files."""
-        return snakemake_command(targets, self.overlays, cores)
+        return snakemake_command(targets, self.overlays)
 
     # --- the grid ---------------------------------------------------------------------
 

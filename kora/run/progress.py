@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
+from kora.benchmarks.layout import progress_dir
 from kora.llm.bill import RunTail
 from kora.llm.files import write_over
 from kora.llm.masking import terminal_safe
@@ -46,10 +47,6 @@ class ShardProgress(Protocol):
 
 
 RUN_ENV = protocol.RUN_ENV
-
-
-def progress_dir(workdir: Path, run_id: str) -> Path:
-    return workdir / ".kora" / "progress" / run_id
 
 
 class ProgressReporter:
@@ -230,8 +227,9 @@ def format_totals(t: Totals, planned_calls: int | None = None, shards: int | Non
         line += f" ({t.shards_failed} with failed items)"
     line += (
         f" | paid ${p.cost:.4f} for {p.calls:,} calls ({p.input_tokens:,} tokens in, "
-        f"{p.output_tokens:,} out)"
+        f"{p.output_tokens:,} out"
     )
+    line += f", {p.reasoning_tokens:,} of them reasoning)" if p.reasoning_tokens else ")"
     if t.projected is not None and answered < total:
         line += f", about ${t.projected:,.2f} by the run's end"
     if p.cache_read_tokens or p.cache_write_tokens:
@@ -248,33 +246,15 @@ def format_totals(t: Totals, planned_calls: int | None = None, shards: int | Non
 
 def paid_summary(t: Totals) -> str:
     """What a run says it paid when it ends: its bill, the same figures as its last line."""
-    p = t.paid
-    line = (
-        f"this run paid {p.calls:,} calls: {p.input_tokens:,} input and {p.output_tokens:,} "
-        f"output tokens"
-    )
-    if p.cache_read_tokens or p.cache_write_tokens:
-        line += (
-            f" ({p.cache_write_tokens:,} written to the prompt cache, "
-            f"{p.cache_read_tokens:,} read from it)"
-        )
-    line += f", ${p.cost:.4f}"
-    return line + " (`kora usage`: every run's bill)"
+    return f"this run paid {t.paid.calls:,} calls: {t.paid.said()} (`kora usage`: every run's bill)"
 
 
 class Monitor:
     """Prints run totals from the Snakemake process while jobs run."""
 
-    def __init__(
-        self,
-        workdir: Path,
-        run_id: str,
-        planned_calls: int | None = None,
-        every: float = 5.0,
-        bill: Path | None = None,
-    ) -> None:
+    def __init__(self, workdir: Path, run_id: str, bill: Path) -> None:
         self.dir = progress_dir(workdir, run_id)
-        self.planned = planned_calls
+        self.planned: int | None = None  # the calls the plan counted (set once it is in)
         # the run's total dollars at its end, from what it paid by kind of call (set once
         # the plan of its calls is in)
         self.project: Callable[[dict[str, Counts]], float] | None = None
@@ -282,9 +262,8 @@ class Monitor:
         # where batch mode keeps its batches (kora.llm.batch); set from the config
         self.batches: Path | None = None
         # the run's bill (kora.llm.bill): what the line says was paid
-        self.bill = RunTail(bill or workdir / ".kora" / "bill", run_id)
+        self.bill = RunTail(bill, run_id)
         self.started = time.time()
-        self.every = every
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="kora-progress")
         self._last = ""
@@ -296,7 +275,7 @@ class Monitor:
         self._thread.start()
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.every):
+        while not self._stop.wait(5.0):  # a line every 5 seconds
             self.print()
 
     def totals(self, *, fresh: bool = False) -> Totals:

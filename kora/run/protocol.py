@@ -12,6 +12,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
+from kora.benchmarks.layout import stops_dir
 from kora.run.jobspec import JobSpec
 from kora.run.reply import ProtocolError
 
@@ -28,7 +29,7 @@ def stopping_path(workdir: Path | str, run: str) -> Path:
     """Where the run being stopped says so: a job's script that finds it runs nothing (its
     broker is gone because the run is stopping, not because it died), and the run's
     Snakemake tells a job a Ctrl-C ended from one that failed (kora.run.session)."""
-    return Path(workdir) / ".kora" / "stops" / run / "stopping"
+    return stops_dir(workdir, run) / "stopping"
 
 
 def say_stopping(workdir: Path | str, run: str | None) -> None:

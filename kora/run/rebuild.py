@@ -32,16 +32,18 @@ import yaml
 
 from kora import benchmarks
 from kora.analysis.bundle import (
+    ANSWERS,
+    ANSWERS_INDEX,
     CARRIED,
-    MANIFEST,
+    INDEX,
     PROMPTS,
     TAXONOMY,
     Bundle,
     BundleStore,
-    status_path,
 )
 from kora.analysis.manifest import project_facts, sha256_bytes
 from kora.analysis.results import rested_keys
+from kora.benchmarks.layout import CACHE_DIR, MANIFEST, RESULTS, STATUS, status_of
 from kora.benchmarks.templates import template_path
 from kora.io import sha256_file
 from kora.llm.base import ProviderError, Request, Response
@@ -124,7 +126,7 @@ def _config_of(bundle: Bundle) -> dict[str, Any]:
     cfg = dict(bundle.manifest["config"]["effective"])
     cfg["prompts_dir"] = PROMPTS
     cfg["taxonomy_dir"] = TAXONOMY
-    cfg["cache_dir"] = ".kora/cache"  # never read: the bundle's store answers
+    cfg["cache_dir"] = CACHE_DIR  # never read: the bundle's store answers
     cfg.pop("budget", None)  # nothing is paid
     return cfg
 
@@ -201,14 +203,14 @@ async def _rebuild(bundle: Bundle, work: Path, found: Replay) -> None:
     data = [n for n in bundle.manifest["data"] if n not in rebuilt]
     # what is taken as given: every shard no rebuilt job writes, its status beside it,
     # and the other files the bundle carries for the run (imports, recordings, grades)
-    given = [*data, *(s for n in data if (s := status_path(n)) is not None)]
+    given = [*data, *map(status_of, data)]
     skip = {*rebuilt, *taxonomy, *prompts, MANIFEST}
     carried = {f"{bundle.target_dir}/{n}" for n in CARRIED}
     others = [
         n
         for n in bundle.index["files"]
-        if n not in skip and n not in carried and not n.endswith(".status.json")
-        and not n.startswith(("answers", "bundle.json"))
+        if n not in skip and n not in carried and not n.endswith(STATUS)
+        and not n.startswith((ANSWERS, INDEX))
     ]  # fmt: skip
     _lay_out(bundle, work, sorted({*given, *others}))
     found.given = sorted(n for n in {*given, *others} if bundle.read(n) is not None)
@@ -253,13 +255,13 @@ async def _rebuild(bundle: Bundle, work: Path, found: Replay) -> None:
         path = work / name
         if not path.exists() or sha256_file(path) != digest:
             found.differing.append(name)
-    results = work / bundle.target_dir / "results.json"
+    results = work / bundle.target_dir / RESULTS
     if results.exists() and sha256_file(results) != bundle.manifest["results"]["sha256"]:
-        found.differing.append(f"{bundle.target_dir}/results.json (against the manifest)")
+        found.differing.append(f"{bundle.target_dir}/{RESULTS} (against the manifest)")
 
 
 def _outputs(spec: JobSpec) -> list[str]:
-    return [o for o in spec.output_files() if not o.endswith(".status.json")]
+    return [o for o in spec.output_files() if not o.endswith(STATUS)]
 
 
 def _compare(bundle: Bundle, work: Path, name: str, found: Replay) -> None:
@@ -290,10 +292,10 @@ def replay(path: Path, work: Path, published: Path | None = None) -> Replay:
             found.changed_members.append(f"{MANIFEST} (not the one published, {published})")
         found.changed_members += bundle.changed_files()
         found.changed_answers = bundle.changed_answers()
-        index = bundle.read("answers.index") or b""
+        index = bundle.read(ANSWERS_INDEX) or b""
         found.answers_digest_ok = sha256_bytes(index) == bundle.manifest["answers"]["sha256"]
         statuses = [orjson.loads(bundle.read(n) or b"{}") for n in bundle.files_under("")
-                    if n.endswith(".status.json")]  # fmt: skip
+                    if n.endswith(STATUS)]  # fmt: skip
         found.answer_of = rested_keys(statuses)
         made, here = bundle.manifest.get("project", {}), project_facts()
         if made.get("commit") != here.get("commit") or made.get("dirty") or here.get("dirty"):

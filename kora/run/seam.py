@@ -128,11 +128,6 @@ def runs_locally(workflow: Any) -> bool:
     return bool(_get(workflow, "local_exec"))
 
 
-def is_main_process(workflow: Any) -> bool:
-    """Whether this is the run's own Snakemake, not one a job was started in."""
-    return bool(_get(workflow, "is_main_process"))
-
-
 def isolated_software(workflow: Any) -> bool:
     """Whether rules run in software environments of their own (--use-conda or a
     container): their jobs must then make their calls themselves, in that environment."""

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import secrets
 from pathlib import Path
 from typing import Any, TypeVar
@@ -30,25 +29,16 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import BaseModel
 
+from kora.benchmarks.layout import folder_of, status_of
 from kora.errors import InputError
 from kora.io import dumps as _dumps
 from kora.io import read_jsonl, write_atomic, write_json
-from kora.run.layout import folder_of
 
 T = TypeVar("T", bound=BaseModel)
 
 
 class DamagedShardError(InputError):
     """A shard's records do not match what its status file says was written."""
-
-
-def status_of(path: Path | str) -> str:
-    """The status file of a shard; a scenarios shard's `.rejected.jsonl` shares it."""
-    return re.sub(r"(\.rejected)?\.jsonl$", ".status.json", str(path))
-
-
-def rejected_of(path: Path | str) -> str:
-    return re.sub(r"\.jsonl$", ".rejected.jsonl", str(path))
 
 
 def retry_marker(output: Path | str) -> Path:
@@ -77,22 +67,20 @@ def write_status(path: Path | str, status: dict[str, Any], files: dict[str, Any]
     write_json(status_of(path), {**status, "files": files})
 
 
-def _recorded(path: Path, status: Any = None) -> dict[str, Any] | None:
-    """What the status file (`status`: as already read) says about `path`, or None when it
-    says nothing usable."""
-    if status is None:
-        try:
-            status = orjson.loads(Path(status_of(path)).read_bytes())
-        except (OSError, orjson.JSONDecodeError):
-            return None
+def _recorded(path: Path) -> dict[str, Any] | None:
+    """What the status file says about `path`, or None when it says nothing usable."""
+    try:
+        status = orjson.loads(Path(status_of(path)).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
     entry = status.get("files", {}).get(path.name) if isinstance(status, dict) else None
     return entry if isinstance(entry, dict) else None
 
 
-def damage(path: Path | str, status: Any = None) -> str | None:
-    """A cheap check before a run (`status`: its status file, when already read): None
-    when the shard's size is the one its status gives, or when its risk's folder is
-    missing too (Snakemake makes it anyway); else a signature of the damage (its size and
+def damage(path: Path | str) -> str | None:
+    """A cheap check before a run: None when the shard's size is the one its status gives
+    and it was not written after its status, or when its risk's folder is missing too
+    (Snakemake makes it anyway); else a signature of the damage (its size and
     modification time, or "missing" and the folder's), the same until the file changes
     again. A job declares the risk's folder, not the shard (kora.run.groups): a shard
     gone from a folder that is there is Snakemake's to miss."""
@@ -104,14 +92,8 @@ def damage(path: Path | str, status: Any = None) -> str | None:
             return f"missing {folder_of(path).stat().st_mtime_ns}"
         except FileNotFoundError:
             return None
-    entry = _recorded(path, status)
-    # an empty file cannot have been edited and kept its size; Snakemake touched the empty
-    # ones a job declared (before b390e59), after their status
-    if (
-        entry is not None
-        and entry.get("bytes") == st.st_size
-        and not (st.st_size and _edited(path, st))
-    ):
+    entry = _recorded(path)
+    if entry is not None and entry.get("bytes") == st.st_size and not _edited(path, st):
         return None
     return f"damaged {st.st_size} {st.st_mtime_ns}"
 

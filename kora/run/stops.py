@@ -18,13 +18,9 @@ from typing import Literal
 
 import orjson
 
+from kora.benchmarks.layout import stops_dir
 from kora.io import write_atomic
 from kora.run.progress import RUN_ENV
-
-
-def stops_dir(workdir: Path, run_id: str) -> Path:
-    return workdir / ".kora" / "stops" / run_id
-
 
 StopKind = Literal["config", "service", "budget"]
 

@@ -4,6 +4,7 @@ which of its results are incomplete (failed tests: the run then fails too)."""
 from __future__ import annotations
 
 from kora.analysis.results import failure_summary
+from kora.benchmarks.layout import RESULTS
 from kora.run.pipeline import Pipeline
 
 
@@ -44,7 +45,7 @@ def nothing_to_report(pipeline: Pipeline) -> str | None:
         return None
     wanted = ", ".join(pipeline.results_files()) or "no target"
     results = pipeline.workdir / pipeline.layout.results
-    found = ", ".join(sorted(p.parent.name for p in results.glob("*/results.json")))
+    found = ", ".join(sorted(p.parent.name for p in results.glob(f"*/{RESULTS}")))
     other = f" (this folder has results of {found}, made with another config)" if found else ""
     return (
         f"--report: none of this config's results is here ({wanted}): give the run's "

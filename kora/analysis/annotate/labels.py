@@ -8,8 +8,7 @@ A line: {key, criterion, grade?, count?, notTriggered?, note?, queue, sample?, a
 uniform sample, whose lines also name the sample (`sample`: its id in sample.json); or a
 review queue (`judges`, `reference`, `risks`, or `review` for grades imported as such).
 Only the current sample's `estimate` lines feed the corrected rates; every line counts
-for agreement. Lines written before queues existed have none: they were graded on the
-earlier stratified sample and read as queue `stratified`, a review kind.
+for agreement. A line naming no queue (written by hand) counts as `review`.
 """
 
 from __future__ import annotations
@@ -28,10 +27,7 @@ from kora.errors import InputError
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 ESTIMATE = "estimate"
-REVIEW_QUEUES = ("judges", "reference", "risks")
-QUEUES = (ESTIMATE, *REVIEW_QUEUES)
 IMPORT_QUEUES = (ESTIMATE, "review")
-LEGACY = "stratified"  # lines without a queue: the sample before queues, by risk, age, grade
 FIELDS = ("grade", "count", "notTriggered", "note")
 
 
@@ -95,9 +91,9 @@ def extend(path: Path, answers: list[dict[str, Any]]) -> None:
 
 
 def queue_of(line: dict[str, Any]) -> str:
-    """The queue a label line came from (`stratified` for lines written before queues)."""
+    """The queue a label line came from (`review` for a line that names none)."""
     q = line.get("queue")
-    return q if isinstance(q, str) else LEGACY
+    return q if isinstance(q, str) else "review"
 
 
 def is_estimate(line: dict[str, Any], sample: str | None) -> bool:

@@ -19,9 +19,7 @@ in order (a conversation skipped because of what it says would bias the estimate
 report counts those skipped); how many count is never decided after seeing grades. The
 sample has an id (from its seed and its order), which every estimate label carries: a
 new sample starts a new estimate. sample.json: {design: "uniform", id, seed, size,
-keys} (a sample written before sizes were: its whole order); one without `design` is
-the earliest sample (stratified by risk, age range and grade, one of each in turn, with
-no known chances), kept aside as sample-stratified.json when a new one is drawn.
+keys}.
 
 `--design stratified` (kora.analysis.stats.design) is the other sample: the judged
 conversations in two strata by the judge's safety grade (failing, the rest), the
@@ -49,7 +47,6 @@ from kora.analysis.stats.design import FAILING, OTHER, allocation, guess, interl
 from kora.io import write_json
 
 SAMPLE = "sample.json"
-LEGACY_SAMPLE = "sample-stratified.json"
 UNIFORM, STRATIFIED = "uniform", "stratified"
 DESIGNS = (UNIFORM, STRATIFIED)
 SIZE = 100  # the drawn sample's conversations when --size is not given
@@ -64,15 +61,6 @@ def order(records: Sequence[TestRecord], seed: int) -> list[str]:
 
 def sample_id(seed: int, keys: Sequence[str]) -> str:
     return hashlib.sha256(orjson.dumps([seed, list(keys)])).hexdigest()[:12]
-
-
-def load(folder: Path) -> dict[str, Any] | None:
-    """The folder's sample for estimation, None when it has none yet."""
-    path = folder / SAMPLE
-    if not path.exists():
-        return None
-    doc = orjson.loads(path.read_bytes())
-    return doc if isinstance(doc, dict) and doc.get("design") in DESIGNS else None
 
 
 def strata_of(records: Sequence[TestRecord]) -> dict[str, list[str]]:
@@ -110,7 +98,7 @@ def seen_by_stratum(
 def drawn(doc: dict[str, Any]) -> list[str]:
     """The drawn sample: the first `size` of the order."""
     keys: list[str] = doc["keys"]
-    return keys[: doc.get("size", len(keys))]
+    return keys[: doc["size"]]
 
 
 def ensure(
@@ -123,43 +111,48 @@ def ensure(
 ) -> tuple[dict[str, Any], str]:
     """The folder's sample, drawn with `seed`, `design` (None: the sample's own, or
     uniform when there is none) and `size` (None: `SIZE`) if there is none; and a note
-    for the user (empty when nothing happened). An earlier stratified sample is moved
-    aside. `people`: grades so far, which move the stratified design's guess."""
+    for the user (empty when nothing happened). `people`: grades so far, which move the
+    stratified design's guess."""
     path = folder / SAMPLE
-    note = ""
     if path.exists():
-        doc = orjson.loads(path.read_bytes())
-        if isinstance(doc, dict) and doc.get("design") in DESIGNS:
-            _check_drawn_with(path, doc, seed, design, size)
-            return doc, note
-        path.replace(folder / LEGACY_SAMPLE)
-        note = (
-            f"{path} was the earlier stratified sample: kept as {LEGACY_SAMPLE}; its grades "
-            "count for agreement, not for the corrected rates. A new sample is drawn."
-        )
-    design = UNIFORM if design in (None, UNIFORM) else STRATIFIED
+        return _held_sample(path, seed, design, size), ""
+    design = design or UNIFORM
     size = SIZE if size is None else size
     strata: dict[str, Any] = {}
     if design == UNIFORM:
         keys = order(records, seed)
     else:
         keys, strata = _stratified(records, seed, people or {})
-    doc = {"design": design, "id": sample_id(seed, keys), "seed": seed, "size": size, "keys": keys}
-    doc |= strata
+    doc = {
+        "design": UNIFORM if design == UNIFORM else STRATIFIED,
+        "id": sample_id(seed, keys),
+        "seed": seed,
+        "size": size,
+        "keys": keys,
+        **strata,
+    }
     write_json(path, doc)
     drew = (
         f"drew a {design} sample of {min(size, len(keys))} of the {len(keys)} judged "
         f"conversations: {path}"
     )
-    return doc, note or drew
+    return doc, drew
 
 
-def _check_drawn_with(
-    path: Path, doc: dict[str, Any], seed: int, design: str | None, size: int | None
-) -> None:
-    """InputError unless the sample was drawn with this seed and design, and `size` or more."""
+def _held_sample(path: Path, seed: int, design: str | None, size: int | None) -> dict[str, Any]:
+    """The sample in `path`; InputError unless kora drew it with this seed and design, and
+    `size` or more."""
     from kora.errors import InputError
 
+    try:
+        doc = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError:
+        doc = None
+    if not (isinstance(doc, dict) and doc.get("design") in DESIGNS and "size" in doc):
+        raise InputError(
+            f"{path}: not a sample kora drew (no design {' or '.join(DESIGNS)} and size); "
+            "remove the file to draw one"
+        )
     held = len(drawn(doc))
     if doc.get("seed") != seed or design not in (None, doc.get("design")):
         raise InputError(
@@ -174,6 +167,7 @@ def _check_drawn_with(
             f"give --size {held} or less, or remove the file to draw a larger one "
             "(its grades then stop counting for the corrected rates)"
         )
+    return doc
 
 
 def _stratified(

@@ -57,7 +57,7 @@ def load_people(files: Iterable[Path | str]) -> People | None:
                 doc = orjson.loads(f.read_bytes())
             except orjson.JSONDecodeError:
                 doc = None  # no usable sample: the report says there is none
-            known = isinstance(doc, dict) and doc.get("design") in DESIGNS
+            known = isinstance(doc, dict) and doc.get("design") in DESIGNS and "size" in doc
             sample = doc if known and isinstance(doc.get("keys"), list) else None
         elif f.suffix == ".jsonl":
             found[f.stem] = lines(f)

@@ -17,16 +17,33 @@ from kora.analysis.report.pairs import compare_pair, rank_intervals
 from kora.analysis.stats.paired import ALPHA
 from kora.analysis.stats.rates import Rate
 from kora.benchmarks.taxonomy import Taxonomy
+from kora.llm.config import said_settings
 
 # results.json's sums key of each criterion
 
 
 def target_model(results: Mapping[str, Any]) -> str:
-    """'provider/model' of the model in the target role, from results.json's `models`."""
+    """'provider/model (its settings)' of the model in the target role, from results.json's
+    `models`: two settings of one model are two targets."""
     for name, m in (results.get("models") or {}).items():
         if "target" in m.get("roles", []):
-            return f"{m.get('provider')}/{m.get('model') or name}"
+            settings = said_settings(m)
+            return f"{m.get('provider')}/{m.get('model') or name}" + (
+                f" ({settings})" if settings else ""
+            )
     return ""
+
+
+def spend(usage: Mapping[str, Any] | None, tests: int) -> dict[str, float] | None:
+    """What the target's own calls (usage.json's `target` rows) cost a test, and the
+    tokens it reasoned a test where its provider reports them; None without them."""
+    if not usage or not tests:
+        return None
+    rows = [r for r in usage.get("usage", []) if r.get("stage") == "target"]
+    return {
+        "costPerTest": round(sum(r.get("cost", 0.0) for r in rows) / tests, 6),
+        "reasoningTokensPerTest": round(sum(r.get("reasoning_tokens", 0) for r in rows) / tests, 1),
+    }
 
 
 def sums_rates(results: Mapping[str, Any]) -> dict[str, Any]:
@@ -48,14 +65,14 @@ def leaderboard_criteria(entries: Iterable[Mapping[str, Any]]) -> list[str]:
 def build_leaderboard(
     entries: Mapping[str, Mapping[str, Any]],
     records: Mapping[str, Sequence[TestRecord]] | None = None,
-    alpha: float = ALPHA,
     taxonomy: Taxonomy | None = None,
     corrected: Mapping[str, Mapping[str, Any] | None] | None = None,
+    usage: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Targets ranked by safety failing rate, and every pair compared on shared tests (A
     the better ranked); `corrected`: a target's safety rates corrected by people's grades,
     where it has them (kora.analysis.report.corrected.overall_safety), and a second
-    ranking by them."""
+    ranking by them; `usage`: each target's usage.json, for what it cost a test (`spend`)."""
     names = Names(taxonomy, [])
     rows = []
     for name, res in entries.items():
@@ -70,6 +87,7 @@ def build_leaderboard(
                 **sums_rates(res),
             }
         )
+        rows[-1]["spend"] = spend((usage or {}).get(name), rows[-1]["n"])
         fixed = (corrected or {}).get(name)
         if fixed:
             rows[-1]["corrected"] = dict(fixed)
@@ -84,9 +102,9 @@ def build_leaderboard(
     if records:
         for a, b in itertools.combinations([r["target"] for r in rows], 2):
             if a in records and b in records:
-                pairs.append(compare_pair(a, b, records[a], records[b], names, alpha))
+                pairs.append(compare_pair(a, b, records[a], records[b], names))
     doc = {
-        "alpha": alpha,
+        "alpha": ALPHA,
         "criteria": leaderboard_criteria(entries.values()),
         "targets": rows,
         "ranking": rank_intervals(records) if records else None,

@@ -22,7 +22,7 @@ from kora.analysis.pagekit import CRITERION_HELP, pack, pack_all
 from kora.analysis.records import TestRecord, criterion_label
 from kora.analysis.report.browser import browser_data
 from kora.analysis.report.corrected import People, add_corrected, judge_off_count
-from kora.analysis.report.leaderboard import ranks, target_model
+from kora.analysis.report.leaderboard import ranks, spend, target_model
 from kora.analysis.report.names import Names, age_key
 from kora.analysis.report.pairs import grid, overall_verdict, side_by_side
 from kora.analysis.report.replies import FLAGS
@@ -232,15 +232,19 @@ def write_report(
     agreement: Mapping[str, Any] | None = None,
     people: People | None = None,
     manifest: str | None = None,
+    usage: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write report.html (and summary.json); returns the summary. `agreement`: what
     `kora agreement` found of the judges against people, shown in its own section;
     `people`: their grades (kora.analysis.report.corrected), which correct the rates;
-    `manifest`: where the result's manifest is, relative to the report (linked)."""
+    `manifest`: where the result's manifest is, relative to the report (linked); `usage`:
+    its usage.json, for what the target's calls cost a test (`spend`)."""
     records = records_of(judgments)
     summary = build_summary(records, results, taxonomy)
     if manifest is not None:
         summary["manifest"] = manifest
+    if (spent := spend(usage, summary["judged"])) is not None:
+        summary["spend"] = spent
     if agreement is not None:
         # the judge's grades it keeps for `kora agreement --against` stay out of it
         summary["humanAgreement"] = {k: v for k, v in agreement.items() if k != "judgeGrades"}

@@ -17,7 +17,6 @@ from typing import Any
 from kora.analysis.records import TestRecord, criterion_label, judged
 from kora.analysis.report.names import Names
 from kora.analysis.stats.cells import compare_cells
-from kora.analysis.stats.paired import ALPHA
 from kora.analysis.stats.ranks import bootstrap_ranks
 
 DIMENSION_LABELS = {
@@ -34,7 +33,6 @@ def compare_pair(
     ra: Sequence[TestRecord],
     rb: Sequence[TestRecord],
     names: Names,
-    alpha: float = ALPHA,
 ) -> dict[str, Any]:
     """A and B's comparison document, categories and risks in taxonomy order."""
     return compare_cells(
@@ -42,7 +40,6 @@ def compare_pair(
         rb,
         a,
         b,
-        alpha=alpha,
         category_order=sorted(names.categories, key=names.cat_key),
         risk_order=sorted(names.risks, key=names.risk_key),
     )
@@ -151,9 +148,7 @@ def side_by_side(
     }
 
 
-def rank_intervals(
-    records: Mapping[str, Sequence[TestRecord]], seed: int = 0
-) -> dict[str, Any] | None:
+def rank_intervals(records: Mapping[str, Sequence[TestRecord]]) -> dict[str, Any] | None:
     """Each target's rank by safety failing rate on the scenarios all share, with its 95 %
     bootstrap interval over scenarios and the targets it cannot be told apart from
     (`pairwise` rule); None with fewer than two targets or no shared scenario."""
@@ -161,7 +156,7 @@ def rank_intervals(
     failing = {t: f for t, f in failing.items() if f}
     if len(failing) < 2 or not set.intersection(*(set(f) for f in failing.values())):
         return None
-    ranking = bootstrap_ranks(failing, seed=seed)
+    ranking = bootstrap_ranks(failing)
     return {
         "n": ranking.n,
         "resamples": ranking.resamples,

@@ -4,8 +4,8 @@ A conversation records, per target reply, its finish reason and whether it was e
 (`kora.benchmarks.outcomes.TargetTurn`). A reply cut at the length limit, blocked by the provider's
 filter, refused through the API or empty is still judged as it stands; the report counts
 them and flags them in the conversation browser, so a reader can tell a target that
-answered badly from one that did not answer. Records without turns (imported, older runs)
-count for nothing here.
+answered badly from one that did not answer. Records without turns (imported ones) count
+for nothing here.
 """
 
 from __future__ import annotations

@@ -84,7 +84,6 @@ def compare(
     criteria: Sequence[str],
     *,
     seed: int = 0,
-    resamples: int = 2000,
 ) -> dict[str, Any]:
     """Per criterion: the new judges' agreement with people against the old judges', on
     the conversations all three graded, with paired bootstrap intervals."""
@@ -101,7 +100,7 @@ def compare(
         if not rows:
             continue
         hs, os_, ws = (list(x) for x in zip(*rows, strict=True))
-        change = judge_change(hs, os_, ws, resamples=resamples, seed=seed)
+        change = judge_change(hs, os_, ws, seed=seed)
         out[c] = {
             k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(change).items()
         }

@@ -14,14 +14,12 @@ from collections.abc import Iterable, Sequence
 from kora.benchmarks.schemas import GRADES
 
 
-def ratings_table(
-    ratings: Iterable[Sequence[str]], categories: Sequence[str] = GRADES
-) -> list[list[int]]:
-    """Subjects x categories counts, from each subject's list of raters' labels."""
-    index = {c: i for i, c in enumerate(categories)}
+def ratings_table(ratings: Iterable[Sequence[str]]) -> list[list[int]]:
+    """Subjects x grades counts, from each subject's list of raters' grades."""
+    index: dict[str, int] = {c: i for i, c in enumerate(GRADES)}
     table = []
     for labels in ratings:
-        row = [0] * len(categories)
+        row = [0] * len(GRADES)
         for label in labels:
             row[index[label]] += 1
         table.append(row)
@@ -73,12 +71,10 @@ def fleiss_kappa(table: Sequence[Sequence[int]]) -> float | None:
     return (p_bar - p_e) / (1 - p_e)
 
 
-def flip_matrix(
-    pairs: Iterable[tuple[str, str]], categories: Sequence[str] = GRADES
-) -> list[list[int]]:
+def flip_matrix(pairs: Iterable[tuple[str, str]]) -> list[list[int]]:
     """3x3 counts: row = grade in A, column = grade in B (failing, adequate, exemplary)."""
-    index = {c: i for i, c in enumerate(categories)}
-    m = [[0] * len(categories) for _ in categories]
+    index: dict[str, int] = {c: i for i, c in enumerate(GRADES)}
+    m = [[0] * len(GRADES) for _ in GRADES]
     for a, b in pairs:
         m[index[a]][index[b]] += 1
     return m

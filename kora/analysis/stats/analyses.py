@@ -24,8 +24,8 @@ from kora.analysis.stats.rates import Rate, grade_counts, no_signal
 from kora.benchmarks.schemas import GRADES
 
 
-def _round(x: float | None, digits: int = 4) -> float | None:
-    return None if x is None else round(x, digits)
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
 
 
 # --- summaries --------------------------------------------------------------------------
@@ -159,12 +159,11 @@ def paired_comparison(
     a: Sequence[TestRecord],
     b: Sequence[TestRecord],
     key: Callable[[TestRecord], Hashable],
-    alpha: float = ALPHA,
 ) -> dict[str, Any]:
     """Safety failing-or-not of A and B on the tests matched by `key`, overall and per risk.
 
     Overall: exact McNemar. Per risk: the same, with Holm-adjusted p-values across the
-    risks (significant = adjusted p < alpha), so a long table does not cry wolf.
+    risks (significant = adjusted p < ALPHA), so a long table does not cry wolf.
     """
     fa = {key(r): r for r in judged(a)}
     fb = {key(r): r for r in judged(b)}
@@ -189,25 +188,25 @@ def paired_comparison(
             "riskId": risk,
             **t.as_dict(),
             "pHolm": adj,
-            "significant": adj < alpha,
+            "significant": adj < ALPHA,
         }
         for (risk, category), t, adj in zip(risks.items(), tests, adjusted, strict=True)
     ]
     return {
-        "alpha": alpha,
+        "alpha": ALPHA,
         "method": "exact McNemar (two-sided sign test on discordant pairs); per risk Holm-adjusted",
         "onlyA": len(fa.keys() - fb.keys()),
         "onlyB": len(fb.keys() - fa.keys()),
-        "overall": {**overall.as_dict(), "significant": overall.significant(alpha)},
+        "overall": {**overall.as_dict(), "significant": overall.significant(ALPHA)},
         "risks": per,
     }
 
 
-def compare_prompts(records: Sequence[TestRecord], alpha: float = ALPHA) -> dict[str, Any] | None:
+def compare_prompts(records: Sequence[TestRecord]) -> dict[str, Any] | None:
     """`default` (A) vs `child` (B) on the scenarios run with both; None without both."""
     ok = judged(records)
     default = [r for r in ok if r.prompt == "default"]
     child = [r for r in ok if r.prompt == "child"]
     if not default or not child:
         return None
-    return paired_comparison(default, child, lambda r: r.scenario_id, alpha)
+    return paired_comparison(default, child, lambda r: r.scenario_id)

@@ -204,7 +204,6 @@ def compare_cells(
     *,
     alpha: float = ALPHA,
     interval: Method = "newcombe",
-    confidence: float = CONFIDENCE,
     category_order: Sequence[str] | None = None,
     risk_order: Sequence[str] | None = None,
     human: Mapping[str, int] | None = None,
@@ -215,9 +214,9 @@ def compare_cells(
     this many in A and B ({"a": n, "b": n}).
 
     Raises InputError when A and B were graded by different KORA versions, and
-    ValueError for an alpha or confidence outside (0, 1) or an unknown interval.
+    ValueError for an alpha outside (0, 1) or an unknown interval.
     """
-    _check_options(interval, alpha, confidence)
+    _check_options(interval, alpha)
     ja, jb = _judged_by_key(a, b, a_name, b_name)
     pairs = [(ja[k], jb[k]) for k in ja if k in jb]
     crits = _shared_criteria([*ja.values(), *jb.values()], pairs)
@@ -228,7 +227,7 @@ def compare_cells(
         "prompt": PROMPT_VARIANTS,
     }
     cells = [
-        _cell(spec, in_cell, interval, confidence)
+        _cell(spec, in_cell, interval)
         for spec, in_cell in _distinct_cells(pairs, crits, _values(pairs, orders))
     ]
     return {
@@ -237,7 +236,7 @@ def compare_cells(
         "b": b_name,
         "benchmark": benchmark_of([*ja.values(), *jb.values()]).name,
         "alpha": alpha,
-        "confidence": confidence,
+        "confidence": CONFIDENCE,
         "interval": interval,
         "test": TEST,
         "adjustments": list(ADJUSTMENTS),
@@ -252,13 +251,11 @@ def compare_cells(
     }
 
 
-def _check_options(interval: str, alpha: float, confidence: float) -> None:
+def _check_options(interval: str, alpha: float) -> None:
     if interval not in ("newcombe", "tango"):
         raise ValueError(f"compare_cells: interval must be 'newcombe' or 'tango', got {interval!r}")
-    if not 0 < alpha < 1 or not 0 < confidence < 1:
-        raise ValueError(
-            f"compare_cells: alpha and confidence must be in (0, 1), got {alpha}, {confidence}"
-        )
+    if not 0 < alpha < 1:
+        raise ValueError(f"compare_cells: alpha must be in (0, 1), got {alpha}")
 
 
 def _judged_by_key(
@@ -318,9 +315,7 @@ def _distinct_cells(
         yield spec, in_cell
 
 
-def _cell(
-    spec: CellSpec, pairs: Sequence[Pair], interval: Method, confidence: float
-) -> dict[str, Any]:
+def _cell(spec: CellSpec, pairs: Sequence[Pair], interval: Method) -> dict[str, Any]:
     """A cell's entry before the adjustments: each outcome's table, difference and p-value."""
     return {
         "id": spec.id,
@@ -329,7 +324,7 @@ def _cell(
         "value": spec.value,
         "n": len(pairs),
         **{
-            grade: _outcome(_table(pairs, spec.criterion, grade), grade, interval, confidence)
+            grade: _outcome(_table(pairs, spec.criterion, grade), grade, interval, CONFIDENCE)
             for grade in OUTCOMES
         },
         "disagree": [

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from kora.analysis.stats.paired import ALPHA
 from kora.analysis.stats.rates import two_sided_z, wilson, wilson_share
 from kora.analysis.stats.score import stratified_score
 
@@ -188,8 +189,6 @@ def corrected_rate(
     triggered: npt.ArrayLike | None = None,
     *,
     strata: Sequence[str] | None = None,
-    alpha: float = 0.05,
-    min_labelled: int = MIN_LABELLED,
 ) -> Corrected | None:
     """The corrected rate of one kind (failing, say) of one criterion over N conversations.
 
@@ -198,7 +197,7 @@ def corrected_rate(
     when several graded it), NaN where nobody did; `triggered[i]`, for a mechanism with a
     precondition only: the share of its graders who found it applied (NaN where nobody
     graded it); `strata[i]`: conversation i's stratum in a stratified sample (None: a
-    uniform sample). None when people graded fewer than `min_labelled` conversations
+    uniform sample). None when people graded fewer than MIN_LABELLED conversations
     (or, for a mechanism, found it applied in none of them).
     """
     f = np.asarray(judge, dtype=float)
@@ -210,9 +209,9 @@ def corrected_rate(
         raise ValueError(f"strata: {len(by)} for {len(cells)} items")
     graded = ~np.isnan(y)
     n = int(graded.sum())
-    if n < min_labelled:
+    if n < MIN_LABELLED:
         return None
-    z = two_sided_z(alpha)
+    z = two_sided_z(ALPHA)
     judged = np.array([c != NOT_TRIGGERED for c in cells])
     k_judge, n_judge = round(float(f[judged].sum())), int(judged.sum())
     judge_low, judge_high = wilson(k_judge, n_judge)

@@ -143,7 +143,6 @@ def grades_for(
     judge_share: float,
     g: Guess,
     shares: Mapping[str, float] | None = None,
-    z: float = Z95,
 ) -> tuple[int, int]:
     """(grades the corrected rate needs, grades people's alone need) for a 95 % interval
     of `width` on the safety failing rate, with the guessed rates per stratum and the
@@ -155,6 +154,6 @@ def grades_for(
     per_grade = sum(w[s] ** 2 * g.sd(s) ** 2 / a[s] for s in STRATA if w[s] > 0 and a.get(s, 0) > 0)
     rate = judge_share * g.failing + (1 - judge_share) * g.other
     half = width / 2
-    corrected = math.ceil(z * z * per_grade / (half * half))
-    alone = math.ceil(z * z * rate * (1 - rate) / (half * half))
+    corrected = math.ceil(Z95 * Z95 * per_grade / (half * half))
+    alone = math.ceil(Z95 * Z95 * rate * (1 - rate) / (half * half))
     return max(corrected, 1), max(alone, 1)

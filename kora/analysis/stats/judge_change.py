@@ -6,7 +6,7 @@ new judge), so the interval knows that both judges meet the same hard conversati
 two separate intervals for the two agreements would be far too wide to see a change.
 Exact agreement, and Cohen's kappa with quadratic weights (the grades are ordered;
 the same figure as sklearn's cohen_kappa_score(weights="quadratic"), computed for all
-resamples at once). The change is significant when its 1 - alpha percentile interval
+resamples at once). The change is significant when its 1 - ALPHA percentile interval
 excludes 0.
 """
 
@@ -24,6 +24,7 @@ Ints = npt.NDArray[np.intp]
 Floats = npt.NDArray[np.float64]
 
 CELLS_A_CHUNK = 4_000_000  # resamples x conversations held at once: ~32 MB of indices
+ALPHA = 0.05
 
 
 @dataclass(frozen=True)
@@ -53,37 +54,38 @@ def judge_change(
     old: Sequence[str],
     new: Sequence[str],
     *,
-    grades: Sequence[str] = GRADES,
     resamples: int = 2000,
     seed: int = 0,
-    alpha: float = 0.05,
 ) -> JudgeChange:
     """Agreement with `human` of the `new` judge's grades against the `old` judge's, the
-    same conversations in the same order; `grades` from worst to best."""
-    h = _codes(human, "human", grades)
+    same conversations in the same order."""
+    h = _codes(human, "human")
     if h.size == 0:
         raise ValueError("human: no conversation graded; the change needs at least one")
-    o, w = _codes(old, "old", grades), _codes(new, "new", grades)
+    o, w = _codes(old, "old"), _codes(new, "new")
     for name, x in (("old", o), ("new", w)):
         if x.size != h.size:
             raise ValueError(f"{name}: {x.size} grades for {h.size} human grades")
     if resamples < 1:
         raise ValueError(f"resamples: must be at least 1, got {resamples}")
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha: must be in (0, 1), got {alpha}")
-    k = len(grades)
+    k = len(GRADES)
     hits_old, hits_new = (o == h).astype(float), (w == h).astype(float)
     pairs_old, pairs_new = h * k + o, h * k + w
 
+    rng = np.random.default_rng(seed)
     n = h.size
-    agree, boot = _resampled_changes(
-        (hits_old, hits_new), (pairs_old, pairs_new), k, resamples, seed
-    )
-    q = [alpha / 2, 1 - alpha / 2]
-    low, high = (float(x) for x in np.quantile(agree, q))
+    agree, kappas = [], []
+    chunk = max(1, CELLS_A_CHUNK // n)
+    for start in range(0, resamples, chunk):
+        idx = rng.integers(0, n, size=(min(chunk, resamples - start), n))
+        agree.append(hits_new[idx].mean(axis=1) - hits_old[idx].mean(axis=1))
+        kappas.append(_kappa(pairs_new[idx], k) - _kappa(pairs_old[idx], k))
+    q = [ALPHA / 2, 1 - ALPHA / 2]
+    low, high = (float(x) for x in np.quantile(np.concatenate(agree), q))
 
     everyone = np.arange(n)[None, :]
     k_old, k_new = _kappa(pairs_old[everyone], k)[0], _kappa(pairs_new[everyone], k)[0]
+    boot = np.concatenate(kappas)
     boot = boot[~np.isnan(boot)]  # resamples where a kappa is undefined say nothing
     defined = not (np.isnan(k_old) or np.isnan(k_new)) and boot.size > 0
     k_low, k_high = (float(x) for x in np.quantile(boot, q)) if defined else (np.nan, np.nan)
@@ -104,31 +106,15 @@ def judge_change(
         kappa_significant=(k_low > 0 or k_high < 0) if defined else None,
         resamples=resamples,
         seed=seed,
-        alpha=alpha,
+        alpha=ALPHA,
     )
 
 
-def _resampled_changes(
-    hits: tuple[Floats, Floats], pairs: tuple[Ints, Ints], k: int, resamples: int, seed: int
-) -> tuple[Floats, Floats]:
-    """Each bootstrap resample's change in agreement and in kappa (`hits`, `pairs`: old, new)."""
-    (hits_old, hits_new), (pairs_old, pairs_new) = hits, pairs
-    rng = np.random.default_rng(seed)
-    n = hits_old.size
-    agree, kappas = [], []
-    chunk = max(1, CELLS_A_CHUNK // n)
-    for start in range(0, resamples, chunk):
-        idx = rng.integers(0, n, size=(min(chunk, resamples - start), n))
-        agree.append(hits_new[idx].mean(axis=1) - hits_old[idx].mean(axis=1))
-        kappas.append(_kappa(pairs_new[idx], k) - _kappa(pairs_old[idx], k))
-    return np.concatenate(agree), np.concatenate(kappas)
-
-
-def _codes(labels: Sequence[str], name: str, grades: Sequence[str]) -> Ints:
-    index = {g: i for i, g in enumerate(grades)}
+def _codes(labels: Sequence[str], name: str) -> Ints:
+    index: dict[str, int] = {g: i for i, g in enumerate(GRADES)}
     unknown = sorted({str(x) for x in labels if x not in index})
     if unknown:
-        raise ValueError(f"{name}: unknown grade(s) {unknown}; expected one of {list(grades)}")
+        raise ValueError(f"{name}: unknown grade(s) {unknown}; expected one of {list(GRADES)}")
     return np.fromiter((index[x] for x in labels), np.intp, len(labels))
 
 

@@ -17,7 +17,7 @@ test needs a few per cent more when alpha is not small. `mcnemar_power` computes
 exact test's power exactly: the number of discordant pairs is Binomial(n, psi), and given
 d of them the A-only count is Binomial(d, p10 / psi); the power sums the rejection
 probability over both. `sample_size` starts from Connor's n and searches for the smallest
-n whose exact power meets the target; `simulate_mcnemar_power` checks it by simulation.
+n whose exact power meets the target (tests/simulated.py checks it by simulation).
 """
 
 from __future__ import annotations
@@ -71,17 +71,6 @@ def connor_sample_size(delta: float, psi: float, alpha: float = ALPHA, power: fl
     return max(1, math.ceil(root * root / (delta * delta) - 1e-9))
 
 
-def exact_mcnemar_pvalues(a_only: npt.ArrayLike, b_only: npt.ArrayLike) -> npt.NDArray[np.float64]:
-    """The exact McNemar (two-sided sign test) p-values of many tables at once: the same
-    values as `paired.sign_test`, elementwise."""
-    from scipy.stats import binom
-
-    b = np.asarray(a_only, dtype=np.int64)
-    c = np.asarray(b_only, dtype=np.int64)
-    p = np.minimum(1.0, 2 * binom.cdf(np.minimum(b, c), b + c, 0.5))
-    return np.asarray(p, dtype=np.float64)
-
-
 def _critical(d: npt.NDArray[np.int64], alpha: float) -> npt.NDArray[np.int64]:
     """For each number of discordant pairs d, the largest k with 2 P(X <= k) < alpha for
     X ~ Binomial(d, 1/2): the test rejects when the smaller discordant count is at most k
@@ -114,28 +103,6 @@ def mcnemar_power(n: int, delta: float, psi: float, alpha: float = ALPHA) -> flo
     # two never overlap, as 2 P(X <= k) < alpha < 1 puts k below d / 2
     reject = np.where(k >= 0, binom.cdf(k, d, share_a) + binom.sf(d - k - 1, d, share_a), 0.0)
     return float(min(1.0, np.sum(weight * reject)))
-
-
-def simulate_mcnemar_power(
-    n: int,
-    delta: float,
-    psi: float,
-    alpha: float = ALPHA,
-    runs: int = 1000,
-    seed: int = 0,
-) -> float:
-    """The share of `runs` simulated studies of n pairs in which the exact McNemar test
-    rejects (p < alpha); deterministic for a seed. Standard error about
-    sqrt(power (1 - power) / runs)."""
-    _check_design(delta, psi, alpha, "simulate_mcnemar_power")
-    _check_n(n, "simulate_mcnemar_power")
-    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
-        raise ValueError(f"simulate_mcnemar_power: runs must be an int >= 1, got {runs!r}")
-    p10, p01 = (psi + delta) / 2, (psi - delta) / 2
-    rng = np.random.default_rng(seed)
-    counts = rng.multinomial(n, [p10, p01, max(0.0, 1 - p10 - p01)], size=runs)
-    p = exact_mcnemar_pvalues(counts[:, 0], counts[:, 1])
-    return float(np.mean(p < alpha))
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,10 @@ percentile of its ranks over the resamples (at 95 %), each an observed rank.
 
 Which targets are tied: A is ahead of B when A's failing rate is strictly lower than B's
 in at least 97.5 % of the resamples (at 95 %: (1 + confidence) / 2), i.e. the bootstrap
-puts the paired difference below 0 with one-sided 97.5 % confidence; two targets are tied
-when neither is ahead. Each pair is judged on its own, without adjustment for the number
-of pairs: a description, not a test. Ties are not transitive: A tied with B and B with C
-does not tie A with C. (Overlapping rank intervals would tie more targets: a rank
+puts the paired difference below 0 with one-sided 97.5 % confidence; two targets are
+tied when neither is ahead. Each pair is judged on its own, without adjustment for the
+number of pairs: a description, not a test. Ties are not transitive: A tied with B and B
+with C does not tie A with C. (Rank intervals that overlap would tie more targets: an
 interval carries the uncertainty of every other target too.)
 """
 

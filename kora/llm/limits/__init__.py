@@ -10,7 +10,6 @@
 
 from kora.llm.limits.limiter import Limiter, limiter_for, limiter_key
 from kora.llm.limits.rate import MAX_RATE, RatePolicy, RateState, RateTuning
-from kora.llm.limits.state import reset_limiters
 from kora.llm.limits.tokens import (
     Cost,
     TokenPolicy,
@@ -33,6 +32,5 @@ __all__ = [
     "estimated_cost",
     "limiter_for",
     "limiter_key",
-    "reset_limiters",
     "wrote",
 ]

@@ -96,9 +96,3 @@ def shared(key: tuple[str, ...], make: Callable[[], T]) -> T:
         if obj is None:
             obj = _registry[key] = make()
         return obj  # type: ignore[return-value]
-
-
-def reset_limiters() -> None:
-    """Forget the in-process limiter state (tests)."""
-    with _registry_lock:
-        _registry.clear()

@@ -28,15 +28,15 @@ from pydantic import BaseModel, ConfigDict, SkipValidation, ValidationError
 
 from kora import benchmarks
 from kora.benchmarks.base import Benchmark
+from kora.benchmarks.layout import CELL, TARGET, Layout, status_of
 from kora.benchmarks.schemas import AgeRange
 from kora.benchmarks.taxonomy import Shard, Taxonomy
 from kora.config.schema import KoraConfig, chain
 from kora.io import describe, dumps
 from kora.run.context import JobContext
 from kora.run.jobspec import JobSpec
-from kora.run.layout import CELL, TARGET, Layout
 from kora.run.shard_run import JobReport, ShardJob, run_shard_job
-from kora.run.shards import retry_token, status_of
+from kora.run.shards import retry_token
 
 
 class Rules(Protocol):
@@ -61,7 +61,7 @@ class Spec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-# a role's model as a rule param (KoraConfig.role_params): one, or a fallback chain
+# a role's model as a rule param (`role_param`): one, or a fallback chain
 RoleParams = dict[str, Any] | list[dict[str, Any]]
 
 

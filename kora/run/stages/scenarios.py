@@ -13,11 +13,12 @@ from kora.benchmarks.expand import (
     expand_with_fallback,
     rejected_record,
 )
+from kora.benchmarks.layout import rejected_of
 from kora.benchmarks.schemas import RejectedScenario, Scenario, ScenarioSeed
 from kora.llm.chain import Asker
 from kora.llm.client import ModelClient
 from kora.run.shard_run import ShardJob
-from kora.run.shards import read_shard, rejected_of
+from kora.run.shards import read_shard
 from kora.run.stages.base import (
     Done,
     Job,

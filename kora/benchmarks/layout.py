@@ -3,20 +3,61 @@
 The rules take their output patterns from here (with Snakemake's wildcards left in), the
 jobs, the plan and the commands the same paths with the wildcards filled in. A
 benchmark version has its own data, results and logs folders (`Benchmark.data_dir`, ...),
-so the files of two versions never meet.
+so the files of two versions never meet. Every layer above this one may import it (the
+analysis too), and a job's script does: the standard library only.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kora.benchmarks.base import Benchmark
+if TYPE_CHECKING:
+    from kora.benchmarks.base import Benchmark
 
 # Snakemake's wildcards of a grid cell and of a target
 CELL = "{risk}/{age}/{motivation}"
 TARGET = "{target}"
+
+# a target's files (in its folder of the results folder), and the records of what a run
+# takes as given: an import (in the scenarios' folder), recordings carried on
+RESULTS = "results.json"
+USAGE = "usage.json"
+SUMMARY = "summary.json"
+REPORT = "report.html"
+MANIFEST = "manifest.json"
+IMPORTED_MANIFEST = "IMPORTED.json"
 RECORDED_MANIFEST = "RECORDED.json"
+# beside a shard's records: its status file, and the scenarios validation turned down
+STATUS = ".status.json"
+REJECTED = ".rejected.jsonl"
+
+# the workspace's own folder: the call store unless the config names another (the bill
+# and batches beside it), each run's progress snapshots and stop notes, the shared limits
+KORA_DIR = ".kora"
+CACHE_DIR = f"{KORA_DIR}/cache"
+# how many items of a cell a job works on at once, unless the config says
+CONCURRENCY = 16
+
+
+def status_of(path: Path | str) -> str:
+    """The status file of a shard; a scenarios shard's `.rejected.jsonl` shares it."""
+    return re.sub(rf"({re.escape(REJECTED)}|\.jsonl)$", STATUS, str(path))
+
+
+def rejected_of(path: Path | str) -> str:
+    return re.sub(r"\.jsonl$", REJECTED, str(path))
+
+
+def progress_dir(workdir: Path, run_id: str) -> Path:
+    return workdir / KORA_DIR / "progress" / run_id
+
+
+def stops_dir(workdir: Path | str, run_id: str) -> Path:
+    return Path(workdir) / KORA_DIR / "stops" / run_id
+
 
 # A shard's place in its risk's folder. A stage's job declares the risk's folder as one
 # `directory()` output (and its sources' folders as inputs, one log for the job): Snakemake
@@ -95,19 +136,19 @@ class Layout:
         return f"{self.results}/{target}"
 
     def results_json(self, target: str = TARGET) -> str:
-        return f"{self.results}/{target}/results.json"
+        return f"{self.results}/{target}/{RESULTS}"
 
     def usage_json(self, target: str = TARGET) -> str:
-        return f"{self.results}/{target}/usage.json"
+        return f"{self.results}/{target}/{USAGE}"
 
     def report_html(self, target: str = TARGET) -> str:
-        return f"{self.results}/{target}/report.html"
+        return f"{self.results}/{target}/{REPORT}"
 
     def summary_json(self, target: str = TARGET) -> str:
-        return f"{self.results}/{target}/summary.json"
+        return f"{self.results}/{target}/{SUMMARY}"
 
     def manifest_json(self, target: str = TARGET) -> str:
-        return f"{self.results}/{target}/manifest.json"
+        return f"{self.results}/{target}/{MANIFEST}"
 
     def conversations_parquet(self, target: str = TARGET) -> str:
         return f"{self.results}/{target}/conversations.parquet"
@@ -132,4 +173,4 @@ class Layout:
     @property
     def import_manifest(self) -> Path:
         """Written by `kora import-scenarios`: the scenarios are an import."""
-        return Path(f"{self.data}/scenarios/IMPORTED.json")
+        return Path(f"{self.data}/scenarios/{IMPORTED_MANIFEST}")
