@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from kora.analysis.annotate import labels
-from kora.analysis.annotate.sample import draw, order
+from kora.analysis.annotate.sample import order
 from kora.analysis.annotate.server import build_app
 from kora.analysis.records import TestRecord, criteria_of, judged, load_records
 from kora.analysis.stats.human import agreement, kappa
@@ -25,6 +25,11 @@ from tests.fuzzing import MANY
 from tests.helpers import MECHANISMS, REPO
 from tests.reportdata import TAXONOMY, make_judgments, write_jsonl
 from tests.test_report_browser import chromium, find_chromium  # noqa: F401
+
+
+def draw(records: list[TestRecord], size: int, seed: int) -> list[str]:
+    """A uniform random sample of `size` judged tests: the first of `order`."""
+    return order(records, seed)[:size]
 
 
 @pytest.fixture()

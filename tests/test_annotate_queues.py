@@ -32,7 +32,7 @@ def records(tmp_path: Path) -> list[TestRecord]:
 def test_every_conversation_is_equally_likely_in_the_sample(records: list[TestRecord]) -> None:
     """2,000 seeds, 10 of the 40 judged tests each: every test's count is binomial(2000,
     1/4); their spread is what chance gives (chi-square), and no test is left out."""
-    counts = Counter(k for seed in range(2000) for k in sample.draw(records, 10, seed))
+    counts = Counter(k for seed in range(2000) for k in sample.order(records, seed)[:10])
     assert len(counts) == 40 and sum(counts.values()) == 20_000
     assert chisquare(list(counts.values())).pvalue > 0.001
 

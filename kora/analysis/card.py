@@ -53,13 +53,6 @@ def dataset_card(manifest: Mapping[str, Any], results: Mapping[str, Any], rows: 
             {"config_name": "default", "data_files": [{"split": "test", "path": DATA_FILE}]}
         ],
     }
-    project = manifest.get("project", {})
-    made_by = f"kora {project.get('version') or '(version unknown)'}"
-    if project.get("commit"):
-        made_by += f", commit {project['commit'][:12]}"
-        made_by += " with uncommitted changes" if project.get("dirty") else ""
-    calls = manifest.get("calls", {})
-    answers = manifest.get("answers", {})
     mock = (
         ["", "**Made with the offline mock provider: the figures measure nothing.**"]
         if results.get("mock")
@@ -84,21 +77,7 @@ def dataset_card(manifest: Mapping[str, Any], results: Mapping[str, Any], rows: 
         f"- tests: {results.get('tests', 0):,} graded, {results.get('failedTests', 0):,} failed "
         f"({rows:,} rows; `graded` tells them apart)",
         "",
-        "## How it was made",
-        "",
-        "From `manifest.json`, beside the table:",
-        "",
-        f"- made by {made_by}; benchmark {version}",
-        *_models(manifest),
-        f"- calls from {calls.get('first')} to {calls.get('last')} (UTC)",
-        f"- results.json SHA-256 `{manifest.get('results', {}).get('sha256')}`",
-        f"- the {answers.get('count', 0):,} stored answers the result rests on, digest "
-        f"`{answers.get('sha256')}`",
-        f"- config SHA-256 `{manifest.get('config', {}).get('sha256')}` (credentials masked)",
-        "",
-        "| template | SHA-256 |",
-        "|---|---|",
-        *(f"| {s} | `{t['sha256']}` |" for s, t in manifest.get("templates", {}).items()),
+        *_how_it_was_made(manifest, version),
         "",
         "## Columns",
         "",
@@ -114,3 +93,31 @@ def dataset_card(manifest: Mapping[str, Any], results: Mapping[str, Any], rows: 
         "",
     ]
     return "\n".join(lines)
+
+
+def _how_it_was_made(manifest: Mapping[str, Any], version: str) -> list[str]:
+    """The card's section on what the manifest records: version, models, calls, digests."""
+    project = manifest.get("project", {})
+    made_by = f"kora {project.get('version') or '(version unknown)'}"
+    if project.get("commit"):
+        made_by += f", commit {project['commit'][:12]}"
+        made_by += " with uncommitted changes" if project.get("dirty") else ""
+    calls = manifest.get("calls", {})
+    answers = manifest.get("answers", {})
+    return [
+        "## How it was made",
+        "",
+        "From `manifest.json`, beside the table:",
+        "",
+        f"- made by {made_by}; benchmark {version}",
+        *_models(manifest),
+        f"- calls from {calls.get('first')} to {calls.get('last')} (UTC)",
+        f"- results.json SHA-256 `{manifest.get('results', {}).get('sha256')}`",
+        f"- the {answers.get('count', 0):,} stored answers the result rests on, digest "
+        f"`{answers.get('sha256')}`",
+        f"- config SHA-256 `{manifest.get('config', {}).get('sha256')}` (credentials masked)",
+        "",
+        "| template | SHA-256 |",
+        "|---|---|",
+        *(f"| {s} | `{t['sha256']}` |" for s, t in manifest.get("templates", {}).items()),
+    ]

@@ -246,24 +246,15 @@ def build_results(
     results["tests"] = sum(s["sums"]["al"] for s in scores)
     results["failedTests"] = sum(f["failed"] for f in failed)
     results["failed"] = failed
-    blocked: dict[str, int] = defaultdict(int)
+    blocked = Counter[str]()
     for f in failed:
-        for reason, n in f.get("blocked", {}).items():
-            blocked[reason] += n
+        blocked.update(f.get("blocked", {}))
     if blocked:  # tests a chat service would not let run, by the reason it gave
         results["blockedTests"] = dict(sorted(blocked.items()))
     results["stageFailures"] = stage_failures(statuses)
     results["rejectedScenarios"] = len(rejected)
     if rejected:
-        results["rejectedFirst"] = [
-            {
-                "seedId": r["seed"]["id"],
-                "riskId": r["seed"]["riskId"],
-                "ageRange": r["seed"]["ageRange"],
-                "reasons": r["lastReasons"],
-            }
-            for r in rejected[:NAMED_REJECTS]
-        ]
+        results["rejectedFirst"] = [_rejected(r) for r in rejected[:NAMED_REJECTS]]
     # a run with failed tests or stage items is readable but not finished: the same
     # command retries what failed
     results["complete"] = results["failedTests"] == 0 and not results["stageFailures"]
@@ -271,3 +262,14 @@ def build_results(
         results["mock"] = True
         results["note"] = MOCK_NOTE
     return results, usage_doc(target, statuses, bill, this_run)
+
+
+def _rejected(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A rejected scenario as results.json names it: its seed and the validator's reasons."""
+    seed = record["seed"]
+    return {
+        "seedId": seed["id"],
+        "riskId": seed["riskId"],
+        "ageRange": seed["ageRange"],
+        "reasons": record["lastReasons"],
+    }

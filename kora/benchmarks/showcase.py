@@ -17,7 +17,7 @@ from pathlib import Path
 from kora.benchmarks.base import PROJECT, Benchmark
 from kora.benchmarks.messages import FIX_PLACEHOLDER
 from kora.benchmarks.outcomes import Message
-from kora.benchmarks.schemas import AGE_RANGES, SCENARIO_TEXT_FIELDS, Risk, Scenario
+from kora.benchmarks.schemas import AGE_RANGES, SCENARIO_TEXT_FIELDS, Scenario
 from kora.benchmarks.taxonomy import AGE_RANGE_LABELS, Taxonomy
 from kora.benchmarks.templates import (
     Prompt,
@@ -71,27 +71,79 @@ def check_templates(benchmark: Benchmark, taxonomy: Taxonomy, directory: Path) -
 def _rendered(
     benchmark: Benchmark, scenario: Scenario, taxonomy: Taxonomy, count: int
 ) -> list[Rendered]:
-    category = taxonomy.category_of(scenario.riskId)
-    risk = taxonomy.risk(category.id, scenario.riskId)
-    motivation = taxonomy.motivation_named(scenario.seed.motivation.name)
-    seed = scenario.seed
-    text_fields = scenario.model_dump(include=set(SCENARIO_TEXT_FIELDS))
-    messages = [
-        Message(role="user", content=scenario.firstUserMessage),
-        Message(role="assistant", content=SAMPLE_REPLY),
-        Message(role="user", content=SAMPLE_FOLLOW_UP),
-        Message(role="assistant", content=SAMPLE_REPLY),
+    risk = taxonomy.risks[scenario.riskId][1]
+    transcript = _sample_transcript(scenario)
+    return [
+        _seeds(benchmark, scenario, taxonomy, count),
+        *_expansions(benchmark, scenario, taxonomy),
+        _validation(benchmark, scenario, taxonomy),
+        Rendered(
+            "first_user_message",
+            render("first_user_message", risk=risk, seed=scenario.seed, scenario=scenario),
+        ),
+        Rendered("placeholder_retry", Prompt(system=None, user=FIX_PLACEHOLDER)),
+        *_target_systems(scenario),
+        Rendered(
+            "next_user_message",
+            render(
+                "next_user_message",
+                risk=risk,
+                seed=scenario.seed,
+                scenario=scenario,
+                transcript=transcript,
+            ),
+        ),
+        Rendered(
+            "judge_safety",
+            render(
+                "judge_safety",
+                risk=risk,
+                seed=scenario.seed,
+                scenario=scenario,
+                transcript=transcript,
+            ),
+            benchmark.safety_schema,
+        ),
+        *benchmark.judge_showcase(scenario, taxonomy, transcript),
     ]
-    transcript = format_conversation(messages)
-    age = scenario.ageRange
-    child_age = TestKey.of(scenario, "child").target_age_range
 
-    expansion_schema = benchmark.scenario_schema
 
-    def scenario_prompt(r: Risk, feedback: dict[str, object] | None) -> Prompt:
-        return render(
+def _sample_transcript(scenario: Scenario) -> str:
+    """The scenario's first message and a sample exchange, as the judges read it."""
+    return format_conversation(
+        [
+            Message(role="user", content=scenario.firstUserMessage),
+            Message(role="assistant", content=SAMPLE_REPLY),
+            Message(role="user", content=SAMPLE_FOLLOW_UP),
+            Message(role="assistant", content=SAMPLE_REPLY),
+        ]
+    )
+
+
+def _seeds(benchmark: Benchmark, scenario: Scenario, taxonomy: Taxonomy, count: int) -> Rendered:
+    category, risk = taxonomy.risks[scenario.riskId]
+    prompt = render(
+        "seeds",
+        category=category,
+        risk=risk,
+        age_range=scenario.ageRange,
+        motivation=taxonomy.motivation_named(scenario.seed.motivation.name),
+        count=count,
+        **benchmark.seed_variables(risk, None),
+    )
+    return Rendered("seeds", prompt, benchmark.seed_schema)
+
+
+def _expansions(benchmark: Benchmark, scenario: Scenario, taxonomy: Taxonomy) -> list[Rendered]:
+    """The scenario prompt, its retry, and its guidance and memory blocks (`BLOCKS_RISK`)."""
+    seed = scenario.seed
+    motivation = taxonomy.motivation_named(seed.motivation.name)
+
+    def expansion(name: str, risk_id: str, feedback: dict[str, object] | None) -> Rendered:
+        category, r = taxonomy.risks[risk_id]
+        prompt = render(
             "scenario",
-            category=taxonomy.category_of(r.id),
+            category=category,
             risk=r,
             motivation=motivation,
             seed=seed,
@@ -99,9 +151,8 @@ def _rendered(
             feedback=feedback,
             **benchmark.scenario_variables(seed, r),
         )
+        return Rendered(name, prompt, benchmark.scenario_schema(r))
 
-    blocks_category = taxonomy.category_of(BLOCKS_RISK)
-    blocks_risk = taxonomy.risk(blocks_category.id, BLOCKS_RISK)
     previous = scenario.reference_dict()
     feedback: dict[str, object] = {
         "reasons": SAMPLE_REASONS,
@@ -109,75 +160,46 @@ def _rendered(
             k: previous[k] for k in (*SCENARIO_TEXT_FIELDS, "modelMemory") if k in previous
         },
     }
-    out = [
-        Rendered(
-            "seeds",
-            render(
-                "seeds",
-                category=category,
-                risk=risk,
-                age_range=age,
-                motivation=motivation,
-                count=count,
-                **benchmark.seed_variables(risk, None),
-            ),
-            benchmark.seed_schema,
-        ),
-        Rendered("scenario", scenario_prompt(risk, None), expansion_schema(risk)),
-        Rendered("scenario [retry]", scenario_prompt(risk, feedback), expansion_schema(risk)),
-        Rendered(
-            "scenario [guidance and memory]",
-            scenario_prompt(blocks_risk, None),
-            expansion_schema(blocks_risk),
-        ),
-        Rendered(
-            "validate",
-            render(
-                "validate",
-                category=category,
-                risk=risk,
-                age_range=age,
-                age_label=AGE_RANGE_LABELS[age],
-                scenario=text_fields,
-                seed=seed,
-            ),
-            benchmark.validation_schema,
-        ),
-        Rendered(
-            "first_user_message",
-            render("first_user_message", risk=risk, seed=seed, scenario=scenario),
-        ),
-        Rendered("placeholder_retry", Prompt(system=None, user=FIX_PLACEHOLDER)),
-        Rendered(
-            "target_system [default]",
-            render("target_system", age_range=None, memory=scenario.modelMemory),
-        ),
+    return [
+        expansion("scenario", scenario.riskId, None),
+        expansion("scenario [retry]", scenario.riskId, feedback),
+        expansion("scenario [guidance and memory]", BLOCKS_RISK, None),
     ]
-    for a in AGE_RANGES:
-        label = f"target_system [{a}]" + (
-            " (this scenario's child variant)" if a == child_age else ""
+
+
+def _validation(benchmark: Benchmark, scenario: Scenario, taxonomy: Taxonomy) -> Rendered:
+    category, risk = taxonomy.risks[scenario.riskId]
+    prompt = render(
+        "validate",
+        category=category,
+        risk=risk,
+        age_range=scenario.ageRange,
+        age_label=AGE_RANGE_LABELS[scenario.ageRange],
+        scenario=scenario.model_dump(include=set(SCENARIO_TEXT_FIELDS)),
+        seed=scenario.seed,
+    )
+    return Rendered("validate", prompt, benchmark.validation_schema)
+
+
+def _target_systems(scenario: Scenario) -> list[Rendered]:
+    """The target's system prompt: by default, for each age range, and with a memory."""
+    memory = scenario.modelMemory
+    child_age = TestKey.of(scenario, "child").target_age_range
+    by_age = [
+        Rendered(
+            f"target_system [{a}]" + (" (this scenario's child variant)" if a == child_age else ""),
+            render("target_system", age_range=a, memory=memory),
         )
-        out.append(
-            Rendered(label, render("target_system", age_range=a, memory=scenario.modelMemory))
-        )
-    out += [
+        for a in AGE_RANGES
+    ]
+    return [
+        Rendered("target_system [default]", render("target_system", age_range=None, memory=memory)),
+        *by_age,
         Rendered(
             "target_system [memory]",
-            render("target_system", age_range=None, memory=scenario.modelMemory or SAMPLE_MEMORY),
-        ),
-        Rendered(
-            "next_user_message",
-            render(
-                "next_user_message", risk=risk, seed=seed, scenario=scenario, transcript=transcript
-            ),
-        ),
-        Rendered(
-            "judge_safety",
-            render("judge_safety", risk=risk, seed=seed, scenario=scenario, transcript=transcript),
-            benchmark.safety_schema,
+            render("target_system", age_range=None, memory=memory or SAMPLE_MEMORY),
         ),
     ]
-    return out + benchmark.judge_showcase(scenario, taxonomy, transcript)
 
 
 def as_markdown(prompts: list[Rendered], intro: str) -> str:

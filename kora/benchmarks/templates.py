@@ -162,8 +162,11 @@ def render(stem: str, directory: Path | None = None, **variables: Any) -> Prompt
         raise TemplateError(f"prompt template {path}, line {exc.lineno}: {exc.message}") from None
     except (jinja2.TemplateError, TypeError, ValueError) as exc:  # an undefined variable, say
         # the template's line, where its compiled code is in the traceback
-        lines = [n for f, n in traceback.walk_tb(exc.__traceback__)
-                 if tmpl is not None and f.f_code.co_filename == tmpl.filename]  # fmt: skip
+        lines = [
+            n
+            for f, n in traceback.walk_tb(exc.__traceback__)
+            if tmpl is not None and f.f_code.co_filename == tmpl.filename
+        ]
         line = f", line {tmpl.get_corresponding_lineno(lines[-1])}" if tmpl and lines else ""
         raise TemplateError(f"prompt template {path}{line}: {exc}") from None
     return Prompt(system=parts["system"] or None, user=parts["user"] or None)

@@ -59,11 +59,6 @@ def order(records: Sequence[TestRecord], seed: int) -> list[str]:
     return keys
 
 
-def draw(records: Sequence[TestRecord], size: int, seed: int) -> list[str]:
-    """A uniform random sample of `size` judged tests: the first of `order`."""
-    return order(records, seed)[:size]
-
-
 def sample_id(seed: int, keys: Sequence[str]) -> str:
     return hashlib.sha256(orjson.dumps([seed, list(keys)])).hexdigest()[:12]
 
@@ -118,59 +113,75 @@ def ensure(
     uniform when there is none) and `size` (None: `SIZE`) if there is none; and a note
     for the user (empty when nothing happened). `people`: grades so far, which move the
     stratified design's guess."""
-    from kora.errors import InputError
-
     path = folder / SAMPLE
     if path.exists():
-        try:
-            doc = orjson.loads(path.read_bytes())
-        except orjson.JSONDecodeError:
-            doc = None
-        if not (isinstance(doc, dict) and doc.get("design") in DESIGNS and "size" in doc):
-            raise InputError(
-                f"{path}: not a sample kora drew (no design {' or '.join(DESIGNS)} and size); "
-                "remove the file to draw one"
-            )
-        held = len(drawn(doc))
-        if doc.get("seed") != seed or design not in (None, doc.get("design")):
-            raise InputError(
-                f"{path}: the sample was drawn with --design {doc.get('design')} --seed "
-                f"{doc.get('seed')}; give those, or remove the file to draw another (its "
-                "grades then stop counting for the corrected rates)"
-            )
-        if size is not None and size > held:
-            raise InputError(
-                f"{path}: the sample was drawn with --size {held}, fixed before anyone "
-                "graded so that what people saw cannot decide how many grades count; "
-                f"give --size {held} or less, or remove the file to draw a larger one "
-                "(its grades then stop counting for the corrected rates)"
-            )
-        return doc, ""
+        return _held_sample(path, seed, design, size), ""
     design = design or UNIFORM
     size = SIZE if size is None else size
+    strata: dict[str, Any] = {}
     if design == UNIFORM:
         keys = order(records, seed)
-        doc = {"design": UNIFORM, "id": sample_id(seed, keys), "seed": seed, "size": size,
-               "keys": keys}  # fmt: skip
     else:
-        strata = strata_of(records)
-        total = sum(map(len, strata.values()))
-        judge_share = len(strata[FAILING]) / total if total else 0.0
-        shares = allocation(judge_share, guess(judge_share, seen_by_stratum(strata, people or {})))
-        keys = interleave(strata, shares, seed)
-        doc = {
-            "design": STRATIFIED,
-            "id": sample_id(seed, keys),
-            "seed": seed,
-            "size": size,
-            "keys": keys,
-            "strata": {FAILING: sorted(strata[FAILING])},
-            "shares": {s: round(v, 6) for s, v in shares.items()},
-        }
+        keys, strata = _stratified(records, seed, people or {})
+    doc = {
+        "design": UNIFORM if design == UNIFORM else STRATIFIED,
+        "id": sample_id(seed, keys),
+        "seed": seed,
+        "size": size,
+        "keys": keys,
+        **strata,
+    }
     write_json(path, doc)
-    drew = (f"drew a {design} sample of {min(size, len(keys))} of the {len(keys)} judged "
-            f"conversations: {path}")  # fmt: skip
+    drew = (
+        f"drew a {design} sample of {min(size, len(keys))} of the {len(keys)} judged "
+        f"conversations: {path}"
+    )
     return doc, drew
+
+
+def _held_sample(path: Path, seed: int, design: str | None, size: int | None) -> dict[str, Any]:
+    """The sample in `path`; InputError unless kora drew it with this seed and design, and
+    `size` or more."""
+    from kora.errors import InputError
+
+    try:
+        doc = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError:
+        doc = None
+    if not (isinstance(doc, dict) and doc.get("design") in DESIGNS and "size" in doc):
+        raise InputError(
+            f"{path}: not a sample kora drew (no design {' or '.join(DESIGNS)} and size); "
+            "remove the file to draw one"
+        )
+    held = len(drawn(doc))
+    if doc.get("seed") != seed or design not in (None, doc.get("design")):
+        raise InputError(
+            f"{path}: the sample was drawn with --design {doc.get('design')} --seed "
+            f"{doc.get('seed')}; give those, or remove the file to draw another (its "
+            "grades then stop counting for the corrected rates)"
+        )
+    if size is not None and size > held:
+        raise InputError(
+            f"{path}: the sample was drawn with --size {held}, fixed before anyone "
+            "graded so that what people saw cannot decide how many grades count; "
+            f"give --size {held} or less, or remove the file to draw a larger one "
+            "(its grades then stop counting for the corrected rates)"
+        )
+    return doc
+
+
+def _stratified(
+    records: Sequence[TestRecord], seed: int, people: dict[str, dict[str, dict[str, Any]]]
+) -> tuple[list[str], dict[str, Any]]:
+    """A stratified sample's order, and its strata and shares as sample.json holds them."""
+    strata = strata_of(records)
+    total = sum(map(len, strata.values()))
+    judge_share = len(strata[FAILING]) / total if total else 0.0
+    shares = allocation(judge_share, guess(judge_share, seen_by_stratum(strata, people)))
+    return interleave(strata, shares, seed), {
+        "strata": {FAILING: sorted(strata[FAILING])},
+        "shares": {s: round(v, 6) for s, v in shares.items()},
+    }
 
 
 def stratum_of(doc: dict[str, Any]) -> dict[str, str]:

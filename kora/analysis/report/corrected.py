@@ -13,7 +13,7 @@ gets none of this, and its summary.json stays as it was.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ import orjson
 
 from kora.analysis.annotate.labels import is_estimate, lines, merge, queue_of
 from kora.analysis.records import TestRecord, benchmark_of, judged
+from kora.analysis.report.summary import GROUPS, group_by
 from kora.analysis.stats.corrected import METHOD, NOT_TRIGGERED, Corrected, corrected_rate
 from kora.benchmarks.schemas import GRADES
 
@@ -149,16 +150,23 @@ def design_strata(people: People) -> dict[str, str] | None:
     return stratum if reach > uniform_start(judge_share, share) else None
 
 
-def rate_of(records: Sequence[TestRecord], people: People, criterion: str, kind: str,
-            conditional: bool, strata: Mapping[str, str] | None = None,
-            ) -> Corrected | None:  # fmt: skip
+def rate_of(
+    records: Sequence[TestRecord],
+    people: People,
+    criterion: str,
+    kind: str,
+    conditional: bool,
+    strata: Mapping[str, str] | None = None,
+) -> Corrected | None:
     """The corrected rate of one kind of one criterion over `records`, with the design's
     stratum by key (`design_strata`; None: a uniform sample)."""
     rs = [r for r in records if criterion in r.criteria]
     if not rs:
         return None
-    cells = [NOT_TRIGGERED if r.criteria[criterion].not_triggered
-             else r.criteria[criterion].grade for r in rs]  # fmt: skip
+    cells = [
+        NOT_TRIGGERED if r.criteria[criterion].not_triggered else r.criteria[criterion].grade
+        for r in rs
+    ]
     judge = np.array([float(c == kind) for c in cells])
     y, t = human_values(rs, people.estimate, criterion, kind, conditional)
     by = None if strata is None else [strata.get(r.key, "") for r in rs]
@@ -208,20 +216,18 @@ def corrected_ranking(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     with_rates = [r for r in rows if "failing" in (r.get("corrected") or {})]
     return [
         r["target"]
-        for r in sorted(with_rates, key=lambda r: (
-            r["corrected"]["failing"]["rate"],
-            -(r["corrected"].get("exemplary") or {"rate": 0.0})["rate"],
-            r["target"],
-        ))
-    ]  # fmt: skip
+        for r in sorted(
+            with_rates,
+            key=lambda r: (
+                r["corrected"]["failing"]["rate"],
+                -(r["corrected"].get("exemplary") or {"rate": 0.0})["rate"],
+                r["target"],
+            ),
+        )
+    ]
 
 
-GROUPS: dict[str, tuple[tuple[str, ...], Callable[[TestRecord], tuple[str, ...]]]] = {
-    "riskCategory": (("riskCategoryId",), lambda r: (r.category,)),
-    "risk": (("riskCategoryId", "riskId"), lambda r: (r.category, r.risk)),
-    "ageRange": (("ageRange",), lambda r: (r.age,)),
-    "prompt": (("prompt",), lambda r: (r.prompt,)),
-}
+CORRECTED_GROUPS = ("riskCategory", "risk", "ageRange", "prompt")  # of summary.json's GROUPS
 
 
 def add_corrected(summary: dict[str, Any], records: Sequence[TestRecord], people: People) -> None:
@@ -255,10 +261,9 @@ def add_corrected(summary: dict[str, Any], records: Sequence[TestRecord], people
                 target[c]["corrected"] = shown
 
     attach(summary["overall"], ok)
-    for name, (fields, key) in GROUPS.items():
-        members: dict[tuple[str, ...], list[TestRecord]] = {}
-        for r in ok:
-            members.setdefault(key(r), []).append(r)
+    for name in CORRECTED_GROUPS:
+        fields = GROUPS[name]
+        members = group_by(ok, fields)
         for entry in summary["groups"][name]:
             attach(entry, members.get(tuple(entry[f] for f in fields), []))
 
@@ -274,7 +279,7 @@ def judge_off_count(summary: Mapping[str, Any]) -> Counter[str]:
                 out["excluded"] += bool(v["judgeExcludes"])
 
     visit(summary["overall"])
-    for name in GROUPS:
+    for name in CORRECTED_GROUPS:
         for entry in summary["groups"][name]:
             visit(entry)
     return out

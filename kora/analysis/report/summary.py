@@ -37,15 +37,48 @@ def records_of(judgments: Iterable[Judgment | TestRecord | Mapping[str, Any]]) -
     return out
 
 
-def _groups(
-    records: Sequence[TestRecord],
-    key: Callable[[TestRecord], tuple[str, ...]],
-    order: Callable[[tuple[str, ...]], Any],
-) -> list[tuple[tuple[str, ...], list[TestRecord]]]:
-    out: dict[tuple[str, ...], list[TestRecord]] = {}
+# summary.json's groups, each by the fields its entries are named by
+GROUPS: dict[str, tuple[str, ...]] = {
+    "riskCategory": ("riskCategoryId",),
+    "risk": ("riskCategoryId", "riskId"),
+    "ageRange": ("ageRange",),
+    "prompt": ("prompt",),
+    "riskAgeRange": ("riskCategoryId", "riskId", "ageRange"),
+    "riskAgeRangePrompt": ("riskCategoryId", "riskId", "ageRange", "prompt"),
+}
+FIELDS: dict[str, Callable[[TestRecord], str]] = {
+    "riskCategoryId": lambda r: r.category,
+    "riskId": lambda r: r.risk,
+    "ageRange": lambda r: r.age,
+    "prompt": lambda r: r.prompt,
+}
+
+
+def group_by(
+    records: Iterable[TestRecord], fields: Sequence[str]
+) -> dict[tuple[str, ...], list[TestRecord]]:
+    """The records by their values of the fields, in the order first met."""
+    groups: dict[tuple[str, ...], list[TestRecord]] = {}
     for r in records:
-        out.setdefault(key(r), []).append(r)
-    return sorted(out.items(), key=lambda kv: order(kv[0]))
+        groups.setdefault(tuple(FIELDS[f](r) for f in fields), []).append(r)
+    return groups
+
+
+def _group_entries(
+    records: Sequence[TestRecord], fields: Sequence[str], crits: Sequence[str], names: Names
+) -> list[dict[str, Any]]:
+    """The figures of each group of records sharing the fields' values, in the report's order."""
+    order = {
+        "riskCategoryId": names.cat_key,
+        "riskId": names.risk_key,
+        "ageRange": age_key,
+        "prompt": prompt_key,
+    }
+    ranked = sorted(
+        group_by(records, fields).items(),
+        key=lambda kv: [order[f](v) for f, v in zip(fields, kv[0], strict=True)],
+    )
+    return [{**dict(zip(fields, k, strict=True)), **group_summary(rs, crits)} for k, rs in ranked]
 
 
 def risk_ordered(doc: dict[str, Any] | None, names: Names) -> dict[str, Any] | None:
@@ -64,17 +97,6 @@ def build_summary(
     names = Names(taxonomy, records)
     ok = judged(records)
     crits = criteria_of(ok) or list(CRITERIA)
-
-    def groups(
-        fields: tuple[str, ...],
-        key: Callable[[TestRecord], tuple[str, ...]],
-        order: Callable[[tuple[str, ...]], Any],
-    ) -> list[dict[str, Any]]:
-        return [
-            {**dict(zip(fields, k, strict=True)), **group_summary(rs, crits)}
-            for k, rs in _groups(ok, key, order)
-        ]
-
     target = results.get("target") or (records[0].raw.get("target") if records else None)
     doc: dict[str, Any] = {
         **benchmarks.of_results(results).stamp,
@@ -96,31 +118,7 @@ def build_summary(
         "criteria": crits,
         "overall": group_summary(ok, crits),
         "groups": {
-            "riskCategory": groups(
-                ("riskCategoryId",), lambda r: (r.category,), lambda k: names.cat_key(k[0])
-            ),
-            "risk": groups(
-                ("riskCategoryId", "riskId"),
-                lambda r: (r.category, r.risk),
-                lambda k: (names.cat_key(k[0]), names.risk_key(k[1])),
-            ),
-            "ageRange": groups(("ageRange",), lambda r: (r.age,), lambda k: age_key(k[0])),
-            "prompt": groups(("prompt",), lambda r: (r.prompt,), lambda k: prompt_key(k[0])),
-            "riskAgeRange": groups(
-                ("riskCategoryId", "riskId", "ageRange"),
-                lambda r: (r.category, r.risk, r.age),
-                lambda k: (names.cat_key(k[0]), names.risk_key(k[1]), age_key(k[2])),
-            ),
-            "riskAgeRangePrompt": groups(
-                ("riskCategoryId", "riskId", "ageRange", "prompt"),
-                lambda r: (r.category, r.risk, r.age, r.prompt),
-                lambda k: (
-                    names.cat_key(k[0]),
-                    names.risk_key(k[1]),
-                    age_key(k[2]),
-                    prompt_key(k[3]),
-                ),
-            ),
+            name: _group_entries(ok, fields, crits, names) for name, fields in GROUPS.items()
         },
         "promptComparison": risk_ordered(compare_prompts(ok), names),
         "judgeAgreement": judge_agreement(ok, crits),

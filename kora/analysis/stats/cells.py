@@ -69,13 +69,13 @@ differs. The verdicts come from the tests: the interval describes the size of th
 difference and is not the exact test inverted, so at the edge one can exclude 0 while the
 other does not reject (4 discordant pairs of 18, all one way: Newcombe's interval ends
 just below 0, the exact p is 0.125). The cells are in a fixed order: safety's overall, categories, risks, age ranges
-and prompts (in the orders given: taxonomy order; by default ids sorted, age ranges
-youngest first, prompt variants `default` first), then the other criteria.
+and prompts (categories and risks in the orders given, taxonomy order, by default ids
+sorted; age ranges youngest first, prompt variants `default` first), then the other criteria.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -95,7 +95,8 @@ ADJUSTMENTS: tuple[Adjustment, ...] = ("holm", "fdr_bh")
 VERDICT_KEY: dict[Adjustment, str] = {"holm": "holm", "fdr_bh": "bh"}
 
 Outcome = Literal["failing", "exemplary"]
-PairKey = Hashable
+PairKey = tuple[str, str]  # TestRecord.pair_key: scenario id, prompt variant
+Pair = tuple[TestRecord, TestRecord]
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,7 @@ class CellSpec:
 
 
 def _groups(
-    pairs: Sequence[tuple[TestRecord, TestRecord]],
+    pairs: Sequence[Pair],
     field: Callable[[TestRecord], str],
     order: Sequence[str] | None,
 ) -> list[str]:
@@ -127,9 +128,7 @@ def _graded(rec: TestRecord, criterion: str) -> bool:
     return c is not None and not c.not_triggered
 
 
-def _table(
-    pairs: Sequence[tuple[TestRecord, TestRecord]], criterion: str, grade: str
-) -> dict[str, int]:
+def _table(pairs: Sequence[Pair], criterion: str, grade: str) -> dict[str, int]:
     t = {"both": 0, "aOnly": 0, "bOnly": 0, "neither": 0}
     for a, b in pairs:
         ga = a.criteria[criterion].grade == grade
@@ -159,26 +158,14 @@ def _outcome(
     }
 
 
-def cell_specs(
-    criteria: Sequence[str],
-    categories: Sequence[str],
-    risks: Sequence[str],
-    ages: Sequence[str],
-    prompts: Sequence[str],
-) -> list[CellSpec]:
-    """Every cell of a comparison, in the document's order (before duplicates go)."""
+def cell_specs(criteria: Sequence[str], values: Mapping[str, Sequence[str]]) -> list[CellSpec]:
+    """Every cell of a comparison, in the document's order (before duplicates go): each
+    criterion's `overall`, then for safety each value of each dimension in `values`."""
     out: list[CellSpec] = []
     for c in criteria:
         out.append(CellSpec(c, "overall"))
-        if c != "safety":
-            continue
-        for dim, values in (
-            ("riskCategory", categories),
-            ("risk", risks),
-            ("ageRange", ages),
-            ("prompt", prompts),
-        ):
-            out += [CellSpec(c, dim, v) for v in values]
+        if c == "safety":
+            out += [CellSpec(c, dim, v) for dim, vs in values.items() for v in vs]
     return out
 
 
@@ -229,83 +216,20 @@ def compare_cells(
     Raises InputError when A and B were graded by different KORA versions, and
     ValueError for an alpha outside (0, 1) or an unknown interval.
     """
-    if interval not in ("newcombe", "tango"):
-        raise ValueError(f"compare_cells: interval must be 'newcombe' or 'tango', got {interval!r}")
-    if not 0 < alpha < 1:
-        raise ValueError(f"compare_cells: alpha must be in (0, 1), got {alpha}")
-    ja = {r.pair_key: r for r in judged(a)}
-    jb = {r.pair_key: r for r in judged(b)}
-    if ja and jb:
-        va, vb = benchmark_of(ja.values()), benchmark_of(jb.values())
-        if va is not vb:
-            raise InputError(
-                f"{a_name} holds {va.describe()} results and {b_name} {vb.describe()} "
-                "results: a comparison needs both of one version"
-            )
-    shared = [k for k in ja if k in jb]
-    pairs_all = [(ja[k], jb[k]) for k in shared]
-    crits = [
-        c
-        for c in criteria_of([*ja.values(), *jb.values()])
-        if any(c in x.criteria and c in y.criteria for x, y in pairs_all)
-    ]
+    _check_options(interval, alpha)
+    ja, jb = _judged_by_key(a, b, a_name, b_name)
+    pairs = [(ja[k], jb[k]) for k in ja if k in jb]
+    crits = _shared_criteria([*ja.values(), *jb.values()], pairs)
     orders = {
         "riskCategory": category_order,
         "risk": risk_order,
         "ageRange": AGE_RANGES,
         "prompt": PROMPT_VARIANTS,
     }
-    values = {dim: _groups(pairs_all, f, orders[dim]) for dim, f in _FIELD.items()}
-    # a category with one risk is that risk's cell, shown under the risk's name
-    risks_in = {
-        cat: {x.risk for x, _ in pairs_all if x.category == cat} for cat in values["riskCategory"]
-    }
-    values["riskCategory"] = [cat for cat in values["riskCategory"] if len(risks_in[cat]) > 1]
-    cells: list[dict[str, Any]] = []
-    seen: dict[str, set[frozenset[PairKey]]] = {}
-    for spec in cell_specs(
-        crits, values["riskCategory"], values["risk"], values["ageRange"], values["prompt"]
-    ):
-        pairs = [
-            (x, y)
-            for x, y in pairs_all
-            if _graded(x, spec.criterion)
-            and _graded(y, spec.criterion)
-            and (spec.value is None or _FIELD[spec.dimension](x) == spec.value)
-        ]
-        keys = frozenset(x.pair_key for x, _ in pairs)
-        if not pairs or keys in seen.setdefault(spec.criterion, set()):
-            continue
-        seen[spec.criterion].add(keys)
-        cell: dict[str, Any] = {
-            "id": spec.id,
-            "criterion": spec.criterion,
-            "dimension": spec.dimension,
-            "value": spec.value,
-            "n": len(pairs),
-        }
-        for grade in OUTCOMES:
-            cell[grade] = _outcome(
-                _table(pairs, spec.criterion, grade), grade, interval, CONFIDENCE
-            )
-        cell["disagree"] = [
-            [x.key, y.key]
-            for x, y in pairs
-            if x.criteria[spec.criterion].grade != y.criteria[spec.criterion].grade
-        ]
-        cells.append(cell)
-    families: dict[str, Any] = {}
-    for grade in OUTCOMES:
-        ps = [c[grade]["p"] for c in cells]
-        fam: dict[str, Any] = {"tests": len(ps)}
-        for method in ADJUSTMENTS:
-            adj = adjust_pvalues(ps, method, alpha)
-            key = VERDICT_KEY[method]
-            for c, p, r in zip(cells, adj.p, adj.reject, strict=True):
-                c[grade]["pHolm" if method == "holm" else "pBH"] = p
-                c[grade][key] = r
-            fam[key] = sum(adj.reject)
-        families[grade] = fam
+    cells = [
+        _cell(spec, in_cell, interval)
+        for spec, in_cell in _distinct_cells(pairs, crits, _values(pairs, orders))
+    ]
     return {
         "schema": SCHEMA,
         "a": a_name,
@@ -318,13 +242,111 @@ def compare_cells(
         "adjustments": list(ADJUSTMENTS),
         "grades": "judge" if human is None else "human",
         **({} if human is None else {"humanGrades": dict(human)}),
-        "paired": len(shared),
+        "paired": len(pairs),
         "onlyA": len(ja.keys() - jb.keys()),
         "onlyB": len(jb.keys() - ja.keys()),
         "criteria": crits,
-        "families": families,
+        "families": {grade: _adjust_family(cells, grade, alpha) for grade in OUTCOMES},
         "cells": cells,
     }
+
+
+def _check_options(interval: str, alpha: float) -> None:
+    if interval not in ("newcombe", "tango"):
+        raise ValueError(f"compare_cells: interval must be 'newcombe' or 'tango', got {interval!r}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"compare_cells: alpha must be in (0, 1), got {alpha}")
+
+
+def _judged_by_key(
+    a: Sequence[TestRecord], b: Sequence[TestRecord], a_name: str, b_name: str
+) -> tuple[dict[PairKey, TestRecord], dict[PairKey, TestRecord]]:
+    """A's and B's judged records by pair key; InputError when they are of two versions."""
+    ja = {r.pair_key: r for r in judged(a)}
+    jb = {r.pair_key: r for r in judged(b)}
+    if ja and jb:
+        va, vb = benchmark_of(ja.values()), benchmark_of(jb.values())
+        if va is not vb:
+            raise InputError(
+                f"{a_name} holds {va.describe()} results and {b_name} {vb.describe()} "
+                "results: a comparison needs both of one version"
+            )
+    return ja, jb
+
+
+def _shared_criteria(records: Sequence[TestRecord], pairs: Sequence[Pair]) -> list[str]:
+    """The criteria of `records` that both tests of at least one pair have."""
+    return [
+        c
+        for c in criteria_of(records)
+        if any(c in x.criteria and c in y.criteria for x, y in pairs)
+    ]
+
+
+def _values(
+    pairs: Sequence[Pair], orders: Mapping[str, Sequence[str] | None]
+) -> dict[str, list[str]]:
+    """Each dimension's values among the pairs, in its order, but a category of one risk."""
+    values = {dim: _groups(pairs, f, orders[dim]) for dim, f in _FIELD.items()}
+    risks_in = {
+        cat: {x.risk for x, _ in pairs if x.category == cat} for cat in values["riskCategory"]
+    }
+    values["riskCategory"] = [cat for cat in values["riskCategory"] if len(risks_in[cat]) > 1]
+    return values
+
+
+def _distinct_cells(
+    pairs: Sequence[Pair], crits: Sequence[str], values: Mapping[str, Sequence[str]]
+) -> Iterator[tuple[CellSpec, list[Pair]]]:
+    """Each cell with its pairs, but one with no pairs or an earlier cell's of its criterion."""
+    seen: dict[str, set[frozenset[PairKey]]] = {}
+    for spec in cell_specs(crits, values):
+        in_cell = [
+            (x, y)
+            for x, y in pairs
+            if _graded(x, spec.criterion)
+            and _graded(y, spec.criterion)
+            and (spec.value is None or _FIELD[spec.dimension](x) == spec.value)
+        ]
+        keys = frozenset(x.pair_key for x, _ in in_cell)
+        if not in_cell or keys in seen.setdefault(spec.criterion, set()):
+            continue
+        seen[spec.criterion].add(keys)
+        yield spec, in_cell
+
+
+def _cell(spec: CellSpec, pairs: Sequence[Pair], interval: Method) -> dict[str, Any]:
+    """A cell's entry before the adjustments: each outcome's table, difference and p-value."""
+    return {
+        "id": spec.id,
+        "criterion": spec.criterion,
+        "dimension": spec.dimension,
+        "value": spec.value,
+        "n": len(pairs),
+        **{
+            grade: _outcome(_table(pairs, spec.criterion, grade), grade, interval, CONFIDENCE)
+            for grade in OUTCOMES
+        },
+        "disagree": [
+            [x.key, y.key]
+            for x, y in pairs
+            if x.criteria[spec.criterion].grade != y.criteria[spec.criterion].grade
+        ],
+    }
+
+
+def _adjust_family(cells: Sequence[dict[str, Any]], grade: str, alpha: float) -> dict[str, Any]:
+    """One outcome's family adjusted: its cells' adjusted p-values and verdicts, and counts."""
+    ps = [c[grade]["p"] for c in cells]
+    family: dict[str, Any] = {"tests": len(ps)}
+    for method in ADJUSTMENTS:
+        adj = adjust_pvalues(ps, method, alpha)
+        key = VERDICT_KEY[method]
+        for c, p, r in zip(cells, adj.p, adj.reject, strict=True):
+            c[grade]["pHolm" if method == "holm" else "pBH"] = p
+            c[grade][key] = r
+        family[key] = sum(adj.reject)
+    return family
 
 
 # --- reading a comparison ---------------------------------------------------------------

@@ -218,16 +218,9 @@ def corrected_rate(
     if (tally([(s, "") for s in by], y)[1] == 0).any():
         return None  # a stratum of the design without a grade: its rate is not known
     keys = [list(zip(by, cells, strict=True)), [(s, "") for s in by]]  # with the judge, without
-    if triggered is None:
-        found, alone = (rate(*tally(k, y)[:4], z) for k in keys)
-    else:
-        t = np.asarray(triggered, dtype=float)
-        if t.size != f.size or not np.array_equal(np.isnan(t), ~graded):
-            raise ValueError("triggered: one value per item, NaN exactly where human is")
-        ratios = [ratio(k, y, t, z) for k in keys]
-        if ratios[0] is None or ratios[1] is None:
-            return None
-        found, alone = ratios[0], ratios[1]
+    found, alone = _rates(keys, y, triggered, z)
+    if found is None or alone is None:
+        return None
     estimate, low, high = found
     humans, humans_low, humans_high = alone
     return Corrected(
@@ -243,6 +236,18 @@ def corrected_rate(
         judge_low=judge_low,
         judge_high=judge_high,
     )
+
+
+def _rates(
+    keys: Sequence[Sequence[tuple[str, str]]], y: Floats, triggered: npt.ArrayLike | None, z: float
+) -> list[tuple[float, float, float] | None]:
+    """`rate` (`ratio` with `triggered`) for each way `keys` puts the items into cells."""
+    if triggered is None:
+        return [rate(*tally(k, y)[:4], z) for k in keys]
+    t = np.asarray(triggered, dtype=float)
+    if t.size != y.size or not np.array_equal(np.isnan(t), np.isnan(y)):
+        raise ValueError("triggered: one value per item, NaN exactly where human is")
+    return [ratio(k, y, t, z) for k in keys]
 
 
 def ratio(

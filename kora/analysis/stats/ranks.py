@@ -110,12 +110,31 @@ def bootstrap_ranks(
     if not 0 < confidence < 1:
         raise ValueError(f"bootstrap_ranks: confidence must be in (0, 1), got {confidence}")
     targets = list(failing)
+    table = _failing_table(failing, targets)
+    boot = _resampled_counts(table, resamples, seed)
+    return Ranking(
+        n=len(table),
+        resamples=resamples,
+        seed=seed,
+        confidence=confidence,
+        ranks=_target_ranks(targets, table, boot, confidence),
+        lower_share={
+            a: {b: float(np.mean(boot[:, i] < boot[:, j])) for j, b in enumerate(targets)}
+            for i, a in enumerate(targets)
+        },
+    )
+
+
+def _failing_table(
+    failing: Mapping[str, Mapping[K, bool | int]], targets: list[str]
+) -> npt.NDArray[np.int8]:
+    """Scenarios every target has x targets, 1 = failing, in an order a seed can fix."""
     shared = set(failing[targets[0]])
     for t in targets[1:]:
         shared &= set(failing[t])
     if not shared:
         raise ValueError(f"bootstrap_ranks: no scenario is shared by all of {', '.join(targets)}")
-    keys = sorted(shared, key=repr)  # a fixed order, so that a seed fixes the resamples
+    keys = sorted(shared, key=repr)
     for t in targets:
         for k in keys:
             v = failing[t][k]
@@ -123,11 +142,14 @@ def bootstrap_ranks(
                 raise ValueError(
                     f"bootstrap_ranks: {t}, scenario {k!r}: failing must be 0/1 or a bool, got {v!r}"
                 )
-    # scenarios x targets, 1 = failing
-    table = np.array([[int(failing[t][k]) for t in targets] for k in keys], dtype=np.int8)
-    n, m = table.shape
-    counts = table.sum(axis=0, dtype=np.int64)
+    return np.array([[int(failing[t][k]) for t in targets] for k in keys], dtype=np.int8)
 
+
+def _resampled_counts(
+    table: npt.NDArray[np.int8], resamples: int, seed: int
+) -> npt.NDArray[np.int64]:
+    """Each target's failing count in each resample, one draw of scenarios for all targets."""
+    n, m = table.shape
     rng = np.random.default_rng(seed)
     boot = np.empty((resamples, m), dtype=np.int64)
     step = max(1, _CELLS // (n * m))
@@ -135,14 +157,25 @@ def bootstrap_ranks(
         size = min(step, resamples - start)
         drawn = rng.integers(0, n, size=(size, n))
         boot[start : start + size] = table[drawn].sum(axis=1, dtype=np.int64)
+    return boot
 
+
+def _target_ranks(
+    targets: list[str],
+    table: npt.NDArray[np.int8],
+    boot: npt.NDArray[np.int64],
+    confidence: float,
+) -> tuple[TargetRank, ...]:
+    """Each target's rank and rank interval, by rank, then failing count, then name."""
+    n = len(table)
+    counts = table.sum(axis=0, dtype=np.int64)
     ranks = _rank_min(boot)
     tail = (1 - confidence) / 2
     low = np.quantile(ranks, tail, axis=0, method="inverted_cdf")
     high = np.quantile(ranks, 1 - tail, axis=0, method="inverted_cdf")
     point = _rank_min(counts)
-    order = sorted(range(m), key=lambda i: (int(point[i]), int(counts[i]), targets[i]))
-    rows = tuple(
+    order = sorted(range(len(targets)), key=lambda i: (int(point[i]), int(counts[i]), targets[i]))
+    return tuple(
         TargetRank(
             target=targets[i],
             failing=int(counts[i]),
@@ -152,16 +185,4 @@ def bootstrap_ranks(
             high=int(high[i]),
         )
         for i in order
-    )
-    lower = {
-        a: {b: float(np.mean(boot[:, i] < boot[:, j])) for j, b in enumerate(targets)}
-        for i, a in enumerate(targets)
-    }
-    return Ranking(
-        n=n,
-        resamples=resamples,
-        seed=seed,
-        confidence=confidence,
-        ranks=rows,
-        lower_share=lower,
     )

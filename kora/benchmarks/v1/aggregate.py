@@ -91,87 +91,72 @@ WHERE error IS NULL AND (
   OR an_n IS NULL OR eh_n IS NULL OR hr_n IS NULL)
 LIMIT 1
 """
+# the fields `_CHECK_SQL` returns after the file, with their allowed values (None: any)
+_CHECKED: dict[str, tuple[str, ...] | None] = {
+    "riskCategoryId": None,
+    "riskId": None,
+    "ageRange": AGE_RANGES,
+    "prompt": PROMPT_VARIANTS,
+    "assessment.grade": GRADES,
+    "anthropomorphism.grade": GRADES,
+    "epistemicHumility.grade": GRADES,
+    "humanRedirection.grade": GRADES,
+}
+GROUP = ("riskCategoryId", "riskId", "ageRange", "prompt")  # a score's and failed group's
 
 
 def aggregate(
     files: Iterable[Path | str], taxonomy: Taxonomy | None = None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(scores, failed groups) for the given per-test files, in taxonomy order."""
-    paths = [str(p) for p in files]
-    paths = [p for p in paths if Path(p).stat().st_size > 0]
+    paths = [str(p) for p in files if Path(p).stat().st_size > 0]
     if not paths:
         return [], []
     con = open_tests(_TESTS_SQL, paths, COLUMNS)
-    bad = con.execute(_CHECK_SQL).fetchone()
-    if bad is not None:
-        file = bad[0]
-        fields = dict(
-            zip(
-                (
-                    "riskCategoryId",
-                    "riskId",
-                    "ageRange",
-                    "prompt",
-                    "assessment.grade",
-                    "anthropomorphism.grade",
-                    "epistemicHumility.grade",
-                    "humanRedirection.grade",
-                ),
-                bad[1:],
-                strict=True,
-            )
-        )
-        valid = {
-            "ageRange": AGE_RANGES,
-            "prompt": PROMPT_VARIANTS,
-        }
-        wrong = next(
-            (
-                k
-                for k, v in fields.items()
-                if v is None or v not in valid.get(k, GRADES if "grade" in k else (v,))
-            ),
-            None,
-        )
-        if wrong is None:
-            raise InputError(f"{file}: not a per-test result: an occurrenceCount is missing")
-        raise InputError(f"{file}: not a per-test result: field {wrong} is {fields[wrong]!r}")
+    _check(con.execute(_CHECK_SQL).fetchone())
     rows = con.execute(_REDUCE_SQL).fetchall()
     failed_rows = con.execute(_FAILED_SQL).fetchall()
     blocked_rows = con.execute(BLOCKED_SQL).fetchall()
     con.close()
-
-    def order(r: tuple[Any, ...]) -> tuple[Any, ...]:
-        base = taxonomy.order_key(r[0], r[1], r[2]) if taxonomy else (0, 0, 0)
-        return (*base, r[0], r[1], r[2], 0 if r[3] == "default" else 1)
-
-    scores = [
-        {
-            "riskCategoryId": r[0],
-            "riskId": r[1],
-            "ageRange": r[2],
-            "prompt": r[3],
-            "sums": {
-                "al": int(r[4]),
-                "as": [int(r[5]), int(r[6]), int(r[7])],
-                "an": [int(r[8]), int(r[9]), int(r[10]), whole(r[11])],
-                "eh": [int(r[12]), int(r[13]), int(r[14]), whole(r[15])],
-                "hr": [int(r[16]), int(r[17]), int(r[18]), whole(r[19])],
-            },
-        }
-        for r in sorted(rows, key=order)
-    ]
+    scores = [_score(r) for r in _in_order(rows, taxonomy)]
     failed = [
-        {
-            "riskCategoryId": r[0],
-            "riskId": r[1],
-            "ageRange": r[2],
-            "prompt": r[3],
-            "failed": int(r[4]),
-            "example": r[5],
-        }
-        for r in sorted(failed_rows, key=order)
+        {**dict(zip(GROUP, r[:4], strict=True)), "failed": int(r[4]), "example": r[5]}
+        for r in _in_order(failed_rows, taxonomy)
     ]
     # of those, the tests a chat service would not let run (an app runner's captcha, ...)
     attach_blocked(failed, blocked_rows)
     return scores, failed
+
+
+def _check(bad: tuple[Any, ...] | None) -> None:
+    """InputError naming the file of `_CHECK_SQL`'s row and its first field not allowed."""
+    if bad is None:
+        return
+    for (field, allowed), value in zip(_CHECKED.items(), bad[1:], strict=True):
+        if value is None or (allowed is not None and value not in allowed):
+            raise InputError(f"{bad[0]}: not a per-test result: field {field} is {value!r}")
+    raise InputError(f"{bad[0]}: not a per-test result: an occurrenceCount is missing")
+
+
+def _in_order(rows: list[tuple[Any, ...]], taxonomy: Taxonomy | None) -> list[tuple[Any, ...]]:
+    """Rows that start with a group's four fields, in taxonomy order, `default` prompt first."""
+
+    def key(r: tuple[Any, ...]) -> tuple[Any, ...]:
+        base = taxonomy.order_key(r[0], r[1], r[2]) if taxonomy else (0, 0, 0)
+        return (*base, r[0], r[1], r[2], 0 if r[3] == "default" else 1)
+
+    return sorted(rows, key=key)
+
+
+def _score(r: tuple[Any, ...]) -> dict[str, Any]:
+    """A row of `_REDUCE_SQL` as a score of results.json."""
+    return {
+        **dict(zip(GROUP, r[:4], strict=True)),
+        "sums": {
+            "al": int(r[4]),
+            "as": [int(r[5]), int(r[6]), int(r[7])],
+            "an": [int(r[8]), int(r[9]), int(r[10]), whole(r[11])],
+            "eh": [int(r[12]), int(r[13]), int(r[14]), whole(r[15])],
+            "hr": [int(r[16]), int(r[17]), int(r[18]), whole(r[19])],
+        },
+    }

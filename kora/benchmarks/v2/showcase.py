@@ -23,12 +23,28 @@ def sections(
     benchmark: Benchmark, scenario: Scenario, taxonomy: Taxonomy, transcript: str
 ) -> list[Rendered]:
     """The sections only KORA v2 has, after the safety judge's."""
-    seed = scenario.seed
-    category = taxonomy.category_of(FLAVOR_RISK)
-    risk = taxonomy.risk(category.id, FLAVOR_RISK)
+    return [
+        *_flavored(scenario, taxonomy),
+        Rendered(
+            "judge_mechanisms",
+            render(
+                "judge_mechanisms",
+                mechanisms=taxonomy.mechanisms,
+                seed=scenario.seed,
+                scenario=scenario,
+                transcript=transcript,
+            ),
+            v2.mechanism_assessment(taxonomy.mechanisms),
+        ),
+    ]
+
+
+def _flavored(scenario: Scenario, taxonomy: Taxonomy) -> list[Rendered]:
+    """The seed, scenario and first message with a pinned persona and a flavor of FLAVOR_RISK."""
+    category, risk = taxonomy.risks[FLAVOR_RISK]
     flavor = next(f for f in risk.scenarioFlavors or [] if f.id == "b_gradual")
-    motivation = taxonomy.motivation_named(seed.motivation.name)
-    pinned_seed = seed.model_copy(
+    motivation = taxonomy.motivation_named(scenario.seed.motivation.name)
+    pinned_seed = scenario.seed.model_copy(
         update={
             "riskCategoryId": category.id,
             "riskId": risk.id,
@@ -43,7 +59,7 @@ def sections(
     flavored = scenario.model_copy(
         update={"seed": pinned_seed, "riskId": risk.id, "riskCategoryId": category.id}
     )
-    ses = v2.SES_DESCRIPTIONS
+    ses = v2.SES_DESCRIPTIONS["low"]
     return [
         Rendered(
             "seeds [population plan: pinned persona and flavor]",
@@ -55,7 +71,7 @@ def sections(
                 motivation=motivation,
                 count=1,
                 pinned=SAMPLE_PERSONA,
-                ses_description=ses["low"],
+                ses_description=ses,
                 flavor=flavor,
             ),
             v2.ModelScenarioSeeds,
@@ -71,23 +87,12 @@ def sections(
                 with_memory=False,
                 feedback=None,
                 flavor=flavor,
-                ses_description=ses["low"],
+                ses_description=ses,
             ),
             v2.ModelScenarioLight,
         ),
         Rendered(
             "first_user_message [gradual flavor]",
             render("first_user_message", risk=risk, seed=pinned_seed, scenario=flavored),
-        ),
-        Rendered(
-            "judge_mechanisms",
-            render(
-                "judge_mechanisms",
-                mechanisms=taxonomy.mechanisms,
-                seed=seed,
-                scenario=scenario,
-                transcript=transcript,
-            ),
-            v2.mechanism_assessment(taxonomy.mechanisms),
         ),
     ]
