@@ -9,13 +9,19 @@ import argparse
 import asyncio
 import copy
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kora.analysis.stats.paired import ALPHA
 from kora.analysis.stats.power import POWER
-from kora.analysis.stats.sizing import Detection, Discordance
+from kora.analysis.stats.sizing import Detection, Discordance, Unit
 from kora.errors import ConfigError, InputError
+
+if TYPE_CHECKING:
+    from kora.benchmarks.schemas import PromptVariant
+    from kora.config.schema import KoraConfig
+    from kora.run.pipeline import Pipeline
 
 MAX_SEEDS = {"seeds_per_task": 100, "total_seeds": 10_000}  # the config's limits
 
@@ -147,56 +153,30 @@ def describe(d: Detection, disc: Discordance, target: str, other: str) -> list[s
 
 def print_detection(args: argparse.Namespace) -> int:
     """`kora plan TARGET --detect DELTA --against OTHER`."""
-    from kora.analysis.stats.cells import family_size
-    from kora.analysis.stats.sizing import assumed, detect
-    from kora.commands.common import given_values, named_targets, raw_config
+    from kora.analysis.stats.sizing import detect
+    from kora.commands.common import given_values, named_targets
     from kora.run.pipeline import Pipeline
 
     _check(args)
     targets = named_targets(args, args.targets)
     if len(targets) != 1:
         raise InputError("--detect takes one TARGET (and --against OTHER)")
-    target, other, overlays = targets[0], args.against, args.configfile
-    plan = Pipeline.load(overlays, Path("."), given=given_values(args))
-    cfg = plan.config
-    prompts = cfg.target_prompts(target)
-    if other in cfg.targets:
-        prompts = [p for p in prompts if p in cfg.target_prompts(other)]
-    if not prompts:
-        raise ConfigError(f"{target} and {other} run no prompt variant in common: nothing to pair")
-    risks = cfg.risks(plan.taxonomy)
-    unit = "total_seeds" if cfg.grid.total_seeds is not None else "seeds_per_task"
-    per_seed = (len(risks) if unit == "total_seeds" else len(plan.cells())) * len(prompts)
-    by_category: dict[str, list[str]] = {}
-    for r in risks:
-        by_category.setdefault(plan.taxonomy.category_of(r).id, []).append(r)
-    cells = (
-        1
-        if args.overall
-        else family_size(
-            ("safety", *plan.benchmark.criteria), by_category, cfg.age_ranges(), prompts
-        )
+    target, other = targets[0], args.against
+    plan = Pipeline.load(args.configfile, Path("."), given=given_values(args))
+    unit, per_seed, cells = _design(args, plan, _shared_prompts(plan.config, target, other))
+    disc = _discordance(args, plan.layout.results, target, other)
+    at = partial(
+        detect,
+        args.detect,
+        pairs_per_seed=per_seed,
+        unit=unit,
+        cells=cells,
+        alpha=args.alpha,
+        power=args.power,
+        max_seeds=MAX_SEEDS[unit],
     )
-    disc = earlier_discordance(plan.layout.results, target, other)
-    if args.discordance is not None:
-        disc = replace(assumed(args.discordance), source="given")
-    disc = disc or assumed()
-
-    def at(psi: float) -> Any:
-        """The detection at a discordance `psi`, the rest as asked."""
-        return detect(
-            args.detect,
-            psi,
-            pairs_per_seed=per_seed,
-            unit=unit,  # type: ignore[arg-type]
-            cells=cells,
-            alpha=args.alpha,
-            power=args.power,
-            max_seeds=MAX_SEEDS[unit],
-        )
-
     d = at(disc.psi)
-    now = cfg.grid.total_seeds if unit == "total_seeds" else cfg.grid.seeds_per_task
+    now = plan.config.grid.total_seeds if unit == "total_seeds" else plan.config.grid.seeds_per_task
     lines = describe(d, disc, target, other)
     lines[-1] += f"; the config has {now}"
     if disc.source == "earlier run" and disc.high is not None and disc.high > d.psi:
@@ -215,19 +195,73 @@ def print_detection(args: argparse.Namespace) -> int:
             "ranges, motivations) or detect a larger difference"
         )
         return 0
+    _print_run_cost(args, plan.config, unit, d.seeds, now, [target, other])
+    return 0
+
+
+def _shared_prompts(cfg: KoraConfig, target: str, other: str) -> list[PromptVariant]:
+    """The prompt variants both targets run (all of `target`'s where `other` is a folder)."""
+    prompts = cfg.target_prompts(target)
+    if other in cfg.targets:
+        prompts = [p for p in prompts if p in cfg.target_prompts(other)]
+    if not prompts:
+        raise ConfigError(f"{target} and {other} run no prompt variant in common: nothing to pair")
+    return prompts
+
+
+def _design(
+    args: argparse.Namespace, plan: Pipeline, prompts: list[PromptVariant]
+) -> tuple[Unit, int, int]:
+    """The grid's unit of size, the paired tests a seed makes, and the cells the gate
+    adjusts across (1 with --overall)."""
+    from kora.analysis.stats.cells import family_size
+
+    cfg = plan.config
+    risks = cfg.risks(plan.taxonomy)
+    unit: Unit = "total_seeds" if cfg.grid.total_seeds is not None else "seeds_per_task"
+    per_seed = (len(risks) if unit == "total_seeds" else len(plan.cells())) * len(prompts)
+    if args.overall:
+        return unit, per_seed, 1
+    by_category: dict[str, list[str]] = {}
+    for r in risks:
+        by_category.setdefault(plan.taxonomy.category_of(r).id, []).append(r)
+    criteria = ("safety", *plan.benchmark.criteria)
+    return unit, per_seed, family_size(criteria, by_category, cfg.age_ranges(), prompts)
+
+
+def _discordance(args: argparse.Namespace, results: str, target: str, other: str) -> Discordance:
+    """The discordance given (--discordance), else an earlier run's, else the assumed."""
+    from kora.analysis.stats.sizing import assumed
+
+    if args.discordance is not None:
+        return replace(assumed(args.discordance), source="given")
+    return earlier_discordance(results, target, other) or assumed()
+
+
+def _print_run_cost(
+    args: argparse.Namespace,
+    cfg: KoraConfig,
+    unit: Unit,
+    seeds: int,
+    now: int | None,
+    pair: list[str],
+) -> None:
+    """What the run of that size costs, both targets of the config in it."""
+    from kora.commands.common import raw_config
+
+    target, other = pair
     raw = copy.deepcopy(raw_config(args))
-    raw.setdefault("grid", {})[unit] = d.seeds
+    raw.setdefault("grid", {})[unit] = seeds
     run = [target] + ([other] if other in cfg.targets else [])
     try:
-        calls, stored, cost = run_cost(overlays, raw, run, fresh=d.seeds != now)
+        calls, stored, cost = run_cost(args.configfile, raw, run, fresh=seeds != now)
     except ConfigError as exc:
         print(f"that run does not fit this grid: {exc}")
-        return 0
-    fresh = " from scratch (new seeds: nothing stored is reused)" if d.seeds != now else ""
+        return
+    fresh = " from scratch (new seeds: nothing stored is reused)" if seeds != now else ""
     print(
-        f"that run{fresh} ({', '.join(run)}, {unit} {d.seeds}): {calls:,} calls, "
+        f"that run{fresh} ({', '.join(run)}, {unit} {seeds}): {calls:,} calls, "
         f"{stored:,} stored, {calls - stored:,} to pay, est. cost {cost}"
     )
     if other not in cfg.targets:
         print(f"note: {other} is no target of this config: its tests must cover the same scenarios")
-    return 0

@@ -171,68 +171,81 @@ def parse_conversations(
 
     `whole_turns`: each must end with the target's reply (to be carried on); `keep(model
     id, scenario)`: which records to take (the others are skipped unchecked)."""
-    from pydantic import ValidationError
-
-    from kora.benchmarks.testkeys import TestKey
-    from kora.config.schema import NAME_RE
-    from kora.io import describe
-
     out: dict[str, dict[Shard, list[Conversation]]] = defaultdict(lambda: defaultdict(list))
     seen: dict[tuple[str, str], str] = {}
     for where, obj in _recorded(path):
         if not isinstance(obj, dict):
             raise InputError(f"{where}: expected a JSON object")
         recorded_as = obj.get("target") or obj.get("modelId")
-        if keep is not None:
-            try:
-                scenario = Scenario.model_validate(obj.get("scenario"))
-            except ValidationError as exc:
-                raise InputError(f"{where}: {describe(exc)}") from None
-            if not keep(str(recorded_as), scenario):
-                continue
-        name = target or recorded_as
-        if not isinstance(name, str) or not NAME_RE.match(name):
+        if keep is not None and not keep(str(recorded_as), _scenario(where, obj)):
+            continue
+        record = _conversation(where, obj, target or recorded_as, whole_turns)
+        shard = shard_of(record.scenario, taxonomy, where)
+        if (record.target, record.key) in seen:
             raise InputError(
-                f"{where}: field modelId: {name!r} is not a usable target name "
-                "(letters, digits, . _ -); pass --target NAME"
+                f"{where}: test {record.key} already at {seen[(record.target, record.key)]}"
             )
-        prompt = obj.get("prompt")
-        if not isinstance(prompt, str) or prompt not in PROMPT_VARIANTS:
-            raise InputError(
-                f"{where}: field prompt: {prompt!r} is not one of {', '.join(PROMPT_VARIANTS)}"
-            )
-        try:
-            scenario = Scenario.model_validate(obj.get("scenario"))
-            record = Conversation(
-                key=str(TestKey.of(scenario, prompt)),
-                target=name,
-                prompt=prompt,
-                scenario=scenario,
-                messages=obj.get("messages"),
-            )
-        except ValidationError as exc:
-            raise InputError(f"{where}: {describe(exc)}") from None
-        except ValueError as exc:
-            raise InputError(f"{where}: {exc}") from None
-        if not record.messages or record.messages[0].role != "user":
-            raise InputError(f"{where}: field messages: must start with the child's message")
-        if whole_turns:
-            from kora.benchmarks.converse import check_pairs
-
-            try:
-                check_pairs(record.messages)
-            except ValueError as exc:
-                raise InputError(f"{where}: field messages: {exc}") from None
-        shard = shard_of(scenario, taxonomy, where)
-        if (name, record.key) in seen:
-            raise InputError(f"{where}: test {record.key} already at {seen[(name, record.key)]}")
-        seen[(name, record.key)] = where
-        out[name][shard].append(record)
+        seen[(record.target, record.key)] = where
+        out[record.target][shard].append(record)
     if not seen:
         raise InputError(
             f"{path}: no conversations" + (" match the filters" if keep is not None else "")
         )
     return out
+
+
+def _scenario(where: str, obj: dict[str, Any]) -> Scenario:
+    from pydantic import ValidationError
+
+    from kora.io import describe
+
+    try:
+        return Scenario.model_validate(obj.get("scenario"))
+    except ValidationError as exc:
+        raise InputError(f"{where}: {describe(exc)}") from None
+
+
+def _conversation(where: str, obj: dict[str, Any], name: Any, whole_turns: bool) -> Conversation:
+    """One recorded line as a conversation of target `name`, each field checked."""
+    from pydantic import ValidationError
+
+    from kora.benchmarks.testkeys import TestKey
+    from kora.config.schema import NAME_RE
+    from kora.io import describe
+
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise InputError(
+            f"{where}: field modelId: {name!r} is not a usable target name "
+            "(letters, digits, . _ -); pass --target NAME"
+        )
+    prompt = obj.get("prompt")
+    if not isinstance(prompt, str) or prompt not in PROMPT_VARIANTS:
+        raise InputError(
+            f"{where}: field prompt: {prompt!r} is not one of {', '.join(PROMPT_VARIANTS)}"
+        )
+    scenario = _scenario(where, obj)
+    try:
+        record = Conversation(
+            key=str(TestKey.of(scenario, prompt)),
+            target=name,
+            prompt=prompt,
+            scenario=scenario,
+            messages=obj.get("messages"),
+        )
+    except ValidationError as exc:
+        raise InputError(f"{where}: {describe(exc)}") from None
+    except ValueError as exc:
+        raise InputError(f"{where}: {exc}") from None
+    if not record.messages or record.messages[0].role != "user":
+        raise InputError(f"{where}: field messages: must start with the child's message")
+    if whole_turns:
+        from kora.benchmarks.converse import check_pairs
+
+        try:
+            check_pairs(record.messages)
+        except ValueError as exc:
+            raise InputError(f"{where}: field messages: {exc}") from None
+    return record
 
 
 def _recorded(path: Path) -> Iterator[tuple[str, Any]]:
