@@ -183,10 +183,30 @@ def _gather_spec(pipeline: Pipeline, target: str, rule: str, work: Path) -> JobS
 
 async def _rebuild(bundle: Bundle, work: Path, found: Replay) -> None:
     target = bundle.target
+    setup = _lay_out_setup(bundle, work)
+    pipeline = Pipeline.load([], work)
+    stages = _rebuilt_stages(pipeline, target)
+    jobs = target_jobs(pipeline, [target])
+    rebuilt = {o for spec in jobs if spec.rule in stages for o in _outputs(spec)}
+    _lay_out_given(bundle, work, skip={*rebuilt, *setup, MANIFEST}, found=found)
+    store = BundleStore(bundle)
+    await _run(pipeline, [s for s in jobs if s.rule in stages], store, found)
+    held = {
+        k
+        for k, (digest, rejected) in bundle.answer_keys().items()
+        if digest != "-" and not rejected
+    }
+    unused = held - store.used
+    if unused and not found.failed_jobs:
+        found.notes.append(f"{len(unused)} answers of the bundle were not asked for")
+    _compare_all(bundle, work, sorted(rebuilt), found)
+
+
+def _lay_out_setup(bundle: Bundle, work: Path) -> list[str]:
+    """The run's config, taxonomy and templates in `work`; the bundle's names of them."""
     (work / "config.yaml").write_text(yaml.safe_dump(_config_of(bundle), sort_keys=False))
-    taxonomy = bundle.files_under(f"{TAXONOMY}/")
-    prompts = bundle.files_under(f"{PROMPTS}/")
-    _lay_out(bundle, work, taxonomy + prompts)
+    setup = bundle.files_under(f"{TAXONOMY}/") + bundle.files_under(f"{PROMPTS}/")
+    _lay_out(bundle, work, setup)
     # a template the result did not use (an import's stages) is never rendered, but the
     # config's prompts folder must hold every one: this package's stands in for it
     version = benchmarks.get(str(bundle.manifest["benchmark"]))
@@ -195,16 +215,15 @@ async def _rebuild(bundle: Bundle, work: Path, found: Replay) -> None:
             shutil.copyfile(
                 template_path(stem, version.prompts_dir), template_path(stem, work / PROMPTS)
             )
-    pipeline = Pipeline.load([], work)
-    stages = _rebuilt_stages(pipeline, target)
+    return setup
 
-    jobs = target_jobs(pipeline, [target])
-    rebuilt = {o for spec in jobs if spec.rule in stages for o in _outputs(spec)}
-    data = [n for n in bundle.manifest["data"] if n not in rebuilt]
-    # what is taken as given: every shard no rebuilt job writes, its status beside it,
-    # and the other files the bundle carries for the run (imports, recordings, grades)
+
+def _lay_out_given(bundle: Bundle, work: Path, skip: set[str], found: Replay) -> None:
+    """What is taken as given: every shard no rebuilt job writes (those in `skip`), its
+    status beside it, and the other files the bundle carries for the run (imports,
+    recordings, grades)."""
+    data = [n for n in bundle.manifest["data"] if n not in skip]
     given = [*data, *map(status_of, data)]
-    skip = {*rebuilt, *taxonomy, *prompts, MANIFEST}
     carried = {f"{bundle.target_dir}/{n}" for n in CARRIED}
     others = [
         n
@@ -215,19 +234,22 @@ async def _rebuild(bundle: Bundle, work: Path, found: Replay) -> None:
     _lay_out(bundle, work, sorted({*given, *others}))
     found.given = sorted(n for n in {*given, *others} if bundle.read(n) is not None)
 
+
+async def _run(pipeline: Pipeline, jobs: list[JobSpec], store: BundleStore, found: Replay) -> None:
+    """The stages' `jobs` in order, answered from the bundle's store alone, then the
+    target's results and report."""
+    bundle, target, work = store.bundle, store.bundle.target, pipeline.workdir
     missing: dict[str, str] = {}
     fixed = {
         name: NotInBundle(name, m.output_settings(), bundle, missing)
         for name, m in pipeline.config.models.items()
     }
-    store = BundleStore(bundle)
     pool = Pool(work, fixed=fixed, store=store, sends=False)  # type: ignore[arg-type]
     try:
         for stage in ORDER:
-            if stage in stages:
-                await _stage([s for s in jobs if s.rule == stage], pool, found)
+            await _stage([s for s in jobs if s.rule == stage], pool, found)
         # a shard as the plan and the progress line count it: a cell's job of a stage
-        found.rebuilt_shards = sum(1 for spec in jobs if spec.rule in stages)
+        found.rebuilt_shards = len(jobs)
         await _stage([_gather_spec(pipeline, target, "results", work)], pool, found)
         # the report links the manifest the bundle carries
         manifest = work / pipeline.layout.manifest_json(target)
@@ -236,16 +258,11 @@ async def _rebuild(bundle: Bundle, work: Path, found: Replay) -> None:
     finally:
         await pool.aclose()
     found.missing_answers = missing
-    held = {
-        k
-        for k, (digest, rejected) in bundle.answer_keys().items()
-        if digest != "-" and not rejected
-    }
-    unused = held - store.used
-    if unused and not found.failed_jobs:
-        found.notes.append(f"{len(unused)} answers of the bundle were not asked for")
 
-    for name in sorted(rebuilt):
+
+def _compare_all(bundle: Bundle, work: Path, rebuilt: list[str], found: Replay) -> None:
+    """Each rebuilt file, results and summary against the bundle's and the manifest's."""
+    for name in rebuilt:
         _compare(bundle, work, name, found)
     for name in CARRIED[:2]:  # summary.json: bundled with the report, or not at all
         if f"{bundle.target_dir}/{name}" in bundle.index["files"]:
