@@ -12,6 +12,7 @@ from typing import Any
 from kora.commands.common import configfile_option, given_values, named_targets
 from kora.run.pipeline import Pipeline
 from kora.run.plan import (
+    PlanReport,
     Share,
     StageCount,
     dollars,
@@ -64,8 +65,18 @@ def print_plan(args: argparse.Namespace) -> int:
         f"plan for {', '.join(targets)}: {cells} cell{'s' if cells != 1 else ''} of the grid "
         f"(risk x age range x motivation), {shards} shards"
     )
+    print("\n".join(_table(report, shares)))
+    print("\n".join(_how_estimated(shares)))
+    if cfg.budget is not None:
+        print(against_budget(plan, shares))
+    return 0
+
+
+def _table(report: PlanReport, shares: list[Share]) -> list[str]:
+    """A row a stage and the total: its calls, what the store answers, what is paid and
+    what that costs, expected and at worst."""
     head = f"{'stage':<14}{'items':>8}{'calls':>9}{'stored':>9}{'repeated':>10}{'to pay':>9}"
-    print(f"{head}{'expected':>11}{'worst case':>12}")
+    lines = [f"{head}{'expected':>11}{'worst case':>12}"]
     for stage in [*ORDER, "total"]:
         total = stage == "total"
         rows = list(report.stages.values()) if total else [report.stages.get(stage, StageCount())]
@@ -73,43 +84,45 @@ def print_plan(args: argparse.Namespace) -> int:
             *(sum(getattr(r, f) for r in rows) for f in ("items", "calls", "stored", "repeated"))
         )
         mine = shares if total else [s for s in shares if s.stage == stage]
-        print(
+        lines.append(
             f"{stage:<14}{'' if total else c.items:>8}{c.calls:>9}{c.stored:>9}{c.repeated:>10}"
             f"{c.to_pay:>9}{dollars(mine, 'expected'):>11}{dollars(mine, 'worst'):>12}"
         )
-    print(
+    lines.append(
         "stored: answered from the call store by an earlier run; repeated: the same "
         "question asked twice in this run, answered the second time from the store"
     )
+    return lines
+
+
+def _how_estimated(shares: list[Share]) -> list[str]:
+    """Where the expected and worst figures come from, and what they leave out."""
     said: dict[str, list[str]] = {}
     for stage in ORDER:
         if mine := [s for s in shares if s.stage == stage and s.calls]:
             out = sum(s.expected.output_tokens for s in mine) / sum(s.calls for s in mine)
             how = "; ".join(dict.fromkeys(s.how for s in mine))
             said.setdefault(how, []).append(f"{stage} {out:,.0f}")
+    lines = []
     if said:  # none when no call is to pay
-        print("expected: output tokens a call by stage, and where the figures come from:")
-    for how, stages in said.items():
-        print(f"  {', '.join(stages)}: {how}")
-    print(
+        lines.append("expected: output tokens a call by stage, and where the figures come from:")
+    lines += [f"  {', '.join(stages)}: {how}" for how, stages in said.items()]
+    lines.append(
         "worst case: every answer as long as its model's max_tokens allows, every prompt "
         "counted generously (the room a budget holds for a call)"
     )
     if unpriced := unpriced_models(shares):
-        print(
+        lines.append(
             f"* the priced part only: {', '.join(unpriced)} {'has' if len(unpriced) == 1 else 'have'} "
             f"no `price` ({sum(s.calls for s in shares if s.unpriced):,.0f} of the calls "
             "to pay are left out; set `price: {input: ..., output: ...}` to count them)"
         )
-    saved = sum(s.expected.cache_saved for s in shares)
-    if saved:
-        print(
+    if saved := sum(s.expected.cache_saved for s in shares):
+        lines.append(
             f"prompt caching: the estimate is ${saved:,.2f} lower than without it "
             "(at the share of input the provider's cache served in earlier runs)"
         )
-    if cfg.budget is not None:
-        print(against_budget(plan, shares))
-    return 0
+    return lines
 
 
 def against_budget(plan: Pipeline, shares: list[Share]) -> str:
