@@ -51,8 +51,10 @@ def run(args: argparse.Namespace) -> int:
     written = [out / DATA_FILE, out / MANIFEST, out / "README.md"]
     results = Path(layout.results).resolve()
     if runs := [str(p) for p in written if p.exists() and p.resolve().is_relative_to(results)]:
-        raise KoraError(f"{', '.join(runs)}: a file of the run's results, so not replaced: "
-                        "name another folder for --hf")  # fmt: skip
+        raise KoraError(
+            f"{', '.join(runs)}: a file of the run's results, so not replaced: "
+            "name another folder for --hf"
+        )
     refuse_to_replace(written, args.force)
     for path in (table, manifest, result):
         if not path.exists():

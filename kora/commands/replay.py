@@ -73,8 +73,10 @@ def run(args: argparse.Namespace) -> int:
         f"then results.json, summary.json and the report, in {found.seconds:.1f} s"
     )
     if found.given:
-        say(f"taken as given, not rebuilt: {len(found.given)} files (imports, recordings, "
-            "people's grades, a chat service's conversations)")  # fmt: skip
+        say(
+            f"taken as given, not rebuilt: {len(found.given)} files (imports, recordings, "
+            "people's grades, a chat service's conversations)"
+        )
     lines = [f"  changed in the bundle: {m}" for m in found.changed_members]
     for key in found.changed_answers:
         model, stage = found.answer_of.get(key, ("?", "?"))
@@ -88,8 +90,10 @@ def run(args: argparse.Namespace) -> int:
     for note in found.notes:
         say(f"note: {note}")
     if found.identical:
-        say(f"identical: {', '.join(found.checked)} and every rebuilt shard are byte for byte "
-            "the bundle's, and every answer is the one the manifest names")  # fmt: skip
+        say(
+            f"identical: {', '.join(found.checked)} and every rebuilt shard are byte for byte "
+            "the bundle's, and every answer is the one the manifest names"
+        )
         return 0
     say("NOT identical:")
     for line in _some(lines):

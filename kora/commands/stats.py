@@ -204,8 +204,10 @@ def cmd_stats(args: Any) -> int:
     if corrected is not None:
         folder, shown = corrected
         n = next(iter(shown.values()))["n"]
-        rates = [f"{k} {pct(v['rate'])} [{100 * v['low']:.1f}–{100 * v['high']:.1f}]"
-                 for k, v in shown.items()]  # fmt: skip
+        rates = [
+            f"{k} {pct(v['rate'])} [{100 * v['low']:.1f}–{100 * v['high']:.1f}]"
+            for k, v in shown.items()
+        ]
         print(f"safety, corrected by people's grades ({folder}, {n} graded): {', '.join(rates)}")
     if getattr(args, "by_judge", False):
         for j, rs in _by_judge(records).items():

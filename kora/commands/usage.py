@@ -115,8 +115,11 @@ def summarise(items: Iterable[Any], folder: Path, since: float | None = None) ->
         out[g] = [{"name": name, **_row(rows[name])} for name in sorted(rows)]
     # a run recorded that paid nothing (every answer from the call store) is a run too
     recorded = {p.parent.name for p in folder.glob("*/run.json")} - set(calls)
-    out["byRun"] += [{"name": name, **_row(Counts())} for name in sorted(recorded)
-                     if run_record(folder, name).get("started", 0) >= (since or 0)]  # fmt: skip
+    out["byRun"] += [
+        {"name": name, **_row(Counts())}
+        for name in sorted(recorded)
+        if run_record(folder, name).get("started", 0) >= (since or 0)
+    ]
     for r in out["byRun"]:
         record, t = run_record(folder, r["name"]), calls[r["name"]]
         r["first_call"], r["last_call"] = (_when(min(t)), _when(max(t))) if t else (None, None)

@@ -47,8 +47,12 @@ async def execute(spec: JobSpec, pool: Pool, where: str = "its own") -> Outcome:
             if outcome.status:
                 log.error("%s: %s", cell.log[0] if cell.log else "a cell", outcome.message)
         failed = sum(1 for o in outcomes if o.status)
-        log.info("%d of %d cells done; each cell's log: %s", len(cells) - failed, len(cells),
-                 cell_log(spec.log[0], PLACE) if spec.log else "-")  # fmt: skip
+        log.info(
+            "%d of %d cells done; each cell's log: %s",
+            len(cells) - failed,
+            len(cells),
+            cell_log(spec.log[0], PLACE) if spec.log else "-",
+        )
     messages = list(dict.fromkeys(o.message for o in outcomes if o.message))
     return Outcome(max(o.status for o in outcomes), "\n".join(messages))
 

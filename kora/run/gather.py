@@ -109,16 +109,27 @@ async def results(
         from kora.analysis.manifest import write_manifest
 
         write_manifest(
-            output.manifest, meta=params.meta, config=params.config,
+            output.manifest,
+            meta=params.meta,
+            config=params.config,
             stage_templates=benchmarks.get(params.meta.benchmark).stage_templates,
-            templates=input.templates, taxonomy=input.taxonomy, data=[*data, *seeds],
-            status_files=status, store=ctx.workdir / ctx.settings.cache_dir,
-            asked=usage["asked"], results=output.results, workdir=ctx.workdir,
-        )  # fmt: skip
+            templates=input.templates,
+            taxonomy=input.taxonomy,
+            data=[*data, *seeds],
+            status_files=status,
+            store=ctx.workdir / ctx.settings.cache_dir,
+            asked=usage["asked"],
+            results=output.results,
+            workdir=ctx.workdir,
+        )
     log.info(
         "%s: %d tests in %d groups, %d failed; %s",
-        params.meta.target, doc["tests"], len(doc["scores"]), doc["failedTests"], usage["result"],
-    )  # fmt: skip
+        params.meta.target,
+        doc["tests"],
+        len(doc["scores"]),
+        doc["failedTests"],
+        usage["result"],
+    )
     return 0
 
 
@@ -164,8 +175,11 @@ async def report(
     )
     log.info(
         "%s: report of %d tests (%d failed) in %.1f s",
-        params.target, summary["tests"], summary["errors"], time.monotonic() - started,
-    )  # fmt: skip
+        params.target,
+        summary["tests"],
+        summary["errors"],
+        time.monotonic() - started,
+    )
     return 0
 
 

@@ -48,8 +48,14 @@ def unknown_request(
         if target not in defined and (Path(path).suffix or len(parts) > 2):
             return f"{path}: {unknown_target(target, defined)}"
         if target in defined and not made(path):
-            made_here = (layout.results_json, layout.report_html, layout.summary_json,
-                         layout.manifest_json, layout.usage_json, layout.conversations_parquet)  # fmt: skip
+            made_here = (
+                layout.results_json,
+                layout.report_html,
+                layout.summary_json,
+                layout.manifest_json,
+                layout.usage_json,
+                layout.conversations_parquet,
+            )
             names = [Path(f(target)).name for f in made_here]
             near = difflib.get_close_matches(Path(path).name, names, n=1)
             guess = f" (did you mean {near[0]}?)" if near else ""

@@ -157,8 +157,9 @@ async def _stage(specs: list[JobSpec], pool: Pool, found: Replay) -> None:
         async with slots:
             outcome = await execute(spec, pool, "a replay")
         if outcome.status:
-            found.failed_jobs.append(f"{spec.rule} {spec.log[0] if spec.log else ''}: "
-                                     f"{outcome.message}")  # fmt: skip
+            found.failed_jobs.append(
+                f"{spec.rule} {spec.log[0] if spec.log else ''}: {outcome.message}"
+            )
 
     await asyncio.gather(*(one(s) for s in specs))
 
@@ -228,9 +229,11 @@ def _lay_out_given(bundle: Bundle, work: Path, skip: set[str], found: Replay) ->
     others = [
         n
         for n in bundle.index["files"]
-        if n not in skip and n not in carried and not n.endswith(STATUS)
+        if n not in skip
+        and n not in carried
+        and not n.endswith(STATUS)
         and not n.startswith((ANSWERS, INDEX))
-    ]  # fmt: skip
+    ]
     _lay_out(bundle, work, sorted({*given, *others}))
     found.given = sorted(n for n in {*given, *others} if bundle.read(n) is not None)
 
@@ -312,8 +315,11 @@ def replay(path: Path, work: Path, published: Path | None = None) -> Replay:
         found.changed_answers = bundle.changed_answers()
         index = bundle.read(ANSWERS_INDEX) or b""
         found.answers_digest_ok = sha256_bytes(index) == bundle.manifest["answers"]["sha256"]
-        statuses = [orjson.loads(bundle.read(n) or b"{}") for n in bundle.files_under("")
-                    if n.endswith(STATUS)]  # fmt: skip
+        statuses = [
+            orjson.loads(bundle.read(n) or b"{}")
+            for n in bundle.files_under("")
+            if n.endswith(STATUS)
+        ]
         found.answer_of = rested_keys(statuses)
         made, here = bundle.manifest.get("project", {}), project_facts()
         if made.get("commit") != here.get("commit") or made.get("dirty") or here.get("dirty"):
