@@ -5,6 +5,7 @@ ends (`serve`, `anthropic_server`, `openai_server`)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -31,6 +32,29 @@ def _no_backoff_waits(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     state._registry.clear()  # the in-process limiter state: none left by another test
     yield
     state._registry.clear()
+
+
+# the checkout's own workspace: a user's bill and call store, which no test may touch
+WORKSPACE = Path(__file__).resolve().parents[1] / ".kora"
+
+
+def _listing(folder: Path) -> dict[str, int]:
+    return {str(p): p.stat().st_size for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.fixture(autouse=True)
+def _the_users_workspace_untouched() -> Iterator[None]:
+    """A test that runs kora in the checkout itself (as a user would, for its config and
+    taxonomy) must not write into its .kora: the user's bill, which a budget counts, once
+    gained the calls of the quick lane's pings."""
+    before = _listing(WORKSPACE)
+    yield
+    after = _listing(WORKSPACE)
+    if written := sorted(k for k, size in after.items() if before.get(k) != size):
+        pytest.fail(
+            "the test (or one running beside it) wrote into the checkout's own workspace: "
+            + ", ".join(written[:5])
+        )
 
 
 @pytest.fixture

@@ -197,6 +197,7 @@ def test_ping_says_what_the_server_accepts_per_role(
 ) -> None:
     monkeypatch.chdir(REPO)
     overlay = {
+        "cache_dir": str(tmp_path / "cache"),  # the checkout's config, the test's own bill
         "models": {
             "mock": {"provider": "mock"},
             "smol": smol(server.url),

@@ -40,7 +40,8 @@ def ping(
     tmp_path: Path, cfg: dict[str, Any], *args: str, capsys: pytest.CaptureFixture[str]
 ) -> tuple[int, str]:
     overlay = tmp_path / "overlay.yaml"
-    overlay.write_text(yaml.safe_dump(cfg))
+    # the checkout's config and taxonomy, but a bill and store of the test's own
+    overlay.write_text(yaml.safe_dump({"cache_dir": str(tmp_path / "cache"), **cfg}))
     target = next(iter(cfg["targets"]))
     rc = kora_main(["ping", target, "--configfile", str(overlay), *args])
     out = capsys.readouterr()
@@ -234,7 +235,8 @@ def test_check_config_names_the_template_that_gives_a_function(
     cfg = example("stateless-json", "http://127.0.0.1:9")
     cfg["models"]["acme-chat"]["http"]["turn"]["body"]["messages"] = "{{ messages.append }}"
     overlay = tmp_path / "overlay.yaml"
-    overlay.write_text(yaml.safe_dump(cfg))
+    # the checkout's config and taxonomy, but a bill and store of the test's own
+    overlay.write_text(yaml.safe_dump({"cache_dir": str(tmp_path / "cache"), **cfg}))
     rc = kora_main(["check-config", "--configfile", str(overlay)])
     err = capsys.readouterr().err
     assert rc != 0
