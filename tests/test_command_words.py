@@ -181,6 +181,30 @@ def test_files_and_folders_that_are_not_there_are_said_in_koras_words(
 
 
 @pytest.mark.timeout(60)
+def test_a_bundle_zipped_one_folder_down_is_said_to_be_so(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bundle unpacked, then packed again as its folder (`zip -r x.zip x`): replay said
+    `not a result bundle ("There is no item named 'bundle.json' in the archive")`."""
+    import zipfile
+
+    with zipfile.ZipFile(workspace / "again.zip", "w") as z:
+        z.writestr("x/bundle.json", "{}")
+        z.writestr("x/manifest.json", "{}")
+    assert kora_main(["replay", "again.zip"]) == 2
+    assert said(capsys).endswith(
+        "again.zip: not a result bundle: its files are in the folder x/ inside "
+        "it; zip that folder's contents (cd into it, then zip -r), not the folder"
+    )
+    with zipfile.ZipFile(workspace / "other.zip", "w") as z:
+        z.writestr("notes.txt", "hello")
+    assert kora_main(["replay", "other.zip"]) == 2
+    assert said(capsys).endswith(
+        "other.zip: not a result bundle: no bundle.json or manifest.json at its top"
+    )
+
+
+@pytest.mark.timeout(60)
 def test_no_help_names_a_python_function() -> None:
     for name, parser in subcommands().items():
         text = parser.format_help()

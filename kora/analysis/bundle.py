@@ -197,12 +197,25 @@ class Bundle:
             self.zip = zipfile.ZipFile(path)
             self.index: dict[str, Any] = orjson.loads(self.zip.read(INDEX))
             self.manifest: dict[str, Any] = orjson.loads(self.zip.read(MANIFEST))
-        except (OSError, zipfile.BadZipFile, KeyError, orjson.JSONDecodeError) as exc:
+        except KeyError:
+            raise BundleError(f"{path}: not a result bundle: {self._why_not()}") from None
+        except (OSError, zipfile.BadZipFile, orjson.JSONDecodeError) as exc:
             raise BundleError(f"{path}: not a result bundle ({exc})") from None
         if self.index.get("bundle") != FORMAT:
             raise BundleError(f"{path}: bundle format {self.index.get('bundle')!r} unknown")
         # a bundle packed again by another tool may list its folders too
         self.names = {n for n in self.zip.namelist() if not n.endswith("/")}
+
+    def _why_not(self) -> str:
+        """What a zip without the bundle's files at its top holds instead."""
+        down = [n for n in self.zip.namelist() if n.endswith(f"/{INDEX}")]
+        if down:
+            folder = down[0].removesuffix(INDEX)
+            return (
+                f"its files are in the folder {folder} inside it; zip that folder's "
+                f"contents (cd into it, then zip -r), not the folder"
+            )
+        return f"no {INDEX} or {MANIFEST} at its top"
 
     @property
     def target(self) -> str:
