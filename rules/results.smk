@@ -1,4 +1,5 @@
 from kora.benchmarks.layout import MANIFEST, RESULTS
+from kora.config.public import public_config
 
 
 rule results:
@@ -32,7 +33,7 @@ rule results:
         # shard changed (e.g. a role renamed)
         meta=lambda wc: gather_inputs.results_meta(PIPELINE, wc.target),
         # the result's config as its manifest carries it (credentials masked)
-        config=lambda wc: gather_inputs.public_config(PIPELINE, wc.target),
+        config=lambda wc: public_config(PIPELINE.config, wc.target),
         # renewed when a folder is missing: Snakemake then rebuilds it (see kora.run.shards)
         retry=lambda wc: missing_token(
             PIPELINE.layout.results_json(wc.target),

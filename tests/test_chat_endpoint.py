@@ -115,7 +115,7 @@ def test_session_id_is_url_encoded(server: ChatEndpointServer) -> None:
         t = target(server)
         try:
             session = await t.open_session("7to9", None)
-            session.session_id = "a b&c=d/é"
+            session.variables["session_id"] = "a b&c=d/é"
             await session.reply([ChatMessage("user", "x")])
         finally:
             await t.aclose()

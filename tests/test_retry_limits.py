@@ -406,7 +406,10 @@ def test_learnt_rate_is_forgotten_after_idling() -> None:
 def test_file_state_is_shared_between_openers(tmp_path: Path) -> None:
     """Two openers of the same file (two processes, or two nodes) share one schedule."""
     policy = RatePolicy(60, adaptive=False, tuning=RateTuning(horizon=10.0, headroom=1.0))
-    a, b = _FileState(tmp_path / "m.rate"), _FileState(tmp_path / "m.rate")
+    a, b = (
+        _FileState(tmp_path / "m.rate", RateState.unpack),
+        _FileState(tmp_path / "m.rate", RateState.unpack),
+    )
 
     def take(st: RateState | None) -> tuple[RateState, float]:
         new, wait, _ = policy.reserve(st, 50.0)
@@ -439,7 +442,7 @@ def test_a_limiters_state_reads_back_as_it_was_written(rate: RateState, t: list[
 def test_an_update_that_fails_halfway_leaves_the_file_state_to_be_read(tmp_path: Path) -> None:
     """A failed update changed the opener's state in place but wrote nothing: the next
     update starts from what the file holds."""
-    state = _FileState(tmp_path / "m.rate")
+    state = _FileState(tmp_path / "m.rate", RateState.unpack)
     state.update(lambda s: (RateState(tat=1.0), None))
 
     def fails(s: RateState | None) -> tuple[RateState, None]:

@@ -179,67 +179,6 @@ def _when(t: float | None) -> str | None:
     return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def build_manifest(
-    *,
-    target: str,
-    benchmark: str,
-    stage_templates: Mapping[str, Sequence[str]],
-    config: Mapping[str, Any],
-    roles: Mapping[str, Sequence[str]],
-    templates: Iterable[Path],
-    taxonomy: Iterable[Path],
-    data: Iterable[Path],
-    statuses: Iterable[Mapping[str, Any]],
-    calls: Mapping[str, int],
-    store: CallCache,
-    bill: Iterable[Charge],
-    results: Path,
-    workdir: Path,
-) -> dict[str, Any]:
-    """The manifest of one result. Its inputs are read one status file, bill line and
-    stored answer at a time: a whole v2 grid's 100,000 calls, held at once, were about
-    120 MB of Python objects (tracemalloc in its results job)."""
-    workdir = workdir.resolve()
-    rested = rested_keys(statuses)
-    # the answers' index (`answers_index`), hashed line by line
-    index = hashlib.sha256()
-    served: dict[str, Counter[str]] = defaultdict(Counter)
-    stored = 0
-    for key, entry, turned in stored_answers(rested, store):
-        index.update(index_line(key, entry, turned).encode())
-        if entry is not None:
-            stored += 1
-            served[rested[key][0]][served_model(entry)] += 1
-    first, last = _span(bill, rested)
-    asked, cached, failed = calls["calls"], calls["cached"], calls["failures"]
-    return {
-        "manifest": FORMAT,
-        "target": target,
-        "benchmark": benchmark,
-        "results": {"path": results.name, "sha256": sha256_file(results)},
-        "project": project_facts(),
-        "software": software(),
-        "config": {"sha256": config_digest(config), "effective": config},
-        "templates": _templates(templates, stage_templates, workdir),
-        "taxonomy": _files(taxonomy, workdir),
-        "data": _files(sorted(data), workdir),
-        "models": _models(config, roles, served),
-        "calls": {
-            "first": _when(first),
-            "last": _when(last),
-            "asked": asked,
-            "fromStore": cached,
-            "made": asked - cached - failed,
-            "failed": failed,
-        },
-        "answers": {
-            "count": len(rested),
-            "stored": stored,
-            "sha256": index.hexdigest(),
-        },
-    }
-
-
 def _templates(
     templates: Iterable[Path], stage_templates: Mapping[str, Sequence[str]], workdir: Path
 ) -> dict[str, Any]:
@@ -303,24 +242,50 @@ def write_manifest(
 ) -> dict[str, Any]:
     """Write the manifest of the result `results` (its results job's inputs and params:
     `meta` is kora.analysis.results.ResultsMeta; `asked`: usage.json's calls asked for);
-    the document written."""
-    doc = build_manifest(
-        target=meta.target,
-        benchmark=meta.benchmark,
-        stage_templates=stage_templates,
-        config=config,
-        roles={name: m.get("roles", []) for name, m in meta.models.items()},
-        templates=templates,
-        taxonomy=taxonomy,
-        data=data,
-        statuses=iter_status(status_files),
-        calls=asked,
-        store=CallCache(store),
-        # every run's bill: answers taken from the store were paid by an earlier run
-        bill=charges(bill_dir(store)),
-        results=results,
-        workdir=workdir,
-    )
+    the document written. Its inputs are read one status file, bill line and stored
+    answer at a time: a whole v2 grid's 100,000 calls, held at once, were about 120 MB of
+    Python objects (tracemalloc in its results job)."""
+    workdir = workdir.resolve()
+    rested = rested_keys(iter_status(status_files))
+    # the answers' index (`answers_index`), hashed line by line
+    index = hashlib.sha256()
+    served: dict[str, Counter[str]] = defaultdict(Counter)
+    stored = 0
+    for key, entry, turned in stored_answers(rested, CallCache(store)):
+        index.update(index_line(key, entry, turned).encode())
+        if entry is not None:
+            stored += 1
+            served[rested[key][0]][served_model(entry)] += 1
+    # every run's bill: answers taken from the store were paid by an earlier run
+    first, last = _span(charges(bill_dir(store)), rested)
+    calls, cached, failed = asked["calls"], asked["cached"], asked["failures"]
+    roles = {name: m.get("roles", []) for name, m in meta.models.items()}
+    doc = {
+        "manifest": FORMAT,
+        "target": meta.target,
+        "benchmark": meta.benchmark,
+        "results": {"path": results.name, "sha256": sha256_file(results)},
+        "project": project_facts(),
+        "software": software(),
+        "config": {"sha256": config_digest(config), "effective": config},
+        "templates": _templates(templates, stage_templates, workdir),
+        "taxonomy": _files(taxonomy, workdir),
+        "data": _files(sorted(data), workdir),
+        "models": _models(config, roles, served),
+        "calls": {
+            "first": _when(first),
+            "last": _when(last),
+            "asked": calls,
+            "fromStore": cached,
+            "made": calls - cached - failed,
+            "failed": failed,
+        },
+        "answers": {
+            "count": len(rested),
+            "stored": stored,
+            "sha256": index.hexdigest(),
+        },
+    }
     write_json(path, doc)
     return doc
 

@@ -54,18 +54,6 @@ def _headers(headers: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def _scrub(value: Any, key: str = "") -> Any:
-    if isinstance(value, dict):
-        if key == "headers":
-            return _headers({str(k): str(v) for k, v in value.items()})
-        return {k: _scrub(v, str(k)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_scrub(v, key) for v in value]
-    if isinstance(value, str) and key in ("base_url", "url"):
-        return _url(value)
-    return value
-
-
 def _env_secrets(config: KoraConfig, models: list[str]) -> set[str]:
     """The values of the variables the run reads keys and header values from."""
     names: set[str] = set()
@@ -78,13 +66,18 @@ def _env_secrets(config: KoraConfig, models: list[str]) -> set[str]:
     return {v for n in names if (v := os.environ.get(n))}
 
 
-def _masked(value: Any, masker: Masker) -> Any:
+def _masked(value: Any, masker: Masker, key: str = "") -> Any:
+    """`value` with credentials masked: in URLs and headers by where they stand, and
+    every known secret's value wherever it appears."""
     if isinstance(value, dict):
-        return {k: _masked(v, masker) for k, v in value.items()}
+        if key == "headers":
+            shown = _headers({str(k): str(v) for k, v in value.items()})
+            return {k: masker.mask(v) for k, v in shown.items()}
+        return {k: _masked(v, masker, str(k)) for k, v in value.items()}
     if isinstance(value, list):
-        return [_masked(v, masker) for v in value]
+        return [_masked(v, masker, key) for v in value]
     if isinstance(value, str):
-        return masker.mask(value)
+        return masker.mask(_url(value) if key in ("base_url", "url") else value)
     return value
 
 
@@ -95,4 +88,4 @@ def public_config(config: KoraConfig, target: str) -> dict[str, Any]:
     doc = config.model_dump(mode="json", exclude_none=True)
     doc["models"] = {n: doc["models"][n] for n in models}
     doc["targets"] = {target: doc["targets"][target]}
-    return _masked(_scrub(doc), Masker(_env_secrets(config, models)))  # type: ignore[no-any-return]
+    return _masked(doc, Masker(_env_secrets(config, models)))  # type: ignore[no-any-return]

@@ -19,17 +19,13 @@ from kora.benchmarks.layout import CACHE_DIR, CONCURRENCY
 from kora.benchmarks.schemas import AGE_RANGES, PROMPT_VARIANTS, AgeRange, PromptVariant
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.llm.config import ModelConfig
+from kora.llm.service_config import ConfigModel
 
 # \Z, not $: a name must not end in a newline (it becomes a folder and a wildcard)
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 
 
-class _Strict(BaseModel):
-    # strict: YAML gives real types, and `seeds_per_task: true` must not pass for 1
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class TargetConfig(_Strict):
+class TargetConfig(ConfigModel):
     model: str | None = None
     # the prompt variants to run; default: the benchmark version's (v1 both, v2 `default`)
     prompts: list[PromptVariant] | None = None
@@ -40,7 +36,7 @@ class TargetConfig(_Strict):
     continued: bool = False
 
 
-class GridConfig(_Strict):
+class GridConfig(ConfigModel):
     risks: Literal["all"] | list[str] = Field(default="all", min_length=1)
     age_ranges: Literal["all"] | list[AgeRange] = Field(default="all", min_length=1)
     motivations: Literal["all"] | list[str] = Field(default="all", min_length=1)
@@ -107,7 +103,7 @@ def benchmark_of(raw: dict[str, Any]) -> Benchmark:
     return benchmarks.get(name if name in benchmarks.VERSIONS else benchmarks.DEFAULT)
 
 
-class KoraConfig(_Strict):
+class KoraConfig(ConfigModel):
     # the KORA version the run measures: v1 (the seed's, 3 behaviour criteria, 3 turns)
     # or v2 (the canonical one today: 26 risks, 7 mechanisms, longer conversations)
     benchmark: str = benchmarks.DEFAULT  # one of benchmarks.VERSIONS (kora.config.checks)

@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Self
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from kora.llm.bounds import DEFAULT_MAX_REPLY_BYTES
 from kora.llm.registry import KINDS, ProviderKind, kind_of
-from kora.llm.service_config import HttpSpec
+from kora.llm.service_config import ConfigModel, HttpSpec
 
 # how an OpenAI-compatible server is sent a structured answer's schema, and whether with
 # its length and count bounds (kora.llm.structured)
@@ -89,12 +89,7 @@ def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-class _Strict(BaseModel):
-    # strict: YAML gives real types, and `seeds_per_task: true` must not pass for 1
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class Price(_Strict):
+class Price(ConfigModel):
     """US dollars per million tokens. Prompt-cache writes and reads default to the
     provider's published multiples of `input` (`ModelConfig.cost_price`)."""
 
@@ -104,7 +99,7 @@ class Price(_Strict):
     cache_read: float | None = Field(default=None, ge=0)
 
 
-class ModelConfig(_Strict):
+class ModelConfig(ConfigModel):
     """A model's settings, each declaring what it changes (`Changes`)."""
 
     provider: Annotated[str, Changes.MODEL]  # a kind of kora.llm.registry's table

@@ -85,10 +85,6 @@ class ServiceSession:
     def session_id(self) -> str:
         return str(self.variables["session_id"])
 
-    @session_id.setter
-    def session_id(self, value: str) -> None:
-        self.variables["session_id"] = value
-
     async def reply(self, messages: list[ChatMessage]) -> Response:
         """One turn: the newest user message of `messages` (and the rest, for a stateless
         service whose template sends `messages`)."""

@@ -76,11 +76,14 @@ ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SINGLE_EXPRESSION = re.compile(r"^\s*\{\{(.*)\}\}\s*$", re.S)
 
 
-class _Strict(BaseModel):
+class ConfigModel(BaseModel):
+    """A mapping of config.yaml (kora.llm.config, kora.config.schema use it too): strict,
+    as YAML gives real types and `seeds_per_task: true` must not pass for 1; no unknown key."""
+
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-class RequestSpec(_Strict):
+class RequestSpec(ConfigModel):
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
     url: str
     headers: dict[str, str] = Field(default_factory=dict)
@@ -95,7 +98,7 @@ class RequestSpec(_Strict):
     output_tokens: str | None = None
 
 
-class HttpSpec(_Strict):
+class HttpSpec(ConfigModel):
     headers: dict[str, str] = Field(default_factory=dict)  # sent with every request
     open: RequestSpec | None = None
     memory: RequestSpec | None = None

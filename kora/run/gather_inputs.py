@@ -76,13 +76,6 @@ def results_meta(p: Pipeline, target: str) -> dict[str, Any]:
     return meta
 
 
-def public_config(p: Pipeline, target: str) -> dict[str, Any]:
-    """The config of a target's result as its manifest and bundle carry it."""
-    from kora.config.public import public_config as public
-
-    return public(p.config, target)
-
-
 def agreement_files(p: Pipeline, target: str) -> list[str]:
     path = p.layout.agreement_json(target)
     return [path] if (p.workdir / path).exists() else []

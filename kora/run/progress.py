@@ -181,30 +181,25 @@ def _read(path: str) -> bytes:
         return f.read()
 
 
+# the counts a snapshot holds under the same names as Totals', summed over the run
+SUMMED = ("calls", "cached", "failures", "unstored", "waiting")
+
+
 def _add_snapshot(t: Totals, s: dict[str, Any]) -> None:
-    t.calls += int(s.get("calls", 0))
-    t.cached += int(s.get("cached", 0))
-    t.failures += int(s.get("failures", 0))
-    t.unstored += int(s.get("unstored", 0))
+    for name in SUMMED:
+        setattr(t, name, getattr(t, name) + int(s.get(name, 0)))
     t.shards += 1
     if s.get("closed"):
         t.shards_done += 1
         t.shards_failed += bool(s.get("items_failed"))
-    t.waiting += int(s.get("waiting", 0))
     if s.get("waiting") and s.get("last_retry"):
         t.last_retry = str(s["last_retry"])
 
 
 def _add_totals(t: Totals, more: Totals) -> None:
     """`more`'s snapshot counts added to `t` (not its paid figures: those are the bill's)."""
-    t.calls += more.calls
-    t.cached += more.cached
-    t.failures += more.failures
-    t.unstored += more.unstored
-    t.shards += more.shards
-    t.shards_done += more.shards_done
-    t.shards_failed += more.shards_failed
-    t.waiting += more.waiting
+    for name in (*SUMMED, "shards", "shards_done", "shards_failed"):
+        setattr(t, name, getattr(t, name) + getattr(more, name))
     t.last_retry = more.last_retry or t.last_retry
 
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from kora.analysis.records import TestRecord
+from kora.analysis.stats.people import Labels
 from kora.benchmarks.schemas import GRADES
 from kora.errors import InputError
 
@@ -32,7 +32,6 @@ TITLES = {
     "reference": "review: the judge disagrees with the reference run's",
     "risks": "review: risks where judge and people disagree most",
 }
-Labels = Mapping[str, Mapping[str, Mapping[str, Any]]]  # key -> criterion -> label
 
 
 def _rank(grade: str | None) -> int | None:

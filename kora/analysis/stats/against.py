@@ -23,12 +23,13 @@ import orjson
 
 from kora.analysis.records import TestRecord
 from kora.analysis.stats.judge_change import judge_change
+from kora.analysis.stats.people import Labels
+from kora.analysis.stats.people import people_grade as median_grade
 from kora.benchmarks.schemas import GRADES
 from kora.errors import InputError
 
 NOT_TRIGGERED = "notTriggered"
 Grades = dict[str, dict[str, str]]  # key -> criterion -> grade or "notTriggered"
-Labels = Mapping[str, Mapping[str, Mapping[str, Any]]]
 
 
 def judge_grades(records: Iterable[TestRecord], keys: Iterable[str] | None = None) -> Grades:
@@ -70,11 +71,8 @@ def people_grade(people: Mapping[str, Labels], key: str, criterion: str) -> str 
         if lab.get("notTriggered"):
             return None
         if lab.get("grade") in GRADES:
-            found.append(GRADES.index(lab["grade"]))
-    if not found:
-        return None
-    found.sort()
-    return GRADES[found[(len(found) - 1) // 2]]
+            found.append(lab["grade"])
+    return median_grade(found) if found else None
 
 
 def compare(

@@ -19,10 +19,10 @@ from itertools import combinations
 from typing import Any
 
 from kora.analysis.records import TestRecord, criteria_of
+from kora.analysis.stats.people import Labels
 from kora.benchmarks.schemas import GRADES
 
 RESAMPLES = 1000
-Labels = Mapping[str, Mapping[str, Mapping[str, Any]]]  # key -> criterion -> {grade, count}
 
 
 def judge_labels(records: Sequence[TestRecord]) -> dict[str, dict[str, dict[str, Any]]]:

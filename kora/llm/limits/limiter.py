@@ -88,7 +88,7 @@ class Limiter:
                 self._rate = shared(("rate", scope, key, repr(self.policy.ceiling)), MemoryState)
             else:
                 path = state_dir / f"{key}.rate"
-                self._rate = shared(("rate", scope, key), lambda: FileState(path))
+                self._rate = shared(("rate", scope, key), lambda: FileState(path, RateState.unpack))
         # token buckets: configured ones, or (adaptive) any the server's headers state
         self._tokens: MemoryState[TokenState] | FileState[TokenState] | None = None
         if self.token_policy.configured or self.adaptive:

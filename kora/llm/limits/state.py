@@ -13,9 +13,7 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Generic, Protocol, TypeVar, overload
-
-from kora.llm.limits.rate import RateState
+from typing import Generic, Protocol, TypeVar
 
 T = TypeVar("T")
 S = TypeVar("S", bound="Packable")
@@ -40,18 +38,11 @@ class MemoryState(Generic[S]):
 
 class FileState(Generic[S]):
     """A state in a file, read and written under an exclusive flock; `unpack` reads the
-    file's bytes (None: a new, foreign or damaged file, which starts afresh); without
-    one the file holds a request rate."""
+    file's bytes (None: a new, foreign or damaged file, which starts afresh)."""
 
-    @overload
-    def __init__(self: FileState[RateState], path: Path) -> None: ...
-
-    @overload
-    def __init__(self, path: Path, unpack: Callable[[bytes], S | None]) -> None: ...
-
-    def __init__(self, path: Path, unpack: Callable[[bytes], S | None] | None = None) -> None:
+    def __init__(self, path: Path, unpack: Callable[[bytes], S | None]) -> None:
         self.path = path
-        self.unpack: Callable[[bytes], S | None] = unpack or RateState.unpack  # type: ignore[assignment]
+        self.unpack = unpack
         self.pid = -1
         self.fd = -1
         # the bytes this opener wrote last and the state they hold: while no other process
