@@ -247,18 +247,7 @@ def write_manifest(
     Python objects (tracemalloc in its results job)."""
     workdir = workdir.resolve()
     rested = rested_keys(iter_status(status_files))
-    # the answers' index (`answers_index`), hashed line by line
-    index = hashlib.sha256()
-    served: dict[str, Counter[str]] = defaultdict(Counter)
-    stored = 0
-    for key, entry, turned in stored_answers(rested, CallCache(store)):
-        index.update(index_line(key, entry, turned).encode())
-        if entry is not None:
-            stored += 1
-            served[rested[key][0]][served_model(entry)] += 1
-    # every run's bill: answers taken from the store were paid by an earlier run
-    first, last = _span(charges(bill_dir(store)), rested)
-    calls, cached, failed = asked["calls"], asked["cached"], asked["failures"]
+    answers, served = _answers(rested, CallCache(store))
     roles = {name: m.get("roles", []) for name, m in meta.models.items()}
     doc = {
         "manifest": FORMAT,
@@ -272,22 +261,42 @@ def write_manifest(
         "taxonomy": _files(taxonomy, workdir),
         "data": _files(sorted(data), workdir),
         "models": _models(config, roles, served),
-        "calls": {
-            "first": _when(first),
-            "last": _when(last),
-            "asked": calls,
-            "fromStore": cached,
-            "made": calls - cached - failed,
-            "failed": failed,
-        },
-        "answers": {
-            "count": len(rested),
-            "stored": stored,
-            "sha256": index.hexdigest(),
-        },
+        "calls": _calls(asked, bill_dir(store), rested),
+        "answers": answers,
     }
     write_json(path, doc)
     return doc
+
+
+def _answers(
+    rested: Mapping[str, Any], store: CallCache
+) -> tuple[dict[str, Any], dict[str, Counter[str]]]:
+    """The manifest's `answers` (the answers' index, hashed line by line: `answers_index`)
+    and the ids each model's provider said served its stored answers."""
+    index = hashlib.sha256()
+    served: dict[str, Counter[str]] = defaultdict(Counter)
+    stored = 0
+    for key, entry, turned in stored_answers(rested, store):
+        index.update(index_line(key, entry, turned).encode())
+        if entry is not None:
+            stored += 1
+            served[rested[key][0]][served_model(entry)] += 1
+    return {"count": len(rested), "stored": stored, "sha256": index.hexdigest()}, served
+
+
+def _calls(asked: Mapping[str, int], bill: Path, rested: Mapping[str, Any]) -> dict[str, Any]:
+    """The manifest's `calls`: when they were made, by every run's bill (answers taken
+    from the store were paid by an earlier run), and how many were asked, made, failed."""
+    first, last = _span(charges(bill), rested)
+    calls, cached, failed = asked["calls"], asked["cached"], asked["failures"]
+    return {
+        "first": _when(first),
+        "last": _when(last),
+        "asked": calls,
+        "fromStore": cached,
+        "made": calls - cached - failed,
+        "failed": failed,
+    }
 
 
 def _judges(manifest: Mapping[str, Any]) -> str:
