@@ -130,6 +130,27 @@ def make_bundle(
             files[f"{target_dir}/{name}"] = (target / name).read_bytes()
         except OSError:
             raise BundleError(f"{target_dir}/{name} not found: run the workflow again") from None
+    status_files = _made_of(manifest, workdir, files)
+    for rel in extra:
+        for name, data in _optional(workdir, rel):
+            files.setdefault(name, data)
+    files[ANSWERS_INDEX], answers = _answers(manifest, workdir, status_files)
+    doc = {
+        "bundle": FORMAT,
+        "target": manifest["target"],
+        "benchmark": manifest["benchmark"],
+        "targetDir": target_dir,
+        "files": {n: sha256_bytes(d) for n, d in sorted(files.items())},
+        "rebuiltOnly": outputs,
+    }
+    files[INDEX] = orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+    _write_zip(out, {**files, **answers})
+    return Bundled(out, out.stat().st_size, len(files), len(answers))
+
+
+def _made_of(manifest: Mapping[str, Any], workdir: Path, files: dict[str, bytes]) -> list[Path]:
+    """Into `files`: the templates, taxonomy and data files the result was made of, each
+    checked against the manifest's digest, and the data's status files; those returned."""
     for stem, t in manifest["templates"].items():
         files[f"{PROMPTS}/{stem}.jinja"] = _read_named(t["path"], workdir, t["sha256"], "template")
     for path, digest in manifest["taxonomy"].items():
@@ -141,10 +162,14 @@ def make_bundle(
         if status not in files and (workdir / status).exists():
             files[status] = (workdir / status).read_bytes()
             status_files.append(workdir / status)
-    for rel in extra:
-        for name, data in _optional(workdir, rel):
-            files.setdefault(name, data)
+    return status_files
 
+
+def _answers(
+    manifest: Mapping[str, Any], workdir: Path, status_files: list[Path]
+) -> tuple[bytes, dict[str, bytes]]:
+    """The index of the stored answers the result rests on, and their bundle members;
+    refused where the store no longer holds them as the manifest says."""
     store = CallCache(workdir / manifest["config"]["effective"].get("cache_dir", layout.CACHE_DIR))
     keys = rested_keys(read_status(status_files))
     index, entries, rejected = answers_index(keys, store)
@@ -154,25 +179,9 @@ def make_bundle(
             f"when it was made ({len(entries)} of {len(keys)} found): run the workflow "
             "again, then bundle"
         )
-    files[ANSWERS_INDEX] = index
-    for key, data in entries.items():
-        files[answer_member(key)] = data
-    for key, data in rejected.items():
-        files[answer_member(key, rejected=True)] = data
-
-    answers = {*map(answer_member, entries), *(answer_member(k, True) for k in rejected)}
-    doc = {
-        "bundle": FORMAT,
-        "target": manifest["target"],
-        "benchmark": manifest["benchmark"],
-        "targetDir": target_dir,
-        "files": {n: sha256_bytes(d) for n, d in sorted(files.items()) if n not in answers},
-        "rebuiltOnly": outputs,
-    }
-    files[INDEX] = orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
-    _write_zip(out, files)
-    held = len(entries) + len(rejected)
-    return Bundled(out, out.stat().st_size, len(files) - held, held)
+    members = {answer_member(key): data for key, data in entries.items()}
+    members |= {answer_member(key, rejected=True): data for key, data in rejected.items()}
+    return index, members
 
 
 def _write_zip(out: Path, files: Mapping[str, bytes]) -> None:

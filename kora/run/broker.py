@@ -177,14 +177,10 @@ async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, poo
     writer.close()
 
 
-async def serve(path: Path, parent: int, collected: collector.CollectorTime | None = None) -> None:
-    from kora.run.context import Pool
-
-    pool = Pool(Path.cwd())
-    # stop: the run is stopping; now: a second Ctrl-C; idle: every job of the run is done
-    stop, now, idle = asyncio.Event(), asyncio.Event(), asyncio.Event()
-    # listening before it takes its name: a run starting meanwhile removes a socket of
-    # that name that refuses connections, as one a run killed outright left (start_broker)
+def _listening(path: Path) -> socket.socket:
+    """The broker's socket at `path`, listening before it takes its name: a run starting
+    meanwhile removes a socket of that name that refuses connections, as one a run killed
+    outright left (start_broker)."""
     listening = socket.socket(socket.AF_UNIX)
     old = os.umask(0o077)  # the socket: this user only
     try:
@@ -194,8 +190,39 @@ async def serve(path: Path, parent: int, collected: collector.CollectorTime | No
         os.umask(old)
     listening.listen(100)
     os.rename(f"{path}.new", path)
+    return listening
+
+
+def _log_the_end(
+    unclaimed: int, collected: collector.CollectorTime | None, watch: loopwatch.LoopWatch | None
+) -> None:
+    """The broker's last lines in its log: what it made for nothing, and what it cost."""
+    # every call made ahead should have been asked for by its job: one that was not is
+    # a call the run paid for nothing (kora.run.walk walks exactly the jobs' units)
+    log.info("calls made ahead that no job asked for: %d", unclaimed)
+    if collected is not None:
+        log.info("the broker's garbage collector: %s", collected.summary())
+    # the loop's own thread is what holds a run below its provider's limit; the rest of
+    # the process's CPU is other threads' (aiohttp looks host names up in threads)
+    log.info(
+        "the broker's CPU: %.1f s, %.1f s of it on its event loop's thread",
+        time.process_time(),
+        time.thread_time(),
+    )
+    if watch is not None:
+        watch.stop()
+        for line in watch.summary():
+            log.info("the broker's loop: %s", line)
+
+
+async def serve(path: Path, parent: int, collected: collector.CollectorTime | None = None) -> None:
+    from kora.run.context import Pool
+
+    pool = Pool(Path.cwd())
+    # stop: the run is stopping; now: a second Ctrl-C; idle: every job of the run is done
+    stop, now, idle = asyncio.Event(), asyncio.Event(), asyncio.Event()
     server = await asyncio.start_unix_server(
-        lambda r, w: _serve_job(r, w, pool, idle), sock=listening, limit=MESSAGE_LIMIT
+        lambda r, w: _serve_job(r, w, pool, idle), sock=_listening(path), limit=MESSAGE_LIMIT
     )
     loop = asyncio.get_running_loop()
     watch = loopwatch.watch_from_env()
@@ -234,22 +261,7 @@ async def serve(path: Path, parent: int, collected: collector.CollectorTime | No
         hurry.cancel()
     watcher.cancel()
     ahead.cancel()
-    # every call made ahead should have been asked for by its job: one that was not is
-    # a call the run paid for nothing (kora.run.walk walks exactly the jobs' units)
-    log.info("calls made ahead that no job asked for: %d", pool.ledger.unclaimed())
-    if collected is not None:
-        log.info("the broker's garbage collector: %s", collected.summary())
-    # the loop's own thread is what holds a run below its provider's limit; the rest of
-    # the process's CPU is other threads' (aiohttp looks host names up in threads)
-    log.info(
-        "the broker's CPU: %.1f s, %.1f s of it on its event loop's thread",
-        time.process_time(),
-        time.thread_time(),
-    )
-    if watch is not None:
-        watch.stop()
-        for line in watch.summary():
-            log.info("the broker's loop: %s", line)
+    _log_the_end(pool.ledger.unclaimed(), collected, watch)
     for task in asyncio.all_tasks() - {asyncio.current_task()}:
         task.cancel()
     await pool.aclose()

@@ -74,17 +74,8 @@ async def results(
     from kora.io import iter_jsonl
     from kora.llm.bill import bill_dir, charges
     from kora.run.progress import RUN_ENV
-    from kora.run.shards import check
 
-    judgments, conversations, scenarios, seeds = (
-        shards(folders, params.places)
-        for folders in (input.judgments, input.conversations, input.scenarios, input.seeds)
-    )
-    rejects = [Path(rejected_of(f)) for f in scenarios]
-    data = [*judgments, *conversations, *scenarios, *rejects]
-    for f in [*data, *seeds]:
-        check(f)  # raises naming a damaged shard
-    status = [Path(status_of(f)) for f in [*judgments, *conversations, *scenarios, *seeds]]
+    judgments, files, status, rejects = _checked_shards(input, params.places)
     rejected = [r for f in rejects for _, r in iter_jsonl(f)]
     taxonomy = _taxonomy(input.taxonomy, ctx, benchmarks.get(params.meta.benchmark))
     # what the result's calls cost (every run's lines of the bill), what this run paid
@@ -115,7 +106,7 @@ async def results(
             stage_templates=benchmarks.get(params.meta.benchmark).stage_templates,
             templates=input.templates,
             taxonomy=input.taxonomy,
-            data=[*data, *seeds],
+            data=files,
             status_files=status,
             store=ctx.workdir / ctx.settings.cache_dir,
             asked=usage["asked"],
@@ -131,6 +122,26 @@ async def results(
         usage["result"],
     )
     return 0
+
+
+def _checked_shards(
+    input: ResultsInput, places: list[str]
+) -> tuple[list[Path], list[Path], list[Path], list[Path]]:
+    """The result's judgment shards; every data file it rests on (the scenarios' rejected
+    ones too), each checked (a damaged shard is named); their status files; and the
+    scenarios' rejected files."""
+    from kora.run.shards import check
+
+    judgments, conversations, scenarios, seeds = (
+        shards(folders, places)
+        for folders in (input.judgments, input.conversations, input.scenarios, input.seeds)
+    )
+    rejects = [Path(rejected_of(f)) for f in scenarios]
+    files = [*judgments, *conversations, *scenarios, *rejects, *seeds]
+    for f in files:
+        check(f)  # raises naming a damaged shard
+    status = [Path(status_of(f)) for f in [*judgments, *conversations, *scenarios, *seeds]]
+    return judgments, files, status, rejects
 
 
 class ReportInput(_Spec):
