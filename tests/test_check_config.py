@@ -404,6 +404,34 @@ def test_plan_names_a_template_error_that_only_the_runs_own_tests_meet(
     assert "judgments" not in out
 
 
+@pytest.mark.timeout(120)
+def test_check_config_names_a_template_error_that_one_risk_of_the_run_meets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """check-config said `config OK` where `kora plan` named the error (a new user's
+    finding): the sample test is of another risk than the one the template goes wrong for."""
+    from kora.commands.main import main
+
+    workdir = project(tmp_path)
+    monkeypatch.chdir(workdir)
+
+    def for_cybersecurity(text: str) -> str:
+        return text.replace(
+            "{% block user %}",
+            "{% block user %}\n{% if risk.id == 'cybersecurity' %}{{ older_note }}{% endif %}",
+        )
+
+    overlays = edited_prompts(workdir, "judge_safety", for_cybersecurity)
+    says = f"prompts/judge_safety.jinja, line {OLDER_NOTE_LINE}: 'older_note' is undefined"
+    assert main(["check-config", "--configfile", *overlays]) == 2
+    assert says in capsys.readouterr().err
+    # a risk the run does not test is not rendered: a run of the others is checked OK
+    others = workdir / "others.yaml"
+    others.write_text("grid: {risks: [sycophancy]}\n")
+    assert main(["check-config", "--configfile", *overlays, str(others)]) == 0
+    assert "config OK" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_template_error_stops_the_run_before_a_call_and_keeps_its_results(

@@ -12,6 +12,7 @@ docs/example-scenario.json; docs/fidelity.md names these sections.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from kora.benchmarks.base import PROJECT, Benchmark
@@ -56,16 +57,21 @@ def rendered_prompts(
         return _rendered(benchmark, scenario, taxonomy, count)
 
 
-def check_templates(benchmark: Benchmark, taxonomy: Taxonomy, directory: Path) -> None:
-    """Every template of a run (in `directory`) rendered once, before its first call, for
-    a sample test: docs/example-scenario.json's, from the run's taxonomy when it holds
-    the sample's risks, else the version's own. TemplateError names one that fails."""
+def check_templates(
+    benchmark: Benchmark, taxonomy: Taxonomy, directory: Path, risks: Sequence[str] = ()
+) -> None:
+    """Every template of a run (in `directory`) rendered before its first call, for a
+    sample test: docs/example-scenario.json's, from the run's taxonomy when it holds the
+    sample's risks, else the version's own; once more as a test of each of `risks`, for
+    a template that goes wrong for some risks alone. TemplateError names one that fails."""
     sample = Scenario.model_validate_json((PROJECT / "docs" / "example-scenario.json").read_bytes())
     with prompts_from(directory):
         try:
             _rendered(benchmark, sample, taxonomy, 8)
         except KeyError:
             _rendered(benchmark, sample, benchmark.taxonomy, 8)
+        for risk in risks:
+            _rendered(benchmark, sample.model_copy(update={"riskId": risk}), taxonomy, 8)
 
 
 def _rendered(

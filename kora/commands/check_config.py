@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from kora.commands.common import configfile_option, given_values, named_targets
@@ -25,6 +26,8 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kora import benchmarks
+    from kora.benchmarks.showcase import check_templates
     from kora.config.checks import unpriced_for_budget
     from kora.config.files import load_run_config
     from kora.llm.lifecycle import lifecycle_notes
@@ -33,7 +36,10 @@ def run(args: argparse.Namespace) -> int:
     from kora.run.stages import ORDER
 
     typed = named_targets(args, args.targets)
-    cfg, _ = load_run_config(args.configfile, given=given_values(args))
+    cfg, taxonomy = load_run_config(args.configfile, given=given_values(args))
+    # as a test of each of the run's risks: `kora plan` renders every test's prompts
+    version = benchmarks.get(cfg.benchmark)
+    check_templates(version, taxonomy, cfg.prompts_folder(Path(".")), cfg.risks(taxonomy))
     for note in lifecycle_notes(cfg.models, cfg.models):
         print(f"kora: warning: {note}", file=sys.stderr)
     for name, model in cfg.models.items():
