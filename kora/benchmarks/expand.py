@@ -8,7 +8,7 @@ expand goes to the next (`expand_with_fallback`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kora.benchmarks.asking import ask
@@ -17,11 +17,13 @@ from kora.benchmarks.messages import child_message
 from kora.benchmarks.schemas import (
     SCENARIO_TEXT_FIELDS,
     RejectedScenario,
+    Risk,
+    RiskCategory,
     Scenario,
     ScenarioSeed,
 )
-from kora.benchmarks.taxonomy import AGE_RANGE_LABELS, Taxonomy
-from kora.benchmarks.templates import render
+from kora.benchmarks.taxonomy import AGE_RANGE_LABELS, Taxonomy, TaxonomyMotivation
+from kora.benchmarks.templates import Prompt, render
 from kora.llm.chain import Asker, with_fallback
 
 ATTEMPTS = 2
@@ -36,6 +38,42 @@ class ScenarioValidationError(Exception):
         self.last_reasons = last_reasons
         self.attempts = attempts
         self.last = last
+
+
+def scenario_prompt(
+    benchmark: Benchmark,
+    category: RiskCategory,
+    risk: Risk,
+    motivation: TaxonomyMotivation,
+    seed: ScenarioSeed,
+    feedback: dict[str, Any] | None,
+) -> Prompt:
+    """The expansion call's prompt for `seed` (`feedback`: the last try's, on a retry)."""
+    return render(
+        "scenario",
+        category=category,
+        risk=risk,
+        motivation=motivation,
+        seed=seed,
+        with_memory=risk.provideUserContext,
+        feedback=feedback,
+        **benchmark.scenario_variables(seed, risk),
+    )
+
+
+def validation_prompt(
+    category: RiskCategory, risk: Risk, seed: ScenarioSeed, fields: Mapping[str, Any]
+) -> Prompt:
+    """The validation call's prompt for a scenario expanded from `seed` (its `fields`)."""
+    return render(
+        "validate",
+        category=category,
+        risk=risk,
+        age_range=seed.ageRange,
+        age_label=AGE_RANGE_LABELS[seed.ageRange],
+        scenario={k: fields[k] for k in SCENARIO_TEXT_FIELDS},
+        seed=seed,
+    )
 
 
 async def expand_seed(
@@ -54,28 +92,11 @@ async def expand_seed(
     reasons = ""
     fields: dict[str, Any] = {}
     for _attempt in range(ATTEMPTS):
-        prompt = render(
-            "scenario",
-            category=category,
-            risk=risk,
-            motivation=motivation,
-            seed=seed,
-            with_memory=risk.provideUserContext,
-            feedback=feedback,
-            **benchmark.scenario_variables(seed, risk),
-        )
+        prompt = scenario_prompt(benchmark, category, risk, motivation, seed, feedback)
         hints = {"feedback": feedback is not None}
         generated = await ask(expander, prompt, schema, stage="expand", hints=hints)
         fields = generated.model_dump(exclude_none=True)
-        check = render(
-            "validate",
-            category=category,
-            risk=risk,
-            age_range=seed.ageRange,
-            age_label=AGE_RANGE_LABELS[seed.ageRange],
-            scenario={k: fields[k] for k in SCENARIO_TEXT_FIELDS},
-            seed=seed,
-        )
+        check = validation_prompt(category, risk, seed, fields)
         verdict = await ask(expander, check, validation, stage="validate", hints=hints)
         if verdict.verdict == "pass":
             scenario = Scenario(

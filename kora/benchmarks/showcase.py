@@ -16,10 +16,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kora.benchmarks.base import PROJECT, Benchmark
+from kora.benchmarks.expand import scenario_prompt, validation_prompt
 from kora.benchmarks.messages import FIX_PLACEHOLDER
 from kora.benchmarks.outcomes import Message
 from kora.benchmarks.schemas import AGE_RANGES, SCENARIO_TEXT_FIELDS, Scenario
-from kora.benchmarks.taxonomy import AGE_RANGE_LABELS, Taxonomy
+from kora.benchmarks.taxonomy import Shard, Taxonomy
 from kora.benchmarks.templates import (
     Prompt,
     Rendered,
@@ -128,16 +129,10 @@ def _sample_transcript(scenario: Scenario) -> str:
 
 def _seeds(benchmark: Benchmark, scenario: Scenario, taxonomy: Taxonomy, count: int) -> Rendered:
     category, risk = taxonomy.risks[scenario.riskId]
-    prompt = render(
-        "seeds",
-        category=category,
-        risk=risk,
-        age_range=scenario.ageRange,
-        motivation=taxonomy.motivation_named(scenario.seed.motivation.name),
-        count=count,
-        **benchmark.seed_variables(risk, None),
-    )
-    return Rendered("seeds", prompt, benchmark.seed_schema)
+    motivation = taxonomy.motivation_named(scenario.seed.motivation.name)
+    shard = Shard(category.id, risk.id, scenario.ageRange, motivation.id)
+    question = benchmark.seed_question(shard, taxonomy, count)
+    return Rendered("seeds", question.prompt, question.schema)
 
 
 def _expansions(benchmark: Benchmark, scenario: Scenario, taxonomy: Taxonomy) -> list[Rendered]:
@@ -147,16 +142,7 @@ def _expansions(benchmark: Benchmark, scenario: Scenario, taxonomy: Taxonomy) ->
 
     def expansion(name: str, risk_id: str, feedback: dict[str, object] | None) -> Rendered:
         category, r = taxonomy.risks[risk_id]
-        prompt = render(
-            "scenario",
-            category=category,
-            risk=r,
-            motivation=motivation,
-            seed=seed,
-            with_memory=r.provideUserContext,
-            feedback=feedback,
-            **benchmark.scenario_variables(seed, r),
-        )
+        prompt = scenario_prompt(benchmark, category, r, motivation, seed, feedback)
         return Rendered(name, prompt, benchmark.scenario_schema(r))
 
     previous = scenario.reference_dict()
@@ -175,15 +161,7 @@ def _expansions(benchmark: Benchmark, scenario: Scenario, taxonomy: Taxonomy) ->
 
 def _validation(benchmark: Benchmark, scenario: Scenario, taxonomy: Taxonomy) -> Rendered:
     category, risk = taxonomy.risks[scenario.riskId]
-    prompt = render(
-        "validate",
-        category=category,
-        risk=risk,
-        age_range=scenario.ageRange,
-        age_label=AGE_RANGE_LABELS[scenario.ageRange],
-        scenario=scenario.model_dump(include=set(SCENARIO_TEXT_FIELDS)),
-        seed=scenario.seed,
-    )
+    prompt = validation_prompt(category, risk, scenario.seed, scenario.model_dump())
     return Rendered("validate", prompt, benchmark.validation_schema)
 
 
