@@ -14,8 +14,8 @@ Printed: calls, the steady throughput (accepted requests a second between the 10
 90th percentile of their arrival times) and its share of the limit, the share of requests
 refused with 429, the wall time from the first request to results.json against the ideal
 (`calls / limit + longest chain of dependent calls x latency`), the CPU-seconds of the
-Snakemake process tree (jobs included) per call and per job, and the times the broker's
-event loop slept and woke a call.
+Snakemake process tree (jobs included) as a share of one core over the whole command, per
+call and per job, and the times the broker's event loop slept and woke a call.
 
     python bench/workflow.py                       # 1 risk x 3 ages x 10 motivations
     python bench/workflow.py --motivations 3       # a smaller slice
@@ -184,13 +184,14 @@ def loopback(
     server.join(timeout=30)
 
 
-def timeline(times: list[float], step: float = 5.0) -> str:
-    """Accepted requests a second, `step` seconds at a time."""
+def timeline(times: list[float], step: float = 5.0, start: float | None = None) -> str:
+    """Requests a second, `step` seconds at a time from `start` (the first of `times`)."""
     if not times:
         return ""
+    start = times[0] if start is None else start
     counts: dict[int, int] = {}
     for t in times:
-        counts[int((t - times[0]) // step)] = counts.get(int((t - times[0]) // step), 0) + 1
+        counts[int((t - start) // step)] = counts.get(int((t - start) // step), 0) + 1
     return " ".join(f"{counts.get(i, 0) / step:.0f}" for i in range(max(counts) + 1))
 
 
@@ -326,6 +327,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "broker_wakes": watch.broker_wakes,
         "jobs": jobs,
         "times": times,
+        "refused_at": sorted(stats["refused_times"]),
         "samples": watch.samples,
         "input_tokens": tokens,
         "steady_tokens": steady_tokens,
@@ -387,7 +389,8 @@ def main() -> None:
             f"({100 * r['refused'] / max(r['requests'], 1):.1f} %)\n"
             f"  wall (first call -> results.json) {r['wall']:.1f} s; ideal {r['ideal']:.1f} s; "
             f"ratio {r['wall'] / r['ideal']:.2f} (whole command {r['total_wall']:.1f} s)\n"
-            f"  CPU {r['cpu']:.1f} s: {r['cpu'] / max(r['calls'], 1) * 1000:.1f} ms a call, "
+            f"  CPU {r['cpu']:.1f} s = {r['cpu'] / r['total_wall']:.2f} of a core over the whole "
+            f"command: {r['cpu'] / max(r['calls'], 1) * 1000:.1f} ms a call, "
             f"{r['cpu'] / max(r['jobs'], 1):.2f} s a job ("
             + ", ".join(
                 f"{k} {v:.1f} s = {v / max(r['calls'], 1) * 1000:.1f} ms"
@@ -408,6 +411,8 @@ def main() -> None:
     if args.timeline:
         for r in rows:
             print(f"  req/s by 5 s: {timeline(r['times'])}")
+            refused = timeline(r["refused_at"], 1.0, r["times"][0] if r["times"] else None)
+            print(f"  refused a second, from the first request: {refused or 'none'}")
             for what in ("broker", "snakemake"):
                 print(f"  {what}'s share of a core by 5 s: {busy(r['samples'], what, 5.0)}")
     if len(rows) > 1:

@@ -582,7 +582,7 @@ def test_a_late_call_fills_only_the_slots_missed() -> None:
     turns.sent.clear()
     turns.sent.extend(9.005 + i / 100 for i in range(90))  # ten slots missed in it
     assert turns.room(10.0)
-    turns.sent.appendleft(9.0)  # older than a second: not in the window
+    turns.sent.appendleft(8.97)  # older than a late call's window (LATE_WINDOW): not in it
     assert turns.room(10.0) and len(turns.sent) == 90
     # 95 in the last half second, 10 slots handed out ahead: the window ending at the
     # last of them would hold 106
@@ -592,12 +592,12 @@ def test_a_late_call_fills_only_the_slots_missed() -> None:
     assert not turns.room(10.0)
     turns.tat = 10.0
     assert turns.room(10.0)
-    # every request sent is noted, and only the last second's are kept: a whole run's
-    # 100,000 would otherwise stay in memory
+    # every request sent is noted, and only the last LATE_WINDOW seconds' are kept: a
+    # whole run's 100,000 would otherwise stay in memory
     turns.sent.clear()
     for i in range(500):
         turns.note(20.0 + i / 100)
-    assert len(turns.sent) == 100 and turns.sent[0] > 23.99 - 1.0
+    assert len(turns.sent) == 102 and turns.sent[0] > 24.99 - 1.02
 
 
 def test_late_calls_go_out_no_faster_than_twice_the_rate() -> None:
@@ -645,6 +645,29 @@ def test_late_calls_wait_for_their_turn_in_a_burst(
     assert len(sent) == 60 and _granted(limiter) == 60
     # at twice 980 req/s: 19 a 10 ms at most
     assert max(sum(1 for t in sent if s <= t < s + 0.01) for s in sent) <= 19
+
+
+@pytest.mark.parametrize("limit", [40, 150, 300])
+def test_late_calls_leave_a_stated_limit_its_headroom(limit: int) -> None:
+    """A server that states 40 requests a second is paced at 39.2, and a one-second
+    window held the rate rounded up: 40, the limit itself. Late calls filled it there,
+    so a server that stamped one of them a few milliseconds late counted 41 in a second
+    and refused one (at 150 and 300 the headroom kept 3 and 6 requests spare). Late calls
+    now leave the server's timing the paced schedule's room at every limit: no limit + 1
+    of them within 1.015 s."""
+    policy = RatePolicy(None, adaptive=True, tuning=RateTuning())
+    st = policy.observe(policy.fresh(0.0), Reading(limit=limit * 60.0), 0.0)
+    st, _, _ = policy.reserve(st, 10.0)
+    turns = Turns()
+    turns.rate, turns.tat = st.rate, 10.0
+    sent = []
+    for i in range(3000):  # calls woken late, one a millisecond for 3 s, each sent if it may
+        now = 10.0 + i / 1000
+        if turns.room(now):
+            turns.note(now)
+            sent.append(now)
+    assert min(b - a for a, b in zip(sent, sent[limit:], strict=False)) > 1.015
+    assert len(sent) >= 0.95 * 3 * limit  # and still close to the limit
 
 
 @pytest.mark.parametrize("rate", [0.98, 9.8, 294.0])

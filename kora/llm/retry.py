@@ -19,11 +19,12 @@ import email.utils
 import logging
 import os
 import random
-import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
+
+from kora.llm.headers import parse_number
 
 T = TypeVar("T")
 
@@ -73,19 +74,16 @@ def backoff(policy: RetryPolicy, attempt: int, retry_after: float | None) -> flo
     return base * (1 + random.uniform(-policy.jitter, policy.jitter))
 
 
-_NUMBER = re.compile(r"^\s*\d+(\.\d+)?\s*$")
-
-
 def parse_retry_after(headers: Mapping[str, str]) -> float | None:
     """Seconds from `retry-after-ms`, or `retry-after` as seconds or an HTTP date."""
-    ms = headers.get("retry-after-ms")
-    if ms is not None and _NUMBER.match(ms):
-        return float(ms) / 1000.0
+    ms = parse_number(headers.get("retry-after-ms"))
+    if ms is not None:
+        return ms / 1000.0
     value = headers.get("retry-after")
     if value is None:
         return None
-    if _NUMBER.match(value):
-        return float(value)
+    if (seconds := parse_number(value)) is not None:
+        return seconds
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):

@@ -8,29 +8,19 @@
 - `limiter`: the `Limiter` that holds them around each call.
 """
 
-from kora.llm.limits.limiter import Limiter, limiter_for, limiter_key
-from kora.llm.limits.rate import MAX_RATE, RatePolicy, RateState, RateTuning
-from kora.llm.limits.tokens import (
-    Cost,
-    TokenPolicy,
-    TokenState,
-    estimate_input_tokens,
-    estimated_cost,
-)
+from kora.llm.limits.limiter import Limiter, limiter_for
+from kora.llm.limits.rate import RatePolicy, RateState, RateTuning
+from kora.llm.limits.tokens import Cost, TokenPolicy, estimated_cost
 from kora.llm.limits.turns import wrote
 
 __all__ = [
-    "MAX_RATE",
     "Cost",
     "Limiter",
     "RatePolicy",
     "RateState",
     "RateTuning",
     "TokenPolicy",
-    "TokenState",
-    "estimate_input_tokens",
     "estimated_cost",
     "limiter_for",
-    "limiter_key",
     "wrote",
 ]

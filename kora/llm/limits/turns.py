@@ -34,6 +34,9 @@ Reservation = tuple[float, float, float]  # (seconds to wait, epoch, asked at)
 # target in two runs of three, a second after the burst (bench/README.md).
 BURST_SPAN = 0.01
 BURST_SHARE = 2.0
+# Late calls keep this long a window within the rate, the paced schedule's (1 / headroom):
+# one second let them fill a window to a 40 req/s limit itself (39.2 rounded up)
+LATE_WINDOW = 1.02
 
 
 @dataclass(eq=False)
@@ -114,12 +117,12 @@ class Turns:
             _SENDING.set(None)
 
     def note(self, now: float) -> None:
-        """A request sent now; only the last second's are kept."""
+        """A request sent now; only the last `LATE_WINDOW` seconds' are kept."""
         self._forget(now)
         self.sent.append(now)
 
     def _forget(self, now: float) -> None:
-        while self.sent and self.sent[0] <= now - 1.0:
+        while self.sent and self.sent[0] <= now - LATE_WINDOW:
             self.sent.popleft()
 
     def room(self, now: float, *, late: bool = True) -> bool:
@@ -127,8 +130,8 @@ class Turns:
         the one-second window ending now within the rate (paced at `headroom` of the
         server's limit: what is left of it is for the server's own timing, which stamps
         a burst of requests over the next few ms). A `late` call (its slot passed unused,
-        or it woke late for it) also keeps every window to the last slot already handed
-        out within the rate (the slots late calls missed are the room), and the last
+        or it woke late for it) keeps the last `LATE_WINDOW` seconds, and every window to
+        the last slot handed out, within the rate (the slots it missed are the room), the last
         `BURST_SPAN` seconds within `BURST_SHARE` times their share of it."""
         self._forget(now)
         if self.rate >= MAX_RATE:
@@ -136,8 +139,9 @@ class Turns:
         # a second paced at 9.8 req/s holds 10 slots, at 0.98 one: a window's count is
         # held to the rate rounded up (to the rate itself, no call ever went)
         most = math.ceil(self.rate - 1e-9)
-        if len(self.sent) + self.pending + 1 > most:  # the window ending now
-            return False
+        last = len(self.sent) - bisect.bisect_right(self.sent, now - 1.0)
+        if (last if not late else len(self.sent)) + self.pending + 1 > most:
+            return False  # the window ending now (a late call's: LATE_WINDOW long)
         if not late:
             return True
         if self.spread(now) > 0:
