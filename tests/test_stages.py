@@ -115,10 +115,10 @@ def test_memory_risks_get_a_memory_scenario() -> None:
 
 
 def test_scenarios_job_records_a_scenario_that_never_validates(tmp_path: Path) -> None:
-    from kora.run.context import Pool
-    from kora.run.execute import execute
-    from kora.run.jobspec import JobSpec
-    from kora.run.shards import write_records, write_status
+    from kora.run.broker.execute import execute
+    from kora.run.jobs.context import Pool
+    from kora.run.jobs.shards import write_records, write_status
+    from kora.run.transport.jobspec import JobSpec
 
     seeds = [reference_scenario("violence_and_physical_harm").seed]
     seeds_path = tmp_path / "seeds.jsonl"
@@ -375,7 +375,7 @@ def test_invalid_structured_answer_is_asked_again_then_fails() -> None:
 
 def test_a_rejected_key_stops_the_job_instead_of_failing_every_item() -> None:
     from kora.llm.base import ProviderError
-    from kora.run.shard_run import FatalProviderError, JobReport, run_items
+    from kora.run.jobs.shard_run import FatalProviderError, JobReport, run_items
 
     class Progress:
         def update(self, report: JobReport) -> None:
@@ -401,8 +401,8 @@ def test_a_rejected_key_stops_the_job_instead_of_failing_every_item() -> None:
 
 
 def test_missing_api_keys_are_named_before_a_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kora.run.pipeline import Pipeline
     from kora.run.preflight import missing_keys
+    from kora.run.workflow.pipeline import Pipeline
 
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)

@@ -24,7 +24,7 @@ from kora.benchmarks.schemas import PROMPT_VARIANTS, Scenario
 from kora.benchmarks.taxonomy import Shard, Taxonomy
 from kora.errors import InputError
 from kora.io import iter_jsonl, write_json
-from kora.run.shards import write_records, write_status
+from kora.run.jobs.shards import write_records, write_status
 
 
 @contextmanager
