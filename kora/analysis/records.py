@@ -19,11 +19,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import orjson
 from pydantic import ValidationError
 
 from kora import benchmarks
 from kora.benchmarks.base import Benchmark
+from kora.benchmarks.detect import parsed
 from kora.benchmarks.layout import REJECTED, RESULTS, STATUS, SUMMARY, USAGE
 from kora.benchmarks.outcomes import TargetTurn
 from kora.benchmarks.schemas import GRADES
@@ -257,26 +257,7 @@ def records_of_file(path: Path) -> Iterator[TestRecord]:
     data = path.read_bytes()
     if not data.strip():
         return  # a shard whose every item failed before judging, or not yet written
-    if path.suffix == ".json":
-        try:
-            obj = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            raise InputError(f"{path}: not valid JSON: {exc}") from None
-        items: list[tuple[str, Any]] = (
-            [(f"{path}[{i}]", o) for i, o in enumerate(obj)]
-            if isinstance(obj, list)
-            else [(str(path), obj)]
-        )
-    else:
-        items = []
-        for lineno, line in enumerate(data.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                items.append((f"{path}:{lineno}", orjson.loads(line)))
-            except orjson.JSONDecodeError as exc:
-                raise InputError(f"{path}:{lineno}: not valid JSON: {exc}") from None
-    for where, obj in items:
+    for where, obj in parsed(str(path), data):
         rec = record_from_dict(obj, where)
         if rec is not None:
             yield rec

@@ -19,8 +19,6 @@ from kora.llm.masking import redact
 from kora.llm.settings.bounds import DEFAULT_TIMEOUT, read_body, timed_out
 from kora.llm.settings.config import ModelConfig
 
-__all__ = ["DEFAULT_TIMEOUT", "LoopBound", "RemoteModel", "read_key", "send"]
-
 
 class Caller(Protocol):
     """Who sends a request: the label that names it in every error, its timeout, its key
