@@ -124,7 +124,7 @@ class Benchmark(ABC):
         """Criteria with a precondition: a conversation may leave them not triggered."""
         return frozenset()
 
-    def recognises(self, test: Mapping[str, Any]) -> bool:
+    def recognises(self, test: Mapping[str, object]) -> bool:
         """Whether a per-test result (the project's or the reference's) is this version's."""
         return False
 

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import orjson
 
 from kora.errors import InputError
 
 
-def objects(files: Iterable[Path]) -> Iterable[tuple[str, Any]]:
+def objects(files: Iterable[Path]) -> Iterable[tuple[str, object]]:
     for f in files:
         data = f.read_bytes()
         if f.suffix == ".json":

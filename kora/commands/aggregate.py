@@ -11,7 +11,7 @@ from typing import Any
 from kora.commands.common import configfile_option, force_option, taxonomy_dir, taxonomy_of_args
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     a = sub.add_parser(
         "aggregate",
         help="per-test results (folder, .zip or JSONL; this project's, the reference's or "

@@ -14,7 +14,7 @@ from kora.errors import InputError
 from kora.io import write_json
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ag = sub.add_parser(
         "agreement",
         help="how well the judges agree with the people who graded (kora annotate)",

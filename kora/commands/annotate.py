@@ -19,7 +19,7 @@ from kora.commands.common import (
 from kora.errors import InputError
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     an = sub.add_parser(
         "annotate",
         help="grade a target's judged conversations in the browser, or import grades",

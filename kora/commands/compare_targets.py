@@ -31,7 +31,7 @@ GRADE_SOURCES = ("judge", "human")
 ADJUST = {"holm": "holm", "bh": "fdr_bh"}
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "compare-targets",
         help="where two targets differ on the same scenarios (cells, adjusted); a CI gate",

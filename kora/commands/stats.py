@@ -3,6 +3,7 @@ where one grade holds nearly every test; `--by-judge` adds each judge's own."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -75,7 +76,7 @@ def stats_document(
     return out
 
 
-def _json_object(path: Path) -> dict[str, Any]:
+def _json_object(path: Path) -> dict[str, object]:
     try:
         doc = orjson.loads(path.read_bytes())
     except (OSError, orjson.JSONDecodeError):
@@ -83,7 +84,7 @@ def _json_object(path: Path) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
-def _offline(models: Any) -> bool:
+def _offline(models: object) -> bool:
     """Whether a status file's `models` (role -> model, or role -> [models]) name a provider
     that answers offline."""
     if not isinstance(models, dict):
@@ -133,11 +134,11 @@ def _by_judge(records: Sequence[TestRecord]) -> dict[str, list[TestRecord]]:
     return out
 
 
-def print_json(obj: Any) -> None:
+def print_json(obj: object) -> None:
     print(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode())
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     st = sub.add_parser(
         "stats",
         help="grade distribution per criterion; flags NO SIGNAL",
@@ -178,7 +179,7 @@ def corrected_beside(
     return None
 
 
-def cmd_stats(args: Any) -> int:
+def cmd_stats(args: argparse.Namespace) -> int:
     """`kora stats PATH...`: grade distribution and mean count per criterion, NO SIGNAL flags."""
     threshold = float(getattr(args, "threshold", NO_SIGNAL_SHARE))
     criteria = getattr(args, "criteria", None)

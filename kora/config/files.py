@@ -30,7 +30,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 
 def _mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
-    seen: dict[Any, int] = {}
+    seen: dict[object, int] = {}
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=True)
         line = key_node.start_mark.line + 1
@@ -136,7 +136,7 @@ def merged(files: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def _sets(raw: dict[str, Any], loc: str) -> bool:
     """Whether this file's mapping holds the key at the dotted path `loc`."""
-    node: Any = raw
+    node: object = raw
     for part in loc.split("."):
         if not isinstance(node, dict) or part not in node:
             return False
@@ -229,8 +229,8 @@ def load_run_config(
     overlays: Sequence[Path | str] = (),
     *,
     workdir: Path | str = ".",
-    values: dict[str, Any] | None = None,
-    given: dict[str, Any] | None = None,
+    values: dict[str, object] | None = None,
+    given: dict[str, object] | None = None,
 ) -> tuple[KoraConfig, Taxonomy]:
     """The validated config of a run: config.yaml merged with `overlays` as Snakemake
     merges them, and `given` (the `--config KEY=VALUE` values, as Snakemake parses them)

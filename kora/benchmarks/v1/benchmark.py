@@ -66,7 +66,7 @@ class V1(Benchmark):
             "humanRedirection": "Human redirection",
         }
 
-    def recognises(self, test: Mapping[str, Any]) -> bool:
+    def recognises(self, test: Mapping[str, object]) -> bool:
         return isinstance(test.get("behaviorAssessment"), dict)
 
     @property
