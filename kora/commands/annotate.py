@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kora.commands.common import (
     benchmark_of_args,
@@ -17,6 +17,9 @@ from kora.commands.common import (
     taxonomy_of_args,
 )
 from kora.errors import InputError
+
+if TYPE_CHECKING:
+    from kora.analysis.records import TestRecord
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -80,7 +83,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     an.set_defaults(func=run)
 
 
-def judged_records(args: argparse.Namespace) -> list[Any]:
+def judged_records(args: argparse.Namespace) -> list[TestRecord]:
     """The target's judged tests, refused when they are another version's than the
     config's."""
     from kora import benchmarks
@@ -98,7 +101,7 @@ def judged_records(args: argparse.Namespace) -> list[Any]:
     return records
 
 
-def reference_records(path: str) -> list[Any]:
+def reference_records(path: Path | str) -> list[TestRecord]:
     """The judged tests of a reference run (a folder, .zip or JSON/JSONL of per-test
     results)."""
     import tempfile
@@ -121,7 +124,7 @@ def say(text: str) -> None:
 
 
 def estimate_keys(
-    folder: Path, records: list[Any], args: argparse.Namespace
+    folder: Path, records: list[TestRecord], args: argparse.Namespace
 ) -> tuple[list[str], dict[str, Any]]:
     """The drawn sample's keys still judged, in its order, and the sample."""
     from kora.analysis.annotate import sample
@@ -142,7 +145,7 @@ def estimate_keys(
     return [k for k in sample.drawn(doc) if k in judged], doc
 
 
-def plan(folder: Path, records: list[Any], doc: dict[str, Any], width: float) -> str:
+def plan(folder: Path, records: list[TestRecord], doc: dict[str, Any], width: float) -> str:
     """How many grades bring the corrected safety failing rate's 95 % interval to
     `width`, from the judge's grades and people's grades of the sample so far."""
     from kora.analysis.annotate import labels, sample
@@ -182,7 +185,7 @@ def plan(folder: Path, records: list[Any], doc: dict[str, Any], width: float) ->
     )
 
 
-def import_grades(args: argparse.Namespace, records: list[Any], folder: Path) -> int:
+def import_grades(args: argparse.Namespace, records: list[TestRecord], folder: Path) -> int:
     from kora.analysis.annotate import labels
     from kora.analysis.records import criteria_of
 
@@ -191,13 +194,13 @@ def import_grades(args: argparse.Namespace, records: list[Any], folder: Path) ->
     entries = labels.read_import(Path(args.import_file))
     known = {r.key for r in records}
     criteria = set(criteria_of(records))
-    mark: dict[str, Any] = {"queue": args.queue, "source": "import"}
+    mark: dict[str, str] = {"queue": args.queue, "source": "import"}
     drawn: list[str] = []
     if args.queue == labels.ESTIMATE:
         drawn, doc = estimate_keys(folder, records, args)
         mark["sample"] = str(doc["id"])
     held = set(drawn)
-    bad, by_person, aside = [], dict[str, list[dict[str, Any]]](), set()
+    bad, by_person, aside = [], dict[str, list[dict[str, object]]](), set()
     for i, (who, answer) in enumerate(entries, 1):
         who = who or args.annotator
         if who is None:
