@@ -198,7 +198,7 @@ SAMPLING = ("temperature", "max_tokens", *SETTINGS)
 
 def _models(
     config: Mapping[str, Any], roles: Mapping[str, Sequence[str]], served: dict[str, Counter[str]]
-) -> dict[str, Any]:
+) -> dict[str, dict[str, object]]:
     """Each model of the config: its roles, what it is and how it was asked, and the
     answers the result rests on, counted by the model id that served them."""
     return {
@@ -349,11 +349,3 @@ def differences(manifests: Mapping[str, Mapping[str, Any] | None]) -> list[str]:
         )
     differ("judges", {t: _judges(m) for t, m in have.items()})
     return out
-
-
-def read_manifest(path: Path) -> dict[str, Any] | None:
-    try:
-        doc = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return None
-    return doc if isinstance(doc, dict) else None

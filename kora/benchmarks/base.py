@@ -167,7 +167,7 @@ class Benchmark(ABC):
             count=count,
             **self.seed_variables(risk, order),
         )
-        hints = {"count": count, "age_range": shard.age_range}
+        hints: dict[str, object] = {"count": count, "age_range": shard.age_range}
         return Question(prompt, self.seed_schema, "seeds", hints)
 
     def seed_fields(

@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     layout = layout_of_args(args)
     records = judged_records(args)
     folder = Path(layout.annotations(args.target))
-    people: dict[str, Any] = people_of(folder)
+    people = people_of(folder)
     graded = dict(people)  # people only, not the reference judge
     old = previous_grades(Path(args.against), reference_records) if args.against else None
     if args.reference:

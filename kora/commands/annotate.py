@@ -20,6 +20,7 @@ from kora.errors import InputError
 
 if TYPE_CHECKING:
     from kora.analysis.records import TestRecord
+    from kora.analysis.stats.people import Labels
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -112,7 +113,7 @@ def reference_records(path: Path | str) -> list[TestRecord]:
         return judged(load_records(input_files(Path(path), Path(tmp))))
 
 
-def people_of(folder: Path) -> dict[str, Any]:
+def people_of(folder: Path) -> dict[str, Labels]:
     """Every annotator's labels in a target's annotations folder, all queues merged."""
     from kora.analysis.annotate.labels import read
 

@@ -17,6 +17,7 @@ from kora.analysis.stats.rates import NO_SIGNAL_SHARE, Rate, no_signal, pct
 from kora.benchmarks.layout import RESULTS, STATUS
 from kora.benchmarks.schemas import GRADES
 from kora.errors import InputError
+from kora.io import read_object
 from kora.llm.registry import KINDS
 
 # --- output -----------------------------------------------------------------------------
@@ -76,14 +77,6 @@ def stats_document(
     return out
 
 
-def _json_object(path: Path) -> dict[str, object]:
-    try:
-        doc = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
-
-
 def _offline(models: object) -> bool:
     """Whether a status file's `models` (role -> model, or role -> [models]) name a provider
     that answers offline."""
@@ -109,10 +102,10 @@ def warn_if_mock(
         above = [f / RESULTS for f in [start, *start.parents][:5]]
         found = next((f for f in above if f.is_file()), None)
         if found is not None:
-            mock = _json_object(found).get("mock") is True
+            mock = (read_object(found) or {}).get("mock") is True
         else:
             found = next(start.rglob(f"*{STATUS}"), None) if start.is_dir() else None
-            mock = found is not None and _offline(_json_object(found).get("models"))
+            mock = found is not None and _offline((read_object(found) or {}).get("models"))
         if mock:
             print(
                 f"kora: warning: these tests were made with the offline mock provider ({found}): "

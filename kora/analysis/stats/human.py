@@ -25,7 +25,7 @@ from kora.benchmarks.schemas import GRADES
 RESAMPLES = 1000
 
 
-def judge_labels(records: Sequence[TestRecord]) -> dict[str, dict[str, dict[str, Any]]]:
+def judge_labels(records: Sequence[TestRecord]) -> dict[str, dict[str, dict[str, object]]]:
     """The judges' (combined) grades as a rater's labels; a v2 mechanism the judges found
     not triggered has no grade."""
     return {
