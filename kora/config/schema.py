@@ -10,7 +10,7 @@ import datetime as dt
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -171,7 +171,7 @@ class KoraConfig(ConfigModel):
             return default
         return [p for p in PROMPT_VARIANTS if p in variants]
 
-    def model_params(self, name: str) -> dict[str, Any]:
+    def model_params(self, name: str) -> dict[str, object]:
         """A model as a rule param and in a shard's status: its name and what changes its
         answers (so a change re-runs the shards it made, and `kora plan` can tell)."""
         params = {"name": name, **self.models[name].output_settings()}

@@ -77,7 +77,7 @@ class JobSpec:
             out += [value] if isinstance(value, str) else list(value)
         return out
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         return asdict(self)
 
     @classmethod
