@@ -212,7 +212,7 @@ class Benchmark(ABC):
         """(scores, failed groups) of per-test result files, in the results' order."""
 
     @abstractmethod
-    def check_scores(self, scores: list[dict[str, Any]]) -> None:
+    def check_scores(self, scores: Sequence[Mapping[str, object]]) -> None:
         """Raise if the scores do not have this version's results shape (a bug of ours)."""
 
     @abstractmethod

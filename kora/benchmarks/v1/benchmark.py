@@ -91,7 +91,7 @@ class V1(Benchmark):
 
         return aggregate(files, taxonomy)
 
-    def check_scores(self, scores: list[dict[str, Any]]) -> None:
+    def check_scores(self, scores: Sequence[Mapping[str, object]]) -> None:
         RunResult.model_validate({"scores": scores})
 
     def tallies(self, scores: Sequence[Mapping[str, Any]]) -> dict[str, tuple[int, int, int]]:

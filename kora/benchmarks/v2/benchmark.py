@@ -185,7 +185,7 @@ class V2(Benchmark):
 
         return sorted(scores, key=order), sorted(failed, key=order)
 
-    def check_scores(self, scores: list[dict[str, Any]]) -> None:
+    def check_scores(self, scores: Sequence[Mapping[str, object]]) -> None:
         from kora.benchmarks.v2.results import RunResultV2
 
         RunResultV2.model_validate({"scores": scores})
