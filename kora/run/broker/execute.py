@@ -76,16 +76,22 @@ async def _execute_cell(spec: JobSpec, pool: Pool, where: str) -> Outcome:
             else:
                 status = await _gather(rule, spec, ctx)
         except (FatalProviderError, KoraError) as exc:
-            log.error("stopped: %s", exc)
-            return Outcome(1, f"kora: {rule} job stopped: {exc}")
+            return _stopped(spec, str(exc))
         except OSError as exc:  # a full disk, say: every file is whole or not there
             where = f"{exc.filename}: " if exc.filename else ""
-            log.error("stopped: %s%s", where, exc.strerror or exc)
-            return Outcome(1, f"kora: {rule} job stopped: {where}{exc.strerror or exc}")
+            return _stopped(spec, f"{where}{exc.strerror or exc}")
         finally:
             await ctx.aclose()
         log.info("finished in %.1f s", time.monotonic() - started)
         return Outcome(status)
+
+
+def _stopped(spec: JobSpec, why: str) -> Outcome:
+    """A job's stop, in its log and on the run's screen. The screen's line names the job's
+    log: when a budget stops ten jobs at once, their ten lines say which job each is."""
+    log.error("stopped: %s", why)
+    job = f"{spec.rule} job ({spec.log[0]})" if spec.log else f"{spec.rule} job"
+    return Outcome(1, f"kora: {job} stopped: {why}")
 
 
 def run_here(spec: JobSpec) -> Outcome:
