@@ -12,7 +12,7 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from kora.errors import InputError
-from kora.llm.files import write_atomic
+from kora.llm.store.files import write_atomic
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -27,6 +27,15 @@ def write_json(path: Path | str, obj: Any) -> None:
     if isinstance(obj, BaseModel):
         obj = obj.model_dump(mode="json", by_alias=True, exclude_none=True)
     write_atomic(path, orjson.dumps(obj, option=orjson.OPT_INDENT_2) + b"\n")
+
+
+def read_object(path: Path) -> dict[str, object] | None:
+    """A JSON file's object; None when the file cannot be read or holds no object."""
+    try:
+        doc = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def iter_jsonl(path: Path | str) -> Iterator[tuple[int, Any]]:

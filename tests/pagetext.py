@@ -3,12 +3,14 @@ in the element it belongs to, not just somewhere in the page."""
 
 from __future__ import annotations
 
+import base64
+import lzma
 import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any
 
-from kora.analysis.pagekit import unpack
+import orjson
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source"}
 
@@ -105,3 +107,8 @@ def texts(page: str) -> dict[str, Any]:
         assert not set(chunk["scenarios"]) & set(out["scenarios"])  # each scenario once
         out["scenarios"] |= chunk["scenarios"]
     return out
+
+
+def unpack(text: str) -> Any:
+    """What kora.analysis.pagekit.pack was given (the page opens it with koraUnpack)."""
+    return orjson.loads(lzma.decompress(base64.b64decode(text), lzma.FORMAT_XZ))

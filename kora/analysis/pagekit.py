@@ -9,7 +9,6 @@ import lzma
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import orjson
 from markupsafe import Markup
@@ -50,7 +49,7 @@ _JSON_ESCAPES = (
 )
 
 
-def json_script(data: Any) -> Markup:
+def json_script(data: object) -> Markup:
     """`data` as JSON safe to place inside <script type="application/json">."""
     raw = orjson.dumps(data)
     for char, escape in _JSON_ESCAPES:
@@ -70,21 +69,16 @@ def json_script(data: Any) -> Markup:
 PACK_PRESET = 6
 
 
-def pack(data: Any) -> str:
+def pack(data: object) -> str:
     """`data` as JSON, xz-compressed, in base64: the text of a <script> data block that the
     page opens with koraUnpack. Base64 has no character that could end the element."""
     raw = lzma.compress(orjson.dumps(data), lzma.FORMAT_XZ, lzma.CHECK_CRC32, PACK_PRESET)
     return base64.b64encode(raw).decode()
 
 
-def pack_all(items: Sequence[Any]) -> list[str]:
+def pack_all(items: Sequence[object]) -> list[str]:
     """`pack` of each item, on every core: lzma lets go of the GIL while it compresses."""
     if len(items) < 2:
         return [pack(x) for x in items]
     with ThreadPoolExecutor(min(len(items), os.cpu_count() or 1)) as pool:
         return list(pool.map(pack, items))
-
-
-def unpack(text: str) -> Any:
-    """What `pack` was given."""
-    return orjson.loads(lzma.decompress(base64.b64decode(text), lzma.FORMAT_XZ))

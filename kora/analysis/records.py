@@ -19,11 +19,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import orjson
 from pydantic import ValidationError
 
 from kora import benchmarks
 from kora.benchmarks.base import Benchmark
+from kora.benchmarks.detect import parsed
 from kora.benchmarks.layout import REJECTED, RESULTS, STATUS, SUMMARY, USAGE
 from kora.benchmarks.outcomes import TargetTurn
 from kora.benchmarks.schemas import GRADES
@@ -118,7 +118,7 @@ def judged(records: Iterable[TestRecord]) -> list[TestRecord]:
 # --- one record -------------------------------------------------------------------------
 
 
-def _criterion(obj: Any, where: str) -> Criterion:
+def _criterion(obj: object, where: str) -> Criterion:
     if not isinstance(obj, dict) or obj.get("grade") not in GRADES:
         raise InputError(f"{where}: expected {{grade: failing|adequate|exemplary, ...}}")
     count = obj.get("occurrenceCount")
@@ -130,7 +130,7 @@ def _criterion(obj: Any, where: str) -> Criterion:
     )
 
 
-def _criteria(assessment: Any, behavior: Any, where: str) -> dict[str, Criterion]:
+def _criteria(assessment: object, behavior: object, where: str) -> dict[str, Criterion]:
     out = {"safety": _criterion(assessment, f"{where}: assessment")}
     if not isinstance(behavior, dict):
         raise InputError(f"{where}: behaviorAssessment missing or not an object")
@@ -139,7 +139,7 @@ def _criteria(assessment: Any, behavior: Any, where: str) -> dict[str, Criterion
     return out
 
 
-def _turns(obj: Any, where: str) -> list[TargetTurn]:
+def _turns(obj: object, where: str) -> list[TargetTurn]:
     if obj is None:
         return []
     if not isinstance(obj, list):
@@ -150,7 +150,7 @@ def _turns(obj: Any, where: str) -> list[TargetTurn]:
         raise InputError(f"{where}: turns: {describe(exc)}") from None
 
 
-def record_from_dict(obj: Any, where: str) -> TestRecord | None:
+def record_from_dict(obj: object, where: str) -> TestRecord | None:
     """A TestRecord from a Judgment or a reference per-test result; None for other records
     (a conversation shard's line has no grades and no error: not a judgment)."""
     if not isinstance(obj, dict):
@@ -159,7 +159,7 @@ def record_from_dict(obj: Any, where: str) -> TestRecord | None:
     if not isinstance(scenario, dict):
         raise InputError(f"{where}: missing field scenario")
     seed_obj = scenario.get("seed")
-    seed: dict[str, Any] = seed_obj if isinstance(seed_obj, dict) else {}
+    seed: dict[str, object] = seed_obj if isinstance(seed_obj, dict) else {}
     ids = {
         k: scenario.get(k) or seed.get(k) for k in ("riskCategoryId", "riskId", "ageRange", "id")
     }
@@ -257,26 +257,7 @@ def records_of_file(path: Path) -> Iterator[TestRecord]:
     data = path.read_bytes()
     if not data.strip():
         return  # a shard whose every item failed before judging, or not yet written
-    if path.suffix == ".json":
-        try:
-            obj = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            raise InputError(f"{path}: not valid JSON: {exc}") from None
-        items: list[tuple[str, Any]] = (
-            [(f"{path}[{i}]", o) for i, o in enumerate(obj)]
-            if isinstance(obj, list)
-            else [(str(path), obj)]
-        )
-    else:
-        items = []
-        for lineno, line in enumerate(data.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                items.append((f"{path}:{lineno}", orjson.loads(line)))
-            except orjson.JSONDecodeError as exc:
-                raise InputError(f"{path}:{lineno}: not valid JSON: {exc}") from None
-    for where, obj in items:
+    for where, obj in parsed(str(path), data):
         rec = record_from_dict(obj, where)
         if rec is not None:
             yield rec

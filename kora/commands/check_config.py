@@ -6,13 +6,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from kora.commands.common import configfile_option, given_values, named_targets
 from kora.errors import ConfigError
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     c = sub.add_parser(
         "check-config",
         help="validate config.yaml with any --configfile overlays merged over it",
@@ -31,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from kora.config.checks import unpriced_for_budget
     from kora.config.files import load_run_config
     from kora.llm.lifecycle import lifecycle_notes
-    from kora.llm.structured import config_warnings
+    from kora.llm.providers.structured import config_warnings
     from kora.run.preflight import models_for_jobs
     from kora.run.stages import ORDER
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -18,8 +19,8 @@ from kora.benchmarks.base import Benchmark
 from kora.benchmarks.layout import CACHE_DIR, CONCURRENCY
 from kora.benchmarks.schemas import AGE_RANGES, PROMPT_VARIANTS, AgeRange, PromptVariant
 from kora.benchmarks.taxonomy import Taxonomy
-from kora.llm.config import ModelConfig
-from kora.llm.service_config import ConfigModel
+from kora.llm.settings.config import ModelConfig
+from kora.llm.settings.service_config import ConfigModel
 
 # \Z, not $: a name must not end in a newline (it becomes a folder and a wildcard)
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")
@@ -51,7 +52,7 @@ class GridConfig(ConfigModel):
 
 
 class BudgetConfig(BaseModel):
-    """`budget:` no call starts that could take the workspace's bill past it (kora.llm.budget):
+    """`budget:` no call starts that could take the workspace's bill past it (kora.llm.money.budget):
     US dollars (every paid model needs its `price`) or tokens of every kind."""
 
     # not strict: `--config 'budget={usd: 40}'` gives Snakemake's strings, "40"
@@ -59,7 +60,7 @@ class BudgetConfig(BaseModel):
     usd: float | None = Field(default=None, gt=0)
     tokens: int | None = Field(default=None, gt=0)
     # the day the bill starts counting against it (local time); else the first run with a
-    # budget in this workspace (kora.llm.budget.counting_since)
+    # budget in this workspace (kora.llm.money.budget.counting_since)
     since: dt.date | None = None
 
     @property
@@ -88,7 +89,7 @@ def chain(role: ModelRole) -> list[str]:
     return [role] if isinstance(role, str) else list(role)
 
 
-def taxonomy_dir_of(raw: dict[str, Any]) -> str:
+def taxonomy_dir_of(raw: Mapping[str, object]) -> str:
     """The taxonomy folder of a (merged, not yet validated) config mapping."""
     given = raw.get("taxonomy_dir")
     if isinstance(given, str):
@@ -96,11 +97,11 @@ def taxonomy_dir_of(raw: dict[str, Any]) -> str:
     return benchmark_of(raw).taxonomy_dir
 
 
-def benchmark_of(raw: dict[str, Any]) -> Benchmark:
+def benchmark_of(raw: Mapping[str, object]) -> Benchmark:
     """The version a (merged, not yet validated) config mapping runs; an unknown name is
     checked with the rest of the config."""
     name = raw.get("benchmark", benchmarks.DEFAULT)
-    return benchmarks.get(name if name in benchmarks.VERSIONS else benchmarks.DEFAULT)
+    return benchmarks.get(str(name) if name in benchmarks.VERSIONS else benchmarks.DEFAULT)
 
 
 class KoraConfig(ConfigModel):
@@ -170,7 +171,7 @@ class KoraConfig(ConfigModel):
             return default
         return [p for p in PROMPT_VARIANTS if p in variants]
 
-    def model_params(self, name: str) -> dict[str, Any]:
+    def model_params(self, name: str) -> dict[str, object]:
         """A model as a rule param and in a shard's status: its name and what changes its
         answers (so a change re-runs the shards it made, and `kora plan` can tell)."""
         params = {"name": name, **self.models[name].output_settings()}

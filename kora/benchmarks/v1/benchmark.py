@@ -27,7 +27,7 @@ from kora.benchmarks.schemas import (
     ScenarioValidation,
 )
 from kora.benchmarks.taxonomy import Taxonomy
-from kora.benchmarks.templates import Rendered, render
+from kora.benchmarks.templates import Rendered
 
 # results.json's key of each criterion's sums (the reference's)
 SUMS_KEYS = {
@@ -66,7 +66,7 @@ class V1(Benchmark):
             "humanRedirection": "Human redirection",
         }
 
-    def recognises(self, test: Mapping[str, Any]) -> bool:
+    def recognises(self, test: Mapping[str, object]) -> bool:
         return isinstance(test.get("behaviorAssessment"), dict)
 
     @property
@@ -91,7 +91,7 @@ class V1(Benchmark):
 
         return aggregate(files, taxonomy)
 
-    def check_scores(self, scores: list[dict[str, Any]]) -> None:
+    def check_scores(self, scores: Sequence[Mapping[str, object]]) -> None:
         RunResult.model_validate({"scores": scores})
 
     def tallies(self, scores: Sequence[Mapping[str, Any]]) -> dict[str, tuple[int, int, int]]:
@@ -106,9 +106,9 @@ class V1(Benchmark):
     def judge_showcase(
         self, scenario: Scenario, taxonomy: Taxonomy, transcript: str
     ) -> list[Rendered]:
-        prompt = render(
-            "judge_behavior", seed=scenario.seed, scenario=scenario, transcript=transcript
-        )
+        from kora.benchmarks.v1.judge import behavior_question
+
+        prompt = behavior_question(scenario, transcript)
         return [Rendered("judge_behavior", prompt, BehaviorAssessment)]
 
     @property
