@@ -49,8 +49,8 @@ def _files(named: Mapping[str, str | Iterable[object]]) -> dict[str, str | list[
 @dataclass(frozen=True)
 class JobSpec:
     rule: str
-    input: dict[str, Any]
-    output: dict[str, Any]
+    input: Mapping[str, str | list[str]]  # a named input: a path, or a list of paths
+    output: Mapping[str, str | list[str]]
     params: dict[str, Any]
     log: list[str]
     settings: dict[str, Any]
