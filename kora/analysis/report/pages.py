@@ -162,7 +162,7 @@ def _problems(summary: Mapping[str, Any], results: Mapping[str, Any]) -> list[st
     return problems
 
 
-def _packed(parts: tuple[Any, list[Any]]) -> tuple[str, list[str]]:
+def _packed(parts: tuple[Any, Iterable[Any]]) -> tuple[str, list[str]]:
     listing, texts = parts
     return pack(listing), pack_all(texts)
 
