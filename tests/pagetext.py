@@ -3,12 +3,14 @@ in the element it belongs to, not just somewhere in the page."""
 
 from __future__ import annotations
 
+import base64
+import lzma
 import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any
 
-from kora.analysis.pagekit import unpack
+import orjson
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source"}
 
@@ -78,6 +80,11 @@ def parse(page: str) -> Node:
     builder.feed(page)
     builder.close()
     return builder.root
+
+
+def unpack(text: str) -> Any:
+    """What kora.analysis.pagekit.pack was given."""
+    return orjson.loads(lzma.decompress(base64.b64decode(text), lzma.FORMAT_XZ))
 
 
 def listing_block(page: str) -> str:

@@ -17,7 +17,7 @@ import orjson
 import pytest
 import yaml
 
-from kora.analysis.pagekit import json_script, pack, unpack
+from kora.analysis.pagekit import json_script, pack
 from kora.analysis.report.leaderboard import build_leaderboard
 from kora.analysis.report.pages import render_leaderboard, render_report, write_report
 from kora.analysis.report.summary import build_summary, records_of
@@ -26,7 +26,7 @@ from kora.analysis.stats.rates import wilson
 from kora.benchmarks.outcomes import Conversation
 from kora.commands.main import main as kora_main
 from tests.helpers import REPO, copy_workflow, upstream
-from tests.pagetext import listing, parse, texts
+from tests.pagetext import listing, parse, texts, unpack
 from tests.reportdata import (
     JUDGES,
     RISKS,

@@ -91,8 +91,3 @@ def pack_all(items: Iterable[Any]) -> list[str]:
         while batch := list(islice(them, workers)):
             out += pool.map(pack, batch)
     return out
-
-
-def unpack(text: str) -> Any:
-    """What `pack` was given."""
-    return orjson.loads(lzma.decompress(base64.b64decode(text), lzma.FORMAT_XZ))

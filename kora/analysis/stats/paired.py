@@ -67,8 +67,6 @@ def adjust_pvalues(
     bad = [p for p in ps if not 0 <= p <= 1]  # NaN fails both comparisons
     if bad:
         raise ValueError(f"adjust_pvalues: p-values must be in [0, 1], got {bad[0]}")
-    if not ps:
-        return Adjusted([], [], method, alpha)
     # statsmodels' `multipletests`, step for step (tests/test_compare_cells.py holds them
     # equal): importing statsmodels, with pandas and scipy.stats, took 164 MB, most of
     # what the report job held (issue 62)
