@@ -15,7 +15,6 @@ from typing import Any
 import orjson
 import pytest
 
-from kora.analysis import pagekit
 from kora.analysis.records import load_records
 from kora.analysis.report import browser
 from kora.analysis.report.pages import write_report
@@ -72,10 +71,9 @@ def _peak(tmp: Path, copies: int) -> tuple[int, int]:
 def test_the_report_job_holds_a_chunk_of_texts_not_the_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # chunks of 40 tests, packed one at a time (xz's own buffers, 94 MiB, are counted too:
-    # one compressor at a time keeps them the same at both sizes)
+    # chunks of 40 tests (xz's own buffers, which tracemalloc counts, are one compressor's
+    # at both sizes)
     monkeypatch.setattr(browser, "TEXT_CHUNK", 40)
-    monkeypatch.setattr(pagekit, "PACKERS", 1, raising=False)
     _draw(tmp_path / "warm", _run(tmp_path / "warm", 1, words=10)[0])  # imports, templates
     small, small_text = _peak(tmp_path / "small", 2)  # 82 tests
     big, big_text = _peak(tmp_path / "big", 20)  # 820 tests, 10x the texts

@@ -6,10 +6,6 @@ from __future__ import annotations
 
 import base64
 import lzma
-import os
-from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
-from itertools import islice
 from typing import Any
 
 import orjson
@@ -69,8 +65,6 @@ def json_script(data: Any) -> Markup:
 # cut or altered file is an error, not wrong text. Preset 6 (xz's default, 8 MiB window, 94
 # MiB to compress): on bench/report_browser.py's pages preset 3 leaves 1.6 times the bytes.
 PACK_PRESET = 6
-# xz at preset 6 takes up to 94 MiB while it compresses: the cores a page packs on at most
-PACKERS = 4
 
 
 def pack(data: Any) -> str:
@@ -78,16 +72,3 @@ def pack(data: Any) -> str:
     page opens with koraUnpack. Base64 has no character that could end the element."""
     raw = lzma.compress(orjson.dumps(data), lzma.FORMAT_XZ, lzma.CHECK_CRC32, PACK_PRESET)
     return base64.b64encode(raw).decode()
-
-
-def pack_all(items: Iterable[Any]) -> list[str]:
-    """`pack` of each item, PACKERS at a time on as many cores (lzma lets go of the GIL
-    while it compresses): items made as they are asked for (a report's texts, read a chunk
-    at a time) are held a few at once, not all."""
-    out: list[str] = []
-    them = iter(items)
-    workers = min(PACKERS, os.cpu_count() or 1)
-    with ThreadPoolExecutor(workers) as pool:
-        while batch := list(islice(them, workers)):
-            out += pool.map(pack, batch)
-    return out

@@ -24,9 +24,9 @@ from kora.analysis.records import JudgeGrades, TestRecord, criterion_label, whol
 from kora.analysis.report.names import Names, age_key, prompt_key
 from kora.analysis.report.replies import FLAGS, turn_flags
 
-# Chunks let the report's writer compress on every core, and the page open each as its own
-# stream; a thousand tests make 2 to 15 MB of JSON, about the 8 MiB that xz's window spans
-# (kora.analysis.pagekit.PACK_PRESET), so a larger chunk would gain little.
+# Chunks let the report's writer hold one at a time (report.pages), and the page open each
+# as its own stream; a thousand tests make 2 to 15 MB of JSON, about the 8 MiB that xz's
+# window spans (kora.analysis.pagekit.PACK_PRESET), so a larger chunk would gain little.
 TEXT_CHUNK = 1000
 
 
