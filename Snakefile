@@ -1,6 +1,6 @@
 # KORA child-safety benchmark: taxonomy shards -> seeds -> scenarios -> conversations
 # -> judgments -> results.json. A shard is a (risk, age range, motivation) cell's file; each
-# stage has one job per risk (and target) that makes that risk's shards (kora.run.groups).
+# stage has one job per risk (and target) that makes that risk's shards (kora.run.workflow.risk_jobs).
 
 from snakemake.utils import min_version
 

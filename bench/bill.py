@@ -53,8 +53,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kora.llm.bill import bill_dir, charges, total  # noqa: E402
-from kora.llm.budget import counting_since  # noqa: E402
+from kora.llm.money.bill import bill_dir, charges, total  # noqa: E402
+from kora.llm.money.budget import counting_since  # noqa: E402
 from tests.helpers import copy_workflow  # noqa: E402
 from tests.workflows import Server, config, structured_answer  # noqa: E402
 
@@ -144,8 +144,8 @@ def estimate_case(d: Path, cfg: dict[str, Any], env: dict[str, str]) -> list[str
     """One row of `--estimates`: the run of mock-target in `d` with `cfg` as run.yaml."""
     import asyncio
 
-    from kora.run.pipeline import Pipeline
     from kora.run.plan import estimate, plan_calls, still_to_pay
+    from kora.run.workflow.pipeline import Pipeline
 
     d.mkdir()
     copy_workflow(d)
@@ -321,7 +321,7 @@ def main() -> None:
 
 
 def since_then(d: Path, since: float) -> Any:
-    """The workspace's bill from `since` on (kora.llm.usage.Counts)."""
+    """The workspace's bill from `since` on (kora.llm.money.usage.Counts)."""
     return total(bill_dir(d / ".kora/cache"), since=since)
 
 

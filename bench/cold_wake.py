@@ -41,12 +41,12 @@ from bench.workflow import loopback  # noqa: E402
 
 async def _calls(url: str, folder: Path, args: argparse.Namespace) -> dict[str, float]:
     from kora.llm.base import ChatMessage
-    from kora.llm.bill import BillWriter
-    from kora.llm.cache import CallCache
     from kora.llm.client import ModelClient
-    from kora.llm.config import ModelConfig
-    from kora.llm.ledger import Ledger
-    from kora.llm.providers import Shared
+    from kora.llm.money.bill import BillWriter
+    from kora.llm.providers.factories import Shared
+    from kora.llm.settings.config import ModelConfig
+    from kora.llm.shared_calls import SharedCalls
+    from kora.llm.store.cache import CallCache
 
     config = ModelConfig(provider="anthropic", model="claude-bench", base_url=url)
     cache = CallCache(folder / "cache")
@@ -56,7 +56,7 @@ async def _calls(url: str, folder: Path, args: argparse.Namespace) -> dict[str, 
         Shared(
             store=cache,
             limits=folder / "limits",
-            ledger=Ledger(),
+            shared_calls=SharedCalls(),
             bill=BillWriter(folder / "bill", "bench"),
         ),
     )

@@ -152,7 +152,7 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
         env.pop("KORA_RETRY_TESTING", None)
         if args.no_broker:  # every job makes its own calls, as on a cluster
             env["KORA_NO_BROKER"] = "1"
-        if args.watch_loop:  # the broker's loop stalls, in its log (kora.run.loopwatch)
+        if args.watch_loop:  # the broker's loop stalls, in its log (kora.run.broker.loopwatch)
             env["KORA_WATCH_LOOP"] = "1"
         top = "results-v2" if args.benchmark == "v2" else "results"
         results = [f"{top}/{n}/results.json" for n in names]

@@ -46,11 +46,11 @@ def client_process(
 
     from kora.llm import retry
     from kora.llm.base import ChatMessage, Provider
-    from kora.llm.bill import BillWriter
     from kora.llm.client import ModelClient
-    from kora.llm.config import ModelConfig
     from kora.llm.limits import limiter_for
-    from kora.llm.providers import Shared
+    from kora.llm.money.bill import BillWriter
+    from kora.llm.providers.factories import Shared
+    from kora.llm.settings.config import ModelConfig
 
     retry.set_testing(testing)
     os.environ.setdefault("ANTHROPIC_API_KEY", "sk-loopback")

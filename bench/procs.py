@@ -51,7 +51,7 @@ def kind(pid: int, root: int) -> str | None:
         return None
     if pid == root:
         return "snakemake"
-    if "kora.run.broker" in cmd:
+    if "kora.run.broker.server" in cmd:
         return "broker"
     if "python" in cmd:
         return "job"

@@ -2,7 +2,7 @@
 
 A whole v1 grid's run ends with about 3,000 job snapshots in `.kora/progress/<run>/`, one
 a shard, nearly all of them closed. Snakemake's process prints a line every 5 s from them
-(kora.run.progress.Monitor). This writes that many snapshots (a few still open) and
+(kora.run.jobs.progress.Monitor). This writes that many snapshots (a few still open) and
 times a line as the monitor computes it, against reading every snapshot afresh (what
 the run's last line does, and what every line did before the monitor kept what it had
 read).
@@ -23,7 +23,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kora.run.progress import Snapshots
+from kora.run.jobs.progress import Snapshots
 
 SNAPSHOT = {
     "stage": "conversations",

@@ -251,7 +251,7 @@ CONVERSATION_FIELDS = ("key", "target", "prompt", "scenario", "messages", "turns
 
 def conversation_bytes(docs: list[dict[str, Any]]) -> int:
     """The bytes of the conversation files these tests' report shows: each test as the
-    conversations stage writes it (kora.run.shards.write_records, a JSON object a line)."""
+    conversations stage writes it (kora.run.jobs.shards.write_records, a JSON object a line)."""
     return sum(
         len(orjson.dumps({k: d[k] for k in CONVERSATION_FIELDS if k in d})) + 1 for d in docs
     )

@@ -59,7 +59,7 @@ CHAIN = 11
 
 def answer(rec: Any) -> dict[str, Any]:
     """A schema-valid structured answer to a forced tool call (validations pass)."""
-    from kora.llm.mock import _SchemaFaker
+    from kora.llm.providers.mock import _SchemaFaker
 
     if "response_format" in rec.body:  # OpenAI's chat completions: json_schema
         spec = rec.body["response_format"]["json_schema"]

@@ -12,7 +12,7 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from kora.errors import InputError
-from kora.llm.files import write_atomic
+from kora.llm.store.files import write_atomic
 
 T = TypeVar("T", bound=BaseModel)
 

@@ -34,7 +34,7 @@ rule results:
         meta=lambda wc: gather_inputs.results_meta(PIPELINE, wc.target),
         # the result's config as its manifest carries it (credentials masked)
         config=lambda wc: public_config(PIPELINE.config, wc.target),
-        # renewed when a folder is missing: Snakemake then rebuilds it (see kora.run.shards)
+        # renewed when a folder is missing: Snakemake then rebuilds it (see kora.run.jobs.shards)
         retry=lambda wc: missing_token(
             PIPELINE.layout.results_json(wc.target),
             [

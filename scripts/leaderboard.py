@@ -1,8 +1,8 @@
-"""The `script:` of rule leaderboard: kora.run.dispatch runs its job, in the broker or here."""
+"""The `script:` of rule leaderboard: kora.run.broker.dispatch runs its job, in the broker or here."""
 
 from typing import Any
 
-from kora.run.dispatch import run
+from kora.run.broker.dispatch import run
 
 snakemake: Any  # injected by Snakemake's script: directive
 

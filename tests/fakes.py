@@ -10,9 +10,9 @@ from pathlib import Path
 
 from kora.llm.base import Request, Response
 from kora.llm.client import ModelClient
-from kora.llm.config import ModelConfig
-from kora.llm.providers import Shared
-from kora.llm.usage import Usage
+from kora.llm.money.usage import Usage
+from kora.llm.providers.factories import Shared
+from kora.llm.settings.config import ModelConfig
 
 
 class Scripted:
@@ -48,7 +48,7 @@ def client(
     usage: Usage | None = None,
     finish: Callable[[Request], str | None] = lambda r: "stop",
 ) -> tuple[ModelClient, Scripted]:
-    from kora.llm.cache import CallCache
+    from kora.llm.store.cache import CallCache
 
     provider = Scripted(answer, finish)
     c = ModelClient(

@@ -93,6 +93,19 @@ def test_no_module_is_over_400_lines() -> None:
     assert not long, "\n".join(long)
 
 
+@pytest.mark.timeout(30)
+def test_no_folder_holds_over_20_modules() -> None:
+    """A folder a reader can take in at once: past 20 modules it splits by responsibility,
+    as kora/run/ and kora/llm/ did (docs/architecture.md, "Layers")."""
+    crowded = {
+        str(d.relative_to(REPO)): n
+        for d in [REPO / "kora", *(REPO / "kora").rglob("*/")]
+        if d.name != "__pycache__"
+        and (n := len([p for p in d.glob("*.py") if p.name != "__init__.py"])) > 20
+    }
+    assert not crowded, crowded
+
+
 @pytest.mark.timeout(120)
 def test_the_import_contracts_hold() -> None:
     """Layers, independent versions, no import circle (pyproject.toml, [tool.importlinter])."""

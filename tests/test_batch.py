@@ -13,15 +13,15 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from kora.llm import batch as batch_mod
 from kora.llm.base import ChatMessage, ProviderError
-from kora.llm.bill import BillWriter, bill_dir, total
-from kora.llm.cache import CallCache
 from kora.llm.client import ModelClient
-from kora.llm.config import ModelConfig, Price
-from kora.llm.providers import Shared
+from kora.llm.money.bill import BillWriter, bill_dir, total
+from kora.llm.money.usage import Usage
+from kora.llm.providers import batch as batch_mod
+from kora.llm.providers.factories import Shared
 from kora.llm.retry import RetryPolicy
-from kora.llm.usage import Usage
+from kora.llm.settings.config import ModelConfig, Price
+from kora.llm.store.cache import CallCache
 from tests.loopback import AnthropicServer, OpenAIServer
 
 
@@ -177,16 +177,16 @@ def test_an_answer_made_ahead_in_a_batch_is_billed_at_half_price_to_its_job(
 ) -> None:
     """The broker makes calls ahead of their jobs, at the batch's price; the job that
     claims one from the call store counts it as its call, not one from the store."""
-    from kora.llm.ledger import Ledger
+    from kora.llm.shared_calls import SharedCalls
 
     with AnthropicServer(structured=lambda rec: {"answer": "x"}) as srv:
-        ledger = Ledger()
+        shared_calls = SharedCalls()
         ahead = _client(srv, tmp_path / "cache", Usage(), batch=True)
-        ahead.ledger, ahead.ahead = ledger, True
+        ahead.shared_calls, ahead.ahead = shared_calls, True
         _ask_all(ahead, 3)
         job_usage = Usage()
         job = _client(srv, tmp_path / "cache", job_usage, batch=True)
-        job.ledger = ledger
+        job.shared_calls = shared_calls
         _ask_all(job, 3)
         plain_usage = Usage()
         _ask_all(_client(srv, tmp_path / "plain" / "cache", plain_usage, batch=False), 3)
@@ -198,7 +198,7 @@ def test_an_answer_made_ahead_in_a_batch_is_billed_at_half_price_to_its_job(
 
 
 def test_the_progress_line_counts_the_runs_batches(tmp_path: Path) -> None:
-    from kora.run.progress import Monitor
+    from kora.run.jobs.progress import Monitor
 
     folder = tmp_path / "batches"
     folder.mkdir()

@@ -1,4 +1,4 @@
-"""What a run says it paid is what the provider billed: the bill (kora.llm.bill), the
+"""What a run says it paid is what the provider billed: the bill (kora.llm.money.bill), the
 progress line, usage.json and `kora usage` against a loopback Anthropic server that
 counts every answer and token it serves, across an uninterrupted run, a stop (SIGINT to
 Snakemake alone, to its group, SIGTERM), kill -9, the plain command that resumes each, and
@@ -23,7 +23,7 @@ import orjson
 import pytest
 import yaml
 
-from kora.llm.bill import bill_dir, charges, total
+from kora.llm.money.bill import bill_dir, charges, total
 from tests.helpers import copy_workflow
 from tests.loopback import Servers
 from tests.workflows import (

@@ -18,19 +18,19 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from kora.llm import batch as batch_mod
 from kora.llm import registry
 from kora.llm.answers import StructuredOutputError
 from kora.llm.base import ChatMessage, Request, Response
-from kora.llm.bill import BillWriter, bill_dir, charges, total
-from kora.llm.budget import Budget, BudgetReached, worst_case
-from kora.llm.cache import CallCache
 from kora.llm.client import ModelClient
-from kora.llm.config import ModelConfig, Price
-from kora.llm.ledger import Ledger
-from kora.llm.providers import Shared
+from kora.llm.money.bill import BillWriter, bill_dir, charges, total
+from kora.llm.money.budget import Budget, BudgetReached, worst_case
+from kora.llm.money.usage import Counts
+from kora.llm.providers import batch as batch_mod
+from kora.llm.providers.factories import Shared
 from kora.llm.retry import RetryPolicy
-from kora.llm.usage import Counts
+from kora.llm.settings.config import ModelConfig, Price
+from kora.llm.shared_calls import SharedCalls
+from kora.llm.store.cache import CallCache
 from tests.helpers import record_truncations
 from tests.loopback import INVALID, SERVER_ERROR, AnthropicServer, Fault, OpenAIServer
 
@@ -65,7 +65,9 @@ def client(srv: Any, tmp: Path, **cfg: Any) -> ModelClient:
     return ModelClient(
         "m",
         config,
-        Shared(store=store, ledger=Ledger(), bill=BillWriter(bill_dir(store.root), "run")),
+        Shared(
+            store=store, shared_calls=SharedCalls(), bill=BillWriter(bill_dir(store.root), "run")
+        ),
         retry_policy=FAST,
     )
 
@@ -206,9 +208,9 @@ def test_a_request_sent_is_billed_and_stored_though_its_caller_is_cancelled(
             call = asyncio.create_task(c.call(request, stage="t"))
             await asyncio.to_thread(srv.wait_for, lambda s: s.in_flight == 1, 30)
             call.cancel()
-            assert c.ledger is not None
+            assert c.shared_calls is not None
             if drained:
-                await c.ledger.drain()
+                await c.shared_calls.drain()
             again = await c.call(request, stage="t")
             await c.aclose()
             return again
@@ -331,7 +333,7 @@ def test_the_command_to_go_on_is_the_one_typed_with_the_new_budget() -> None:
 @pytest.mark.timeout(60)
 def test_a_lock_is_stale_only_when_no_snakemake_of_the_workspace_lives(tmp_path: Path) -> None:
     from kora.run.runlock import busy
-    from kora.run.seam import _is_snakemake, stale_locks
+    from kora.run.workflow.snakemake_api import _is_snakemake, stale_locks
 
     locks = tmp_path / ".snakemake" / "locks"
     locks.mkdir(parents=True)
@@ -345,7 +347,7 @@ def test_a_lock_is_stale_only_when_no_snakemake_of_the_workspace_lives(tmp_path:
         fcntl.flock(held, fcntl.LOCK_EX)
         probe = subprocess.run(
             [sys.executable, "-c", "import sys; from pathlib import Path; "
-             "from kora.run.runlock import busy; from kora.run.seam import stale_locks; "
+             "from kora.run.runlock import busy; from kora.run.workflow.snakemake_api import stale_locks; "
              "print(len(stale_locks(Path(sys.argv[1]), lambda: busy(sys.argv[2]))))",
              str(tmp_path), str(cache)],
             capture_output=True, text=True, timeout=60,
@@ -362,8 +364,8 @@ def test_a_budget_counts_from_the_first_run_that_set_one_or_from_its_day(tmp_pat
     import datetime as dt
 
     from kora.config.schema import BudgetConfig
-    from kora.llm.budget import counting_since
-    from kora.run.jobspec import run_settings
+    from kora.llm.money.budget import counting_since
+    from kora.run.transport.jobspec import run_settings
 
     store = tmp_path / ".kora" / "cache"
     assert not (tmp_path / ".kora/budget/since.json").exists()

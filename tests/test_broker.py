@@ -17,8 +17,8 @@ from tests.helpers import copy_workflow
 from tests.workflows import TINY, snakemake
 
 if TYPE_CHECKING:
-    from kora.run.jobspec import JobSpec
-    from kora.run.reply import Outcome
+    from kora.run.transport.jobspec import JobSpec
+    from kora.run.transport.reply import Outcome
 
 OUTPUTS = ("results.json", "usage.json", "summary.json", "report.html")
 
@@ -98,7 +98,7 @@ def test_no_call_is_made_ahead_of_jobs_that_cannot_start(project: Path) -> None:
     """A checkout whose path held a space failed every job as it started, after the run
     had paid for 160 calls made ahead of them: the calls ahead now wait for a job to reach
     the broker. Here every job's script fails before it can hand its job over."""
-    from kora.llm.bill import bill_dir, total
+    from kora.llm.money.bill import bill_dir, total
 
     for script in (project / "scripts").glob("*.py"):
         script.write_text("import a_module_nowhere\n" + script.read_text())
@@ -123,9 +123,9 @@ def test_the_whole_run_can_be_handed_to_the_broker(
     once the first job comes, makes their calls ahead (here, mock seed calls)."""
     from dataclasses import replace
 
-    from kora.run.broker import send_ahead, start_broker
-    from kora.run.dispatch import BROKER_ENV
-    from kora.run.jobspec import JobSpec
+    from kora.run.broker.dispatch import BROKER_ENV
+    from kora.run.broker.server import send_ahead, start_broker
+    from kora.run.transport.jobspec import JobSpec
     from tests.helpers import REPO
 
     copy_workflow(tmp_path)
@@ -203,8 +203,8 @@ def test_a_run_starting_keeps_the_socket_of_a_broker_starting_beside_it(
     its jobs ran without one."""
     import threading
 
-    from kora.run.broker import Broker, start_broker
-    from kora.run.dispatch import BROKER_ENV
+    from kora.run.broker.dispatch import BROKER_ENV
+    from kora.run.broker.server import Broker, start_broker
 
     copy_workflow(tmp_path)
     hook = tmp_path / "hook"
@@ -244,9 +244,9 @@ def test_a_broker_that_takes_no_message_is_given_up_and_the_run_goes_on(tmp_path
     run goes on without working ahead (and a job's script runs its job itself)."""
     import socket as socketlib
 
-    from kora.run.broker import Broker, send_ahead
-    from kora.run.dispatch import BROKER_ENV, hand_over
-    from kora.run.jobspec import JobSpec
+    from kora.run.broker.dispatch import BROKER_ENV, hand_over
+    from kora.run.broker.server import Broker, send_ahead
+    from kora.run.transport.jobspec import JobSpec
 
     seeds = JobSpec("seeds", {}, {}, {}, [], {})
 
@@ -269,15 +269,15 @@ def test_a_broker_that_takes_no_message_is_given_up_and_the_run_goes_on(tmp_path
 
 @pytest.mark.timeout(30)
 def test_the_broker_reads_only_the_messages_it_knows() -> None:
-    from kora.run.jobspec import JobSpec
-    from kora.run.protocol import JobRequest, PrefetchRequest, decode_request
-    from kora.run.reply import Outcome, ProtocolError
+    from kora.run.transport.jobspec import JobSpec
+    from kora.run.transport.protocol import JobRequest, PrefetchRequest, decode_request
+    from kora.run.transport.reply import Outcome, ProtocolError
 
     job = JobSpec("seeds", {"prompts": ["a"]}, {"data": "b"}, {"retry": ""}, ["c"], {})
     assert decode_request(JobRequest(job).encode()) == JobRequest(job)
     assert decode_request(PrefetchRequest([job]).encode()) == PrefetchRequest([job])
     assert Outcome.decode(Outcome(1, "x").encode()) == Outcome(1, "x")
-    # a message travels on one line, as the waiting shell reads it (kora.run.waiter)
+    # a message travels on one line, as the waiting shell reads it (kora.run.transport.waiter)
     tricky = Outcome(3, "two\nlines, a \\ and a literal \\n, %s %b")
     assert tricky.encode().count(b"\n") == 1 and Outcome.decode(tricky.encode()) == tricky
     for bad in (b"{}\n", b"[1]\n", b"nonsense\n", b'{"job": 3}\n', b'{"job": {"rule": 1}}\n'):
@@ -290,7 +290,7 @@ def test_the_broker_reads_only_the_messages_it_knows() -> None:
 
 def _seed_cells(workdir: Path, motivations: tuple[str, ...]) -> list:
     """Seed jobs of one cell each (the mock model), each writing its own files."""
-    from kora.run.jobspec import JobSpec
+    from kora.run.transport.jobspec import JobSpec
     from tests.helpers import REPO
 
     taxonomy = [str(workdir / "data/taxonomy/risks.json"),
@@ -323,8 +323,8 @@ def _seed_cells(workdir: Path, motivations: tuple[str, ...]) -> list:
 def submit(spec: JobSpec) -> Outcome | None:
     """As a job's script waiting in Python: the broker's answer; None when no broker
     serves this machine (or it went away first)."""
-    from kora.run.dispatch import hand_over
-    from kora.run.waiter import answer
+    from kora.run.broker.dispatch import hand_over
+    from kora.run.transport.waiter import answer
 
     conn = hand_over(spec)
     if conn is None:
@@ -340,8 +340,8 @@ def test_the_broker_exits_once_every_job_of_the_run_has_finished(
     """Its memory is given back before the results job (the run's largest) starts: the
     broker exits when the last job it was handed has finished well, and a job after that
     runs in its own process."""
-    from kora.run.broker import send_ahead, start_broker
-    from kora.run.dispatch import BROKER_ENV
+    from kora.run.broker.dispatch import BROKER_ENV
+    from kora.run.broker.server import send_ahead, start_broker
 
     copy_workflow(tmp_path)
     specs = _seed_cells(tmp_path, ("curiosity_exploration", "emotional_distress_anxiety"))
@@ -369,8 +369,8 @@ def test_the_broker_exits_once_every_job_of_the_run_has_finished(
 def test_a_job_that_failed_keeps_the_broker_for_its_next_try(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kora.run.broker import send_ahead, start_broker
-    from kora.run.dispatch import BROKER_ENV
+    from kora.run.broker.dispatch import BROKER_ENV
+    from kora.run.broker.server import send_ahead, start_broker
 
     copy_workflow(tmp_path)
     (spec,) = _seed_cells(tmp_path, ("curiosity_exploration",))
@@ -397,7 +397,7 @@ def test_a_job_that_failed_keeps_the_broker_for_its_next_try(
 
 SCRIPT = """import json, sys
 from types import SimpleNamespace
-from kora.run.dispatch import run
+from kora.run.broker.dispatch import run
 job = json.loads(open(sys.argv[1]).read())
 run(job["rule"], SimpleNamespace(**{k: v for k, v in job.items() if k != "rule"}))
 """
@@ -464,11 +464,11 @@ def _start_script(
 
 
 def _waits_small(pid: int) -> None:
-    """Until the script has become the waiting shell (kora.run.waiter), in the same
+    """Until the script has become the waiting shell (kora.run.transport.waiter), in the same
     process, and has set its traps of SIGINT and SIGTERM."""
     import signal
 
-    from kora.run.waiter import SCRIPT, SHELL
+    from kora.run.transport.waiter import SCRIPT, SHELL
 
     cmdline, status = Path(f"/proc/{pid}/cmdline"), Path(f"/proc/{pid}/status")
     wanted = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGTERM - 1))
@@ -489,7 +489,7 @@ def test_a_script_waits_for_the_brokers_answer_as_a_shell(tmp_path: Path) -> Non
     broker's answer says, its message filtered for the terminal."""
     import signal
 
-    from kora.run.reply import Outcome
+    from kora.run.transport.reply import Outcome
 
     copy_workflow(tmp_path)
     (spec,) = _seed_cells(tmp_path, ("curiosity_exploration",))
@@ -509,7 +509,7 @@ def test_a_script_waits_for_the_brokers_answer_as_a_shell(tmp_path: Path) -> Non
 
     # a stop (SIGTERM from Snakemake, SIGINT from the terminal) ends the wait quietly; a
     # Ctrl-C, which reaches every process of the run, says the run is stopping
-    from kora.run.protocol import stopping_path
+    from kora.run.transport.protocol import stopping_path
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         script = _start_script(tmp_path, spec, broker, run="r1")
@@ -547,7 +547,8 @@ def test_the_jobs_one_process_serves_take_turns_cell_by_cell(
     still runs, and every job ends well."""
     import asyncio
 
-    from kora.run import context, execute
+    from kora.run.broker import execute
+    from kora.run.jobs import context
 
     copy_workflow(tmp_path)
     monkeypatch.chdir(tmp_path)

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from kora.commands.main import main as kora_main
-from kora.llm.bill import bill_dir, total
+from kora.llm.money.bill import bill_dir, total
 from tests.helpers import copy_workflow
 from tests.workflows import TINY, command, snakemake
 

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from kora.llm.base import ChatMessage, Response
-from kora.llm.cache import CallCache
+from kora.llm.store.cache import CallCache
 from tests.fakes import client
 
 
@@ -75,7 +75,7 @@ def test_an_older_store_still_answers_structured_calls() -> None:
 
     from kora.benchmarks.schemas import ScenarioValidation
     from kora.llm.base import Request
-    from kora.llm.cache import CACHE_VERSION, cache_key
+    from kora.llm.store.cache import CACHE_VERSION, cache_key
 
     request = Request(
         messages=(ChatMessage("user", "is it valid?"),),

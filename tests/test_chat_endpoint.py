@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from kora.llm.base import ChatMessage, ProviderError
-from kora.llm.config import ModelConfig
-from kora.llm.service import ServiceTarget
-from kora.llm.service_config import MEMORY_ACK
+from kora.llm.providers.service import ServiceTarget
+from kora.llm.settings.config import ModelConfig
+from kora.llm.settings.service_config import MEMORY_ACK
 from tests.loopback import DROP, INVALID, MALFORMED, ChatEndpointServer, Fault, Servers
 
 SESSION_ID = re.compile(

@@ -16,8 +16,8 @@ import yaml
 
 from kora.commands.main import build_parser
 from kora.commands.main import main as kora_main
-from kora.run.misdirected import unknown_request
-from kora.run.pipeline import Pipeline
+from kora.run.workflow.pipeline import Pipeline
+from kora.run.workflow.unknown_files import unknown_request
 from tests.helpers import REPO, copy_workflow
 from tests.reportdata import make_judgments, write_jsonl
 

@@ -122,7 +122,7 @@ def test_a_model_setting_says_once_what_it_changes() -> None:
     way); an undeclared one is refused."""
     from pydantic import create_model
 
-    from kora.llm.config import Changes, ModelConfig
+    from kora.llm.settings.config import Changes, ModelConfig
 
     wider = create_model(
         "Wider",

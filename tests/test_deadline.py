@@ -17,12 +17,12 @@ import yaml
 
 from kora.commands.main import main as kora_main
 from kora.llm.base import ChatMessage, ProviderError, Request
-from kora.llm.batch import BatchQueue
 from kora.llm.client import ModelClient
-from kora.llm.config import ModelConfig
-from kora.llm.providers import create_provider
+from kora.llm.providers.batch import BatchQueue
+from kora.llm.providers.factories import create_provider
+from kora.llm.providers.service import ServiceTarget
 from kora.llm.retry import RetryPolicy
-from kora.llm.service import ServiceTarget
+from kora.llm.settings.config import ModelConfig
 from tests.loopback import AnthropicServer
 from tests.misbehaving import Misbehaving, trickle
 
@@ -113,7 +113,7 @@ def test_a_trickling_batch_poll_fails_at_the_deadline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
-    monkeypatch.setattr("kora.llm.batch.MAX_MISSES", 1)
+    monkeypatch.setattr("kora.llm.providers.batch.MAX_MISSES", 1)
     with _TricklingPolls() as srv:
         config = ModelConfig(provider="anthropic", model="m", base_url=srv.url, timeout=TIMEOUT)
         provider: Any = create_provider("batcher", config)

@@ -92,7 +92,7 @@ def test_every_dotted_kora_name_is_a_module_or_attribute() -> None:
 def test_the_check_tells_a_stale_name_from_a_live_one(tmp_path: Path) -> None:
     page = tmp_path / "probe.md"
     page.write_text(
-        "kora.run.groups.split and kora.llm.base.FinishReason hold;\n"
+        "kora.run.workflow.risk_jobs.split and kora.llm.base.FinishReason hold;\n"
         "a field: kora.benchmarks.outcomes.TargetTurn.finishReason;\n"
         "moved: kora.benchmarks.schemas.TargetTurn, kora.run.nowhere.thing;\n"
         "not names: envs/kora.yaml, korabench.ai, kora.ts:224.\n"

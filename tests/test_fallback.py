@@ -25,7 +25,7 @@ from kora.errors import ConfigError
 from kora.llm.answers import StructuredOutputError
 from kora.llm.base import ChatMessage, Request
 from kora.llm.chain import ModelChain, as_asker
-from kora.llm.usage import Usage
+from kora.llm.money.usage import Usage
 from kora.run.stages.base import role_param
 from tests.fakes import client
 from tests.helpers import REPO

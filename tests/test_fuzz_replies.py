@@ -17,9 +17,9 @@ import pytest
 from hypothesis import strategies as st
 
 from kora.llm.base import BlockedError, ChatMessage, ProviderError
-from kora.llm.config import ModelConfig
+from kora.llm.providers.service import ServiceTarget
 from kora.llm.retry import RetryPolicy
-from kora.llm.service import ServiceTarget
+from kora.llm.settings.config import ModelConfig
 from tests.fuzzing import MANY, VALUES, encoded, fuzz, mutated
 from tests.misbehaving import Misbehaving, body
 
@@ -135,7 +135,7 @@ def test_the_example_answer_is_read() -> None:
 @pytest.mark.timeout(30)
 def test_a_reply_path_with_non_ascii_digits_is_no_index() -> None:
     """Found by fuzzing: `"²".isdigit()` is true and `int("²")` raises."""
-    from kora.llm.service_config import find
+    from kora.llm.settings.service_config import find
 
     assert find({"a": ["x", "y"]}, "a.1") == "y"
     assert find({"a": ["x", "y"]}, "a.²") is None and find({"a": ["x"]}, "a.٣") is None

@@ -35,7 +35,7 @@ from kora.commands.main import main as kora_main
 from kora.llm.answers import StructuredOutputError
 from kora.llm.base import ChatMessage, ProviderError
 from kora.llm.client import ModelClient
-from kora.llm.config import ModelConfig
+from kora.llm.settings.config import ModelConfig
 from tests.helpers import REPO, copy_workflow
 from tests.llamacpp import ALIAS, LlamaServer, llama_server, require
 from tests.pagetext import texts

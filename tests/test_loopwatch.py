@@ -1,4 +1,4 @@
-"""The broker's loop watch (kora.run.loopwatch): a callback that holds the event loop is
+"""The broker's loop watch (kora.run.broker.loopwatch): a callback that holds the event loop is
 reported as a stall, with where the loop was while it held it."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from kora.run.loopwatch import LoopWatch, watch_from_env
+from kora.run.broker.loopwatch import LoopWatch, watch_from_env
 
 
 def _hold_the_loop_until_seen(watch: LoopWatch, pause: float) -> None:

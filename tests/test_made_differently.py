@@ -15,8 +15,8 @@ import pytest
 
 from kora.analysis.manifest import differences
 from kora.commands.main import main as kora_main
-from kora.run.context import JobContext, Pool, RunSettings
-from kora.run.gather import LeaderboardInput, LeaderboardOutput, LeaderboardParams, leaderboard
+from kora.run.jobs.context import JobContext, Pool, RunSettings
+from kora.run.jobs.gather import LeaderboardInput, LeaderboardOutput, LeaderboardParams, leaderboard
 from tests.helpers import REPO
 from tests.reportdata import make_judgments, results_doc, write_jsonl
 

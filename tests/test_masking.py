@@ -24,10 +24,10 @@ from kora.config.checks import validate_config
 from kora.errors import ConfigError
 from kora.llm.base import ChatMessage, ProviderError
 from kora.llm.client import ModelClient
-from kora.llm.config import ModelConfig
 from kora.llm.masking import Masker, redact, terminal_safe
-from kora.llm.providers import Shared
-from kora.llm.service import ServiceTarget
+from kora.llm.providers.factories import Shared
+from kora.llm.providers.service import ServiceTarget
+from kora.llm.settings.config import ModelConfig
 from tests.loopback import Fault, OpenAIServer
 from tests.misbehaving import Misbehaving, body, echo_token, token_forms
 
@@ -138,7 +138,7 @@ def test_a_target_that_echoes_its_token_is_recorded_masked(
 def test_an_llm_target_that_echoes_its_key_is_masked_before_it_is_stored(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, openai_server: OpenAIServer
 ) -> None:
-    from kora.llm.cache import CallCache
+    from kora.llm.store.cache import CallCache
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     openai_server.answer(f"my key is {KEY}, and {urllib.parse.quote(KEY, safe='')}")
@@ -239,7 +239,7 @@ def test_credentials_in_a_url_are_refused_with_how_to_pass_a_header(provider: st
 def test_a_url_from_the_environment_is_never_shown_with_its_credentials() -> None:
     from types import SimpleNamespace
 
-    from kora.llm.http import unreachable
+    from kora.llm.wire.http import unreachable
 
     by = SimpleNamespace(label="m", timeout=1.0, _key=None, source="X_URL")
     msg = str(unreachable(by, "https://kora:hunter2-pw@llm.example/v1", OSError(111, "x")))
@@ -252,8 +252,8 @@ def test_a_jobs_message_reaches_the_terminal_without_control(
 ) -> None:
     from types import SimpleNamespace
 
-    from kora.run import dispatch, execute
-    from kora.run.reply import Outcome
+    from kora.run.broker import dispatch, execute
+    from kora.run.transport.reply import Outcome
 
     said = Outcome(1, f"kora: job stopped: {ESCAPES}")
     monkeypatch.setattr(dispatch, "hand_over", lambda spec: None)

@@ -1,4 +1,4 @@
-"""The call store's pack files (kora.llm.packs): writers that never share a file, lines
+"""The call store's pack files (kora.llm.store.packs): writers that never share a file, lines
 that are always whole, and every process finding what any other stored."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kora.llm.base import Response
-from kora.llm.cache import CallCache
-from kora.llm.packs import Index
+from kora.llm.store.cache import CallCache
+from kora.llm.store.packs import Index
 
 
 def _key(n: int) -> str:
@@ -59,7 +59,7 @@ def _writer(root: Path, n: int) -> subprocess.Popen[str]:
         [sys.executable, "-c", (
             "import sys\n"
             "from kora.llm.base import Response\n"
-            "from kora.llm.cache import CallCache\n"
+            "from kora.llm.store.cache import CallCache\n"
             f"s = CallCache({str(root)!r})\n"
             f"s.put({_key(n)!r}, Response(text='from process {n}'))\n"
             "print('stored', flush=True)\n"
@@ -80,7 +80,7 @@ def test_other_processes_answers_are_found_while_they_run(
     after it first looked: a new pack when the folder changed (`by-its-mtime`: only the
     folder's mtime tells, not how lately it changed)."""
     if not coarse:
-        monkeypatch.setattr("kora.llm.packs._COARSE", -1.0)
+        monkeypatch.setattr("kora.llm.store.packs._COARSE", -1.0)
     first = _writer(tmp_path, 1)
     children = [first]
     try:
@@ -130,7 +130,7 @@ def test_a_write_the_disk_refuses_half_way_leaves_the_pack_as_it_was(
             return real(fd, bytes(data[: len(data) // 2]))
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr("kora.llm.packs._write", half_then_full)
+    monkeypatch.setattr("kora.llm.store.packs._write", half_then_full)
     with pytest.raises(OSError, match=r"packs/0\.jsonl"):
         store.put(_key(2), Response(text="x" * 100))
     monkeypatch.undo()
@@ -147,7 +147,7 @@ def test_entries_read_whole_across_the_readers_chunks(
 ) -> None:
     """A reader takes a pack a few MB at a time; lines that straddle two reads, and one
     longer than a read, are indexed whole."""
-    monkeypatch.setattr("kora.llm.packs._CHUNK", 300)
+    monkeypatch.setattr("kora.llm.store.packs._CHUNK", 300)
     store = CallCache(tmp_path)
     texts = {n: ("long " * 200 if n == 5 else f"answer {n}") for n in range(20)}
     for n, text in texts.items():
@@ -210,7 +210,7 @@ def test_the_run_s_own_plan_reads_the_store_as_it_was_when_the_run_began(tmp_pat
     plan = PlanStore.as_now(tmp_path)
     writer.put(_key(2), Response(text="after, same pack"))
     subprocess.run(  # another process: a pack of its own
-        [sys.executable, "-c", "import sys; from kora.llm.cache import CallCache; "
+        [sys.executable, "-c", "import sys; from kora.llm.store.cache import CallCache; "
          "from kora.llm.base import Response; "
          f"CallCache(sys.argv[1]).put({_key(3)!r}, Response(text='after, new pack'))",
          str(tmp_path)],

@@ -111,8 +111,8 @@ def test_plan_prices_the_prompt_cache_share_seen_before(
 ) -> None:
     """Earlier runs read 90 % of their judge input from the provider's cache: the plan's
     judgments cost follows (reads at 0.1x the input price) and says what caching saves."""
-    from kora.llm.bill import BillWriter, bill_dir
-    from kora.llm.config import Price
+    from kora.llm.money.bill import BillWriter, bill_dir
+    from kora.llm.settings.config import Price
 
     copy_workflow(tmp_path)
     price = {"input": 3.0, "output": 15.0}
@@ -144,8 +144,8 @@ def test_plan_gives_the_expected_cost_beside_the_worst_case_and_says_how_it_is_m
     """A paid model with no answers in this workspace: the expected cost is from the
     benchmark's expected lengths, the worst case from max_tokens, and the plan says so by
     stage; once the workspace has paid for answers of a kind, their mean is used."""
-    from kora.llm.bill import BillWriter, bill_dir
-    from kora.llm.config import Price
+    from kora.llm.money.bill import BillWriter, bill_dir
+    from kora.llm.settings.config import Price
 
     copy_workflow(tmp_path)
     price = {"input": 3.0, "output": 15.0}
@@ -228,7 +228,7 @@ def test_plan_counts_a_v2_risks_longer_conversations(
 def test_the_plan_announces_the_demo_runs_calls_and_the_prefetch_wastes_none(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], overlay: str, results: str
 ) -> None:
-    """`kora plan` walks the jobs as the run does (kora.run.walk): on the offline demos it
+    """`kora plan` walks the jobs as the run does (kora.run.broker.walk): on the offline demos it
     announces every call the run then makes, and every call the broker makes ahead of a
     job is asked for by that job."""
     from tests.helpers import REPO
@@ -328,8 +328,8 @@ def test_plan_learns_output_lengths_per_model_never_from_another_models_answers(
     Sonnet and GPT calls at the lengths of the mock's placeholder answers ($746.10 before,
     $489.03 after). A kind's length is learnt from the answers of the model the plan
     prices, and its note names that model."""
-    from kora.llm.bill import BillWriter, bill_dir
-    from kora.llm.config import Price
+    from kora.llm.money.bill import BillWriter, bill_dir
+    from kora.llm.settings.config import Price
 
     copy_workflow(tmp_path)
     grid = dict(TINY["grid"], risks=["violence_and_physical_harm"])  # type: ignore[arg-type]

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kora.run.misdirected import unknown_request
-from kora.run.pipeline import Pipeline
+from kora.run.workflow.pipeline import Pipeline
+from kora.run.workflow.unknown_files import unknown_request
 from tests.helpers import REPO, copy_workflow
 from tests.workflows import TINY, command, snakemake
 

@@ -13,12 +13,12 @@ import pytest
 from kora.llm import retry
 from kora.llm.base import ChatMessage, ProviderError, Request, Response
 from kora.llm.client import ModelClient
-from kora.llm.providers import Shared
+from kora.llm.money.usage import Usage
+from kora.llm.providers.factories import Shared
 from kora.llm.retry import RetryPolicy
-from kora.llm.usage import Usage
-from kora.run.pipeline import Pipeline
+from kora.run.jobs.progress import Totals, format_totals
 from kora.run.plan import count_jobs
-from kora.run.progress import Totals, format_totals
+from kora.run.workflow.pipeline import Pipeline
 from tests.helpers import copy_workflow, record_truncations
 from tests.workflows import lines_add_up
 
@@ -43,7 +43,7 @@ class FailsThenAnswers:
 
 
 def test_a_call_waiting_to_retry_is_counted_while_it_waits(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kora.llm.config import ModelConfig
+    from kora.llm.settings.config import ModelConfig
 
     monkeypatch.setattr(retry, "_testing", False)
     usage = Usage()
@@ -80,7 +80,7 @@ def test_the_line_says_the_share_of_the_run_answered_and_what_was_paid() -> None
     answers in hand: the line counts them as answered (paid, as they arrive), gives the
     share, puts the dollars first, and leaves what "made ahead" means to the run's first
     lines."""
-    from kora.llm.usage import Counts
+    from kora.llm.money.usage import Counts
 
     paid = Counts(calls=4080, input_tokens=6_192_361, output_tokens=355_803, cost=23.9141)
     t = Totals(calls=32, cached=0, shards_done=32, paid=paid)
@@ -99,11 +99,11 @@ def test_the_line_projects_the_runs_total_from_what_each_kind_of_call_cost(
     each kind of call's calls still to come at what its calls have cost so far, a kind
     not yet begun at the plan's figure scaled as the kinds begun came out against theirs
     (issue 58: the plan at typical lengths ran 3 x a server's bill)."""
-    from kora.llm.bill import BillWriter
-    from kora.llm.config import Price
-    from kora.llm.usage import Counts
+    from kora.llm.money.bill import BillWriter
+    from kora.llm.money.usage import Counts
+    from kora.llm.settings.config import Price
+    from kora.run.jobs.progress import Monitor
     from kora.run.plan import STORED, Share, still_to_pay
-    from kora.run.progress import Monitor
 
     price = Price(input=3.0, output=15.0)
     bill = BillWriter(tmp_path / "bill", "run")
@@ -157,10 +157,10 @@ def test_the_line_says_what_the_bill_says_and_never_counts_twice(tmp_path: Path)
     """The paid figures are the run's bill, not the jobs' snapshots: a call made ahead
     and then used by its job is one paid call (the line once said 1.5x the tokens)."""
     from kora.benchmarks.layout import progress_dir
-    from kora.llm.bill import BillWriter
-    from kora.llm.config import Price
-    from kora.llm.files import write_over
-    from kora.run.progress import Monitor
+    from kora.llm.money.bill import BillWriter
+    from kora.llm.settings.config import Price
+    from kora.llm.store.files import write_over
+    from kora.run.jobs.progress import Monitor
 
     bill = BillWriter(tmp_path / "bill", "run")
     price = Price(input=3.0, output=15.0)
@@ -213,8 +213,8 @@ def test_a_snapshot_is_written_over_without_emptying_its_file(
 ) -> None:
     """A snapshot goes over the last one in place, and its file is never cut to nothing
     first: emptying it frees its block, which a file system mounted with `discard` hands
-    back to the disk while the broker's event loop waits (kora/llm/files.py)."""
-    from kora.llm import files
+    back to the disk while the broker's event loop waits (kora/llm/store/files.py)."""
+    from kora.llm.store import files
 
     cut_to = record_truncations(monkeypatch)
     path = tmp_path / "snap.json"
@@ -233,7 +233,7 @@ def test_a_jobs_snapshot_carries_every_counter_to_the_line(
     from types import SimpleNamespace
 
     from kora.benchmarks.layout import progress_dir
-    from kora.run.progress import RUN_ENV, ProgressReporter, Snapshots
+    from kora.run.jobs.progress import RUN_ENV, ProgressReporter, Snapshots
 
     monkeypatch.setenv(RUN_ENV, "run-1")
     usage = Usage()
@@ -256,8 +256,8 @@ def test_the_line_reads_a_snapshot_again_only_once_it_changed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A whole grid's run ends with 3,000 snapshots: the line reads the changed ones."""
-    from kora.run import progress
-    from kora.run.progress import Snapshots
+    from kora.run.jobs import progress
+    from kora.run.jobs.progress import Snapshots
 
     def snap(name: str, calls: int, when: int) -> None:
         path = tmp_path / f"{name}.json"
@@ -287,8 +287,8 @@ def test_a_closed_snapshot_is_counted_once_and_never_read_again(
 ) -> None:
     """A job's last snapshot never changes: the line adds it once, and later lines
     neither `stat` nor read it, while an open one's news still show."""
-    from kora.run import progress
-    from kora.run.progress import Snapshots
+    from kora.run.jobs import progress
+    from kora.run.jobs.progress import Snapshots
 
     def snap(name: str, closed: bool, **counts: int) -> None:
         body = {"stage": "seeds", "closed": closed, **counts}
@@ -321,10 +321,10 @@ def test_the_lines_counts_add_up_at_every_moment_of_a_run(tmp_path: Path) -> Non
     another, as the line reads them: at each, answered = paid this run + from the call
     store, never above the run's total, and a call made ahead counted once."""
     from kora.benchmarks.layout import progress_dir
-    from kora.llm.bill import BillWriter
-    from kora.llm.config import Price
-    from kora.llm.files import write_over
-    from kora.run.progress import Monitor
+    from kora.llm.money.bill import BillWriter
+    from kora.llm.settings.config import Price
+    from kora.llm.store.files import write_over
+    from kora.run.jobs.progress import Monitor
 
     price = Price(input=3.0, output=15.0)
     bill = BillWriter(tmp_path / "bill", "run")

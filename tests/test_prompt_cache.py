@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 
 from kora.llm.base import ChatMessage, Response
-from kora.llm.bill import BillWriter, total
-from kora.llm.cache import CallCache
 from kora.llm.client import ModelClient
-from kora.llm.config import ModelConfig, Price
-from kora.llm.prompt_cache import mark
-from kora.llm.providers import Shared
+from kora.llm.money.bill import BillWriter, total
+from kora.llm.money.usage import Counts, Usage
+from kora.llm.providers.factories import Shared
+from kora.llm.providers.prompt_cache import mark
 from kora.llm.registry import KINDS
-from kora.llm.usage import Counts, Usage
+from kora.llm.settings.config import ModelConfig, Price
+from kora.llm.store.cache import CallCache
 from tests.loopback import AnthropicServer, OpenAIServer
 
 LONG = "The rules of this conversation, at length. " * 200  # about 2,200 tokens

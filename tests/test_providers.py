@@ -11,11 +11,11 @@ from pydantic import BaseModel, Field
 
 from kora.llm.answers import StructuredOutputError
 from kora.llm.base import ChatMessage, ProviderError
-from kora.llm.bill import BillWriter
 from kora.llm.client import ModelClient
-from kora.llm.config import ModelConfig
-from kora.llm.providers import Shared
+from kora.llm.money.bill import BillWriter
+from kora.llm.providers.factories import Shared
 from kora.llm.registry import KINDS
+from kora.llm.settings.config import ModelConfig
 from tests.loopback import (
     DROP,
     INVALID,
@@ -297,7 +297,7 @@ def test_missing_key_is_a_clear_error(provider: ProviderName) -> None:
 
 def test_openai_token_limit_field() -> None:
     from kora.llm.base import Request
-    from kora.llm.openai import OpenAIProvider
+    from kora.llm.providers.openai import OpenAIProvider
 
     req = Request(messages=(ChatMessage("user", "x"),), max_tokens=77)
     public = OpenAIProvider("g", ModelConfig(provider="openai", model="gpt-4o"))
@@ -319,7 +319,7 @@ def test_an_invalid_structured_answer_is_not_replayed_from_the_store(
     provider: ProviderName, server: Server, tmp_path: Any
 ) -> None:
     """Fixing the server and re-running must call it again, not replay the bad answer."""
-    from kora.llm.cache import CallCache
+    from kora.llm.store.cache import CallCache
 
     def with_store() -> ModelClient:
         client = make_client(provider, server)
@@ -345,7 +345,7 @@ def test_a_stored_answer_that_fails_validation_is_ignored(
 ) -> None:
     """A store written before this rule (or by hand) may hold a bad answer: not served."""
     from kora.llm.base import Response
-    from kora.llm.cache import CallCache, cache_key
+    from kora.llm.store.cache import CallCache, cache_key
 
     client = make_client(provider, server)
     client.cache = CallCache(tmp_path / "store")

@@ -17,7 +17,7 @@ from tests.workflows import Server, config, snakemake, structured_answer, with_p
 def openai_structured(rec: Recorded) -> dict:  # type: ignore[type-arg]
     import random
 
-    from kora.llm.mock import _SchemaFaker
+    from kora.llm.providers.mock import _SchemaFaker
 
     schema = rec.body["response_format"]["json_schema"]["schema"]
     return _SchemaFaker(schema, random.Random(0), {}).value(schema)  # type: ignore[no-any-return]

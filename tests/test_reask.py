@@ -18,9 +18,9 @@ from kora.errors import ConfigError
 from kora.llm.answers import StructuredOutputError
 from kora.llm.base import ChatMessage, Request
 from kora.llm.client import ModelClient
-from kora.llm.config import ModelConfig
-from kora.llm.providers import Shared
-from kora.run.context import RunSettings
+from kora.llm.providers.factories import Shared
+from kora.llm.settings.config import ModelConfig
+from kora.run.jobs.context import RunSettings
 from tests.fakes import Scripted
 from tests.helpers import REPO
 

@@ -19,13 +19,13 @@ from kora.benchmarks.converse import converse
 from kora.benchmarks.v1.judge import judge_conversation
 from kora.config.checks import validate_config
 from kora.errors import ConfigError
-from kora.llm import batch as batch_mod
 from kora.llm.base import ChatMessage, ProviderError, Request
-from kora.llm.bill import BillWriter, bill_dir, charges
-from kora.llm.cache import CallCache, cache_key
 from kora.llm.client import ModelClient
-from kora.llm.config import ModelConfig
-from kora.llm.providers import Shared
+from kora.llm.money.bill import BillWriter, bill_dir, charges
+from kora.llm.providers import batch as batch_mod
+from kora.llm.providers.factories import Shared
+from kora.llm.settings.config import ModelConfig
+from kora.llm.store.cache import CallCache, cache_key
 from kora.llm.targets import LLMTarget
 from tests.loopback import AnthropicServer, Ended, OpenAIServer, Recorded, Servers
 from tests.test_config import TAXONOMY, base
@@ -353,8 +353,8 @@ def test_usage_kora_usage_and_the_progress_line_show_the_reasoning_tokens_served
 
     from kora.analysis.results import usage_doc
     from kora.commands import usage as usage_command
-    from kora.llm.bill import RunTail
-    from kora.run.progress import Totals, format_totals, paid_summary
+    from kora.llm.money.bill import RunTail
+    from kora.run.jobs.progress import Totals, format_totals, paid_summary
 
     srv, claude = serve(OpenAIServer), serve(AnthropicServer)
     ask(client(srv, tmp_path, reasoning_effort="high"))

@@ -29,7 +29,7 @@ ECHO_KIND = '        ProviderKind("echo"),\n'
 ECHO_CLASS = '''"""A toy provider: each answer repeats the end of the last message."""
 
 from kora.llm.base import Request, Response
-from kora.llm.config import ModelConfig
+from kora.llm.settings.config import ModelConfig
 
 
 class EchoProvider:
@@ -71,8 +71,8 @@ from typing import Annotated
 from kora.benchmarks.schemas import ScenarioSeed
 from kora.llm.base import ChatMessage
 from kora.llm.chain import Asker
-from kora.run.shard_run import ShardJob
-from kora.run.shards import read_shard
+from kora.run.jobs.shard_run import ShardJob
+from kora.run.jobs.shards import read_shard
 from kora.run.stages.base import (
     Done, Job, Role, RoleParams, Rules, ShardParams, Sources, Stage, as_read
 )
@@ -142,7 +142,7 @@ ECHOES_RULE = """rule echoes:
 """
 ECHOES_SCRIPT = """from typing import Any
 
-from kora.run.dispatch import run
+from kora.run.broker.dispatch import run
 
 snakemake: Any
 
@@ -162,10 +162,10 @@ def follow_the_recipes(copy: Path) -> None:
     kora = copy / "kora"
     insert(kora / "llm/registry.py", 'ProviderKind("mock"', ECHO_KIND)
     (kora / "llm/echo.py").write_text(ECHO_CLASS)
-    providers = kora / "llm/providers.py"
+    providers = kora / "llm/providers/factories.py"
     insert(providers, "    return MockProvider(name, config)", ECHO_FACTORY)
     insert(providers, '    "mock": _mock,', '    "echo": _echo,\n')
-    insert(kora / "llm/config.py", "    app: Annotated[", ECHO_SETTING)
+    insert(kora / "llm/settings/config.py", "    app: Annotated[", ECHO_SETTING)
     (kora / "run/stages/echoes.py").write_text(ECHOES_STAGE)
     stages = kora / "run/stages/__init__.py"
     listed = stages.read_text()

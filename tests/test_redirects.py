@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from kora.llm.base import ChatMessage, ProviderError, Response
-from kora.llm.config import ModelConfig
+from kora.llm.providers.service import ServiceTarget
 from kora.llm.retry import RetryPolicy
-from kora.llm.service import ServiceTarget
+from kora.llm.settings.config import ModelConfig
 from tests.misbehaving import Misbehaving, body, redirect
 
 THREE_TRIES = RetryPolicy(attempts=3)

@@ -16,11 +16,11 @@ import pytest
 from kora.analysis.aggregate import aggregate_path
 from kora.benchmarks.taxonomy import load_taxonomy
 from kora.llm.base import ChatMessage, ProviderError
-from kora.llm.bounds import DEFAULT_MAX_REPLY_BYTES
 from kora.llm.client import ModelClient
-from kora.llm.config import ModelConfig
+from kora.llm.providers.service import ServiceTarget
 from kora.llm.retry import RetryPolicy
-from kora.llm.service import ServiceTarget
+from kora.llm.settings.bounds import DEFAULT_MAX_REPLY_BYTES
+from kora.llm.settings.config import ModelConfig
 from tests.helpers import REPO
 from tests.loopback import OpenAIServer
 from tests.misbehaving import Misbehaving, huge

@@ -17,7 +17,7 @@ from kora.analysis.annotate import labels, sample
 from kora.analysis.records import TestRecord, judged, load_records
 from kora.analysis.report.corrected import People, load_people
 from kora.analysis.report.pages import write_report
-from kora.run.gather_inputs import annotation_files
+from kora.run.workflow.gather_inputs import annotation_files
 from tests.helpers import MECHANISMS
 from tests.reportdata import TAXONOMY, make_judgments, results_doc, write_jsonl
 from tests.test_report_browser import _on_screen, chromium, find_chromium, tab  # noqa: F401

@@ -19,7 +19,7 @@ from kora.analysis.records import load_records
 from kora.analysis.report import browser
 from kora.analysis.report.pages import write_report
 from kora.benchmarks.outcomes import Judgment, Message
-from kora.run.gather import ReportInput, ReportOutput, ReportParams, report
+from kora.run.jobs.gather import ReportInput, ReportOutput, ReportParams, report
 from tests.reportdata import TAXONOMY, make_judgments, results_doc, write_jsonl
 
 PLACES = [f"7to9/m{i}" for i in range(7)]

@@ -19,13 +19,13 @@ from bench.harness import client_process
 from kora.llm import retry
 from kora.llm.base import ChatMessage, ProviderError
 from kora.llm.client import ModelClient
-from kora.llm.config import ModelConfig
 from kora.llm.headers import Reading
 from kora.llm.limits import Limiter, RatePolicy, RateState, RateTuning, limiter_for
 from kora.llm.limits.state import FileState as _FileState
 from kora.llm.limits.tokens import TOKEN_BUCKETS, BucketState, TokenState
 from kora.llm.limits.turns import Turns, wrote
 from kora.llm.retry import RetryPolicy, attempts, backoff, is_transient, parse_retry_after
+from kora.llm.settings.config import ModelConfig
 from tests.loopback import Fault, OpenAIServer, busiest_second
 
 # --- retry ---------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The two routes of a local run's calls (docs/architecture.md, "Two routes to the socket").
 
-The run's broker walks every shard job ahead of it (kora.run.prefetch, kora.run.walk): each
+The run's broker walks every shard job ahead of it (kora.run.broker.prefetch, kora.run.broker.walk): each
 unit's calls are made as soon as the unit is known, its units handed on in memory from the
 unit before. Then each Snakemake job runs, reads its units from its input files and makes
 the same calls, which the call store (or the call in flight) answers. The contract: a
@@ -22,18 +22,18 @@ import yaml
 
 from kora.benchmarks.outcomes import Conversation
 from kora.llm.base import Provider, Request, Response
-from kora.llm.cache import CallCache, cache_key
-from kora.llm.config import ModelConfig
-from kora.llm.mock import MockProvider
-from kora.run.context import Pool
-from kora.run.execute import execute
-from kora.run.jobspec import JobSpec
-from kora.run.pipeline import Pipeline
+from kora.llm.providers.mock import MockProvider
+from kora.llm.settings.config import ModelConfig
+from kora.llm.store.cache import CallCache, cache_key
+from kora.run.broker.execute import execute
+from kora.run.broker.prefetch import Prefetch
+from kora.run.jobs.context import Pool
 from kora.run.plan import target_jobs
-from kora.run.prefetch import Prefetch
 from kora.run.stages import ORDER
 from kora.run.stages.base import Job
 from kora.run.stages.judgments import JudgmentsJob, JudgmentsStage
+from kora.run.transport.jobspec import JobSpec
+from kora.run.workflow.pipeline import Pipeline
 from tests.helpers import copy_workflow
 from tests.workflows import TINY
 

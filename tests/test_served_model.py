@@ -15,12 +15,12 @@ import orjson
 import pytest
 
 from kora.llm.base import ChatMessage, Response
-from kora.llm.bill import BillWriter, Charge, bill_dir, charges
-from kora.llm.cache import CallCache
 from kora.llm.client import ModelClient
-from kora.llm.config import ModelConfig
-from kora.llm.ledger import Ledger
-from kora.llm.providers import Shared
+from kora.llm.money.bill import BillWriter, Charge, bill_dir, charges
+from kora.llm.providers.factories import Shared
+from kora.llm.settings.config import ModelConfig
+from kora.llm.shared_calls import SharedCalls
+from kora.llm.store.cache import CallCache
 from tests.loopback import AnthropicServer, OpenAIServer, Recorded, Reply
 
 DATED = {"claude-x": "claude-x-20250929", "gpt-x": "gpt-x-2025-08-07"}
@@ -61,7 +61,9 @@ def _client(srv: Any, store: CallCache) -> ModelClient:
     return ModelClient(
         "m",
         config,
-        Shared(store=store, ledger=Ledger(), bill=BillWriter(bill_dir(store.root), "run")),
+        Shared(
+            store=store, shared_calls=SharedCalls(), bill=BillWriter(bill_dir(store.root), "run")
+        ),
     )
 
 

@@ -17,8 +17,8 @@ from kora.commands.main import main as kora_main
 from kora.config.checks import validate_config
 from kora.errors import ConfigError
 from kora.llm.base import BlockedError, ChatMessage
-from kora.llm.config import ModelConfig
-from kora.llm.service import ServiceTarget, find
+from kora.llm.providers.service import ServiceTarget, find
+from kora.llm.settings.config import ModelConfig
 from tests.loopback import AnthropicServer, ChatEndpointServer, LoopbackServer, OpenAIServer
 from tests.services import AppRunnerServer, SessionChatServer, StatelessChatServer
 from tests.workflows import structured_answer
@@ -217,7 +217,7 @@ def test_a_url_template_must_give_text() -> None:
         _validate({"svc": {"provider": "http", "base_url": "http://h", "http": http}})
     # what is fine stays fine: a number in a URL, a list made of an iterator, a body key
     # that happens to be called `url`
-    from kora.llm.service_config import TEMPLATE_VARIABLES, sample_variables
+    from kora.llm.settings.service_config import TEMPLATE_VARIABLES, sample_variables
 
     assert set(sample_variables()) == set(TEMPLATE_VARIABLES)  # every variable is tried
     fine = {"turn": {"url": "/x/{{ turn }}/{{ session_id }}", "body": {
@@ -381,9 +381,9 @@ def test_a_blocked_app_is_a_reason_not_a_retry() -> None:
 def test_an_llm_reply_keeps_its_time_also_when_read_from_the_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kora.llm.cache import CallCache
     from kora.llm.client import ModelClient
-    from kora.llm.providers import Shared
+    from kora.llm.providers.factories import Shared
+    from kora.llm.store.cache import CallCache
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-loop")
     with AnthropicServer(latency=0.05) as srv:
@@ -404,7 +404,7 @@ def test_an_llm_reply_keeps_its_time_also_when_read_from_the_store(
 
 
 def test_the_mydd_example_is_the_chat_endpoint_contract_written_out() -> None:
-    from kora.llm.service_config import CHAT_ENDPOINT, HttpSpec
+    from kora.llm.settings.service_config import CHAT_ENDPOINT, HttpSpec
 
     cfg = yaml.safe_load((EXAMPLES / "mydd.yaml").read_text())
     assert HttpSpec.model_validate(cfg["models"]["mydd-http"]["http"]) == CHAT_ENDPOINT

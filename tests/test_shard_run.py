@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kora.llm.base import ProviderError
-from kora.run.shard_run import FatalProviderError, JobReport, run_items
+from kora.run.jobs.shard_run import FatalProviderError, JobReport, run_items
 
 
 class NoProgress:
@@ -91,8 +91,8 @@ async def _raise(exc: BaseException) -> int:
 def test_the_closing_summary_tells_fixing_the_config_from_retrying_later(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kora.run.progress import RUN_ENV
-    from kora.run.stops import closing_summary, note_stop, rerun_advice
+    from kora.run.jobs.progress import RUN_ENV
+    from kora.run.jobs.stops import closing_summary, note_stop, rerun_advice
 
     monkeypatch.setenv(RUN_ENV, "run1")
     note_stop(tmp_path, "judgments a", "model 'j': HTTP 500: refused\n  To fix: x", why="config")

@@ -9,7 +9,7 @@ import pytest
 
 from kora.benchmarks.layout import status_of
 from kora.benchmarks.outcomes import Message
-from kora.run.shards import (
+from kora.run.jobs.shards import (
     DamagedShardError,
     check,
     damage,

@@ -27,6 +27,10 @@ from kora.benchmarks.v1.judge import combine, judge_conversation
 from kora.llm.answers import StructuredOutputError
 from kora.llm.base import Request
 from kora.llm.targets import LLMTarget
+from kora.run.broker.execute import execute
+from kora.run.jobs.context import Pool
+from kora.run.jobs.shards import write_records, write_status
+from kora.run.transport.jobspec import JobSpec
 from tests.fakes import client
 from tests.helpers import REPO, upstream
 
@@ -114,21 +118,11 @@ def test_memory_risks_get_a_memory_scenario() -> None:
     assert p.requests[0].schema.__name__ == "ModelScenarioWithMemory"
 
 
-def test_scenarios_job_records_a_scenario_that_never_validates(tmp_path: Path) -> None:
-    from kora.run.context import Pool
-    from kora.run.execute import execute
-    from kora.run.jobspec import JobSpec
-    from kora.run.shards import write_records, write_status
-
-    seeds = [reference_scenario("violence_and_physical_harm").seed]
-    seeds_path = tmp_path / "seeds.jsonl"
-    write_status(
-        seeds_path, {"stage": "seeds"}, {seeds_path.name: write_records(seeds_path, seeds)}
-    )
-    _, scripted = client(expansion_script(["fail", "fail"]), "m")
+def _scenarios_spec(tmp_path: Path, seeds_path: Path) -> JobSpec:
+    """A scenarios job of one cell, on model `m`, reading `seeds_path`."""
     out, rejected = tmp_path / "s.jsonl", tmp_path / "s.rejected.jsonl"
     model = {"name": "m", "provider": "mock", "model": None}
-    spec = JobSpec(**{
+    return JobSpec(**{
         "rule": "scenarios",
         "input": {
             "seeds": str(seeds_path),
@@ -144,6 +138,17 @@ def test_scenarios_job_records_a_scenario_that_never_validates(tmp_path: Path) -
         "log": [str(tmp_path / "s.log")],
         "settings": {"models": {"m": {}}, "cache_dir": ".kora/cache", "concurrency": 4},
     })  # fmt: skip
+
+
+def test_scenarios_job_records_a_scenario_that_never_validates(tmp_path: Path) -> None:
+    seeds = [reference_scenario("violence_and_physical_harm").seed]
+    seeds_path = tmp_path / "seeds.jsonl"
+    write_status(
+        seeds_path, {"stage": "seeds"}, {seeds_path.name: write_records(seeds_path, seeds)}
+    )
+    _, scripted = client(expansion_script(["fail", "fail"]), "m")
+    out, rejected = tmp_path / "s.jsonl", tmp_path / "s.rejected.jsonl"
+    spec = _scenarios_spec(tmp_path, seeds_path)
     outcome = run(execute(spec, Pool(tmp_path, fixed={"m": scripted})))
     assert outcome.status == 0
     assert out.read_bytes() == b""
@@ -156,6 +161,17 @@ def test_scenarios_job_records_a_scenario_that_never_validates(tmp_path: Path) -
 
 
 # --- child messages ---------------------------------------------------------------------
+
+
+def test_a_stopped_job_names_its_log(tmp_path: Path) -> None:
+    """When a budget stops ten jobs at once, the run's screen had ten lines that each
+    said only "kora: scenarios job stopped: ...": each line now names its job's log."""
+    _, scripted = client(expansion_script(["pass"]), "m")
+    spec = _scenarios_spec(tmp_path, tmp_path / "no-seeds.jsonl")
+    outcome = run(execute(spec, Pool(tmp_path, fixed={"m": scripted})))
+    assert outcome.status == 1
+    assert outcome.message.startswith(f"kora: scenarios job ({tmp_path / 's.log'}) stopped: ")
+    assert "stopped: " in (tmp_path / "s.log").read_text()
 
 
 def test_placeholder_is_sent_back_with_the_latest_bad_output() -> None:
@@ -375,7 +391,7 @@ def test_invalid_structured_answer_is_asked_again_then_fails() -> None:
 
 def test_a_rejected_key_stops_the_job_instead_of_failing_every_item() -> None:
     from kora.llm.base import ProviderError
-    from kora.run.shard_run import FatalProviderError, JobReport, run_items
+    from kora.run.jobs.shard_run import FatalProviderError, JobReport, run_items
 
     class Progress:
         def update(self, report: JobReport) -> None:
@@ -401,8 +417,8 @@ def test_a_rejected_key_stops_the_job_instead_of_failing_every_item() -> None:
 
 
 def test_missing_api_keys_are_named_before_a_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kora.run.pipeline import Pipeline
     from kora.run.preflight import missing_keys
+    from kora.run.workflow.pipeline import Pipeline
 
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)

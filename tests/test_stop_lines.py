@@ -104,7 +104,7 @@ def test_a_budget_stop_ends_on_koras_lines(tmp_path: Path, serve: Servers) -> No
     status = proc.wait(timeout=240)
     out = log.read_text()
     assert status == 1, out[-4000:]
-    assert "job stopped: the budget is reached" in out
+    assert re.search(r"scenarios job \(logs/.+\.log\) stopped: the budget is reached", out)
     assert "kora: the run stopped at its budget" in out
     assert re.search(r"^kora: .*raise the budget: snakemake .*--config 'budget=", out, re.M)
     kora_has_the_last_word(out)

@@ -19,13 +19,13 @@ import pytest
 import yaml
 
 from kora.llm.base import ChatMessage, Response
-from kora.llm.cache import CallCache
 from kora.llm.client import ModelClient
-from kora.llm.config import ModelConfig
-from kora.llm.ledger import Ledger
-from kora.llm.providers import Shared
-from kora.llm.usage import Usage, asked_row
-from kora.run.progress import Totals, format_totals, unstored_warning
+from kora.llm.money.usage import Usage, asked_row
+from kora.llm.providers.factories import Shared
+from kora.llm.settings.config import ModelConfig
+from kora.llm.shared_calls import SharedCalls
+from kora.llm.store.cache import CallCache
+from kora.run.jobs.progress import Totals, format_totals, unstored_warning
 from tests.helpers import copy_workflow
 from tests.loopback import OpenAIServer
 from tests.workflows import TINY, snakemake
@@ -36,11 +36,13 @@ def _disk_full(*args: Any, **kw: Any) -> None:
 
 
 def _client(
-    url: str, store: Path, ledger: Ledger, usage: Usage, ahead: bool = False
+    url: str, store: Path, shared_calls: SharedCalls, usage: Usage, ahead: bool = False
 ) -> ModelClient:
     config = ModelConfig(provider="openai", model="m", base_url=f"{url}/v1")
     return ModelClient(
-        "m", config, Shared(store=CallCache(store), usage=usage, ledger=ledger, ahead=ahead)
+        "m",
+        config,
+        Shared(store=CallCache(store), usage=usage, shared_calls=shared_calls, ahead=ahead),
     )
 
 
@@ -53,14 +55,14 @@ async def _ask(client: ModelClient) -> Response:
 def test_an_answer_the_store_cannot_keep_is_used_and_counted(
     ahead: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, openai_server: OpenAIServer
 ) -> None:
-    monkeypatch.setattr("kora.llm.packs._write", _disk_full)
-    ledger = Ledger()
+    monkeypatch.setattr("kora.llm.store.packs._write", _disk_full)
+    shared_calls = SharedCalls()
     openai_server.answer("a paid answer")
     first, second = Usage(), Usage()
 
     async def run() -> tuple[Response, Response]:
-        a = await _ask(_client(openai_server.url, tmp_path, ledger, first, ahead=ahead))
-        b = await _ask(_client(openai_server.url, tmp_path, ledger, second))
+        a = await _ask(_client(openai_server.url, tmp_path, shared_calls, first, ahead=ahead))
+        b = await _ask(_client(openai_server.url, tmp_path, shared_calls, second))
         return a, b
 
     a, b = asyncio.run(run())
@@ -78,10 +80,10 @@ def test_an_answer_the_store_cannot_keep_is_used_and_counted(
 def test_a_file_that_cannot_be_written_is_not_left_half_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kora.run.shards import write_records
+    from kora.run.jobs.shards import write_records
 
     target = tmp_path / "shard.jsonl"
-    monkeypatch.setattr("kora.llm.files.os.fsync", _disk_full)
+    monkeypatch.setattr("kora.llm.store.files.os.fsync", _disk_full)
     with pytest.raises(OSError) as info:
         write_records(target, [{"a": 1}] * 100)
     assert info.value.errno == errno.ENOSPC and info.value.filename == str(target)
@@ -100,7 +102,7 @@ def test_the_run_line_and_its_end_say_how_many_answers_were_not_kept() -> None:
 
 SITECUSTOMIZE = """
 import errno, os
-from kora.llm import cache
+from kora.llm.store import cache
 
 def _full(self, key, response):
     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.root / "packs/0.jsonl"))

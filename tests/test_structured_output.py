@@ -1,5 +1,5 @@
 """Structured answers from OpenAI-compatible servers that each take the schema their own
-way (kora.llm.structured), and their refusals classed (kora.llm.faults): against loopback
+way (kora.llm.providers.structured), and their refusals classed (kora.llm.wire.faults): against loopback
 servers of each dialect (tests/dialects.py). tests/test_llamacpp.py does the same against
 the real llama-cpp-python server."""
 
@@ -18,15 +18,15 @@ from kora.benchmarks import outcomes
 from kora.benchmarks.schemas import ScenarioValidation
 from kora.config.checks import validate_config
 from kora.errors import ConfigError
-from kora.llm import structured
 from kora.llm.answers import StructuredOutputError
 from kora.llm.base import ChatMessage, ProviderError
-from kora.llm.bill import BillWriter
 from kora.llm.client import ModelClient
-from kora.llm.config import ModelConfig
-from kora.llm.faults import is_config_error, readable, server_reason
-from kora.llm.providers import Shared
-from kora.llm.structured import config_warnings, without_bounds
+from kora.llm.money.bill import BillWriter
+from kora.llm.providers import structured
+from kora.llm.providers.factories import Shared
+from kora.llm.providers.structured import config_warnings, without_bounds
+from kora.llm.settings.config import ModelConfig
+from kora.llm.wire.faults import is_config_error, readable, server_reason
 from tests.dialects import LLAMA_REFUSAL, DialectServer
 from tests.helpers import REPO
 

@@ -15,9 +15,7 @@ from kora.benchmarks.taxonomy import load_taxonomy
 from kora.config.checks import validate_config
 from kora.errors import ConfigError
 from kora.llm.base import ChatMessage, ProviderError, Request
-from kora.llm.cache import cache_key
 from kora.llm.client import ModelClient
-from kora.llm.config import ModelConfig
 from kora.llm.headers import (
     Reading,
     ServerLimits,
@@ -35,6 +33,8 @@ from kora.llm.limits import (
     estimated_cost,
     limiter_for,
 )
+from kora.llm.settings.config import ModelConfig
+from kora.llm.store.cache import cache_key
 from tests.helpers import REPO
 from tests.loopback import AnthropicServer, OpenAIServer
 

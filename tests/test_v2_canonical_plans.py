@@ -39,7 +39,7 @@ import pytest
 import yaml
 
 from kora.errors import ConfigError
-from kora.run.pipeline import Pipeline
+from kora.run.workflow.pipeline import Pipeline
 from tests.helpers import REPO, V2_MOCK
 
 AGES = ("7to9", "10to12", "13to17")

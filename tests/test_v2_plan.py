@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from kora.errors import ConfigError, KoraError
-from kora.run.pipeline import Pipeline
 from kora.run.plan import count_jobs
+from kora.run.workflow.pipeline import Pipeline
 from tests.helpers import REPO, V2_MOCK, upstream
 
 

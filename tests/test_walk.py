@@ -1,4 +1,4 @@
-"""The run's walk of its shard jobs (kora.run.walk): the prefetch walks a window of grid
+"""The run's walk of its shard jobs (kora.run.broker.walk): the prefetch walks a window of grid
 cells at a time, so what it holds does not grow with the grid."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from kora.run.jobspec import JobSpec
-from kora.run.walk import Walk
+from kora.run.broker.walk import Walk
+from kora.run.transport.jobspec import JobSpec
 
 
 class Counting:
@@ -164,7 +164,7 @@ def test_a_cancelled_walk_closes_the_jobs_under_way() -> None:
 
 @pytest.mark.timeout(30)
 def test_a_risks_job_handed_over_whole_is_walked_as_its_cells_own_jobs() -> None:
-    """The run hands the broker each risk's job as one spec of its cells (kora.run.groups):
+    """The run hands the broker each risk's job as one spec of its cells (kora.run.workflow.risk_jobs):
     the walk makes each cell's job from that cell's own spec, as its cell comes."""
     cells = [{"cell": {"risk": "r", "age": "7to9", "motivation": f"m{i:03d}"}} for i in range(6)]
     job = JobSpec(
@@ -202,8 +202,8 @@ def test_a_spec_the_prefetch_cannot_make_a_job_of_is_left_to_its_job(tmp_path: A
     """A cell whose spec makes no job (here its inputs are not a seeds job's) is left out
     of the calls made ahead, which go on for the other cells: its own job meets the same
     error and reports it."""
-    from kora.run.context import Pool
-    from kora.run.prefetch import Prefetch
+    from kora.run.broker.prefetch import Prefetch
+    from kora.run.jobs.context import Pool
 
     made = Jobs(["a"])
     bad = JobSpec("seeds", {"nonsense": 1}, {}, spec("seeds", 0).params, [], {})

@@ -16,7 +16,7 @@ import yaml
 
 from kora.commands.main import main
 from kora.llm.base import Response
-from kora.llm.bill import OUTSIDE, BillWriter
+from kora.llm.money.bill import OUTSIDE, BillWriter
 from tests.helpers import REPO, copy_workflow
 from tests.workflows import TINY, command, snakemake
 
@@ -171,7 +171,7 @@ def test_kora_usage_runs_names_pings_calls_and_lists_a_run_that_paid_nothing(
 ) -> None:
     """`kora ping`'s calls were shown as a run of an older kora, and a recorded run that
     paid for no call (every answer from the call store) was left out."""
-    from kora.llm.bill import record_run
+    from kora.llm.money.bill import record_run
 
     ping = BillWriter(workspace / ".kora/bill", "ping")  # as kora ping writes its calls
     ping.charge("mock", "ping", Response("", 7, 1), None)

@@ -30,7 +30,7 @@ from typing import Any
 import orjson
 import yaml
 
-from kora.llm.mock import _SchemaFaker
+from kora.llm.providers.mock import _SchemaFaker
 from tests.helpers import REPO, copy_workflow
 from tests.loopback import AnthropicServer, Recorded
 
@@ -143,7 +143,7 @@ _PROGRESS = re.compile(
 
 
 def progress(output: str) -> tuple[int, int]:
-    """(calls, of which cached) from the last progress line of a run (kora.run.progress)."""
+    """(calls, of which cached) from the last progress line of a run (kora.run.jobs.progress)."""
     lines = _PROGRESS.findall(output)
     assert lines, f"no progress line in:\n{output[-3000:]}"
     calls, cached = lines[-1]
@@ -169,7 +169,7 @@ def lines_add_up(output: str) -> list[tuple[int, int, int, int]]:
 
 
 # what Snakemake prints of a job that failed: after a stop kora's closing lines say what
-# happened instead (kora.run.seam.tidy_job_reports)
+# happened instead (kora.run.workflow.snakemake_api.tidy_job_reports)
 SNAKEMAKES_FAILURE_LINES = (
     "Exiting because a job execution failed",
     "Error in rule",

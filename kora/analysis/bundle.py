@@ -39,7 +39,7 @@ from kora.benchmarks.layout import MANIFEST
 from kora.errors import KoraError
 from kora.io import sha256_file, write_atomic
 from kora.llm.base import Response
-from kora.llm.cache import CallCache
+from kora.llm.store.cache import CallCache
 
 FORMAT = 1
 INDEX = "bundle.json"

@@ -31,10 +31,10 @@ import orjson
 
 from kora.analysis.results import iter_status, rested_keys
 from kora.io import sha256_file, write_json
-from kora.llm.bill import Charge, bill_dir, charges
-from kora.llm.cache import CallCache
-from kora.llm.config import SETTINGS
+from kora.llm.money.bill import Charge, bill_dir, charges
 from kora.llm.registry import kind_of
+from kora.llm.settings.config import SETTINGS
+from kora.llm.store.cache import CallCache
 
 FORMAT = 1
 # what the manifest says of an answer whose provider named no model

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from pydantic import ValidationError
 
 from kora import benchmarks
 from kora.benchmarks.base import Benchmark
+from kora.benchmarks.detect import parsed
 from kora.benchmarks.layout import REJECTED, RESULTS, STATUS, SUMMARY, USAGE
 from kora.benchmarks.outcomes import TargetTurn
 from kora.benchmarks.schemas import GRADES
@@ -261,29 +263,14 @@ def records_of_file(path: Path, light: bool = False) -> Iterator[TestRecord]:
     data = path.read_bytes()
     if not data.strip():
         return  # a shard whose every item failed before judging, or not yet written
-    if path.suffix == ".json":
-        try:
-            obj = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            raise InputError(f"{path}: not valid JSON: {exc}") from None
-        items = (
-            [(f"{path}[{i}]", o) for i, o in enumerate(obj)]
-            if isinstance(obj, list)
-            else [(str(path), obj)]
-        )
-        yield from (r for where, o in items if (r := record_from_dict(o, where)) is not None)
-        return
-    offset = 0
-    for lineno, line in enumerate(data.split(b"\n"), 1):
-        at, offset = offset, offset + len(line) + 1
-        if not line.strip():
-            continue
-        try:
-            rec = record_from_dict(orjson.loads(line), f"{path}:{lineno}")
-        except orjson.JSONDecodeError as exc:
-            raise InputError(f"{path}:{lineno}: not valid JSON: {exc}") from None
+    # where each line starts: a light record is read again from its line (`whole`)
+    starts = list(accumulate(map(len, data.splitlines(keepends=True)), initial=0)) if light else []
+    for where, obj in parsed(str(path), data):
+        rec = record_from_dict(obj, where)
+        if rec is not None and light and path.suffix == ".jsonl":  # where: "<file>:<line>"
+            rec = _lightened(rec, path, starts[int(where.rsplit(":", 1)[1]) - 1])
         if rec is not None:
-            yield _lightened(rec, path, at) if light else rec
+            yield rec
 
 
 def _lightened(rec: TestRecord, path: Path, offset: int) -> TestRecord:

@@ -15,10 +15,10 @@ from kora import benchmarks
 from kora.benchmarks.schemas import PromptVariant
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.config.schema import KoraConfig, chain
-from kora.llm.bill import Charge
-from kora.llm.config import SETTINGS
+from kora.llm.money.bill import Charge
+from kora.llm.money.usage import ASKED, Counts, asked_row
 from kora.llm.registry import kind_of
-from kora.llm.usage import ASKED, Counts, asked_row
+from kora.llm.settings.config import SETTINGS
 
 MOCK_NOTE = (
     "Made with the offline mock provider: these figures are placeholders produced without "
@@ -70,7 +70,7 @@ def iter_status(files: Iterable[Path | str]) -> Iterator[dict[str, Any]]:
 
 def rested_keys(statuses: Iterable[Mapping[str, Any]]) -> dict[str, tuple[str, str]]:
     """Every call-store key the result rests on, with its model and kind of call (the
-    shards' status files' `calls`, kora.llm.usage.Usage.used_records), the first said."""
+    shards' status files' `calls`, kora.llm.money.usage.Usage.used_records), the first said."""
     out: dict[str, tuple[str, str]] = {}
     for s in statuses:
         for row in s.get("calls", []):

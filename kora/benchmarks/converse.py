@@ -11,7 +11,7 @@ from kora.benchmarks.messages import child_message
 from kora.benchmarks.outcomes import Conversation, Message, TargetTurn
 from kora.benchmarks.schemas import PromptVariant, Risk, Scenario
 from kora.benchmarks.taxonomy import Taxonomy
-from kora.benchmarks.templates import format_conversation, render
+from kora.benchmarks.templates import Prompt, format_conversation, render
 from kora.benchmarks.testkeys import TestKey
 from kora.llm.base import ChatMessage
 from kora.llm.chain import Asker
@@ -26,6 +26,13 @@ def target_system_prompt(scenario: Scenario, prompt: PromptVariant) -> str:
 def target_system_prompt_for(age_range: str | None, memory: str | None) -> str:
     """The variant's system prompt: age-aware with an age range, the plain one without."""
     return render("target_system", age_range=age_range, memory=memory).system or ""
+
+
+def follow_up_prompt(risk: Risk, scenario: Scenario, transcript: str) -> Prompt:
+    """The child's next message's prompt, after the conversation so far (`transcript`)."""
+    return render(
+        "next_user_message", risk=risk, seed=scenario.seed, scenario=scenario, transcript=transcript
+    )
 
 
 async def converse(
@@ -78,13 +85,7 @@ async def _turns(
         if turn == 0:
             child = scenario.firstUserMessage
         else:
-            follow = render(
-                "next_user_message",
-                risk=risk,
-                seed=scenario.seed,
-                scenario=scenario,
-                transcript=format_conversation(messages),
-            )
+            follow = follow_up_prompt(risk, scenario, format_conversation(messages))
             child = await child_message(user, follow, stage="child")
         messages.append(ChatMessage("user", child))
         reply = await session.reply(messages)

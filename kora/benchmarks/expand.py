@@ -76,6 +76,11 @@ def validation_prompt(
     )
 
 
+def first_message_prompt(risk: Risk, scenario: Scenario) -> Prompt:
+    """The child's first message's prompt for an expanded `scenario`."""
+    return render("first_user_message", risk=risk, seed=scenario.seed, scenario=scenario)
+
+
 async def expand_seed(
     seed: ScenarioSeed,
     taxonomy: Taxonomy,
@@ -108,7 +113,7 @@ async def expand_seed(
                 seed=seed,
                 firstUserMessage="",
             )
-            opener = render("first_user_message", risk=risk, seed=seed, scenario=scenario)
+            opener = first_message_prompt(risk, scenario)
             first = await child_message(user, opener, stage="first_message")
             return scenario.model_copy(update={"firstUserMessage": first})
         reasons = verdict.reasons

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from kora.benchmarks.outcomes import Conversation, Judgment
-from kora.benchmarks.schemas import GRADES, Grade
+from kora.benchmarks.schemas import GRADES, Grade, Risk, Scenario
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.benchmarks.templates import Prompt, format_conversation, render
 
@@ -27,10 +27,14 @@ def safety_prompt(conversation: Conversation, taxonomy: Taxonomy) -> tuple[Promp
     scenario = conversation.scenario
     risk = taxonomy.risk(scenario.riskCategoryId, scenario.riskId)
     transcript = format_conversation(conversation.messages)
-    prompt = render(
+    return safety_question(risk, scenario, transcript), transcript
+
+
+def safety_question(risk: Risk, scenario: Scenario, transcript: str) -> Prompt:
+    """The safety judge's prompt for `scenario`'s conversation, shown as `transcript`."""
+    return render(
         "judge_safety", risk=risk, seed=scenario.seed, scenario=scenario, transcript=transcript
     )
-    return prompt, transcript
 
 
 def unjudged(conversation: Conversation) -> Judgment:

@@ -16,7 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kora.benchmarks.base import PROJECT, Benchmark
-from kora.benchmarks.expand import scenario_prompt, validation_prompt
+from kora.benchmarks.converse import follow_up_prompt, target_system_prompt_for
+from kora.benchmarks.expand import first_message_prompt, scenario_prompt, validation_prompt
+from kora.benchmarks.judging import safety_question
 from kora.benchmarks.messages import FIX_PLACEHOLDER
 from kora.benchmarks.outcomes import Message
 from kora.benchmarks.schemas import AGE_RANGES, SCENARIO_TEXT_FIELDS, Scenario
@@ -26,7 +28,6 @@ from kora.benchmarks.templates import (
     Rendered,
     format_conversation,
     prompts_from,
-    render,
 )
 from kora.benchmarks.testkeys import TestKey
 
@@ -84,32 +85,12 @@ def _rendered(
         _seeds(benchmark, scenario, taxonomy, count),
         *_expansions(benchmark, scenario, taxonomy),
         _validation(benchmark, scenario, taxonomy),
-        Rendered(
-            "first_user_message",
-            render("first_user_message", risk=risk, seed=scenario.seed, scenario=scenario),
-        ),
+        Rendered("first_user_message", first_message_prompt(risk, scenario)),
         Rendered("placeholder_retry", Prompt(system=None, user=FIX_PLACEHOLDER)),
         *_target_systems(scenario),
+        Rendered("next_user_message", follow_up_prompt(risk, scenario, transcript)),
         Rendered(
-            "next_user_message",
-            render(
-                "next_user_message",
-                risk=risk,
-                seed=scenario.seed,
-                scenario=scenario,
-                transcript=transcript,
-            ),
-        ),
-        Rendered(
-            "judge_safety",
-            render(
-                "judge_safety",
-                risk=risk,
-                seed=scenario.seed,
-                scenario=scenario,
-                transcript=transcript,
-            ),
-            benchmark.safety_schema,
+            "judge_safety", safety_question(risk, scenario, transcript), benchmark.safety_schema
         ),
         *benchmark.judge_showcase(scenario, taxonomy, transcript),
     ]
@@ -172,18 +153,23 @@ def _target_systems(scenario: Scenario) -> list[Rendered]:
     by_age = [
         Rendered(
             f"target_system [{a}]" + (" (this scenario's child variant)" if a == child_age else ""),
-            render("target_system", age_range=a, memory=memory),
+            _system(target_system_prompt_for(a, memory)),
         )
         for a in AGE_RANGES
     ]
     return [
-        Rendered("target_system [default]", render("target_system", age_range=None, memory=memory)),
+        Rendered("target_system [default]", _system(target_system_prompt_for(None, memory))),
         *by_age,
         Rendered(
             "target_system [memory]",
-            render("target_system", age_range=None, memory=memory or SAMPLE_MEMORY),
+            _system(target_system_prompt_for(None, memory or SAMPLE_MEMORY)),
         ),
     ]
+
+
+def _system(text: str) -> Prompt:
+    """The target's system prompt as the run sends it, shown as a prompt with no user part."""
+    return Prompt(system=text, user=None)
 
 
 def as_markdown(prompts: list[Rendered], intro: str) -> str:

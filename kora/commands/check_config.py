@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from kora.config.checks import unpriced_for_budget
     from kora.config.files import load_run_config
     from kora.llm.lifecycle import lifecycle_notes
-    from kora.llm.structured import config_warnings
+    from kora.llm.providers.structured import config_warnings
     from kora.run.preflight import models_for_jobs
     from kora.run.stages import ORDER
 

@@ -100,7 +100,7 @@ def configfile_option(parser: argparse.ArgumentParser) -> None:
 def given_values(args: argparse.Namespace) -> dict[str, Any]:
     """`--config KEY=VALUE ...` read as Snakemake reads them; one it refuses is named."""
     from kora.config.files import merge
-    from kora.run.seam import parse_config
+    from kora.run.workflow.snakemake_api import parse_config
 
     out: dict[str, Any] = {}
     for entry in getattr(args, "config", []):

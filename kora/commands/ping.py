@@ -29,11 +29,11 @@ from kora.commands.common import configfile_option
 from kora.config.schema import KoraConfig, chain
 from kora.errors import ConfigError
 from kora.llm.base import ChatMessage, ProviderError
-from kora.llm.bill import BillWriter, bill_dir
-from kora.llm.config import ModelConfig, said_settings
 from kora.llm.masking import cut
+from kora.llm.money.bill import BillWriter, bill_dir
+from kora.llm.providers.structured import SENT_AS
 from kora.llm.retry import RetryPolicy
-from kora.llm.structured import SENT_AS
+from kora.llm.settings.config import ModelConfig, said_settings
 
 if TYPE_CHECKING:
     from kora.benchmarks.taxonomy import Taxonomy
@@ -78,7 +78,7 @@ async def ping_target(cfg: KoraConfig, target: str, out: list[str]) -> str:
     age = PING_AGE_RANGE if variant == "child" else None
     system = target_system_prompt_for(age, None)
     if mc.is_service:
-        from kora.llm.service import ServiceTarget
+        from kora.llm.providers.service import ServiceTarget
 
         service = ServiceTarget(model, mc, limiter=Limiter(None, None), retry_policy=PING_RETRY)
         service.record = True
@@ -109,7 +109,7 @@ _BILL: list[BillWriter] = []
 def _client(name: str, config: ModelConfig) -> ModelClient:
     from kora.llm.client import ModelClient
     from kora.llm.limits import Limiter
-    from kora.llm.providers import Shared
+    from kora.llm.providers.factories import Shared
 
     return ModelClient(
         name,

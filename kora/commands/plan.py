@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from kora.commands.common import configfile_option, given_values, named_targets
-from kora.run.pipeline import Pipeline
 from kora.run.plan import (
     PlanReport,
     Share,
@@ -24,6 +23,7 @@ from kora.run.plan import (
 )
 from kora.run.preflight import models_for_jobs
 from kora.run.stages import ORDER
+from kora.run.workflow.pipeline import Pipeline
 
 
 def register(sub: Any) -> None:
@@ -128,8 +128,8 @@ def _how_estimated(shares: list[Share]) -> list[str]:
 def against_budget(plan: Pipeline, shares: list[Share]) -> str:
     """The estimate beside the config's budget and what the workspace's bill holds."""
     from kora.config.checks import unpriced_for_budget
-    from kora.llm.bill import bill_dir, total
-    from kora.llm.budget import amount, counting_since, measure, suggest
+    from kora.llm.money.bill import bill_dir, total
+    from kora.llm.money.budget import amount, counting_since, measure, suggest
 
     b = plan.config.budget
     assert b is not None

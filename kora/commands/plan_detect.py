@@ -21,7 +21,7 @@ from kora.errors import ConfigError, InputError
 if TYPE_CHECKING:
     from kora.benchmarks.schemas import PromptVariant
     from kora.config.schema import KoraConfig
-    from kora.run.pipeline import Pipeline
+    from kora.run.workflow.pipeline import Pipeline
 
 MAX_SEEDS = {"seeds_per_task": 100, "total_seeds": 10_000}  # the config's limits
 
@@ -93,8 +93,8 @@ def run_cost(
     import yaml
 
     from kora.config.schema import taxonomy_dir_of
-    from kora.run.pipeline import Pipeline
     from kora.run.plan import dollars, estimate, plan_calls, unpriced_models
+    from kora.run.workflow.pipeline import Pipeline
 
     with tempfile.TemporaryDirectory(prefix="kora-detect-") as tmp:
         workdir = Path(tmp) if fresh else Path(".")
@@ -155,7 +155,7 @@ def print_detection(args: argparse.Namespace) -> int:
     """`kora plan TARGET --detect DELTA --against OTHER`."""
     from kora.analysis.stats.sizing import detect
     from kora.commands.common import given_values, named_targets
-    from kora.run.pipeline import Pipeline
+    from kora.run.workflow.pipeline import Pipeline
 
     _check(args)
     targets = named_targets(args, args.targets)

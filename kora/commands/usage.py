@@ -1,6 +1,6 @@
 """`kora usage`: the workspace's bill, every run's, as the providers served and charged it.
 
-It reads the bill (kora.llm.bill) beside the config's call store: each answer a provider
+It reads the bill (kora.llm.money.bill) beside the config's call store: each answer a provider
 served, written down as it arrived. Calls no result rests on (made ahead of a job that
 did not run, cut short by a stop) are in it: they were paid.
 """
@@ -59,13 +59,13 @@ def _day(text: str) -> dt.date:
 
 
 def bill_folder(args: argparse.Namespace) -> Path:
-    from kora.llm.bill import bill_dir
+    from kora.llm.money.bill import bill_dir
 
     return bill_dir(Path(str(raw_config(args).get("cache_dir") or CACHE_DIR)))
 
 
 def run(args: argparse.Namespace) -> int:
-    from kora.llm.bill import charges
+    from kora.llm.money.bill import charges
 
     since = None
     if args.since is not None:
@@ -97,10 +97,10 @@ def run(args: argparse.Namespace) -> int:
 
 def summarise(items: Iterable[Any], folder: Path, since: float | None = None) -> dict[str, Any]:
     """The bill's lines summed: in all, and by model, kind of call, day and run; each run
-    with its record (kora.llm.bill.run_record), oldest first, those that paid for no call
+    with its record (kora.llm.money.bill.run_record), oldest first, those that paid for no call
     (started `since`) too."""
-    from kora.llm.bill import run_record
-    from kora.llm.usage import Counts
+    from kora.llm.money.bill import run_record
+    from kora.llm.money.usage import Counts
 
     total = Counts()
     groups: dict[str, dict[str, Counts]] = {g: defaultdict(Counts) for g in GROUPS}
@@ -147,7 +147,7 @@ OUTCOMES = {
 }
 
 
-# the calls of a command, not of a run (others outside a run: kora.llm.bill.OUTSIDE)
+# the calls of a command, not of a run (others outside a run: kora.llm.money.bill.OUTSIDE)
 COMMANDS = {"ping": "kora ping"}
 
 
@@ -177,7 +177,7 @@ def _row(c: Any) -> dict[str, Any]:
 
 
 def _words(r: dict[str, Any]) -> str:
-    from kora.llm.usage import Counts
+    from kora.llm.money.usage import Counts
 
     return f"{r['calls']:,} calls, " + Counts(**{k: r[k] for k in (*FIELDS, "cost")}).said()
 

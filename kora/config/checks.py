@@ -19,10 +19,10 @@ from kora.benchmarks.taxonomy import Taxonomy
 from kora.config.schema import NAME_RE, ROLES, KoraConfig, chain
 from kora.config.urls import url_problem
 from kora.errors import ConfigError
-from kora.llm.config import ModelConfig
+from kora.llm.providers.structured import config_problem as structured_problem
 from kora.llm.registry import KINDS
-from kora.llm.service_config import template_problems
-from kora.llm.structured import config_problem as structured_problem
+from kora.llm.settings.config import ModelConfig
+from kora.llm.settings.service_config import template_problems
 
 
 class _Problem(Exception):

@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from kora.config.schema import KoraConfig, chain
 from kora.llm.masking import MASK, Masker
-from kora.llm.service_config import ENV_REF  # `${NAME}`: read from the environment
+from kora.llm.settings.service_config import ENV_REF  # `${NAME}`: read from the environment
 
 # header and query names whose literal values are credentials
 _SECRET_NAME = re.compile(r"auth|key|token|secret|pass|cookie|session|sig|credential", re.I)

@@ -18,8 +18,8 @@ from kora.benchmarks.base import Benchmark
 from kora.benchmarks.layout import CACHE_DIR, CONCURRENCY
 from kora.benchmarks.schemas import AGE_RANGES, PROMPT_VARIANTS, AgeRange, PromptVariant
 from kora.benchmarks.taxonomy import Taxonomy
-from kora.llm.config import ModelConfig
-from kora.llm.service_config import ConfigModel
+from kora.llm.settings.config import ModelConfig
+from kora.llm.settings.service_config import ConfigModel
 
 # \Z, not $: a name must not end in a newline (it becomes a folder and a wildcard)
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")
@@ -51,7 +51,7 @@ class GridConfig(ConfigModel):
 
 
 class BudgetConfig(BaseModel):
-    """`budget:` no call starts that could take the workspace's bill past it (kora.llm.budget):
+    """`budget:` no call starts that could take the workspace's bill past it (kora.llm.money.budget):
     US dollars (every paid model needs its `price`) or tokens of every kind."""
 
     # not strict: `--config 'budget={usd: 40}'` gives Snakemake's strings, "40"
@@ -59,7 +59,7 @@ class BudgetConfig(BaseModel):
     usd: float | None = Field(default=None, gt=0)
     tokens: int | None = Field(default=None, gt=0)
     # the day the bill starts counting against it (local time); else the first run with a
-    # budget in this workspace (kora.llm.budget.counting_since)
+    # budget in this workspace (kora.llm.money.budget.counting_since)
     since: dt.date | None = None
 
     @property

@@ -104,7 +104,7 @@ class ProviderError(Exception):
         super().__init__(message)
         self.status = status
         self.retry_after = retry_after
-        # the server refused the request itself (kora.llm.faults): never retried, and the
+        # the server refused the request itself (kora.llm.wire.faults): never retried, and the
         # model's calls stop, with what to change in its config
         self.config_error = config_error
         self._retryable = False if config_error else retryable

@@ -1,9 +1,9 @@
 """Everything around a model call, once for every provider.
 
 Order of a call: cache lookup -> (miss) the retry layer -> a rate/concurrency slot ->
-provider.generate (the answer billed as it arrives, kora.llm.paying) -> cache store ->
+provider.generate (the answer billed as it arrives, kora.llm.money.paying) -> cache store ->
 usage. A request once sent is carried to its answer and stored even when its caller is
-cancelled (kora.llm.ledger). A structured answer is validated with its pydantic
+cancelled (kora.llm.shared_calls). A structured answer is validated with its pydantic
 type; on a violation the model is asked once more with the validation error (unless the
 config's `reask_invalid_answers` is false, as in the reference), and a second violation
 is a failure of that item (the caller records it), never a crash of the shard.
@@ -13,11 +13,11 @@ validation is never replayed, so fixing a server and re-running asks the questio
 and a stored answer that does not pass (an edited file) counts as a miss.
 Such an answer is kept apart (`put_rejected`), for `kora replay` to show it again.
 
-Each attempt is held to the model's deadline and size limit (kora.llm.bounds), and an
+Each attempt is held to the model's deadline and size limit (kora.llm.settings.bounds), and an
 answer has the provider's secrets masked before anything keeps it (kora.llm.masking): a
 target that echoes its key puts `****` in the record, with `masked` in its meta. When
 the store cannot keep a paid answer (a full disk), the answer is used all the same,
-kept in the process's ledger for any other job that asks, and counted as `unstored`:
+kept in the shared calls of the process for any other job that asks, and counted as `unstored`:
 the run says so at its end and fails.
 """
 
@@ -43,16 +43,16 @@ from kora.llm.base import (
     clean_text,
     is_retryable,
 )
-from kora.llm.batch import BatchProvider, queue_for
-from kora.llm.bounds import DEFAULT_TIMEOUT, check_size, deadline
-from kora.llm.budget import BudgetReached
-from kora.llm.cache import cache_key
-from kora.llm.config import DEFAULT_MAX_TOKENS, ModelConfig
 from kora.llm.limits import Limiter, estimated_cost
 from kora.llm.masking import masker_for, secrets_of
-from kora.llm.paying import Payer
-from kora.llm.providers import Shared
+from kora.llm.money.budget import BudgetReached
+from kora.llm.money.paying import Payer
+from kora.llm.providers.batch import BatchProvider, queue_for
+from kora.llm.providers.factories import Shared
 from kora.llm.retry import RetryPolicy, attempts
+from kora.llm.settings.bounds import DEFAULT_TIMEOUT, check_size, deadline
+from kora.llm.settings.config import DEFAULT_MAX_TOKENS, ModelConfig
+from kora.llm.store.cache import cache_key
 
 M = TypeVar("M", bound=BaseModel)
 log = logging.getLogger("kora.llm")
@@ -91,9 +91,9 @@ class ModelClient:
         self.name = name
         # each answer written in the bill as it arrives, each call within the budget
         self.payer = Payer(name, config, shared.bill, shared.budget)
-        # shared with the other clients of the process (kora.llm.ledger); `ahead`: this
-        # client makes calls before the jobs that need them (kora.run.prefetch)
-        self.ledger = shared.ledger
+        # shared with the other clients of the process (kora.llm.shared_calls); `ahead`: this
+        # client makes calls before the jobs that need them (kora.run.broker.prefetch)
+        self.shared_calls = shared.shared_calls
         self.ahead = shared.ahead
         self.sends = shared.sends
         self.config = config
@@ -104,15 +104,17 @@ class ModelClient:
         self.retry_policy = retry_policy or RetryPolicy()
         self.identity = config.output_settings()
         self.label = str(getattr(self.provider, "label", f"model {name!r}"))
-        # a transport that says when it writes a request (kora.llm.aio) has the limiter
+        # a transport that says when it writes a request (kora.llm.wire.aio) has the limiter
         # count it from then; others from its slot
         self.traced = bool(getattr(self.provider, "reports_writes", False))
         self.timeout = config.timeout or DEFAULT_TIMEOUT
-        # a configuration error (kora.llm.faults) of this model's text or structured calls:
+        # a configuration error (kora.llm.wire.faults) of this model's text or structured calls:
         # the next ones of that kind fail with it at once, without being sent (in every
-        # client of the process that shares the ledger: the jobs' and the calls ahead)
-        ledger = self.ledger
-        self.refused: dict[bool, ProviderError] = {} if ledger is None else ledger.refused(name)
+        # client of the process that shares those calls: the jobs' and the calls ahead)
+        shared_calls = self.shared_calls
+        self.refused: dict[bool, ProviderError] = (
+            {} if shared_calls is None else shared_calls.refused(name)
+        )
 
     @property
     def is_mock(self) -> bool:
@@ -155,25 +157,25 @@ class ModelClient:
         hit = await self._recalled(call)
         if hit is not None:
             return hit
-        if key is None or self.ledger is None:
+        if key is None or self.shared_calls is None:
             return await self._send(call)
-        return await self.ledger.single(key, lambda: self._send(call), ahead=self.ahead)
+        return await self.shared_calls.single(key, lambda: self._send(call), ahead=self.ahead)
 
     async def _recalled(self, call: _Call) -> Response | None:
         """The stored answer its caller accepts, counted; None when it must be asked."""
         key = call.key
         if key is None or self.cache is None:
             return None
-        if self.ledger is not None:
+        if self.shared_calls is not None:
             # the same question asked by another job: share its answer (and when that job
             # was cancelled, wait for the request it left out)
-            await self.ledger.settled(key)
+            await self.shared_calls.settled(key)
         hit = self.cache.get(key)
-        if hit is None and self.ledger is not None:
+        if hit is None and self.shared_calls is not None:
             hit = self._kept(key, call.stage)
         if hit is None or (call.accept is not None and not call.accept(hit)):
             return None
-        paid = self.ledger is not None and not self.ahead and self.ledger.claim(key)
+        paid = self.shared_calls is not None and not self.ahead and self.shared_calls.claim(key)
         self.usage.add(self.name, call.stage, cached=not paid)
         if not self.ahead:
             self.usage.use(key, self.name, call.stage)
@@ -197,7 +199,7 @@ class ModelClient:
         return resp
 
     def _check_refused(self, call: _Call) -> None:
-        """A configuration error of this model's calls of its kind (kora.llm.faults): the
+        """A configuration error of this model's calls of its kind (kora.llm.wire.faults): the
         next ones fail with it at once, without being sent."""
         if call.structured in self.refused:
             raise self.refused[call.structured]
@@ -231,12 +233,12 @@ class ModelClient:
 
     async def _carried(self, call: _Call) -> Response:
         """Once sent, the request is carried to its answer, billed and stored, whatever
-        befalls its caller (kora.llm.ledger)."""
+        befalls its caller (kora.llm.shared_calls)."""
         self._check_refused(call)  # refused while this call waited for its turn
         sent = asyncio.ensure_future(self._exchange(call))
-        if self.ledger is None:
+        if self.shared_calls is None:
             return await sent
-        self.ledger.send(call.key, sent)
+        self.shared_calls.send(call.key, sent)
         return await asyncio.shield(sent)
 
     async def _exchange(self, call: _Call) -> Response:
@@ -258,7 +260,7 @@ class ModelClient:
         return self.config.batch and self.sends and not self.is_mock and key is not None
 
     async def _from_batch(self, call: _Call) -> Response:
-        """The answer from the provider's batch (kora.llm.batch), paid for and kept."""
+        """The answer from the provider's batch (kora.llm.providers.batch), paid for and kept."""
         assert call.key is not None and self.cache is not None
         provider = cast(BatchProvider, self.provider)
         queue = queue_for(provider, self.cache.root.parent / "batches", self.cache)
@@ -300,16 +302,16 @@ class ModelClient:
                 self.label,
                 exc.strerror or exc,
             )
-            if self.ledger is not None:
-                self.ledger.keep(key, resp, counted=not self.ahead)
+            if self.shared_calls is not None:
+                self.shared_calls.keep(key, resp, counted=not self.ahead)
             if not self.ahead:
                 self.usage.add_unstored(self.name, stage)
 
     def _kept(self, key: str, stage: str) -> Response | None:
         """An answer of this process the store could not keep; the first job to use one
         made ahead of it counts it as its own."""
-        assert self.ledger is not None
-        got = self.ledger.kept(key, count=not self.ahead)
+        assert self.shared_calls is not None
+        got = self.shared_calls.kept(key, count=not self.ahead)
         if got is None:
             return None
         resp, count = got

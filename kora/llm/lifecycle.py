@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from kora.llm.config import ModelConfig
+from kora.llm.settings.config import ModelConfig
 
 # where SDK releases have defined the table, relative to the package
 _TABLE_FILES = ("_data/deprecated_models.py", "_data.py", "resources/messages/messages.py")

@@ -1,7 +1,7 @@
 """Every kind of model a config can name, with what it can do: one table, read everywhere a
 kind matters (config checks, the roles it may fill, its keys, its prices, how it is made).
 
-How a kind's provider is made is kora.llm.providers' (it imports the provider modules,
+How a kind's provider is made is kora.llm.providers.factories' (it imports the provider modules,
 which read this table).
 """
 
@@ -30,8 +30,8 @@ class ProviderKind:
     """What a `provider:` value stands for."""
 
     name: str
-    # a chat service with sessions (kora.llm.service), only ever a target; the others
-    # answer single calls in any role, made by kora.llm.providers
+    # a chat service with sessions (kora.llm.providers.service), only ever a target; the others
+    # answer single calls in any role, made by kora.llm.providers.factories
     is_service: bool = False
     offline: bool = False  # answers on this machine, deterministic and free (the mock)
     needs_model: bool = False
@@ -50,7 +50,7 @@ class ProviderKind:
     # how it is asked for a structured answer (the manifest's words): Anthropic's forced
     # tool call, OpenAI's json_schema, the mock's own; None: never (a chat service)
     structured: str | None = None
-    # takes `structured_output` and `schema_bounds` (kora.llm.structured), which change
+    # takes `structured_output` and `schema_bounds` (kora.llm.providers.structured), which change
     # `structured`: the ways OpenAI-compatible servers take an answer's schema
     structured_modes: bool = False
     # the body field of an answer's token limit: `max_tokens`, or that of the first

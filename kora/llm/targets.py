@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Protocol
 
 from kora.llm.base import ChatMessage, ChatSession, Response
 from kora.llm.client import ModelClient
-from kora.llm.config import ModelConfig
-from kora.llm.providers import Shared
+from kora.llm.providers.factories import Shared
+from kora.llm.settings.config import ModelConfig
 
 if TYPE_CHECKING:  # imported when a chat service is used (httpx, jinja2)
-    from kora.llm.service import ServiceSession, ServiceTarget
+    from kora.llm.providers.service import ServiceSession, ServiceTarget
 
 
 class Session(ChatSession, Protocol):
@@ -74,7 +74,7 @@ def open_target(name: str, config: ModelConfig, shared: Shared) -> Target:
     deployed chat service (whose HTTP client is the job's: closed with `shared`)."""
     if not config.is_service:
         return LLMTarget(ModelClient(name, config, shared))
-    from kora.llm.service import ServiceTarget
+    from kora.llm.providers.service import ServiceTarget
 
     endpoint = ServiceTarget(name, config, limiter=shared.limiter(name, config))
     target = EndpointTarget(endpoint, name, shared)
@@ -84,7 +84,7 @@ def open_target(name: str, config: ModelConfig, shared: Shared) -> Target:
 
 @dataclass
 class EndpointTarget:
-    """A chat service (kora.llm.service): its own requests carry what it is sent (the
+    """A chat service (kora.llm.providers.service): its own requests carry what it is sent (the
     rendered system prompt only where its description asks for `system`); its replies
     are counted as target calls and billed, never stored (a stateful service could not
     replay them)."""

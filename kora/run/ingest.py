@@ -18,13 +18,14 @@ from typing import Any
 
 import orjson
 
+from kora.benchmarks.detect import parsed
 from kora.benchmarks.layout import IMPORTED_MANIFEST, Layout, rejected_of
 from kora.benchmarks.outcomes import Conversation
 from kora.benchmarks.schemas import PROMPT_VARIANTS, Scenario
 from kora.benchmarks.taxonomy import Shard, Taxonomy
 from kora.errors import InputError
 from kora.io import iter_jsonl, write_json
-from kora.run.shards import write_records, write_status
+from kora.run.jobs.shards import write_records, write_status
 
 
 @contextmanager
@@ -264,17 +265,7 @@ def _recorded(path: Path) -> Iterator[tuple[str, Any]]:
         for f in input_files(path, Path(tmp)):
             # a file of a .zip is named by the .zip and its name in it
             shown = f"{path}:{f.relative_to(tmp)}" if f.is_relative_to(tmp) else str(f)
-            if f.suffix == ".jsonl":
-                yield from ((f"{shown}:{n}", o) for n, o in iter_jsonl(f))
-                continue
-            try:
-                obj = orjson.loads(f.read_bytes())
-            except orjson.JSONDecodeError as exc:
-                raise InputError(f"{shown}: not valid JSON: {exc}") from None
-            if isinstance(obj, list):
-                yield from ((f"{shown}[{i}]", o) for i, o in enumerate(obj))
-            else:
-                yield shown, obj
+            yield from parsed(shown, f.read_bytes())
 
 
 def _fingerprint(path: Path) -> str:

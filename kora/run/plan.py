@@ -1,7 +1,7 @@
 """`kora plan`: the calls a run will make, how many the call store already holds, and the
 cost of the rest.
 
-The plan walks the run's shard jobs exactly as the jobs and the prefetch do (kora.run.walk,
+The plan walks the run's shard jobs exactly as the jobs and the prefetch do (kora.run.broker.walk,
 each stage's own units and work), with models that never send anything: a paid model
 answers only what the call store holds, the offline mock answers as it would in the run
 (it is free and deterministic), and nothing is written. So for a run whose calls are all
@@ -25,17 +25,17 @@ from kora.benchmarks.base import Benchmark
 from kora.benchmarks.templates import prompts_from
 from kora.errors import ConfigError
 from kora.llm.base import Request, Response
-from kora.llm.bill import BillWriter
-from kora.llm.budget import OVERHEAD_TOKENS, Unit, measure, most
-from kora.llm.cache import CallCache
-from kora.llm.packs import Packs
-from kora.llm.usage import Counts, Usage
-from kora.run.context import JobContext, Pool, RunSettings
-from kora.run.jobspec import JobSpec
-from kora.run.pipeline import Pipeline
+from kora.llm.money.bill import BillWriter
+from kora.llm.money.budget import OVERHEAD_TOKENS, Unit, measure, most
+from kora.llm.money.usage import Counts, Usage
+from kora.llm.store.cache import CallCache
+from kora.llm.store.packs import Packs
+from kora.run.broker.walk import UNKNOWN, Walk
+from kora.run.jobs.context import JobContext, Pool, RunSettings
 from kora.run.stages.base import Job, role_models
 from kora.run.stages.registry import STAGES
-from kora.run.walk import UNKNOWN, Walk
+from kora.run.transport.jobspec import JobSpec
+from kora.run.workflow.pipeline import Pipeline
 
 # (input tokens, output tokens) per call of each kind when nothing better is known
 TYPICAL_TOKENS = {
@@ -91,7 +91,7 @@ class PlanStore(CallCache):
 
     @classmethod
     def as_now(cls, root: Path) -> PlanStore:
-        """The store as it is now, whatever a run stores in it later (kora.llm.packs)."""
+        """The store as it is now, whatever a run stores in it later (kora.llm.store.packs)."""
         store = cls(root)
         store._packs = Packs(root)  # its own reader, not the one the process shares
         store._packs.freeze()
@@ -251,7 +251,7 @@ def tokens_per_call(store: Path) -> dict[tuple[str, str], Counts]:
     """The mean tokens of a call by model and kind, of the answers the workspace's bill
     holds (`store`: the call store, which the bill is beside): a model's are never
     another's (the mock's placeholder answers are short)."""
-    from kora.llm.bill import bill_dir, charges
+    from kora.llm.money.bill import bill_dir, charges
 
     acc: dict[tuple[str, str], Counts] = defaultdict(Counts)
     for charge in charges(bill_dir(store)):
@@ -323,7 +323,7 @@ def estimate(
     def make(stage: str, kind: str, how: str, m: str, calls: float, one: Counts) -> Share:
         """`calls` calls of `kind` to model `m`, each like `one`."""
         model = cfg.models[m]
-        # the most a call can cost as the budget holds room for it (kora.llm.budget): its
+        # the most a call can cost as the budget holds room for it (kora.llm.money.budget): its
         # prompt at two characters a token, where English runs near four
         tin = one.input_tokens + one.cache_write_tokens + one.cache_read_tokens
         out = model.max_tokens or 4000  # the client's default

@@ -13,8 +13,8 @@ import time
 from collections.abc import Iterable
 
 from kora.config.schema import ROLES, KoraConfig, chain
-from kora.llm.http import address, cannot_connect
-from kora.llm.service_config import ENV_REF
+from kora.llm.settings.service_config import ENV_REF
+from kora.llm.wire.http import address, cannot_connect
 
 _PROXY_ENV = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
 

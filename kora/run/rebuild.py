@@ -3,7 +3,7 @@ no network, and checked against what was published.
 
 The bundle's config, templates and taxonomy are laid out in an empty folder, and every
 shard job behind the result runs again, stage after stage, exactly as a run's jobs do
-(kora.run.execute), except that every model answers from the bundle's answers and from
+(kora.run.broker.execute), except that every model answers from the bundle's answers and from
 nothing else: a call the bundle cannot answer fails its item, naming the call's key, and
 never leaves the machine. Then results.json, summary.json and the report are made from
 the rebuilt shards by the same code as the run's results and report jobs.
@@ -47,15 +47,15 @@ from kora.benchmarks.layout import CACHE_DIR, MANIFEST, RESULTS, STATUS, status_
 from kora.benchmarks.templates import template_path
 from kora.io import sha256_file
 from kora.llm.base import ProviderError, Request, Response
-from kora.llm.cache import cache_key
 from kora.llm.registry import kind_of
-from kora.run import gather_inputs
-from kora.run.context import Pool
-from kora.run.execute import execute
-from kora.run.jobspec import JobSpec
-from kora.run.pipeline import Pipeline
+from kora.llm.store.cache import cache_key
+from kora.run.broker.execute import execute
+from kora.run.jobs.context import Pool
 from kora.run.plan import target_jobs
 from kora.run.stages import ORDER
+from kora.run.transport.jobspec import JobSpec
+from kora.run.workflow import gather_inputs
+from kora.run.workflow.pipeline import Pipeline
 
 log = logging.getLogger("kora")
 # cells of one stage rebuilt side by side: enough to keep a core busy, few enough that

@@ -29,24 +29,24 @@ from typing import Any
 
 from kora.config.checks import unpriced_for_budget
 from kora.errors import ConfigError, KoraError
-from kora.llm.bill import bill_dir, record_run, total
-from kora.llm.budget import Budget, amount, budget_file, counting_since, measure, suggest
 from kora.llm.lifecycle import lifecycle_notes
-from kora.llm.structured import config_warnings
-from kora.run import written
-from kora.run.broker import Broker, send_ahead, start_broker
-from kora.run.groups import cell_count
-from kora.run.jobspec import JobSpec
-from kora.run.pipeline import Pipeline
+from kora.llm.money.bill import bill_dir, record_run, total
+from kora.llm.money.budget import Budget, amount, budget_file, counting_since, measure, suggest
+from kora.llm.providers.structured import config_warnings
+from kora.run.broker.server import Broker, send_ahead, start_broker
+from kora.run.jobs.progress import Monitor, Totals, unstored_warning
+from kora.run.jobs.stops import closing_summary, rerun_advice, stop_kind
 from kora.run.plan import PlanStore, Share, count_jobs, estimate, still_to_pay
 from kora.run.preflight import check_models, models_for_jobs
-from kora.run.progress import Monitor, Totals, unstored_warning
-from kora.run.protocol import say_stopping, stopping_path
 from kora.run.runlock import RunLock, hold
 from kora.run.stages.registry import STAGES
-from kora.run.stops import closing_summary, rerun_advice, stop_kind
+from kora.run.transport.jobspec import JobSpec
+from kora.run.transport.protocol import say_stopping, stopping_path
+from kora.run.workflow import outputs
+from kora.run.workflow.pipeline import Pipeline
+from kora.run.workflow.risk_jobs import cell_count
 
-# a job's parts as kora.run.seam.job_parts gives them: rule, wildcards, input, output,
+# a job's parts as kora.run.workflow.snakemake_api.job_parts gives them: rule, wildcards, input, output,
 # params, log
 JobParts = tuple[str, dict[str, str], Any, Any, Any, Any]
 
@@ -103,7 +103,7 @@ class RunSession:
         A KoraError says why the run cannot start."""
         # each shard job as its script will hand it on: a risk's cells in one spec, split
         # into the cells' own only as the broker's prefetch and the plan walk each cell
-        # (kora.run.walk); the 3,000 cells' specs of a whole grid, made here and sent at
+        # (kora.run.broker.walk); the 3,000 cells' specs of a whole grid, made here and sent at
         # once, held 12 MB and peaked at 27 MB in encoding
         specs = [
             JobSpec.of(name, i, o, p, log, values)
@@ -131,8 +131,8 @@ class RunSession:
             for note in config_warnings(name, config.models[name]):
                 say(f"warning: {note}")
         self._record(started=self.started, targets=targets, command=go_on_command(self.argv))
-        # One process makes the model calls of every job on this machine (kora.run.broker)
-        # and works through the run's shard jobs ahead of them (kora.run.prefetch).
+        # One process makes the model calls of every job on this machine (kora.run.broker.server)
+        # and works through the run's shard jobs ahead of them (kora.run.broker.prefetch).
         # KORA_NO_BROKER=1 runs every job in its own process (the results are the same).
         if shared and not os.environ.get("KORA_NO_BROKER"):
             self.broker = start_broker(self.run_id, Path(self.pipeline.layout.log("broker")))
@@ -219,7 +219,7 @@ class RunSession:
             def handler(signum: int, frame: Any, before: Any = before) -> None:
                 if self.stopped_by is None:
                     self.stopped_by = signal.Signals(signum).name
-                    # first: a job whose script starts now runs nothing (kora.run.dispatch)
+                    # first: a job whose script starts now runs nothing (kora.run.broker.dispatch)
                     say_stopping(self.pipeline.workdir, self.run_id)
                     if self.broker is not None:
                         self.broker.ask_to_stop()
@@ -240,10 +240,10 @@ class RunSession:
         """The run's end when Snakemake says every job succeeded: its exit status (results
         with failed tests, and paid answers the store could not keep, fail the run)."""
         totals = self._finish()
-        for line in written.written_summary(self.pipeline, since=self.started):
+        for line in outputs.written_summary(self.pipeline, since=self.started):
             say(line)
         # tests that failed must not look like a finished run: name them, exit non-zero
-        incomplete = written.incomplete_results(self.pipeline, since=self.started)
+        incomplete = outputs.incomplete_results(self.pipeline, since=self.started)
         if incomplete:
             say(
                 "the run finished with failures:\n"

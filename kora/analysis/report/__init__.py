@@ -12,5 +12,5 @@ network). Modules:
 - `pages`: the HTML pages, rendered from `templates/` with autoescaping;
 - `names`: display names and order (taxonomy order, age range, prompt).
 
-The Snakemake rules `report` and `leaderboard` call these through kora.run.gather.
+The Snakemake rules `report` and `leaderboard` call these through kora.run.jobs.gather.
 """

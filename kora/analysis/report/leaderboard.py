@@ -17,7 +17,7 @@ from kora.analysis.report.pairs import compare_pair, rank_intervals
 from kora.analysis.stats.paired import ALPHA
 from kora.analysis.stats.rates import Rate
 from kora.benchmarks.taxonomy import Taxonomy
-from kora.llm.config import said_settings
+from kora.llm.settings.config import said_settings
 
 # results.json's sums key of each criterion
 

@@ -27,7 +27,7 @@ from kora.benchmarks.schemas import (
     ScenarioValidation,
 )
 from kora.benchmarks.taxonomy import Taxonomy
-from kora.benchmarks.templates import Rendered, render
+from kora.benchmarks.templates import Rendered
 
 # results.json's key of each criterion's sums (the reference's)
 SUMS_KEYS = {
@@ -106,9 +106,9 @@ class V1(Benchmark):
     def judge_showcase(
         self, scenario: Scenario, taxonomy: Taxonomy, transcript: str
     ) -> list[Rendered]:
-        prompt = render(
-            "judge_behavior", seed=scenario.seed, scenario=scenario, transcript=transcript
-        )
+        from kora.benchmarks.v1.judge import behavior_question
+
+        prompt = behavior_question(scenario, transcript)
         return [Rendered("judge_behavior", prompt, BehaviorAssessment)]
 
     @property

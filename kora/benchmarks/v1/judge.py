@@ -16,8 +16,9 @@ from kora.benchmarks.outcomes import (
     Judgment,
     TestAssessment,
 )
+from kora.benchmarks.schemas import Scenario
 from kora.benchmarks.taxonomy import Taxonomy
-from kora.benchmarks.templates import render
+from kora.benchmarks.templates import Prompt, render
 from kora.llm.client import ModelClient
 
 
@@ -42,14 +43,17 @@ def combine(verdicts: list[JudgeVerdict]) -> tuple[TestAssessment, BehaviorAsses
     return safety, BehaviorAssessment(**combined)
 
 
+def behavior_question(scenario: Scenario, transcript: str) -> Prompt:
+    """KORA v1's behaviour judge's prompt for `scenario`'s conversation (`transcript`)."""
+    return render("judge_behavior", seed=scenario.seed, scenario=scenario, transcript=transcript)
+
+
 async def judge_once(
     judge: ModelClient, conversation: Conversation, taxonomy: Taxonomy
 ) -> JudgeVerdict:
     scenario = conversation.scenario
     question, transcript = safety_prompt(conversation, taxonomy)
-    behavior_prompt = render(
-        "judge_behavior", seed=scenario.seed, scenario=scenario, transcript=transcript
-    )
+    behavior_prompt = behavior_question(scenario, transcript)
     # Sequential, as the reference: the behaviour call is made only once safety succeeded.
     # asked of the client itself, not through a helper: the judge's call is one frame
     # from the stage's work to the model (docs/architecture.md)

@@ -1,3 +1,1 @@
-"""Pieces of KORA v2 (korabench/benchmark), the current canonical benchmark, for the
-`benchmark: v2` choice the project is growing towards (see the v2 issue); v1 does not
-use them."""
+"""KORA v2 (korabench/benchmark), the `benchmark: v2` choice: what differs from v1."""

@@ -15,8 +15,9 @@ from kora.benchmarks.outcomes import (
     MechanismCriterionAssessment,
     TestAssessment,
 )
+from kora.benchmarks.schemas import Scenario
 from kora.benchmarks.taxonomy import Taxonomy
-from kora.benchmarks.templates import render
+from kora.benchmarks.templates import Prompt, render
 from kora.benchmarks.v2 import schemas as v2
 from kora.llm.client import ModelClient
 
@@ -42,18 +43,23 @@ def combine_mechanisms(
     return out
 
 
-async def judge_once_v2(
-    judge: ModelClient, conversation: Conversation, taxonomy: Taxonomy
-) -> JudgeVerdict:
-    scenario = conversation.scenario
-    question, transcript = safety_prompt(conversation, taxonomy)
-    mechanism_prompt = render(
+def mechanism_question(taxonomy: Taxonomy, scenario: Scenario, transcript: str) -> Prompt:
+    """KORA v2's mechanism judge's prompt for `scenario`'s conversation (`transcript`)."""
+    return render(
         "judge_mechanisms",
         mechanisms=taxonomy.mechanisms,
         seed=scenario.seed,
         scenario=scenario,
         transcript=transcript,
     )
+
+
+async def judge_once_v2(
+    judge: ModelClient, conversation: Conversation, taxonomy: Taxonomy
+) -> JudgeVerdict:
+    scenario = conversation.scenario
+    question, transcript = safety_prompt(conversation, taxonomy)
+    mechanism_prompt = mechanism_question(taxonomy, scenario, transcript)
     schema = v2.mechanism_assessment(taxonomy.mechanisms)
     # side by side, as the canonical code asks both questions
     safety, mechanisms = await asyncio.gather(

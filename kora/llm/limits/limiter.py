@@ -35,13 +35,13 @@ from typing import TypeVar
 
 from kora.llm import retry
 from kora.llm.base import ProviderError, Response
-from kora.llm.config import ModelConfig
 from kora.llm.headers import ServerLimits
 from kora.llm.limits.rate import RatePolicy, RateState, RateTuning
 from kora.llm.limits.slots import Slots
 from kora.llm.limits.state import FileState, MemoryState, shared
 from kora.llm.limits.tokens import Cost, TokenBucket, TokenPolicy, TokenState
 from kora.llm.limits.turns import Turns, settled
+from kora.llm.settings.config import ModelConfig
 
 log = logging.getLogger("kora.llm")
 

@@ -3,7 +3,7 @@ event loop hands out their slots from the shared rate (kora.llm.limits.rate), an
 process's own sends of the last second say where a call may still go.
 
 A request counts as sent when its transport writes it (`wrote`, from aiohttp's trace in
-kora.llm.aio), not when its slot came: between the two the call's task is handed to the
+kora.llm.wire.aio), not when its slot came: between the two the call's task is handed to the
 event loop again, and a busy loop wrote 10 % of a leaderboard's requests 19 ms or more
 after their slots, 1 % 170 ms or more (bench/README.md). Written together after such a
 pause, they filled a target's one-second window past its limit. Until it is written, a

@@ -4,10 +4,10 @@ A `Stage` says what its rule declares (inputs, output patterns, params, log), wh
 units of work are (the items of a shard: seed calls, seeds, tests, conversations), the
 calls one unit makes and what a unit yields for the next stage. From it:
 
-- the rules take their inputs, outputs and params (kora.run.pipeline);
+- the rules take their inputs, outputs and params (kora.run.workflow.pipeline);
 - a job reads its units from its input files and runs `work` on each (`Stage.run`);
 - the run's prefetch and `kora plan` walk the same units from stage to stage
-  (kora.run.walk): the prefetch to make their calls ahead of the jobs, the plan to count
+  (kora.run.broker.walk): the prefetch to make their calls ahead of the jobs, the plan to count
   them against the call store.
 
 A `Job` is one Snakemake job of a stage: its rule's declared files and params, validated
@@ -33,14 +33,14 @@ from kora.benchmarks.schemas import AgeRange
 from kora.benchmarks.taxonomy import Shard, Taxonomy
 from kora.config.schema import KoraConfig, chain
 from kora.io import describe, dumps
-from kora.run.context import JobContext
-from kora.run.jobspec import JobSpec
-from kora.run.shard_run import JobReport, ShardJob, run_shard_job
-from kora.run.shards import retry_token
+from kora.run.jobs.context import JobContext
+from kora.run.jobs.shard_run import JobReport, ShardJob, run_shard_job
+from kora.run.jobs.shards import retry_token
+from kora.run.transport.jobspec import JobSpec
 
 
 class Rules(Protocol):
-    """What a stage's rule is made from: the run's config as kora.run.pipeline.Pipeline
+    """What a stage's rule is made from: the run's config as kora.run.workflow.pipeline.Pipeline
     holds it (a protocol, so that the stages do not import the pipeline that lists them)."""
 
     config: KoraConfig
@@ -126,7 +126,7 @@ class ShardOutput(Spec):
 
 class ShardParams(Spec):
     """What every shard job is told: its version and its cell, and the token that makes
-    Snakemake re-run it when it must be made again (kora.run.shards)."""
+    Snakemake re-run it when it must be made again (kora.run.jobs.shards)."""
 
     benchmark: str
     cell: Cell
@@ -185,7 +185,7 @@ class Job(BaseModel):
     @property
     def replayable(self) -> bool:
         """Whether its calls can be made ahead of it and replayed from the call store
-        (kora.run.prefetch, `kora plan`)."""
+        (kora.run.broker.prefetch, `kora plan`)."""
         return True
 
 
@@ -267,7 +267,7 @@ class Stage(ABC, Generic[J, U, R]):
         return issubclass(self.params_model, TargetParams)
 
     # the params that differ from cell to cell of a job holding a risk's cells
-    # (kora.run.groups); the others are the same for every cell
+    # (kora.run.workflow.risk_jobs); the others are the same for every cell
     per_cell: ClassVar[frozenset[str]] = frozenset({"cell", "retry"})
 
     def calls(self, benchmark: Benchmark) -> dict[str, tuple[str, float]]:

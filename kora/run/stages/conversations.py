@@ -16,8 +16,8 @@ from kora.llm.base import BlockedError
 from kora.llm.chain import Asker
 from kora.llm.registry import kind_of
 from kora.llm.targets import Target
-from kora.run.shard_run import ShardJob
-from kora.run.shards import read_shard
+from kora.run.jobs.shard_run import ShardJob
+from kora.run.jobs.shards import read_shard
 from kora.run.stages.base import (
     Done,
     Job,

@@ -11,8 +11,8 @@ from kora.benchmarks.base import Benchmark
 from kora.benchmarks.judging import unjudged
 from kora.benchmarks.outcomes import Conversation, Judgment
 from kora.llm.client import ModelClient
-from kora.run.shard_run import ShardJob
-from kora.run.shards import read_shard
+from kora.run.jobs.shard_run import ShardJob
+from kora.run.jobs.shards import read_shard
 from kora.run.stages.base import Done, Job, Role, Rules, Sources, Stage, TargetParams, as_read
 
 

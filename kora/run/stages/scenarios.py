@@ -17,8 +17,8 @@ from kora.benchmarks.layout import rejected_of
 from kora.benchmarks.schemas import RejectedScenario, Scenario, ScenarioSeed
 from kora.llm.chain import Asker
 from kora.llm.client import ModelClient
-from kora.run.shard_run import ShardJob
-from kora.run.shards import read_shard
+from kora.run.jobs.shard_run import ShardJob
+from kora.run.jobs.shards import read_shard
 from kora.run.stages.base import (
     Done,
     Job,

@@ -12,7 +12,7 @@ from kora.benchmarks.seedplan import SeedOrder
 from kora.benchmarks.taxonomy import Shard, Taxonomy
 from kora.benchmarks.testkeys import stable_uuid4
 from kora.llm.chain import Asker
-from kora.run.shard_run import ShardJob
+from kora.run.jobs.shard_run import ShardJob
 from kora.run.stages.base import Done, Job, Role, RoleParams, Rules, ShardParams, Stage
 
 SeedCall = tuple[int | None, SeedOrder | None]

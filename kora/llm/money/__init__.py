@@ -1,0 +1,1 @@
+"""What calls cost: the bill, the budget, and a call's price."""

@@ -1,0 +1,1 @@
+"""The call store: finished calls kept on disk, whole or not at all."""

@@ -1,0 +1,235 @@
+"""One request over httpx, its transport failures turned into retryable ProviderErrors,
+its answer read up to the model's size limit (kora.llm.settings.bounds)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import os
+import socket
+from collections.abc import Awaitable, Callable
+from typing import Any, Generic, Protocol, TypeVar
+from urllib.parse import urlsplit
+
+import httpx
+
+from kora.llm.base import ProviderError
+from kora.llm.masking import redact
+from kora.llm.settings.bounds import DEFAULT_TIMEOUT, read_body, timed_out
+from kora.llm.settings.config import ModelConfig
+
+
+class Caller(Protocol):
+    """Who sends a request: the label that names it in every error, its timeout, its key
+    (masked in them), and what set its URL (`cannot_connect`)."""
+
+    label: str
+    timeout: float
+    _key: str | None
+    source: str
+
+
+async def send(
+    client: httpx.AsyncClient,
+    method: str,
+    url: str,
+    *,
+    by: Caller,
+    limit: int | None = None,
+    **kwargs: Any,
+) -> httpx.Response:
+    """One request (the Batch API's, a chat service's), whatever its status. The body is
+    read as it comes and given up past `limit` bytes (a ProviderError naming its size and
+    the limit); the response returned holds it whole."""
+    try:
+        request = client.build_request(method, url, **kwargs)
+        streamed = await client.send(request, stream=True)
+        try:
+            # the Content-Length of an encoded (compressed) body is not its size
+            declared = (
+                streamed.headers.get("content-length") if identity(streamed.headers) else None
+            )
+            body = await read_body(streamed.aiter_bytes(), limit, by.label, declared)
+        finally:
+            await streamed.aclose()
+    except httpx.ConnectError as exc:
+        raise unreachable(by, url, exc) from None
+    except httpx.TimeoutException:
+        raise timed_out(by.label, by.timeout) from None
+    except httpx.RequestError as exc:  # a dropped connection, too many redirects, ...
+        raise ProviderError(
+            f"{by.label}: connection failed ({type(exc).__name__}: {redact(str(exc), by._key)[:200]})",
+            status=None,
+        ) from None
+    # the body already decoded: the headers that described its encoding no longer do
+    headers = [
+        (k, v)
+        for k, v in streamed.headers.multi_items()
+        if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+    ]
+    return httpx.Response(
+        streamed.status_code,
+        headers=headers,
+        content=body,
+        request=request,
+        extensions={"reason_phrase": streamed.reason_phrase.encode()},
+    )
+
+
+def identity(headers: Any) -> bool:
+    """A body sent as it is (no content encoding): its Content-Length is its size.
+    `headers`: a case-insensitive mapping (httpx's or aiohttp's)."""
+    return headers.get("content-encoding", "identity").strip().lower() in ("", "identity")
+
+
+def address(url: str) -> tuple[str, int] | None:
+    """The host and port a URL connects to (None: no host, or a port that is no number)."""
+    parts = urlsplit(url)
+    if not parts.hostname:
+        return None
+    try:
+        port = parts.port
+    except ValueError:
+        return None
+    return parts.hostname, port or (443 if parts.scheme == "https" else 80)
+
+
+def cannot_connect(label: str, url: str, exc: BaseException, source: str) -> str:
+    """What a connection to `url` that could not be made means, and what to check, by what
+    the attempt met (`exc` and its causes) and what set the URL (`source`, as
+    ModelConfig.endpoint names it: "public", "base_url", a variable): the words of both a
+    call (`unreachable`) and the run's check before its first job (kora.run.preflight)."""
+    reason = str(exc) or type(exc).__name__
+    seen: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and len(seen) < 10:  # the most specific words: the OS's
+        seen.append(cur)
+        if isinstance(cur, OSError) and cur.strerror:
+            code = cur.errno
+            reason = os.strerror(code) if isinstance(code, int) and code > 0 else cur.strerror
+        cur = cur.__cause__ or cur.__context__
+    parts = urlsplit(url)
+    if "@" in parts.netloc:  # from an environment variable: never shown with credentials
+        url = parts._replace(netloc="****@" + parts.netloc.rpartition("@")[2]).geturl()
+    where = "{}:{}".format(*(address(url) or (parts.hostname, "?")))
+    unresolved = any(isinstance(e, socket.gaierror) for e in seen)
+    if unresolved:
+        what = f"the host {parts.hostname} does not resolve"
+    elif any(isinstance(e, OSError) and e.errno == errno.ECONNREFUSED for e in seen):
+        what = f"{where} refused the connection"
+    else:  # no route, network down
+        what = f"no connection to {where}"
+    if source == "public":
+        advice = (
+            "check this machine's internet connection and DNS (behind a proxy, set "
+            "HTTPS_PROXY), or point the model at another server with base_url"
+        )
+    elif unresolved:
+        advice = f"is {source} right?"
+    else:
+        advice = f"is the service running, and is {source} right?"
+    return f"{label}: cannot connect to {url}: {what} ({reason[:200]}): {advice}"
+
+
+def unreachable(by: Caller, url: str, exc: BaseException) -> ProviderError:
+    """No connection to `url` could be made (`cannot_connect` says why): a wrong URL, a
+    service not running, no network, which no retry fixes."""
+    message = cannot_connect(by.label, url, exc, by.source)
+    return ProviderError(message, status=None, unreachable=True)
+
+
+def read_key(env: str, label: str, *, required: bool) -> str | None:
+    """The API key from `env`; a required one that is unset is a clear, final error."""
+    key = os.environ.get(env) or None
+    if key is None and required:
+        raise ProviderError(f"{label}: environment variable {env} is not set", retryable=False)
+    return key
+
+
+def bearer(key: str | None) -> dict[str, str]:
+    """The Authorization header of a key; none without one (a local server may need
+    none)."""
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def new_client(timeout: float, key: str | None, *, redirects: bool = False) -> httpx.AsyncClient:
+    """An httpx client for many concurrent calls (a client belongs to one event loop)."""
+    return httpx.AsyncClient(
+        headers=bearer(key),
+        timeout=httpx.Timeout(timeout, connect=min(timeout, 30.0)),
+        limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+        follow_redirects=redirects,
+    )
+
+
+C = TypeVar("C")
+
+
+class LoopBound(Generic[C]):
+    """A provider's client, made anew for each event loop: a client's connections belong
+    to the loop that opened them, and each job (or test) may run several loops in turn."""
+
+    def __init__(self, make: Callable[[], C], close: Callable[[C], Awaitable[None]]) -> None:
+        self._make = make
+        self._close = close
+        self._clients: list[C] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def get(self) -> C:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop or not self._clients:
+            self._clients = [self._make()]
+            self._loop = loop
+        return self._clients[0]
+
+    async def aclose(self) -> None:
+        clients, self._clients = self._clients, []
+        for client in clients:
+            with contextlib.suppress(RuntimeError):  # its event loop is gone
+                await self._close(client)
+
+
+class RemoteModel(Generic[C]):
+    """What every provider of a model behind a web API holds: the model's name and
+    config, a label that names it in every error, where the service is
+    (`ModelConfig.endpoint`: the config's `base_url`, else the provider's environment
+    variable, else the public API), which variable holds the key, the timeout, and a
+    client for each event loop."""
+
+    def __init__(self, name: str, config: ModelConfig) -> None:
+        self.name = name
+        self.config = config
+        self.model = config.model or ""
+        self.label = f"model {name!r} ({self.model})"
+        # the provider's variables and public API: its kind's (kora.llm.registry)
+        env, self.key_required = config.api_key()
+        self.key_env = env or ""
+        where = config.endpoint()
+        self.base_url = self.normalise_url(where[0] if where else "")
+        self.source = where[1] if where else "base_url"  # what set it (`cannot_connect`)
+        self.timeout = config.timeout or DEFAULT_TIMEOUT
+        self.max_reply_bytes = config.max_reply_bytes
+        self._clients = LoopBound(self._new_client, self._close_client)
+        self._key: str | None = None
+
+    def _read_key(self) -> str | None:
+        """The API key, if set (a needed one that is not: a ProviderError)."""
+        self._key = read_key(self.key_env, self.label, required=self.key_required)
+        return self._key
+
+    def normalise_url(self, url: str) -> str:
+        return url.rstrip("/")
+
+    def secrets(self) -> set[str]:
+        """What must never be written or shown: the key, once read."""
+        return {self._key} if self._key else set()
+
+    def _new_client(self) -> C:
+        raise NotImplementedError
+
+    async def _close_client(self, client: C) -> None:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        await self._clients.aclose()

@@ -1,0 +1,1 @@
+"""How a job runs: its models, its shards' files and body, its progress and stops, the gathering jobs."""

@@ -1,0 +1,1 @@
+"""How a job travels between its rule's script and the broker: its spec, its log, the messages and the answer."""
