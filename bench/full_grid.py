@@ -198,7 +198,7 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
         out["aggregate_s"] = _timed(
             [*smk, "--cores", "2", *first, "--forcerun", "results"], work, env, "agg.log"
         )
-        # the report job's own time (kora.run.gather.report logs it), and its page's size
+        # the report job's own time (kora.run.jobs.gather.report logs it), and its page's size
         report_log = "".join(p.read_text(errors="replace") for p in work.glob("logs/**/*.log"))
         out["report_s"] = [float(t) for t in _REPORT_TIME.findall(report_log)]
         out["report_bytes"] = (work / reports[0]).stat().st_size
