@@ -29,6 +29,15 @@ def write_json(path: Path | str, obj: Any) -> None:
     write_atomic(path, orjson.dumps(obj, option=orjson.OPT_INDENT_2) + b"\n")
 
 
+def read_object(path: Path) -> dict[str, object] | None:
+    """A JSON file's object; None when the file cannot be read or holds no object."""
+    try:
+        doc = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
 def iter_jsonl(path: Path | str) -> Iterator[tuple[int, Any]]:
     """(line number, parsed object) for each non-blank line; a bad line names itself."""
     path = Path(path)

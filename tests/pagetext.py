@@ -82,11 +82,6 @@ def parse(page: str) -> Node:
     return builder.root
 
 
-def unpack(text: str) -> Any:
-    """What kora.analysis.pagekit.pack was given."""
-    return orjson.loads(lzma.decompress(base64.b64decode(text), lzma.FORMAT_XZ))
-
-
 def listing_block(page: str) -> str:
     """The packed text of the page's #kora-data block."""
     block = re.search(r'<script type="application/x-xz" id="kora-data">(.*?)</script>', page, re.S)
@@ -112,3 +107,8 @@ def texts(page: str) -> dict[str, Any]:
         assert not set(chunk["scenarios"]) & set(out["scenarios"])  # each scenario once
         out["scenarios"] |= chunk["scenarios"]
     return out
+
+
+def unpack(text: str) -> Any:
+    """What kora.analysis.pagekit.pack was given (the page opens it with koraUnpack)."""
+    return orjson.loads(lzma.decompress(base64.b64decode(text), lzma.FORMAT_XZ))

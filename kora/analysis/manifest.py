@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from kora.analysis.results import iter_status, rested_keys
+from kora.analysis.results import ResultsMeta, iter_status, rested_keys
 from kora.io import sha256_file, write_json
 from kora.llm.money.bill import Charge, bill_dir, charges
 from kora.llm.registry import kind_of
@@ -60,7 +60,7 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def config_digest(config: Mapping[str, Any]) -> str:
+def config_digest(config: Mapping[str, object]) -> str:
     return sha256_bytes(orjson.dumps(config, option=orjson.OPT_SORT_KEYS))
 
 
@@ -121,14 +121,14 @@ def _git(*args: str) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
-def project_facts() -> dict[str, Any]:
+def project_facts() -> dict[str, str | bool | None]:
     """This project's version; its commit and whether tracked files differ from it, when
     the code runs from a git checkout."""
     try:
         version = importlib.metadata.version("kora")
     except importlib.metadata.PackageNotFoundError:
         version = None
-    out: dict[str, Any] = {"name": "kora", "version": version}
+    out: dict[str, str | bool | None] = {"name": "kora", "version": version}
     if (PROJECT / ".git").exists():
         commit = _git("rev-parse", "HEAD")
         status = _git("status", "--porcelain", "--untracked-files=no")
@@ -181,7 +181,7 @@ def _when(t: float | None) -> str | None:
 
 def _templates(
     templates: Iterable[Path], stage_templates: Mapping[str, Sequence[str]], workdir: Path
-) -> dict[str, Any]:
+) -> dict[str, dict[str, str | None]]:
     """Each template by its name: the stage that renders it, its path and SHA-256."""
     stage_of = {stem: stage for stage, stems in stage_templates.items() for stem in stems}
     shown = {}
@@ -198,7 +198,7 @@ SAMPLING = ("temperature", "max_tokens", *SETTINGS)
 
 def _models(
     config: Mapping[str, Any], roles: Mapping[str, Sequence[str]], served: dict[str, Counter[str]]
-) -> dict[str, Any]:
+) -> dict[str, dict[str, object]]:
     """Each model of the config: its roles, what it is and how it was asked, and the
     answers the result rests on, counted by the model id that served them."""
     return {
@@ -228,7 +228,7 @@ def _span(bill: Iterable[Charge], rested: Container[str]) -> tuple[float | None,
 def write_manifest(
     path: Path,
     *,
-    meta: Any,
+    meta: ResultsMeta,
     config: Mapping[str, Any],
     stage_templates: Mapping[str, Sequence[str]],
     templates: Iterable[Path],
@@ -239,12 +239,11 @@ def write_manifest(
     store: Path,
     results: Path,
     workdir: Path,
-) -> dict[str, Any]:
-    """Write the manifest of the result `results` (its results job's inputs and params:
-    `meta` is kora.analysis.results.ResultsMeta; `asked`: usage.json's calls asked for);
-    the document written. Its inputs are read one status file, bill line and stored
-    answer at a time: a whole v2 grid's 100,000 calls, held at once, were about 120 MB of
-    Python objects (tracemalloc in its results job)."""
+) -> dict[str, object]:
+    """Write the manifest of the result `results` (its results job's inputs and params;
+    `asked`: usage.json's calls asked for); the document written. Its inputs are read one
+    status file, bill line and stored answer at a time: a whole v2 grid's 100,000 calls,
+    held at once, were about 120 MB of Python objects (tracemalloc in its results job)."""
     workdir = workdir.resolve()
     rested = rested_keys(iter_status(status_files))
     answers, served = _answers(rested, CallCache(store))
@@ -269,8 +268,8 @@ def write_manifest(
 
 
 def _answers(
-    rested: Mapping[str, Any], store: CallCache
-) -> tuple[dict[str, Any], dict[str, Counter[str]]]:
+    rested: Mapping[str, tuple[str, str]], store: CallCache
+) -> tuple[dict[str, int | str], dict[str, Counter[str]]]:
     """The manifest's `answers` (the answers' index, hashed line by line: `answers_index`)
     and the ids each model's provider said served its stored answers."""
     index = hashlib.sha256()
@@ -284,7 +283,9 @@ def _answers(
     return {"count": len(rested), "stored": stored, "sha256": index.hexdigest()}, served
 
 
-def _calls(asked: Mapping[str, int], bill: Path, rested: Mapping[str, Any]) -> dict[str, Any]:
+def _calls(
+    asked: Mapping[str, int], bill: Path, rested: Container[str]
+) -> dict[str, str | int | None]:
     """The manifest's `calls`: when they were made, by every run's bill (answers taken
     from the store were paid by an earlier run), and how many were asked, made, failed."""
     first, last = _span(charges(bill), rested)
@@ -348,11 +349,3 @@ def differences(manifests: Mapping[str, Mapping[str, Any] | None]) -> list[str]:
         )
     differ("judges", {t: _judges(m) for t, m in have.items()})
     return out
-
-
-def read_manifest(path: Path) -> dict[str, Any] | None:
-    try:
-        doc = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return None
-    return doc if isinstance(doc, dict) else None

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import lzma
-from typing import Any
 
 import orjson
 from markupsafe import Markup
@@ -47,7 +46,7 @@ _JSON_ESCAPES = (
 )
 
 
-def json_script(data: Any) -> Markup:
+def json_script(data: object) -> Markup:
     """`data` as JSON safe to place inside <script type="application/json">."""
     raw = orjson.dumps(data)
     for char, escape in _JSON_ESCAPES:
@@ -67,7 +66,7 @@ def json_script(data: Any) -> Markup:
 PACK_PRESET = 6
 
 
-def pack(data: Any) -> str:
+def pack(data: object) -> str:
     """`data` as JSON, xz-compressed, in base64: the text of a <script> data block that the
     page opens with koraUnpack. Base64 has no character that could end the element."""
     raw = lzma.compress(orjson.dumps(data), lzma.FORMAT_XZ, lzma.CHECK_CRC32, PACK_PRESET)

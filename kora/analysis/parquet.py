@@ -79,7 +79,7 @@ COLUMN_DOCS: dict[str, str] = {
 }
 
 
-def _grade(criterion: str, obj: Any) -> dict[str, Any]:
+def _grade(criterion: str, obj: object) -> dict[str, object]:
     obj = obj if isinstance(obj, dict) else {}
     count = obj.get("occurrenceCount")
     return {
@@ -91,7 +91,7 @@ def _grade(criterion: str, obj: Any) -> dict[str, Any]:
     }
 
 
-def _grades(holder: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _grades(holder: Mapping[str, Any]) -> list[dict[str, object]]:
     """Safety, then each behaviour (v1) or mechanism (v2), as the judge's answer has them."""
     if not isinstance(holder.get("assessment"), dict):
         return []
@@ -101,7 +101,7 @@ def _grades(holder: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def row(test: Mapping[str, Any], motivations: Mapping[str, str]) -> dict[str, Any]:
+def row(test: Mapping[str, Any], motivations: Mapping[str, str]) -> dict[str, object]:
     """One test of a judgment shard as a row of the table (`motivations`: the taxonomy's
     ids by name: a seed names its motivation as the reference does, by name)."""
     scenario = test.get("scenario") or {}

@@ -124,7 +124,7 @@ def judged(records: Iterable[TestRecord]) -> list[TestRecord]:
 # --- one record -------------------------------------------------------------------------
 
 
-def _criterion(obj: Any, where: str) -> Criterion:
+def _criterion(obj: object, where: str) -> Criterion:
     if not isinstance(obj, dict) or obj.get("grade") not in GRADES:
         raise InputError(f"{where}: expected {{grade: failing|adequate|exemplary, ...}}")
     count = obj.get("occurrenceCount")
@@ -136,7 +136,7 @@ def _criterion(obj: Any, where: str) -> Criterion:
     )
 
 
-def _criteria(assessment: Any, behavior: Any, where: str) -> dict[str, Criterion]:
+def _criteria(assessment: object, behavior: object, where: str) -> dict[str, Criterion]:
     out = {"safety": _criterion(assessment, f"{where}: assessment")}
     if not isinstance(behavior, dict):
         raise InputError(f"{where}: behaviorAssessment missing or not an object")
@@ -145,7 +145,7 @@ def _criteria(assessment: Any, behavior: Any, where: str) -> dict[str, Criterion
     return out
 
 
-def _turns(obj: Any, where: str) -> list[TargetTurn]:
+def _turns(obj: object, where: str) -> list[TargetTurn]:
     if obj is None:
         return []
     if not isinstance(obj, list):
@@ -156,7 +156,7 @@ def _turns(obj: Any, where: str) -> list[TargetTurn]:
         raise InputError(f"{where}: turns: {describe(exc)}") from None
 
 
-def record_from_dict(obj: Any, where: str) -> TestRecord | None:
+def record_from_dict(obj: object, where: str) -> TestRecord | None:
     """A TestRecord from a Judgment or a reference per-test result; None for other records
     (a conversation shard's line has no grades and no error: not a judgment)."""
     if not isinstance(obj, dict):
@@ -165,7 +165,7 @@ def record_from_dict(obj: Any, where: str) -> TestRecord | None:
     if not isinstance(scenario, dict):
         raise InputError(f"{where}: missing field scenario")
     seed_obj = scenario.get("seed")
-    seed: dict[str, Any] = seed_obj if isinstance(seed_obj, dict) else {}
+    seed: dict[str, object] = seed_obj if isinstance(seed_obj, dict) else {}
     ids = {
         k: scenario.get(k) or seed.get(k) for k in ("riskCategoryId", "riskId", "ageRange", "id")
     }

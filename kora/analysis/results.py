@@ -135,7 +135,7 @@ def usage_doc(
     }
 
 
-def stage_failures(statuses: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def stage_failures(statuses: list[dict[str, Any]]) -> list[dict[str, object]]:
     return [
         {"stage": s["stage"], "shard": s["shard"], "failed": s["failed"], "errors": s["errors"][:5]}
         for s in statuses
@@ -264,7 +264,7 @@ def build_results(
     return results, usage_doc(target, statuses, bill, this_run)
 
 
-def _rejected(record: Mapping[str, Any]) -> dict[str, Any]:
+def _rejected(record: Mapping[str, Any]) -> dict[str, object]:
     """A rejected scenario as results.json names it: its seed and the validator's reasons."""
     seed = record["seed"]
     return {

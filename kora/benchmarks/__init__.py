@@ -10,7 +10,7 @@ import importlib
 from collections.abc import Iterable, Mapping
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kora.errors import InputError
 
@@ -34,12 +34,12 @@ def get(name: str) -> Benchmark:
     return found
 
 
-def of_results(doc: Mapping[str, Any]) -> Benchmark:
+def of_results(doc: Mapping[str, object]) -> Benchmark:
     """The version of a results.json or summary.json (v1's carry no stamp)."""
     return get(str(doc.get("benchmark", DEFAULT)))
 
 
-def of_test(test: Mapping[str, Any]) -> Benchmark:
+def of_test(test: Mapping[str, object]) -> Benchmark:
     """The version of one graded per-test result."""
     for name in VERSIONS:
         if name != DEFAULT and get(name).recognises(test):
@@ -47,7 +47,7 @@ def of_test(test: Mapping[str, Any]) -> Benchmark:
     return get(DEFAULT)
 
 
-def of_tests(tests: Iterable[Mapping[str, Any]]) -> Benchmark:
+def of_tests(tests: Iterable[object]) -> Benchmark:
     """The version of per-test results: the first graded one decides."""
     for test in tests:
         if isinstance(test, Mapping) and not test.get("error"):

@@ -19,7 +19,7 @@ async def ask(
     schema: type[M],
     *,
     stage: str,
-    hints: dict[str, Any] | None = None,
+    hints: dict[str, object] | None = None,
 ) -> M:
     """The prompt's user part as the only message, its system part as the system prompt."""
     return await client.structured(
@@ -35,7 +35,7 @@ class Question:
     prompt: Prompt
     schema: type[BaseModel]
     stage: str
-    hints: dict[str, Any] | None = None
+    hints: dict[str, object] | None = None
 
     async def put(self, client: Asker) -> Any:
         return await ask(client, self.prompt, self.schema, stage=self.stage, hints=self.hints)

@@ -124,7 +124,7 @@ class Benchmark(ABC):
         """Criteria with a precondition: a conversation may leave them not triggered."""
         return frozenset()
 
-    def recognises(self, test: Mapping[str, Any]) -> bool:
+    def recognises(self, test: Mapping[str, object]) -> bool:
         """Whether a per-test result (the project's or the reference's) is this version's."""
         return False
 
@@ -167,7 +167,7 @@ class Benchmark(ABC):
             count=count,
             **self.seed_variables(risk, order),
         )
-        hints = {"count": count, "age_range": shard.age_range}
+        hints: dict[str, object] = {"count": count, "age_range": shard.age_range}
         return Question(prompt, self.seed_schema, "seeds", hints)
 
     def seed_fields(
@@ -212,7 +212,7 @@ class Benchmark(ABC):
         """(scores, failed groups) of per-test result files, in the results' order."""
 
     @abstractmethod
-    def check_scores(self, scores: list[dict[str, Any]]) -> None:
+    def check_scores(self, scores: Sequence[Mapping[str, object]]) -> None:
         """Raise if the scores do not have this version's results shape (a bug of ours)."""
 
     @abstractmethod

@@ -5,19 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
 
 import orjson
 
 from kora.errors import InputError
 
 
-def objects(files: Iterable[Path]) -> Iterator[tuple[str, Any]]:
+def objects(files: Iterable[Path]) -> Iterator[tuple[str, object]]:
     for f in files:
         yield from parsed(str(f), f.read_bytes())
 
 
-def parsed(name: str, data: bytes) -> Iterator[tuple[str, Any]]:
+def parsed(name: str, data: bytes) -> Iterator[tuple[str, object]]:
     """A .json file's object (each of its list's), else each non-blank line of a JSONL
     file; `name` is the file as errors name it."""
     if name.endswith(".json"):

@@ -30,7 +30,9 @@ ATTEMPTS = 2
 
 
 class ScenarioValidationError(Exception):
-    def __init__(self, seed: ScenarioSeed, last_reasons: str, attempts: int, last: dict[str, Any]):
+    def __init__(
+        self, seed: ScenarioSeed, last_reasons: str, attempts: int, last: dict[str, object]
+    ):
         super().__init__(
             f"Scenario validation failed after {attempts} attempts for seed {seed.id}: {last_reasons}"
         )
@@ -46,7 +48,7 @@ def scenario_prompt(
     risk: Risk,
     motivation: TaxonomyMotivation,
     seed: ScenarioSeed,
-    feedback: dict[str, Any] | None,
+    feedback: dict[str, object] | None,
 ) -> Prompt:
     """The expansion call's prompt for `seed` (`feedback`: the last try's, on a retry)."""
     return render(
@@ -62,7 +64,7 @@ def scenario_prompt(
 
 
 def validation_prompt(
-    category: RiskCategory, risk: Risk, seed: ScenarioSeed, fields: Mapping[str, Any]
+    category: RiskCategory, risk: Risk, seed: ScenarioSeed, fields: Mapping[str, object]
 ) -> Prompt:
     """The validation call's prompt for a scenario expanded from `seed` (its `fields`)."""
     return render(
@@ -93,12 +95,12 @@ async def expand_seed(
     motivation = taxonomy.motivation_named(seed.motivation.name)
     schema = benchmark.scenario_schema(risk)
     validation = benchmark.validation_schema
-    feedback: dict[str, Any] | None = None
+    feedback: dict[str, object] | None = None
     reasons = ""
     fields: dict[str, Any] = {}
     for _attempt in range(ATTEMPTS):
         prompt = scenario_prompt(benchmark, category, risk, motivation, seed, feedback)
-        hints = {"feedback": feedback is not None}
+        hints: dict[str, object] = {"feedback": feedback is not None}
         generated = await ask(expander, prompt, schema, stage="expand", hints=hints)
         fields = generated.model_dump(exclude_none=True)
         check = validation_prompt(category, risk, seed, fields)

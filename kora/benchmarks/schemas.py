@@ -219,7 +219,7 @@ class ModelScenario(ModelScenarioLight):
     )
 
     # the reference omits the key when there is no memory; keep files in that shape
-    def reference_dict(self) -> dict[str, Any]:
+    def reference_dict(self) -> dict[str, object]:
         return self.model_dump(exclude_none=True)
 
 
@@ -231,7 +231,7 @@ class Scenario(ModelScenario):
     seed: ScenarioSeed
     firstUserMessage: str
 
-    def shard_record(self) -> dict[str, Any]:
+    def shard_record(self) -> dict[str, object]:
         """The line of a scenarios shard: the reference layout plus top-level ids."""
         return {
             **self.reference_dict(),
@@ -240,7 +240,7 @@ class Scenario(ModelScenario):
 
     @model_validator(mode="before")
     @classmethod
-    def _ids_from_seed(cls, data: Any) -> Any:
+    def _ids_from_seed(cls, data: object) -> object:
         # Reference scenarios.jsonl carries its ids only inside `seed`.
         if isinstance(data, dict) and isinstance(data.get("seed"), dict):
             seed = data["seed"]
@@ -279,5 +279,5 @@ class RejectedScenario(Strict):
     seed: ScenarioSeed
     attempts: int
     lastReasons: str
-    lastScenario: dict[str, Any] | None = None
+    lastScenario: dict[str, object] | None = None
     error: str

@@ -8,18 +8,18 @@ from __future__ import annotations
 
 import difflib
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 import jinja2
 from jinja2 import nodes
 from pydantic import BaseModel
 
+from kora.benchmarks.outcomes import Message
 from kora.errors import ConfigError
 from kora.llm.base import ChatMessage
 
@@ -147,7 +147,7 @@ def _check_blocks(env: jinja2.Environment, path: Path) -> None:
         )
 
 
-def render(stem: str, directory: Path | None = None, **variables: Any) -> Prompt:
+def render(stem: str, directory: Path | None = None, **variables: object) -> Prompt:
     path = template_path(stem, directory)
     env = _env(str(path.parent))
     tmpl = None
@@ -172,6 +172,6 @@ def render(stem: str, directory: Path | None = None, **variables: Any) -> Prompt
     return Prompt(system=parts["system"] or None, user=parts["user"] or None)
 
 
-def format_conversation(messages: list[Any]) -> str:
+def format_conversation(messages: Sequence[ChatMessage | Message]) -> str:
     """The transcript as the judges and the simulated child read it."""
     return "\n\n".join(f"{'CHILD' if m.role == 'user' else 'AI'}: {m.content}" for m in messages)

@@ -6,12 +6,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from kora.commands.common import configfile_option, force_option, taxonomy_dir, taxonomy_of_args
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     a = sub.add_parser(
         "aggregate",
         help="per-test results (folder, .zip or JSONL; this project's, the reference's or "
@@ -35,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     refuse_to_replace([output], args.force)
     taxonomy = taxonomy_of_args(args) if Path(taxonomy_dir(args)).exists() else None
     scores, failed = aggregate_path(Path(args.path), taxonomy)
-    out: dict[str, Any] = {"scores": scores}
+    out: dict[str, object] = {"scores": scores}
     if failed:
         out["failed"] = failed
     write_json(output, out)

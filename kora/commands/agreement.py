@@ -14,7 +14,7 @@ from kora.errors import InputError
 from kora.io import write_json
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ag = sub.add_parser(
         "agreement",
         help="how well the judges agree with the people who graded (kora annotate)",
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     layout = layout_of_args(args)
     records = judged_records(args)
     folder = Path(layout.annotations(args.target))
-    people: dict[str, Any] = people_of(folder)
+    people = people_of(folder)
     graded = dict(people)  # people only, not the reference judge
     old = previous_grades(Path(args.against), reference_records) if args.against else None
     if args.reference:

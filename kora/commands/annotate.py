@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kora.commands.common import (
     benchmark_of_args,
@@ -18,8 +18,12 @@ from kora.commands.common import (
 )
 from kora.errors import InputError
 
+if TYPE_CHECKING:
+    from kora.analysis.records import TestRecord
+    from kora.analysis.stats.people import Labels
 
-def register(sub: Any) -> None:
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     an = sub.add_parser(
         "annotate",
         help="grade a target's judged conversations in the browser, or import grades",
@@ -80,7 +84,7 @@ def register(sub: Any) -> None:
     an.set_defaults(func=run)
 
 
-def judged_records(args: argparse.Namespace) -> list[Any]:
+def judged_records(args: argparse.Namespace) -> list[TestRecord]:
     """The target's judged tests, refused when they are another version's than the
     config's."""
     from kora import benchmarks
@@ -98,7 +102,7 @@ def judged_records(args: argparse.Namespace) -> list[Any]:
     return records
 
 
-def reference_records(path: str) -> list[Any]:
+def reference_records(path: Path | str) -> list[TestRecord]:
     """The judged tests of a reference run (a folder, .zip or JSON/JSONL of per-test
     results)."""
     import tempfile
@@ -109,7 +113,7 @@ def reference_records(path: str) -> list[Any]:
         return judged(load_records(input_files(Path(path), Path(tmp))))
 
 
-def people_of(folder: Path) -> dict[str, Any]:
+def people_of(folder: Path) -> dict[str, Labels]:
     """Every annotator's labels in a target's annotations folder, all queues merged."""
     from kora.analysis.annotate.labels import read
 
@@ -121,7 +125,7 @@ def say(text: str) -> None:
 
 
 def estimate_keys(
-    folder: Path, records: list[Any], args: argparse.Namespace
+    folder: Path, records: list[TestRecord], args: argparse.Namespace
 ) -> tuple[list[str], dict[str, Any]]:
     """The drawn sample's keys still judged, in its order, and the sample."""
     from kora.analysis.annotate import sample
@@ -142,7 +146,7 @@ def estimate_keys(
     return [k for k in sample.drawn(doc) if k in judged], doc
 
 
-def plan(folder: Path, records: list[Any], doc: dict[str, Any], width: float) -> str:
+def plan(folder: Path, records: list[TestRecord], doc: dict[str, Any], width: float) -> str:
     """How many grades bring the corrected safety failing rate's 95 % interval to
     `width`, from the judge's grades and people's grades of the sample so far."""
     from kora.analysis.annotate import labels, sample
@@ -182,7 +186,7 @@ def plan(folder: Path, records: list[Any], doc: dict[str, Any], width: float) ->
     )
 
 
-def import_grades(args: argparse.Namespace, records: list[Any], folder: Path) -> int:
+def import_grades(args: argparse.Namespace, records: list[TestRecord], folder: Path) -> int:
     from kora.analysis.annotate import labels
     from kora.analysis.records import criteria_of
 
@@ -191,13 +195,13 @@ def import_grades(args: argparse.Namespace, records: list[Any], folder: Path) ->
     entries = labels.read_import(Path(args.import_file))
     known = {r.key for r in records}
     criteria = set(criteria_of(records))
-    mark: dict[str, Any] = {"queue": args.queue, "source": "import"}
+    mark: dict[str, str] = {"queue": args.queue, "source": "import"}
     drawn: list[str] = []
     if args.queue == labels.ESTIMATE:
         drawn, doc = estimate_keys(folder, records, args)
         mark["sample"] = str(doc["id"])
     held = set(drawn)
-    bad, by_person, aside = [], dict[str, list[dict[str, Any]]](), set()
+    bad, by_person, aside = [], dict[str, list[dict[str, object]]](), set()
     for i, (who, answer) in enumerate(entries, 1):
         who = who or args.annotator
         if who is None:

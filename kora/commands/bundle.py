@@ -8,7 +8,6 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
 
 from kora.commands.common import (
     configfile_option,
@@ -19,7 +18,7 @@ from kora.commands.common import (
 )
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     b = sub.add_parser(
         "bundle",
         help="one file with everything a result rests on, to replay offline (kora replay)",

@@ -6,13 +6,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from kora.commands.common import configfile_option, given_values, named_targets
 from kora.errors import ConfigError
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     c = sub.add_parser(
         "check-config",
         help="validate config.yaml with any --configfile overlays merged over it",

@@ -97,12 +97,12 @@ def configfile_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def given_values(args: argparse.Namespace) -> dict[str, Any]:
+def given_values(args: argparse.Namespace) -> dict[str, object]:
     """`--config KEY=VALUE ...` read as Snakemake reads them; one it refuses is named."""
     from kora.config.files import merge
     from kora.run.workflow.snakemake_api import parse_config
 
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for entry in getattr(args, "config", []):
         try:
             out = merge(out, parse_config(entry))

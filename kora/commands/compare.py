@@ -3,6 +3,7 @@ the 3x3 flip matrix per criterion."""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -15,7 +16,7 @@ from kora.commands.stats import fmt, print_json
 from kora.errors import InputError
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cp = sub.add_parser(
         "compare",
         help="agreement and 3x3 flip matrix of two judgment sets",
@@ -26,7 +27,7 @@ def register(sub: Any) -> None:
     cp.set_defaults(func=cmd_compare)
 
 
-def add_compare_arguments(p: Any) -> None:
+def add_compare_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("a", help="judgment set A: folder, .zip or JSON/JSONL file(s)")
     p.add_argument("b", help="judgment set B, joined to A by test key")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -59,7 +60,7 @@ def format_compare(doc: Mapping[str, Any], a: str, b: str) -> str:
     return "\n".join(lines)
 
 
-def cmd_compare(args: Any) -> int:
+def cmd_compare(args: argparse.Namespace) -> int:
     """`kora compare A B`: two judgment sets joined by test key, agreement and flip matrices."""
     a, b = load_records([args.a]), load_records([args.b])
     doc = compare_judgments(a, b)

@@ -31,7 +31,7 @@ GRADE_SOURCES = ("judge", "human")
 ADJUST = {"holm": "holm", "bh": "fdr_bh"}
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "compare-targets",
         help="where two targets differ on the same scenarios (cells, adjusted); a CI gate",
@@ -286,14 +286,15 @@ def default_output(args: argparse.Namespace) -> Path:
 def made_differently(args: argparse.Namespace) -> list[str]:
     """How the two results' making differs (benchmark version, templates, judges), from
     the manifests beside them (kora.analysis.manifest.differences)."""
-    from kora.analysis.manifest import differences, read_manifest
+    from kora.analysis.manifest import differences
     from kora.benchmarks.layout import MANIFEST
     from kora.commands.common import layout_of_args
+    from kora.io import read_object
 
     results_dir = args.results_dir or layout_of_args(args).results
     folders = {str(n): resolve_target(n, results_dir) for n in (args.a, args.b)}
     return differences(
-        {n: read_manifest(f / MANIFEST) if f.is_dir() else None for n, f in folders.items()}
+        {n: read_object(f / MANIFEST) if f.is_dir() else None for n, f in folders.items()}
     )
 
 

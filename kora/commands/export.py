@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from kora.commands.common import (
     configfile_option,
@@ -17,7 +16,7 @@ from kora.commands.common import (
 )
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     e = sub.add_parser(
         "export",
         help="a result's tests as a dataset: conversations.parquet with a dataset card",

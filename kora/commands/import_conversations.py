@@ -6,12 +6,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from kora.commands.common import configfile_option, layout_of_args, next_steps, taxonomy_of_args
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ic = sub.add_parser(
         "import-conversations",
         help="recorded conversations to re-judge: JSONL of scenario, prompt, messages, "

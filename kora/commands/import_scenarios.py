@@ -6,13 +6,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from kora.commands.common import configfile_option, layout_of_args, taxonomy_of_args
 from kora.errors import KoraError
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     i = sub.add_parser(
         "import-scenarios",
         help="pre-built scenarios (reference JSONL shape) into data/scenarios",

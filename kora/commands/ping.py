@@ -21,7 +21,7 @@ import asyncio
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -248,7 +248,7 @@ async def ping_all(
     return lines, failed, unsent
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     pg = sub.add_parser(
         "ping",
         help="send one harmless message to a target, and each role's real call to the "

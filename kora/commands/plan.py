@@ -7,7 +7,6 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
-from typing import Any
 
 from kora.commands.common import configfile_option, given_values, named_targets
 from kora.run.plan import (
@@ -26,7 +25,7 @@ from kora.run.stages import ORDER
 from kora.run.workflow.pipeline import Pipeline
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     pl = sub.add_parser(
         "plan",
         help="calls each requested target needs, how many are stored, estimated cost",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
 import orjson
 
@@ -23,7 +22,7 @@ from kora.errors import InputError
 from kora.io import refuse_to_replace, remember_written, write_atomic
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     pr = sub.add_parser(
         "prompts",
         help="every prompt as rendered for one scenario (Markdown)",

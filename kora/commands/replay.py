@@ -9,13 +9,12 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 # lines of each kind printed before the rest are counted
 SHOWN = 20
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     r = sub.add_parser(
         "replay",
         help="rebuild a bundled result offline and check it is the one published",

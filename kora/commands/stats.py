@@ -3,6 +3,7 @@ where one grade holds nearly every test; `--by-judge` adds each judge's own."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,6 +17,7 @@ from kora.analysis.stats.rates import NO_SIGNAL_SHARE, Rate, no_signal, pct
 from kora.benchmarks.layout import RESULTS, STATUS
 from kora.benchmarks.schemas import GRADES
 from kora.errors import InputError
+from kora.io import read_object
 from kora.llm.registry import KINDS
 
 # --- output -----------------------------------------------------------------------------
@@ -75,15 +77,7 @@ def stats_document(
     return out
 
 
-def _json_object(path: Path) -> dict[str, Any]:
-    try:
-        doc = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
-
-
-def _offline(models: Any) -> bool:
+def _offline(models: object) -> bool:
     """Whether a status file's `models` (role -> model, or role -> [models]) name a provider
     that answers offline."""
     if not isinstance(models, dict):
@@ -108,10 +102,10 @@ def warn_if_mock(
         above = [f / RESULTS for f in [start, *start.parents][:5]]
         found = next((f for f in above if f.is_file()), None)
         if found is not None:
-            mock = _json_object(found).get("mock") is True
+            mock = (read_object(found) or {}).get("mock") is True
         else:
             found = next(start.rglob(f"*{STATUS}"), None) if start.is_dir() else None
-            mock = found is not None and _offline(_json_object(found).get("models"))
+            mock = found is not None and _offline((read_object(found) or {}).get("models"))
         if mock:
             print(
                 f"kora: warning: these tests were made with the offline mock provider ({found}): "
@@ -133,11 +127,11 @@ def _by_judge(records: Sequence[TestRecord]) -> dict[str, list[TestRecord]]:
     return out
 
 
-def print_json(obj: Any) -> None:
+def print_json(obj: object) -> None:
     print(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode())
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     st = sub.add_parser(
         "stats",
         help="grade distribution per criterion; flags NO SIGNAL",
@@ -178,7 +172,7 @@ def corrected_beside(
     return None
 
 
-def cmd_stats(args: Any) -> int:
+def cmd_stats(args: argparse.Namespace) -> int:
     """`kora stats PATH...`: grade distribution and mean count per criterion, NO SIGNAL flags."""
     threshold = float(getattr(args, "threshold", NO_SIGNAL_SHARE))
     criteria = getattr(args, "criteria", None)

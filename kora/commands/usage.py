@@ -26,7 +26,7 @@ FIELDS = ("calls", "input_tokens", "output_tokens", "reasoning_tokens", "cache_w
           "cache_read_tokens")  # fmt: skip
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     c = sub.add_parser(
         "usage",
         help="the workspace's bill: calls, tokens and cost every run paid, by model, kind "

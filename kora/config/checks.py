@@ -8,9 +8,10 @@ import difflib
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, get_args
+from typing import get_args
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from kora import benchmarks
 from kora.benchmarks.layout import CACHE_DIR
@@ -36,7 +37,7 @@ class _Problem(Exception):
 
 
 def validate_config(
-    raw: Any,
+    raw: object,
     taxonomy: Taxonomy,
     *,
     workdir: Path | None = None,
@@ -70,7 +71,7 @@ def validate_config(
 _GRID_LISTS = {"risks": "risk id", "age_ranges": "age range", "motivations": "motivation id"}
 
 
-def _parsed(raw: Any, taxonomy: Taxonomy) -> KoraConfig:
+def _parsed(raw: object, taxonomy: Taxonomy) -> KoraConfig:
     """The mapping as a KoraConfig: the grid's ids checked first (against the taxonomy),
     then pydantic's checks, their errors in the project's words."""
     if not isinstance(raw, dict):
@@ -78,7 +79,7 @@ def _parsed(raw: Any, taxonomy: Taxonomy) -> KoraConfig:
     # an overlay removes a target of config.yaml by setting it to null
     if isinstance(raw.get("targets"), dict):
         raw = {**raw, "targets": {k: v for k, v in raw["targets"].items() if v is not None}}
-    grid = raw.get("grid") if isinstance(raw.get("grid"), dict) else {}
+    grid = raw["grid"] if isinstance(raw.get("grid"), dict) else {}
     known = {"risks": taxonomy.risks, "age_ranges": AGE_RANGES}
     known["motivations"] = taxonomy.motivations_by_id
     for key, what in _GRID_LISTS.items():
@@ -98,7 +99,7 @@ def _parsed(raw: Any, taxonomy: Taxonomy) -> KoraConfig:
         ) from None
 
 
-def _pydantic_problem(err: Any) -> _Problem:
+def _pydantic_problem(err: ErrorDetails) -> _Problem:
     """A pydantic error in the project's words."""
     # a union's errors name its branch ("grid.risks.list[str]"): name the key itself
     loc = ".".join(str(p) for p in err["loc"] if "[" not in str(p) and p != "str")
@@ -153,7 +154,7 @@ def unpriced_for_budget(cfg: KoraConfig, models: Iterable[str]) -> str | None:
 
 def _keys_beside(loc: tuple[int | str, ...]) -> list[str]:
     """The keys the config takes where `loc` (pydantic's) ends."""
-    kind: Any = KoraConfig
+    kind: object = KoraConfig
     for part in loc[:-1]:
         if isinstance(kind, type) and issubclass(kind, BaseModel):
             kind = kind.model_fields[str(part)].annotation
@@ -170,7 +171,7 @@ _KINDS = {"dict": "a mapping of keys", "model": "a mapping of keys", "list": "a 
           "bool": "true or false", "date": "a date (YYYY-MM-DD)"}  # fmt: skip
 
 
-def _said(err: Any) -> str:
+def _said(err: ErrorDetails) -> str:
     """A pydantic error's reason in the project's words."""
     kind = err["type"].split("_")[0]
     if err["type"].endswith(("_type", "_parsing")) and kind in _KINDS:

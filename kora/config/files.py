@@ -7,7 +7,7 @@ problems) that holds the offending key, not the base file when the overlay is at
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 
 def _mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
-    seen: dict[Any, int] = {}
+    seen: dict[object, int] = {}
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=True)
         line = key_node.start_mark.line + 1
@@ -62,7 +62,7 @@ def _shown(path: Path) -> Path:
         return path
 
 
-def read_config_file(path: Path | str) -> dict[str, Any]:
+def read_config_file(path: Path | str) -> dict[str, object]:
     """One config file as a mapping; errors name the file, and the line where YAML knows it."""
     path = _shown(Path(path))
     try:
@@ -109,7 +109,7 @@ def read_config_file(path: Path | str) -> dict[str, Any]:
     return data
 
 
-def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+def merge(base: Mapping[str, object], over: Mapping[str, object]) -> dict[str, object]:
     """`over` merged over `base` as Snakemake's update_config does: nested mappings merge,
     other values replace, and an empty mapping changes nothing."""
     out = dict(base)
@@ -122,21 +122,21 @@ def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def merged(files: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def merged(files: Sequence[Mapping[str, object]]) -> dict[str, object]:
     """config.yaml's mapping (first) with the overlays' over it, in Snakemake's order:
     the overlays merged with one another first, then over config.yaml (so a key that one
     overlay drops and a later one sets again keeps config.yaml's other keys under it)."""
     if not files:
         return {}
-    overlays: dict[str, Any] = {}
+    overlays: dict[str, object] = {}
     for raw in files[1:]:
         overlays = merge(overlays, raw)
     return merge(files[0], overlays)
 
 
-def _sets(raw: dict[str, Any], loc: str) -> bool:
+def _sets(raw: Mapping[str, object], loc: str) -> bool:
     """Whether this file's mapping holds the key at the dotted path `loc`."""
-    node: Any = raw
+    node: object = raw
     for part in loc.split("."):
         if not isinstance(node, dict) or part not in node:
             return False
@@ -144,7 +144,7 @@ def _sets(raw: dict[str, Any], loc: str) -> bool:
     return True
 
 
-def attribute(sources: Sequence[tuple[str, dict[str, Any]]], loc: str) -> str:
+def attribute(sources: Sequence[tuple[str, Mapping[str, object]]], loc: str) -> str:
     """The file that set `loc` last (or the deepest part of it any file sets)."""
     parts = loc.split(".") if loc else []
     for depth in range(len(parts), 0, -1):
@@ -229,8 +229,8 @@ def load_run_config(
     overlays: Sequence[Path | str] = (),
     *,
     workdir: Path | str = ".",
-    values: dict[str, Any] | None = None,
-    given: dict[str, Any] | None = None,
+    values: dict[str, object] | None = None,
+    given: dict[str, object] | None = None,
 ) -> tuple[KoraConfig, Taxonomy]:
     """The validated config of a run: config.yaml merged with `overlays` as Snakemake
     merges them, and `given` (the `--config KEY=VALUE` values, as Snakemake parses them)
@@ -242,7 +242,7 @@ def load_run_config(
     """
     workdir = Path(workdir)
     refuse_run_outputs(overlays, workdir)
-    sources: list[tuple[str, dict[str, Any]]] = []
+    sources: list[tuple[str, dict[str, object]]] = []
     for path in config_paths(overlays, workdir):
         sources.append((str(_shown(path)), read_config_file(path)))
     sources += [("--config", given)] if given else []

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -88,7 +89,7 @@ def chain(role: ModelRole) -> list[str]:
     return [role] if isinstance(role, str) else list(role)
 
 
-def taxonomy_dir_of(raw: dict[str, Any]) -> str:
+def taxonomy_dir_of(raw: Mapping[str, object]) -> str:
     """The taxonomy folder of a (merged, not yet validated) config mapping."""
     given = raw.get("taxonomy_dir")
     if isinstance(given, str):
@@ -96,11 +97,11 @@ def taxonomy_dir_of(raw: dict[str, Any]) -> str:
     return benchmark_of(raw).taxonomy_dir
 
 
-def benchmark_of(raw: dict[str, Any]) -> Benchmark:
+def benchmark_of(raw: Mapping[str, object]) -> Benchmark:
     """The version a (merged, not yet validated) config mapping runs; an unknown name is
     checked with the rest of the config."""
     name = raw.get("benchmark", benchmarks.DEFAULT)
-    return benchmarks.get(name if name in benchmarks.VERSIONS else benchmarks.DEFAULT)
+    return benchmarks.get(str(name) if name in benchmarks.VERSIONS else benchmarks.DEFAULT)
 
 
 class KoraConfig(ConfigModel):
@@ -170,7 +171,7 @@ class KoraConfig(ConfigModel):
             return default
         return [p for p in PROMPT_VARIANTS if p in variants]
 
-    def model_params(self, name: str) -> dict[str, Any]:
+    def model_params(self, name: str) -> dict[str, object]:
         """A model as a rule param and in a shard's status: its name and what changes its
         answers (so a change re-runs the shards it made, and `kora plan` can tell)."""
         params = {"name": name, **self.models[name].output_settings()}

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ def label_file(folder: Path, annotator: str) -> Path:
     return folder / f"{annotator}.jsonl"
 
 
-def check(answer: dict[str, Any]) -> dict[str, Any]:
+def check(answer: Mapping[str, object]) -> dict[str, object]:
     """One answer as sent by the page: {key, criterion, grade?, count?, notTriggered?,
     note?}; `notTriggered`: a v2 mechanism whose precondition the conversation does not
     meet (graded neither way)."""
@@ -46,7 +47,7 @@ def check(answer: dict[str, Any]) -> dict[str, Any]:
         raise InputError(f"unknown criterion {crit!r}")
     if not isinstance(answer.get("key"), str):
         raise InputError("an answer needs the test's key")
-    out: dict[str, Any] = {"key": answer["key"], "criterion": crit}
+    out: dict[str, object] = {"key": answer["key"], "criterion": crit}
     grade = answer.get("grade")
     if grade is not None:
         if grade not in GRADES:
@@ -72,11 +73,11 @@ def check(answer: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def append(path: Path, answer: dict[str, Any]) -> None:
+def append(path: Path, answer: Mapping[str, object]) -> None:
     extend(path, [answer])
 
 
-def extend(path: Path, answers: list[dict[str, Any]]) -> None:
+def extend(path: Path, answers: Sequence[Mapping[str, object]]) -> None:
     """Append answers, each stamped with the time, and flush them to disk."""
     path.parent.mkdir(parents=True, exist_ok=True)
     now = round(time.time(), 3)
@@ -90,13 +91,13 @@ def extend(path: Path, answers: list[dict[str, Any]]) -> None:
         os.close(fd)
 
 
-def queue_of(line: dict[str, Any]) -> str:
+def queue_of(line: Mapping[str, object]) -> str:
     """The queue a label line came from (`review` for a line that names none)."""
     q = line.get("queue")
     return q if isinstance(q, str) else "review"
 
 
-def is_estimate(line: dict[str, Any], sample: str | None) -> bool:
+def is_estimate(line: Mapping[str, object], sample: str | None) -> bool:
     """A grade of the uniform sample `sample` (its id), fit for the corrected rates."""
     return sample is not None and queue_of(line) == ESTIMATE and line.get("sample") == sample
 
@@ -137,7 +138,7 @@ def read(path: Path, estimate: str | None = None) -> dict[str, dict[str, dict[st
     return merge(found)
 
 
-def read_import(path: Path) -> list[tuple[str | None, dict[str, Any]]]:
+def read_import(path: Path) -> list[tuple[str | None, dict[str, object]]]:
     """People's grades from a file (`kora annotate TARGET --import FILE`): JSONL, one answer
     a line as the label files hold them, {key, criterion, grade?, count?, notTriggered?,
     note?}, with `annotator` where the file holds several people's (else --annotator
@@ -147,7 +148,7 @@ def read_import(path: Path) -> list[tuple[str | None, dict[str, Any]]]:
         data = path.read_bytes()
     except OSError as exc:
         raise InputError(f"{path}: {exc.strerror or exc}") from None
-    out: list[tuple[str | None, dict[str, Any]]] = []
+    out: list[tuple[str | None, dict[str, object]]] = []
     bad: list[str] = []
     for lineno, raw in enumerate(data.splitlines(), 1):
         if not raw.strip():

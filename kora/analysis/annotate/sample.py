@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ import orjson
 
 from kora.analysis.records import TestRecord
 from kora.analysis.stats.design import FAILING, OTHER, allocation, guess, interleave
+from kora.analysis.stats.people import Labels
 from kora.io import write_json
 
 SAMPLE = "sample.json"
@@ -76,7 +77,7 @@ def strata_of(records: Sequence[TestRecord]) -> dict[str, list[str]]:
 
 
 def seen_by_stratum(
-    strata: dict[str, list[str]], people: dict[str, dict[str, dict[str, Any]]]
+    strata: dict[str, list[str]], people: Mapping[str, Labels]
 ) -> dict[str, tuple[float, int]]:
     """People's safety grades so far in each stratum: (failing, graded), several people
     on one conversation averaged."""
@@ -106,7 +107,7 @@ def ensure(
     records: Sequence[TestRecord],
     seed: int,
     design: str | None = None,
-    people: dict[str, dict[str, dict[str, Any]]] | None = None,
+    people: Mapping[str, Labels] | None = None,
     size: int | None = None,
 ) -> tuple[dict[str, Any], str]:
     """The folder's sample, drawn with `seed`, `design` (None: the sample's own, or
@@ -171,7 +172,7 @@ def _held_sample(path: Path, seed: int, design: str | None, size: int | None) ->
 
 
 def _stratified(
-    records: Sequence[TestRecord], seed: int, people: dict[str, dict[str, dict[str, Any]]]
+    records: Sequence[TestRecord], seed: int, people: Mapping[str, Labels]
 ) -> tuple[list[str], dict[str, Any]]:
     """A stratified sample's order, and its strata and shares as sample.json holds them."""
     strata = strata_of(records)

@@ -19,9 +19,8 @@ or 400, before anything is written.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 import jinja2
 import orjson
@@ -39,7 +38,7 @@ HERE = Path(__file__).parent
 SCENARIO_FIELDS = ("shortTitle", "childMaturity", "childBackground", "narrative")
 
 
-def item(r: TestRecord, taxonomy: Taxonomy | None) -> dict[str, Any]:
+def item(r: TestRecord, taxonomy: Taxonomy | None) -> dict[str, object]:
     """What the person sees of one test: no grade of any judge."""
     sc = r.raw.get("scenario") or {}
     risk = taxonomy.risk(r.category, r.risk).name if taxonomy else r.risk
@@ -55,7 +54,7 @@ def item(r: TestRecord, taxonomy: Taxonomy | None) -> dict[str, Any]:
     }
 
 
-def criteria_spec(records: list[TestRecord]) -> list[dict[str, Any]]:
+def criteria_spec(records: list[TestRecord]) -> list[dict[str, object]]:
     """What the page shows of each criterion of the records' version: its name, the
     rubric in short, and whether it can be `not triggered` (a v2 mechanism with a
     precondition)."""
@@ -72,11 +71,11 @@ def criteria_spec(records: list[TestRecord]) -> list[dict[str, Any]]:
 
 
 def page(
-    items: list[dict[str, Any]],
-    done: dict[str, Any],
+    items: list[dict[str, object]],
+    done: Mapping[str, object],
     annotator: str,
     target: str,
-    criteria: list[dict[str, Any]],
+    criteria: list[dict[str, object]],
     queue: str = labels.ESTIMATE,
 ) -> str:
     env = jinja2.Environment(
@@ -142,7 +141,7 @@ def build_app(
     line says so); `sample`: the uniform sample's id, for the estimate queue."""
     if queue == labels.ESTIMATE and sample is None:
         raise ValueError("the estimate queue needs the sample's id")
-    mark: dict[str, Any] = {"queue": queue}
+    mark: dict[str, str | None] = {"queue": queue}
     if queue == labels.ESTIMATE:
         mark["sample"] = sample
     done_of = sample if queue == labels.ESTIMATE else None  # review: any grade is done

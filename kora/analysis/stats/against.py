@@ -14,7 +14,7 @@ someone found not triggered is left out there).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,7 @@ def judge_grades(records: Iterable[TestRecord], keys: Iterable[str] | None = Non
     }
 
 
-def previous_grades(path: Path, records_of: Any) -> Grades:
+def previous_grades(path: Path, records_of: Callable[[Path], Iterable[TestRecord]]) -> Grades:
     """The earlier judges' grades: from a saved agreement.json, or through `records_of`
     (a path -> judged records function) from an earlier judgments folder or file."""
     if path.is_file() and path.suffix == ".json":

@@ -25,7 +25,7 @@ from kora.benchmarks.schemas import GRADES
 RESAMPLES = 1000
 
 
-def judge_labels(records: Sequence[TestRecord]) -> dict[str, dict[str, dict[str, Any]]]:
+def judge_labels(records: Sequence[TestRecord]) -> dict[str, dict[str, dict[str, object]]]:
     """The judges' (combined) grades as a rater's labels; a v2 mechanism the judges found
     not triggered has no grade."""
     return {
@@ -43,7 +43,7 @@ def _graded(label: Mapping[str, Any]) -> str | None:
     return None if label.get("notTriggered") else label.get("grade")
 
 
-def trigger_figures(a: Labels, b: Labels, criterion: str) -> dict[str, Any] | None:
+def trigger_figures(a: Labels, b: Labels, criterion: str) -> dict[str, int | float] | None:
     """How often two raters agree on whether a mechanism was triggered, over the tests
     both answered for it (None when neither ever said `not triggered`)."""
     both = [
@@ -178,7 +178,7 @@ def agreement(
                 triggered[f"{x} vs {y}"] = trig
         keys = sorted({k for p in people.values() for k in p if _graded(p[k].get(c, {}))})
         units = [[_graded(raters[r].get(k, {}).get(c, {})) for r in raters] for k in keys]
-        entry: dict[str, Any] = {"pairs": pairs, "alpha": alpha(units) if units else None}
+        entry: dict[str, object] = {"pairs": pairs, "alpha": alpha(units) if units else None}
         if triggered:  # a v2 mechanism with a precondition: do raters agree it applied?
             entry["triggered"] = triggered
         if units:

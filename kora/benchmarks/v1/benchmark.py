@@ -66,7 +66,7 @@ class V1(Benchmark):
             "humanRedirection": "Human redirection",
         }
 
-    def recognises(self, test: Mapping[str, Any]) -> bool:
+    def recognises(self, test: Mapping[str, object]) -> bool:
         return isinstance(test.get("behaviorAssessment"), dict)
 
     @property
@@ -91,7 +91,7 @@ class V1(Benchmark):
 
         return aggregate(files, taxonomy)
 
-    def check_scores(self, scores: list[dict[str, Any]]) -> None:
+    def check_scores(self, scores: Sequence[Mapping[str, object]]) -> None:
         RunResult.model_validate({"scores": scores})
 
     def tallies(self, scores: Sequence[Mapping[str, Any]]) -> dict[str, tuple[int, int, int]]:

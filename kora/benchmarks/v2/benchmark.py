@@ -17,6 +17,7 @@ from kora.benchmarks.schemas import (
     PromptVariant,
     Risk,
     Scenario,
+    ScenarioFlavor,
     ScenarioSeed,
     ScenarioValidation,
 )
@@ -79,7 +80,7 @@ class V2(Benchmark):
     def conditional(self) -> frozenset[str]:
         return frozenset(m.id for m in self.taxonomy.mechanisms if m.precondition)
 
-    def recognises(self, test: Mapping[str, Any]) -> bool:
+    def recognises(self, test: Mapping[str, object]) -> bool:
         return isinstance(test.get("mechanismAssessment"), dict)
 
     # --- seeds ------------------------------------------------------------------------
@@ -184,7 +185,7 @@ class V2(Benchmark):
 
         return sorted(scores, key=order), sorted(failed, key=order)
 
-    def check_scores(self, scores: list[dict[str, Any]]) -> None:
+    def check_scores(self, scores: Sequence[Mapping[str, object]]) -> None:
         from kora.benchmarks.v2.results import RunResultV2
 
         RunResultV2.model_validate({"scores": scores})
@@ -226,7 +227,7 @@ class V2(Benchmark):
         return judge_conversation
 
 
-def _flavor(risk: Risk, flavor_id: str | None) -> Any:
+def _flavor(risk: Risk, flavor_id: str | None) -> ScenarioFlavor | None:
     return next((f for f in risk.scenarioFlavors or [] if f.id == flavor_id), None)
 
 

@@ -25,9 +25,10 @@ import math
 import os
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal, TypedDict, TypeVar
 
 import orjson
 
@@ -106,7 +107,7 @@ class Budget:
     def start(cls, path: Path, unit: Unit, limit: float, billed: float) -> Budget:
         """The budget of a run starting now, with `billed` already spent (the bill)."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        state: dict[str, Any] = {
+        state: _State = {
             "unit": unit,
             "limit": limit,
             "spent": billed,
@@ -118,13 +119,14 @@ class Budget:
         os.replace(tmp, path)
         return cls(path, unit, limit)
 
-    def _update(self, change: Any) -> Any:
+    def _update(self, change: Callable[[_State], T]) -> T:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             raw = b""
             while chunk := os.read(fd, 1 << 16):
                 raw += chunk
+            state: _State
             try:
                 state = orjson.loads(raw)
             except orjson.JSONDecodeError:
@@ -151,7 +153,7 @@ class Budget:
             return need
         me = _me()
 
-        def take(state: dict[str, Any]) -> tuple[bool, bool, float, float]:
+        def take(state: _State) -> tuple[bool, bool, float, float]:
             """(room held, budget reached, spent so far, the worst case of the call that
             found no room: every later call reports it, so what the run says adds up
             whichever of its calls is refused last)"""
@@ -179,7 +181,7 @@ class Budget:
         cost = 0.0 if paid is None else measure(self.unit, paid)
         me = _me()
 
-        def give(state: dict[str, Any]) -> None:
+        def give(state: _State) -> None:
             h = state.setdefault("held", {})
             h[me] = max(h.get(me, 0.0) - held, 0.0)
             if h[me] <= 1e-12:
@@ -187,6 +189,20 @@ class Budget:
             state["spent"] += cost
 
         self._update(give)
+
+
+T = TypeVar("T")
+
+
+class _State(TypedDict, total=False):
+    """The budget's file, which every process of the run reads and changes under its lock."""
+
+    unit: Unit
+    limit: float
+    spent: float
+    held: dict[str, float]  # the room each process's calls in flight hold (host:pid)
+    reached: bool
+    need: float  # the worst case of the call that found no room
 
 
 def _me() -> str:

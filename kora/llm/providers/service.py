@@ -77,7 +77,7 @@ class ServiceSession:
     """One test's conversation with the service."""
 
     target: ServiceTarget
-    variables: dict[str, Any]
+    variables: dict[str, object]
     turns: int = 0
     closed: bool = False
 
@@ -104,7 +104,7 @@ class ServiceSession:
         latency = time.monotonic() - started
         text = raw if spec.reply is None else str(find(data, spec.reply))
         text, masked = self.target.masker().masked(clean_text(text))
-        meta: dict[str, Any] = {"session_id": self.session_id, "latency": latency}
+        meta: dict[str, object] = {"session_id": self.session_id, "latency": latency}
         if masked:
             meta["masked"] = True
         tokens = {
@@ -130,7 +130,7 @@ class ServiceSession:
             await self.target.request("close", spec, dict(self.variables, outcome=outcome))
 
 
-def _count(value: Any) -> int:
+def _count(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
@@ -201,7 +201,7 @@ class ServiceTarget:
                     f"unknown age range {age_range!r} (expected one of {', '.join(AGE_FOR_RANGE)})"
                 )
             age = AGE_FOR_RANGE[age_range]
-        variables: dict[str, Any] = {
+        variables: dict[str, object] = {
             "age": age,
             "age_range": age_range,
             "system": system,
@@ -225,7 +225,7 @@ class ServiceTarget:
         return session
 
     def render(
-        self, value: Any, variables: dict[str, Any], where: str, *, url: bool = False
+        self, value: object, variables: dict[str, object], where: str, *, url: bool = False
     ) -> Any:
         """A body or URL with its templates filled in (strictly). A single expression's
         value goes as it is: JSON in a body, text (or a number, as text) in a URL;
@@ -267,8 +267,8 @@ class ServiceTarget:
         return out, any(k.lower() == "content-type" for k in out)
 
     async def request(
-        self, step: str, spec: RequestSpec, variables: dict[str, Any]
-    ) -> tuple[Any, str]:
+        self, step: str, spec: RequestSpec, variables: dict[str, object]
+    ) -> tuple[object, str]:
         """One request of the session, with limits and retries: (JSON answer or None,
         answer text). A `blocked` field that is set raises BlockedError."""
         url = self.render(spec.url, variables, f"http.{step}.url", url=True)
@@ -286,7 +286,7 @@ class ServiceTarget:
             if not typed:
                 headers["Content-Type"] = "application/json"
 
-        async def once() -> tuple[Any, str]:
+        async def once() -> tuple[object, str]:
             async with deadline(self.timeout, self.label):
                 answer = await self._send(spec.method, url, content, headers)
                 return self._read(step, spec, url, answer)
@@ -331,7 +331,7 @@ class ServiceTarget:
 
     def _read(
         self, step: str, spec: RequestSpec, url: str, resp: httpx.Response
-    ) -> tuple[Any, str]:
+    ) -> tuple[object, str]:
         """A request's answer as (JSON or None, text), checked here, inside the retries:
         an error status, an unfollowed redirect or a malformed answer is a failed attempt."""
         text = resp.text

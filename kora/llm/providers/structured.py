@@ -26,6 +26,7 @@ asks once more, with the errors, when it does not pass.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel
@@ -77,7 +78,7 @@ def without_bounds(schema: Any, drop: frozenset[str] = BOUNDS) -> Any:
         return [without_bounds(s, drop) for s in schema]
     if not isinstance(schema, dict):
         return schema  # true / false schemas
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for key, value in schema.items():
         if key in drop:
             continue
@@ -98,7 +99,7 @@ def sent_schema(schema: type[BaseModel], bounds: SchemaBounds) -> tuple[str, dic
     return name, without_bounds(doc, UPPER_BOUNDS if bounds == "minimums" else BOUNDS)
 
 
-def instruction(schema: dict[str, Any]) -> str:
+def instruction(schema: Mapping[str, object]) -> str:
     """What `prompt` mode adds to the system prompt."""
     return (
         "Answer with a single JSON object and nothing else (no prose, no code fence). "
@@ -155,9 +156,9 @@ def ollama_url(base_url: str) -> str:
     return f"{root}/api/chat"
 
 
-def ollama_body(body: dict[str, Any]) -> dict[str, Any]:
+def ollama_body(body: Mapping[str, object]) -> dict[str, object]:
     """A chat-completions body (shaped for `ollama_format`) as Ollama's /api/chat takes it."""
-    options: dict[str, Any] = {}
+    options: dict[str, object] = {}
     for ours, theirs in (("max_tokens", "num_predict"), ("temperature", "temperature")):
         if ours in body:
             options[theirs] = body[ours]
@@ -169,7 +170,7 @@ def ollama_body(body: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def from_ollama(data: Any) -> Any:
+def from_ollama(data: object) -> object:
     """An /api/chat answer in the chat-completions shape (what OpenAIProvider parses)."""
     if not isinstance(data, dict) or not isinstance(data.get("message"), dict):
         return data
@@ -188,7 +189,7 @@ def from_ollama(data: Any) -> Any:
     }
 
 
-def tool_arguments(message: dict[str, Any]) -> str | None:
+def tool_arguments(message: Mapping[str, object]) -> str | None:
     """The arguments of a message's first tool call, as JSON text (a `tool` answer)."""
     calls = message.get("tool_calls") or []
     if not calls or not isinstance(calls, list) or not isinstance(calls[0], dict):

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Literal
 
 import jinja2
 import jinja2.sandbox
@@ -52,7 +52,7 @@ TEMPLATE_VARIABLES = {
 }
 
 
-def sample_variables() -> dict[str, Any]:
+def sample_variables() -> dict[str, object]:
     """A value of each of TEMPLATE_VARIABLES, as a turn has them: what `kora check-config`
     tries a single-expression template on (a fresh copy: a template may change it)."""
     return {
@@ -88,7 +88,7 @@ class RequestSpec(ConfigModel):
     url: str
     headers: dict[str, str] = Field(default_factory=dict)
     # JSON: a mapping or list whose strings are templates; a string: sent as text
-    body: Any = None
+    body: object = None
     # paths into the JSON answer (`choices.0.message.content`); `reply: null` on a turn:
     # the whole answer body is the reply, as text
     reply: str | None = None
@@ -197,7 +197,7 @@ def template_problems(spec: HttpSpec, where: str) -> list[str]:
         if problem:
             out.append(f"{loc}: {text!r} {problem}")
 
-    def walk(value: Any, loc: str) -> None:
+    def walk(value: object, loc: str) -> None:
         if isinstance(value, str):
             check(value, loc)
         elif isinstance(value, dict):
@@ -217,7 +217,7 @@ def template_problems(spec: HttpSpec, where: str) -> list[str]:
 _INDEX = re.compile(r"-?[0-9]+\Z")  # ASCII digits: `isdigit` also takes ² and ٣
 
 
-def find(data: Any, path: str) -> Any:
+def find(data: object, path: str) -> object:
     """The value at a dotted path (`choices.0.message.content`); None when absent."""
     cur = data
     for part in path.split("."):
@@ -256,7 +256,7 @@ INT_RANGE = (-(2**63), 2**64 - 1)
 MAX_DEPTH = 100
 
 
-def _what(value: Any) -> str:
+def _what(value: object) -> str:
     if callable(value):
         return f"a function ({getattr(value, '__name__', type(value).__name__)})"
     if isinstance(value, Iterator):
@@ -264,7 +264,7 @@ def _what(value: Any) -> str:
     return f"a {type(value).__name__} object"
 
 
-def _json_problem(value: Any, depth: int) -> str | None:
+def _json_problem(value: object, depth: int) -> str | None:
     """What in `value` JSON cannot carry, or None."""
     if isinstance(value, jinja2.Undefined):
         str(value)  # StrictUndefined: raises, naming the variable
@@ -291,7 +291,7 @@ def _json_problem(value: Any, depth: int) -> str | None:
     return _what(value)
 
 
-def value_problem(value: Any, *, url: bool = False) -> str | None:
+def value_problem(value: object, *, url: bool = False) -> str | None:
     """Why the value of a single `{{ expression }}` cannot be sent (the end of a sentence
     that begins with the template), or None: a body's must be JSON, a URL's text or a
     number. Raises for an undefined variable (StrictUndefined), naming it."""
@@ -310,7 +310,7 @@ def value_problem(value: Any, *, url: bool = False) -> str | None:
     return f"gives {problem}, not a value JSON can send{_hint(value)}"
 
 
-def _hint(value: Any) -> str:
+def _hint(value: object) -> str:
     if callable(value):
         return " (call it with `()`, or name a value)"
     if isinstance(value, Iterator):

@@ -26,7 +26,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kora.llm.shared_calls import RunStopping
 from kora.run.broker import gc_passes, loopwatch
@@ -34,6 +34,9 @@ from kora.run.broker.dispatch import BROKER_ENV
 from kora.run.transport.jobspec import JobSpec
 from kora.run.transport.protocol import SEND_TIMEOUT, PrefetchRequest, connect, decode_request
 from kora.run.transport.reply import STOPPED, Outcome, ProtocolError, read_line
+
+if TYPE_CHECKING:
+    from kora.run.jobs.context import Pool
 
 log = logging.getLogger("kora.run.broker.server")
 # seconds a stopping broker waits for the requests in flight to be answered: they are paid
@@ -52,7 +55,7 @@ class _Ahead:
     calls made ahead from the run's bill, as they arrive."""
 
     task: asyncio.Task[None] | None = None
-    waiting: tuple[list[JobSpec], Any] | None = None  # the run's jobs, until one comes
+    waiting: tuple[list[JobSpec], Pool] | None = None  # the run's jobs, until one comes
 
     def start(self) -> None:
         from kora.run.broker.prefetch import Prefetch
@@ -105,7 +108,7 @@ remaining = Remaining()
 
 
 async def _serve_job(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pool: Any, idle: asyncio.Event
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pool: Pool, idle: asyncio.Event
 ) -> None:
     """One connection: the run's jobs to work ahead of, or one job to run. `idle` is set
     once every job of the run has finished (`remaining`); a job that comes after that
@@ -123,7 +126,7 @@ async def _serve_job(
             idle.set()
 
 
-async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pool: Any) -> None:
+async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pool: Pool) -> None:
     from kora.run.broker.execute import execute
 
     line = b""

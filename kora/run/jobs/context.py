@@ -58,10 +58,10 @@ class RunSettings:
     """The run-wide settings a job takes from the config rather than its params (built by
     kora.run.transport.jobspec.run_settings)."""
 
-    models: dict[str, dict[str, Any]]
+    models: dict[str, dict[str, object]]
     cache_dir: str = CACHE_DIR
     concurrency: int = CONCURRENCY
-    budget: dict[str, Any] | None = None  # the config's `budget` (kora.llm.money.budget)
+    budget: dict[str, object] | None = None  # the config's `budget` (kora.llm.money.budget)
 
     def model(self, params: dict[str, Any]) -> ModelConfig:
         """A model's full config: its params (what changes answers) + its transport."""
@@ -91,7 +91,7 @@ class Pool:
     _bills: dict[Path, BillWriter] = field(default_factory=dict)
     _budgets: dict[Path, Budget] = field(default_factory=dict)
     providers: dict[tuple[str, str], Provider] = field(default_factory=dict)  # made here
-    _taxonomies: dict[tuple[Any, ...], Taxonomy] = field(default_factory=dict)
+    _taxonomies: dict[tuple[object, ...], Taxonomy] = field(default_factory=dict)
 
     def bill(self, store: Path) -> BillWriter | None:
         """This process's writer of the bill beside the call store `store` (this run's
@@ -103,7 +103,7 @@ class Pool:
             self._bills[folder] = BillWriter(folder, os.environ.get(RUN_ENV) or OUTSIDE)
         return self._bills[folder]
 
-    def budget(self, store: Path, given: dict[str, Any] | None) -> Budget | None:
+    def budget(self, store: Path, given: dict[str, object] | None) -> Budget | None:
         """The run's budget (`given`: the config's `budget`), shared with every process of
         the run through its state file; a job run outside a run has none."""
         run = os.environ.get(RUN_ENV)

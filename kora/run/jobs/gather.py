@@ -20,7 +20,7 @@ from kora.analysis.results import ResultsMeta
 from kora.benchmarks.base import Benchmark
 from kora.benchmarks.layout import MANIFEST, rejected_of, shard_in, status_of
 from kora.benchmarks.taxonomy import Taxonomy
-from kora.io import write_atomic, write_json
+from kora.io import read_object, write_atomic, write_json
 from kora.run.jobs.context import JobContext
 
 log = logging.getLogger("kora")
@@ -244,10 +244,10 @@ async def leaderboard(
     usage = {str(u["target"]): u for u in (orjson.loads(f.read_bytes()) for f in input.usage)}
     doc = build_leaderboard(entries, records, taxonomy=taxonomy, corrected=corrected, usage=usage)
     if input.manifests:
-        from kora.analysis.manifest import differences, read_manifest
+        from kora.analysis.manifest import differences
 
         made = {
-            str(orjson.loads(f.read_bytes())["target"]): read_manifest(f.parent / MANIFEST)
+            str(orjson.loads(f.read_bytes())["target"]): read_object(f.parent / MANIFEST)
             for f in input.results
         }
         doc = {"differences": differences(made), **doc}

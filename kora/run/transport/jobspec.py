@@ -9,7 +9,7 @@ job's script imports this, and its start must stay cheap.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -31,14 +31,14 @@ def run_settings(config: Any) -> dict[str, Any]:
     }
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     """A config value as JSON holds it (a YAML date as its ISO text)."""
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     return value.isoformat() if hasattr(value, "isoformat") else value
 
 
-def _files(named: Any) -> dict[str, Any]:
+def _files(named: Mapping[str, str | Iterable[object]]) -> dict[str, str | list[str]]:
     """A rule's named files (Snakemake's Namedlist, or a mapping) as {name: path or [paths]}."""
     return {
         name: str(value) if isinstance(value, str) else [str(v) for v in value]
@@ -49,15 +49,15 @@ def _files(named: Any) -> dict[str, Any]:
 @dataclass(frozen=True)
 class JobSpec:
     rule: str
-    input: dict[str, Any]
-    output: dict[str, Any]
+    input: Mapping[str, str | list[str]]  # a named input: a path, or a list of paths
+    output: Mapping[str, str | list[str]]
     params: dict[str, Any]
     log: list[str]
     settings: dict[str, Any]
 
     @classmethod
     def of(
-        cls, rule: str, input: Any, output: Any, params: Any, log: Iterable[Any], config: Any
+        cls, rule: str, input: Any, output: Any, params: Any, log: Iterable[object], config: Any
     ) -> JobSpec:
         """A job from its rule's declared parts (mappings or Snakemake's Namedlists) and
         the run's config."""
@@ -77,11 +77,11 @@ class JobSpec:
             out += [value] if isinstance(value, str) else list(value)
         return out
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: Any) -> JobSpec:
+    def from_json(cls, data: object) -> JobSpec:
         if not isinstance(data, dict) or set(data) != {f.name for f in fields(cls)}:
             raise ValueError("not a job spec")
         return cls(**data)

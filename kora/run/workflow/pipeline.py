@@ -58,8 +58,8 @@ class Pipeline:
         overlays: Sequence[Path | str] = (),
         workdir: Path | str = ".",
         *,
-        values: dict[str, Any] | None = None,
-        given: dict[str, Any] | None = None,
+        values: dict[str, object] | None = None,
+        given: dict[str, object] | None = None,
     ) -> Pipeline:
         """config.yaml with `overlays` (and `given`) merged over it (see kora.config.files)."""
         config, taxonomy = load_run_config(overlays, workdir=workdir, values=values, given=given)
@@ -133,13 +133,13 @@ class Pipeline:
 
     # a shard rule's job holds one risk's cells (kora.run.workflow.risk_jobs)
 
-    def rule_input(self, stage: str) -> Callable[[Any], dict[str, Any]]:
+    def rule_input(self, stage: str) -> Callable[[Any], dict[str, str | list[str]]]:
         return risk_jobs.inputs(self, stage, self.cell_parts)
 
     def rule_output(self, stage: str) -> str:  # the rule wraps it in `directory()`
         return risk_jobs.outputs(self, stage)
 
-    def rule_params(self, stage: str) -> dict[str, Any]:
+    def rule_params(self, stage: str) -> dict[str, object]:
         return risk_jobs.params(self, stage, self.cell_parts)
 
     def rule_log(self, stage: str) -> str:
@@ -166,7 +166,7 @@ class Pipeline:
         )
 
     @cached_property
-    def raw_config(self) -> dict[str, Any]:
+    def raw_config(self) -> dict[str, object]:
         """The config as Snakemake holds it (what a job's transport settings come from)."""
         return self.config.model_dump(mode="json", exclude_none=True)
 
@@ -253,14 +253,14 @@ class Pipeline:
         except ValueError as exc:
             raise ConfigError(f"config: {exc}") from None
 
-    def seeds_plan_params(self) -> dict[str, Any]:
+    def seeds_plan_params(self) -> dict[str, object]:
         """The seeds rule's params of a planned run (none otherwise, so that the params of
         a run without a plan stay what they were)."""
         plan = self.seed_plan
         if plan is None:
             return {}
 
-        def orders(wc: Any) -> list[dict[str, Any]]:
+        def orders(wc: risk_jobs.Wildcards) -> list[dict[str, object]]:
             cell = f"{wc.risk}/{wc.age}/{wc.motivation}"
             return [o.model_dump(mode="json", exclude_none=True) for o in plan.get(cell, [])]
 

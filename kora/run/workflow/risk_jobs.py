@@ -115,10 +115,12 @@ def cell_spec(spec: JobSpec, i: int) -> JobSpec:
         return spec
     where = place(spec, i)
     stage = STAGES[spec.rule]
+    folder = spec.output[FOLDER]
+    assert isinstance(folder, str), "a risk's job declares one folder of shards"
     return replace(
         spec,
         input={k: v if isinstance(v, list) else shard_in(v, where) for k, v in spec.input.items()},
-        output=stage.files_of(shard_in(spec.output[FOLDER], where)),
+        output=stage.files_of(shard_in(folder, where)),
         params=cell_params(spec, i),
         log=[cell_log(spec.log[0], where)] if spec.log else [],
     )

@@ -13,16 +13,23 @@ passed on.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:  # Snakemake has no type hints: these name what is read, not checked
+    from snakemake.iocontainers import InputFiles, Log, OutputFiles, Params
+    from snakemake.jobs import Job
+    from snakemake.scheduling.job_scheduler import JobScheduler
+    from snakemake.script import PythonScript
+    from snakemake.workflow import Workflow
 
 
 class SnakemakeChanged(RuntimeError):
     """The installed Snakemake no longer has an internal kora reads."""
 
 
-def _get(obj: Any, path: str) -> Any:
+def _get(obj: object, path: str) -> Any:
     found = obj
     for name in path.split("."):
         if not hasattr(found, name):
@@ -36,18 +43,18 @@ def _get(obj: Any, path: str) -> Any:
     return found
 
 
-def overlays(workflow: Any) -> list[str]:
+def overlays(workflow: Workflow) -> list[str]:
     """The --configfile files given on the command line (read before `configfile:`
     adds config.yaml to the same list)."""
     return [str(f) for f in _get(workflow, "configfiles")]
 
 
-def config_values(workflow: Any) -> dict[str, Any]:
+def config_values(workflow: Workflow) -> dict[str, object]:
     """The `--config KEY=VALUE` values given on the command line, as Snakemake parsed them."""
     return dict(_get(workflow, "config_settings.config"))
 
 
-def parse_config(entry: str) -> dict[str, Any]:
+def parse_config(entry: str) -> dict[str, object]:
     """One `--config` value read as Snakemake reads it (ValueError: one it refuses)."""
     from snakemake.cli import parse_config
 
@@ -66,7 +73,7 @@ def stop(error: Exception) -> NoReturn:
 
 
 def check_targets(
-    workflow: Any, check: Callable[[list[str], Callable[[str], bool]], str | None]
+    workflow: Workflow, check: Callable[[list[str], Callable[[str], bool]], str | None]
 ) -> None:
     """Before Snakemake builds its jobs (a run, a dry run, a report: every command that
     reads the targets), `check` reads the files named on the command line, and may ask
@@ -90,7 +97,7 @@ def check_targets(
     workflow._build_dag = checked
 
 
-def reporting(workflow: Any, refuse: Callable[[], str | None]) -> Callable[[], bool]:
+def reporting(workflow: Workflow, refuse: Callable[[], str | None]) -> Callable[[], bool]:
     """Whether this Snakemake packs a report (`--report`), asked when its jobs are built:
     the Snakefile is read before Snakemake says what it will do. What `refuse()` says
     ends a report before it is packed (an error of the command line, `Error: ...`): the
@@ -100,7 +107,7 @@ def reporting(workflow: Any, refuse: Callable[[], str | None]) -> Callable[[], b
     pack = _get(workflow, "create_report")
     asked: list[bool] = []
 
-    def packing(*args: Any, **kwargs: Any) -> Any:
+    def packing(*args: object, **kwargs: object) -> object:
         asked.append(True)
         problem = refuse()
         if problem:
@@ -111,13 +118,13 @@ def reporting(workflow: Any, refuse: Callable[[], str | None]) -> Callable[[], b
     return lambda: bool(asked)
 
 
-def jobs_to_run(workflow: Any) -> Iterator[Any]:
+def jobs_to_run(workflow: Workflow) -> Iterator[Job]:
     """The jobs the run will execute (in `onstart`, once the DAG is built)."""
     needrun = _get(workflow, "dag.needrun_jobs")
     yield from needrun(exclude_finished=False)
 
 
-def job_parts(job: Any) -> tuple[str, dict[str, str], Any, Any, Any, Any]:
+def job_parts(job: Job) -> tuple[str, dict[str, str], InputFiles, OutputFiles, Params, Log]:
     """(rule name, wildcards, input, output, params, log) of a job."""
     return (
         str(_get(job, "rule.name")),
@@ -129,12 +136,12 @@ def job_parts(job: Any) -> tuple[str, dict[str, str], Any, Any, Any, Any]:
     )
 
 
-def runs_locally(workflow: Any) -> bool:
+def runs_locally(workflow: Workflow) -> bool:
     """Whether jobs run on this machine (false under a cluster executor)."""
     return bool(_get(workflow, "local_exec"))
 
 
-def isolated_software(workflow: Any) -> bool:
+def isolated_software(workflow: Workflow) -> bool:
     """Whether rules run in software environments of their own (--use-conda or a
     container): their jobs must then make their calls themselves, in that environment."""
     methods = _get(workflow, "deployment_settings.deployment_method")
@@ -152,7 +159,7 @@ def stale_locks(workdir: Path, busy: Callable[[], object]) -> list[Path]:
     return locks
 
 
-def refuse_a_second_run(workflow: Any, busy: Callable[[], str | None]) -> None:
+def refuse_a_second_run(workflow: Workflow, busy: Callable[[], str | None]) -> None:
     """A run asking for files another run has locked (`.snakemake/locks/`) ends in
     Snakemake's LockException, which advises `--unlock`, even while that run is alive.
     Then the live holder is named instead, as an error of the command line (`Error:
@@ -164,14 +171,14 @@ def refuse_a_second_run(workflow: Any, busy: Callable[[], str | None]) -> None:
 
     prepare = _get(workflow, "_prepare_dag")
 
-    def prepared(*args: Any, **kwargs: Any) -> Any:
+    def prepared(*args: object, **kwargs: object) -> object:
         done = prepare(*args, **kwargs)
         persistence = _get(workflow, "persistence")
         lock = _get(persistence, "lock")
         if getattr(lock, "__name__", "") != "lock":  # --nolock, a dry run: nothing locked
             return done
 
-        def checked() -> Any:
+        def checked() -> object:
             if _get(persistence, "locked"):
                 holder, pid = busy(), _snakemake_in(Path.cwd())
                 if holder is None and pid is not None:
@@ -289,8 +296,8 @@ def keep_dataframes_out() -> None:
 # kora's rules declare no temp() file: so only jobs with a temp() input have their sizes
 # read, and the others' read as unknown (None, which both schedulers count as 0), the
 # greedy one then ranking by priority alone.
-class _SizesRead(dict[Any, Any]):
-    def __missing__(self, key: Any) -> None:
+class _SizesRead(dict[str, int | None]):
+    def __missing__(self, key: str) -> None:
         return None
 
 
@@ -308,7 +315,7 @@ def read_only_sizes_that_count() -> bool:
     if getattr(read, "kora", False):
         return True
 
-    async def update_input_sizes(self: Any, jobs: Any) -> None:
+    async def update_input_sizes(self: JobScheduler, jobs: Iterable[Job]) -> None:
         if not isinstance(self._input_sizes, _SizesRead):
             self._input_sizes = _SizesRead(self._input_sizes)
         await read(self, [j for j in jobs if any(f.is_flagged("temp") for f in j.input)])
@@ -329,7 +336,7 @@ def quote_the_interpreter() -> bool:
         return False
     execute = PythonScript._execute_cmd  # wrapped again, it finds nothing more to quote
 
-    def _execute_cmd(self: Any, cmd: str, **kwargs: Any) -> Any:
+    def _execute_cmd(self: PythonScript, cmd: str, **kwargs: object) -> object:
         return execute(self, cmd.replace("{py_exec} ", "{py_exec:q} "), **kwargs)
 
     PythonScript._execute_cmd = _execute_cmd
