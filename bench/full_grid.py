@@ -14,17 +14,21 @@ is a model on a server of its own with its own limit, and the child, the scenari
 and the judge share the first server, whose limit then binds:
 
 1. `snakemake -n` (the DAG's planning time, and its job count);
-2. `snakemake --cores 10 results/bench-target/results.json` from a cold start: wall from
-   the first request to results.json against the ideal (`calls / limit + 11 dependent
-   calls x latency`), steady throughput, refused share (with `--timeline`, when: each
+2. the command a user types, `snakemake --cores 10 results/bench-target/report.html` (each
+   target's report.html), from a cold start: wall from the first request to results.json
+   against the ideal (`calls / limit + 11 dependent calls x latency`), steady throughput, refused share (with `--timeline`, when: each
    server's refusals in seconds from the first call), how often each server's own loop
    ran late (it times a request when it reads it: a late loop bunches what was sent
    apart; `--dump` writes each server's arrival times), CPU a call, and the peak memory of
-   each kind of process (Snakemake's, the broker's, the largest job's; resident set, read
-   from /proc twice a second) and of the whole tree at once;
+   each kind of process (Snakemake's, the broker's, the largest job's; resident set) and of
+   the whole tree at once: the largest sum of every process's Pss (proportional memory,
+   /proc/<pid>/smaps_rollup), with what each process held at that moment (Snakemake, the
+   broker, each job by its rule's name) and the most one process of each held at any
+   moment, all read from /proc ten times a second (bench/procs.py); the report's own time,
+   from its job's log;
 3. the disk used under data/, results/ and .kora/;
-4. the aggregation alone (`--forcerun results`, every judgment read again) and the report
-   (`results/bench-target/report.html`), each timed, no call made.
+4. the aggregation alone (`--forcerun results`, every judgment read again), timed, no call
+   made.
 """
 
 from __future__ import annotations
@@ -152,7 +156,8 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
             env["KORA_WATCH_LOOP"] = "1"
         top = "results-v2" if args.benchmark == "v2" else "results"
         results = [f"{top}/{n}/results.json" for n in names]
-        target = [*results, "--configfile", "bench.yaml"]
+        reports = [f"{top}/{n}/report.html" for n in names]
+        target = [*reports, "--configfile", "bench.yaml"]
         smk = [sys.executable, "-m", "snakemake"]
         out["plan_s"] = _timed([*smk, "-n", "--cores", "10", *target], work, env, "plan.log")
         plan = (work / "plan.log").read_text(errors="replace")
@@ -178,6 +183,9 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
         out["broker_wakes"] = watch.broker_wakes
         out["memory"] = dict(watch.peak, all=watch.total, **{"all, proportional": watch.total_pss})
         out["at_peak"] = watch.at_peak
+        out["at_peak_count"] = watch.at_peak_count
+        out["peak_at_s"] = watch.at_peak_time - started
+        out["peak_pss"] = watch.peak_pss
         out["samples"] = watch.samples
         out["disk"] = {d: _du(work / d) for d in ("data", top, ".kora")}
         out["run_log"] = (work / "run.log").read_text(errors="replace")
@@ -190,9 +198,10 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
         out["aggregate_s"] = _timed(
             [*smk, "--cores", "2", *first, "--forcerun", "results"], work, env, "agg.log"
         )
-        report = [f"{top}/{names[0]}/report.html", "--configfile", "bench.yaml"]
-        out["report_s"] = _timed([*smk, "--cores", "2", *report], work, env, "report.log")
-        out["report_bytes"] = (work / f"{top}/{names[0]}/report.html").stat().st_size
+        # the report job's own time (kora.run.jobs.gather.report logs it), and its page's size
+        report_log = "".join(p.read_text(errors="replace") for p in work.glob("logs/**/*.log"))
+        out["report_s"] = [float(t) for t in _REPORT_TIME.findall(report_log)]
+        out["report_bytes"] = (work / reports[0]).stat().st_size
     out |= served(server.stats, args.limit)
     out["own"] = {n: served(at.stats, args.limit) for n, at in own.items()}
     calls = out["calls"] + sum(o["calls"] for o in out["own"].values())
@@ -212,6 +221,7 @@ def _said(log: str, marker: str) -> list[str]:
     return [ln.split(marker, 1)[1] for ln in log.splitlines() if marker in ln]
 
 
+_REPORT_TIME = re.compile(r": report of \d+ tests \(\d+ failed\) in ([\d.]+) s")
 _DATED = re.compile(r"^\[(\w{3} \w{3} +\d+ [\d:]+ \d{4})\]$")
 _STARTED = re.compile(r"^(?:local)?rule (\w+):$")
 _FINISHED = re.compile(r"^Finished jobid: \d+ \(Rule: (\w+)\)$")
@@ -359,12 +369,20 @@ def main() -> None:
         + "".join(f"  the broker's loop: {c}\n" for c in r["loop"])
         + "  peak memory: "
         + ", ".join(f"{k} {mb(v)}" for k, v in sorted(r["memory"].items()))
-        + "\n  all at once, by process: "
-        + ", ".join(f"{k} {mb(v)}" for k, v in sorted(r["at_peak"].items(), key=lambda kv: -kv[1]))
+        + f"\n  all at once (the sum of Pss) {mb(r['memory']['all, proportional'])}, "
+        f"{r['peak_at_s']:.0f} s into the command; by process then: "
+        + ", ".join(
+            f"{k} {mb(v)}"
+            + (f" ({r['at_peak_count'][k]} processes)" if r["at_peak_count"][k] > 1 else "")
+            for k, v in sorted(r["at_peak"].items(), key=lambda kv: -kv[1])
+        )
+        + "\n  the most one process held (Pss), by name: "
+        + ", ".join(f"{k} {mb(v)}" for k, v in sorted(r["peak_pss"].items(), key=lambda kv: -kv[1]))
         + "\n  disk: "
         + ", ".join(f"{k}/ {mb(v)}" for k, v in r["disk"].items())
-        + f"\n  aggregation alone {r['aggregate_s']:.1f} s; report {r['report_s']:.1f} s "
-        f"({mb(r['report_bytes'])})"
+        + f"\n  aggregation alone {r['aggregate_s']:.1f} s; report "
+        + ", ".join(f"{t:.1f} s" for t in r["report_s"])
+        + f" in the run ({mb(r['report_bytes'])})"
     )
     if args.timeline:
         rates = timeline(r["times"], 10.0)

@@ -1,8 +1,10 @@
 """What each kind of process of a run costs: Snakemake's own process, the broker, the jobs.
 
 Read from /proc ten times a second while the run goes: each process's CPU time (user +
-system, the last value seen before it ended) and resident memory, and how many times the
-broker's event loop slept and woke (`broker_wakes`). Resident memory summed
+system, the last value seen before it ended), resident and proportional memory (Pss, from
+/proc/<pid>/smaps_rollup), and how many times the broker's event loop slept and woke
+(`broker_wakes`). The run's peak is the largest sum of every process's Pss at one moment;
+`at_peak` says which process held what then (a job by its rule's name). Resident memory summed
 over processes counts a page they share (the interpreter's code, a forked parent's pages)
 once for each of them; the proportional figure (Pss: each shared page split among those
 that share it) counts it once, which is what the machine spends. A job that lives less
@@ -114,7 +116,13 @@ class Watch(threading.Thread):
         self.peak: dict[str, int] = {}
         self.total = 0  # the largest resident memory of all of them at once
         self.total_pss = 0  # the largest proportional memory of all of them at once
-        self.at_peak: dict[str, int] = {}  # that moment's memory by kind (jobs by script)
+        # the moment of that proportional peak: Pss by process (Snakemake, the broker, each
+        # job by its rule's name; several jobs of a rule summed) and how many of each
+        self.at_peak: dict[str, int] = {}
+        self.at_peak_count: dict[str, int] = {}
+        self.at_peak_time = 0.0
+        # the largest Pss one process of each name held at any moment (a job by its rule)
+        self.peak_pss: dict[str, int] = {}
         self._cpu: dict[int, tuple[str, float]] = {}
         self._sleeps: dict[int, int] = {}  # the broker's, by process (the last value seen)
         self.samples: list[tuple[float, dict[str, float]]] = []  # (time, CPU s by kind)
@@ -124,16 +132,20 @@ class Watch(threading.Thread):
         while not self.done.wait(self.every):
             total = pss = 0
             now: dict[str, int] = {}
+            count: dict[str, int] = {}
             for pid in descendants(self.root):
                 what = kind(pid, self.root)
                 got = _read(pid)
                 if got is None:
                     continue
                 cpu, rss = got
+                own = _pss(pid)
                 total += rss
-                pss += _pss(pid)
-                name = script(pid) if what == "job" else what
-                now[name or "other"] = now.get(name or "other", 0) + rss
+                pss += own
+                name = (script(pid) if what == "job" else what) or "other"
+                now[name] = now.get(name, 0) + own
+                count[name] = count.get(name, 0) + 1
+                self.peak_pss[name] = max(self.peak_pss.get(name, 0), own)
                 if what:
                     self.peak[what] = max(self.peak.get(what, 0), rss)
                     self._cpu[pid] = (what, cpu)
@@ -141,9 +153,10 @@ class Watch(threading.Thread):
                     slept = _sleeps(pid)
                     if slept is not None:
                         self._sleeps[pid] = slept
-            if total > self.total:
-                self.total, self.at_peak = total, now
-            self.total_pss = max(self.total_pss, pss)
+            self.total = max(self.total, total)
+            if pss > self.total_pss:
+                self.total_pss, self.at_peak, self.at_peak_count = pss, now, count
+                self.at_peak_time = time.time()
             self.samples.append((time.time(), self.cpu(0.0)))
 
     @property

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +16,7 @@ import numpy as np
 import pytest
 from scipy.stats import multinomial, norm, rankdata
 from statsmodels.stats.contingency_tables import mcnemar
+from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import proportion_confint
 
 from kora.analysis.stats.difference import (
@@ -25,6 +28,7 @@ from kora.analysis.stats.difference import (
 from kora.analysis.stats.paired import adjust_pvalues, holm, sign_test
 from kora.analysis.stats.power import connor_sample_size, mcnemar_power, sample_size
 from kora.analysis.stats.ranks import _rank_min, bootstrap_ranks
+from tests.helpers import REPO
 from tests.simulated import exact_mcnemar_pvalues, simulate_mcnemar_power
 
 # --- many tests at once -----------------------------------------------------------------
@@ -47,6 +51,35 @@ def test_adjust_pvalues_holm_and_bh_by_hand() -> None:
     assert adjust_pvalues(ps, "holm", alpha=0.06).reject == [True, False, False, False]
     # statsmodels decides with <=: a single p equal to alpha is rejected
     assert adjust_pvalues([0.05]).reject == [True]
+
+
+def test_adjust_pvalues_are_statsmodels_own_to_the_bit() -> None:
+    """The same floats and verdicts as statsmodels' multipletests, which the report no
+    longer imports (issue 62: it held 164 MB of the report job): ties, zeros, ones, alpha
+    on the boundary, and random families."""
+    rng = np.random.default_rng(62)
+    families = [
+        [0.2, 0.001, 0.013, 0.04, 0.04, 1.0, 0.0],
+        [0.05, 0.05, 0.025, 0.0125],
+        [0.5] * 5,
+        *(list(rng.uniform(0, 0.2, n)) for n in (1, 2, 3, 10, 40)),
+        *(list(rng.choice([0.001, 0.01, 0.02, 0.05, 0.3], n)) for n in (6, 30)),
+    ]
+    for ps in families:
+        for method, alpha in itertools.product(("holm", "fdr_bh"), (0.05, 0.0125, 0.2)):
+            reject, adjusted, _, _ = multipletests(ps, alpha=alpha, method=method)
+            got = adjust_pvalues(ps, method, alpha)  # type: ignore[arg-type]
+            assert got.p == [float(x) for x in adjusted] and got.reject == list(reject)
+
+
+def test_the_report_does_not_import_statsmodels() -> None:
+    code = (
+        "import sys; from tests.reportdata import TAXONOMY, make_judgments, results_doc;"
+        "from kora.analysis.report.pages import render_report, records_of;"
+        "render_report(records_of(make_judgments()), results_doc(), TAXONOMY);"
+        "assert 'statsmodels' not in sys.modules and 'pandas' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, timeout=120)
 
 
 @pytest.mark.slow

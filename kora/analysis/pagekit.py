@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import base64
 import lzma
-import os
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 import orjson
 from markupsafe import Markup
@@ -74,11 +71,3 @@ def pack(data: object) -> str:
     page opens with koraUnpack. Base64 has no character that could end the element."""
     raw = lzma.compress(orjson.dumps(data), lzma.FORMAT_XZ, lzma.CHECK_CRC32, PACK_PRESET)
     return base64.b64encode(raw).decode()
-
-
-def pack_all(items: Sequence[object]) -> list[str]:
-    """`pack` of each item, on every core: lzma lets go of the GIL while it compresses."""
-    if len(items) < 2:
-        return [pack(x) for x in items]
-    with ThreadPoolExecutor(min(len(items), os.cpu_count() or 1)) as pool:
-        return list(pool.map(pack, items))

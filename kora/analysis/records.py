@@ -10,15 +10,18 @@ per-test file (not results.json, summary.json, usage or status files, nor the
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import zipfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
+import orjson
 from pydantic import ValidationError
 
 from kora import benchmarks
@@ -63,7 +66,7 @@ def criteria_of(records: list[TestRecord]) -> tuple[str, ...]:
     return ("safety", *benchmark_of(records).criteria)
 
 
-@dataclass
+@dataclass(slots=True)
 class Criterion:
     grade: str
     count: float | None = None
@@ -71,7 +74,7 @@ class Criterion:
     not_triggered: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class JudgeGrades:
     judge: str
     criteria: dict[str, Criterion]
@@ -100,6 +103,9 @@ class TestRecord:
     blocked: str | None = None  # why a chat service would not let the test run
     turns: list[TargetTurn] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
+    # a light record's file and the offset of its line: `raw` and the reasons leave its
+    # texts out, `whole` reads them again (load_records(light=True))
+    origin: tuple[Path, int] | None = None
 
     @property
     def pair_key(self) -> tuple[str, str]:
@@ -123,7 +129,7 @@ def _criterion(obj: object, where: str) -> Criterion:
         raise InputError(f"{where}: expected {{grade: failing|adequate|exemplary, ...}}")
     count = obj.get("occurrenceCount")
     return Criterion(
-        grade=obj["grade"],
+        grade=sys.intern(obj["grade"]),  # one string for each grade, whatever the tests
         count=float(count) if isinstance(count, int | float) else None,
         reasons=str(obj.get("reasons", "")),
         not_triggered=bool(obj.get("notTriggered", False)),
@@ -253,26 +259,60 @@ def input_files(path: Path, workdir: Path) -> list[Path]:
     )
 
 
-def records_of_file(path: Path) -> Iterator[TestRecord]:
+def records_of_file(path: Path, light: bool = False) -> Iterator[TestRecord]:
     data = path.read_bytes()
     if not data.strip():
         return  # a shard whose every item failed before judging, or not yet written
+    # where each line starts: a light record is read again from its line (`whole`)
+    starts = list(accumulate(map(len, data.splitlines(keepends=True)), initial=0)) if light else []
     for where, obj in parsed(str(path), data):
         rec = record_from_dict(obj, where)
+        if rec is not None and light and path.suffix == ".jsonl":  # where: "<file>:<line>"
+            rec = _lightened(rec, path, starts[int(where.rsplit(":", 1)[1]) - 1])
         if rec is not None:
             yield rec
 
 
-def load_records(paths: Iterable[Path | str]) -> list[TestRecord]:
+def _lightened(rec: TestRecord, path: Path, offset: int) -> TestRecord:
+    """`rec` without its texts (the conversation, the scenario but its title, the judges'
+    reasons): what a report of thousands of tests holds of each at once."""
+    raw = rec.raw
+    rec.raw = {k: raw[k] for k in ("target", "judge") if k in raw}
+    # the version's key (kora.benchmarks.of_test looks for it), and the scenario's title
+    rec.raw |= {k: {} for k in ("behaviorAssessment", "mechanismAssessment") if k in raw}
+    rec.raw["scenario"] = {"shortTitle": (raw.get("scenario") or {}).get("shortTitle", "")}
+    for grades in (rec.criteria, *(j.criteria for j in rec.judges)):
+        for c in grades.values():
+            c.reasons = ""
+    rec.origin = (path, offset)
+    return rec
+
+
+def whole(rec: TestRecord) -> TestRecord:
+    """The record with its texts: a light one read again from its line of its file."""
+    if rec.origin is None:
+        return rec
+    path, offset = rec.origin
+    with open(path, "rb") as f:
+        f.seek(offset)
+        again = record_from_dict(orjson.loads(f.readline()), str(path))
+    if again is None or again.key != rec.key:
+        raise InputError(f"{path}: changed while the report was drawn from it")
+    return again
+
+
+def load_records(paths: Iterable[Path | str], light: bool = False) -> list[TestRecord]:
     """Every judged test under the given folders, .zip files or JSON/JSONL files.
 
     A test key seen twice keeps its last record (a re-judged test replaces the old one).
+    `light`: the records of JSONL files without their texts (`whole` reads them again),
+    but a .zip's, whose files are gone once this returns.
     """
     by_key: dict[str, TestRecord] = {}
     with tempfile.TemporaryDirectory(prefix="kora-records-") as tmp:
         for p in paths:
             with zip_named(p, tmp):
                 for f in input_files(Path(p), Path(tmp)):
-                    for rec in records_of_file(f):
+                    for rec in records_of_file(f, light and Path(p).suffix != ".zip"):
                         by_key[rec.key] = rec
     return list(by_key.values())

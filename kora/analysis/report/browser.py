@@ -17,16 +17,16 @@ data, and xz makes LLM-written prose about a fifth (bench/report_browser.py).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from kora.analysis.records import JudgeGrades, TestRecord, criterion_label
+from kora.analysis.records import JudgeGrades, TestRecord, criterion_label, whole
 from kora.analysis.report.names import Names, age_key, prompt_key
 from kora.analysis.report.replies import FLAGS, turn_flags
 
-# Chunks let the report's writer compress on every core, and the page open each as its own
-# stream; a thousand tests make 2 to 15 MB of JSON, about the 8 MiB that xz's window spans
-# (kora.analysis.pagekit.PACK_PRESET), so a larger chunk would gain little.
+# Chunks let the report's writer hold one at a time (report.pages), and the page open each
+# as its own stream; a thousand tests make 2 to 15 MB of JSON, about the 8 MiB that xz's
+# window spans (kora.analysis.pagekit.PACK_PRESET), so a larger chunk would gain little.
 TEXT_CHUNK = 1000
 
 
@@ -89,40 +89,47 @@ def _judge(
     )
 
 
+def _reasons(r: TestRecord, crits: Sequence[str]) -> list[list[str]]:
+    """Each judge's reasons per criterion (none for a failed test)."""
+    if r.error is not None:
+        return []
+    # reference records: the one (combined) verdict
+    verdicts = r.judges or [JudgeGrades(str(r.raw.get("judge", "judge")), r.criteria)]
+    return [[v.criteria[c].reasons if c in v.criteria else "" for c in crits] for v in verdicts]
+
+
 def _chunks(
-    tests: Sequence[dict[str, Any]],
-    messages: Sequence[Any],
-    reasons: Sequence[Any],
-    scenarios: dict[str, dict[str, str]],
-) -> list[dict[str, Any]]:
-    out = []
+    ordered: Sequence[TestRecord], tests: Sequence[dict[str, Any]], crits: Sequence[str]
+) -> Iterator[dict[str, Any]]:
+    """The texts' chunks, one at a time: only the chunk's records are read whole."""
     placed: set[str] = set()
-    for start in range(0, len(tests), TEXT_CHUNK):
+    for start in range(0, len(ordered), TEXT_CHUNK):
         end = start + TEXT_CHUNK
-        own = {}
-        for t in tests[start:end]:
+        messages, reasons, own = [], [], {}
+        for t, r in zip(tests[start:end], map(whole, ordered[start:end]), strict=True):
+            raw = r.raw
             if t["s"] not in placed:
                 placed.add(t["s"])
-                own[t["s"]] = scenarios[t["s"]]
-        out.append(
-            {"from": start, "m": messages[start:end], "r": reasons[start:end], "scenarios": own}
-        )
-    return out
+                own[t["s"]] = _scenario(raw.get("scenario") or {})
+            messages.append(
+                [[m.get("role", ""), m.get("content", "")] for m in raw.get("messages") or []]
+            )
+            reasons.append(_reasons(r, crits))
+        yield {"from": start, "m": messages, "r": reasons, "scenarios": own}
 
 
 def browser_data(
     records: Sequence[TestRecord], crits: Sequence[str], names: Names
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The two parts: (the list's data, the texts' chunks)."""
-    scenarios: dict[str, dict[str, str]] = {}
+) -> tuple[dict[str, Any], Iterator[dict[str, Any]]]:
+    """The two parts: (the list's data, the texts' chunks, made as they are read)."""
+    titles: dict[str, str] = {}
     tests: list[dict[str, Any]] = []
-    messages: list[list[list[str]]] = []
-    reasons: list[list[list[str]]] = []
     behaviour = [c for c in crits if c != "safety"]
-    for r in sorted(records, key=names.record_key):
+    ordered = sorted(records, key=names.record_key)
+    for r in ordered:
         raw = r.raw
-        if r.scenario_id not in scenarios:
-            scenarios[r.scenario_id] = _scenario(raw.get("scenario") or {})
+        if r.scenario_id not in titles:
+            titles[r.scenario_id] = (raw.get("scenario") or {}).get("shortTitle") or ""
         t: dict[str, Any] = {
             "k": r.key,
             "s": r.scenario_id,
@@ -130,10 +137,6 @@ def browser_data(
             "a": r.age,
             "p": r.prompt,
         }
-        messages.append(
-            [[m.get("role", ""), m.get("content", "")] for m in raw.get("messages") or []]
-        )
-        judge_reasons: list[list[str]] = []
         flags = [turn_flags(x) for x in r.turns]
         if any(flags):  # no flags at all is what most tests have: the page reads none
             t["f"] = flags
@@ -142,14 +145,8 @@ def browser_data(
         else:
             t["g"] = [r.criteria[c].grade if c in r.criteria else None for c in crits]
             t["n"] = [_count(r.criteria[c].count) if c in r.criteria else None for c in behaviour]
-            verdicts = r.judges or []
-            if not verdicts:  # reference records: the one (combined) verdict
-                verdicts = [JudgeGrades(str(raw.get("judge", "judge")), r.criteria)]
+            verdicts = r.judges or [JudgeGrades(str(raw.get("judge", "judge")), r.criteria)]
             t["j"] = [_judge(v, crits, behaviour, t) for v in verdicts]
-            judge_reasons = [
-                [v.criteria[c].reasons if c in v.criteria else "" for c in crits] for v in verdicts
-            ]
-        reasons.append(judge_reasons)
         tests.append(t)
     # taxonomy order, not a set's: the page is the same bytes for the same run
     risk_order = sorted({r.risk for r in records}, key=names.risk_key)
@@ -166,6 +163,6 @@ def browser_data(
         "multiJudge": any(len(r.judges) > 1 for r in records),
         "hasTurns": any(r.turns for r in records),
         "replyFlags": {k: {"short": short, "long": long} for k, (short, long) in FLAGS.items()},
-        "titles": {sid: sc.get("title", "") for sid, sc in scenarios.items()},
+        "titles": titles,
         "tests": tests,
-    }, _chunks(tests, messages, reasons, scenarios)
+    }, _chunks(ordered, tests, crits)

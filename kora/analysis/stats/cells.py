@@ -23,7 +23,7 @@ discordant pairs: kora.analysis.stats.paired).
 Multiplicity: each outcome is one family, the tests of every cell on it: the failing
 family asks "where does one fail more often", the exemplary one "where is one exemplary
 less often"; they answer different questions and are read, and gated, apart. Each family
-is adjusted twice by statsmodels' `multipletests`: Holm (family-wise error rate: the chance
+is adjusted twice as statsmodels' `multipletests` does it: Holm (family-wise error rate: the chance
 of any false "differs" is at most alpha) and Benjamini-Hochberg (false discovery rate: the
 expected share of false ones among the cells said to differ is at most alpha). A cell
 differs after adjustment when the adjusted p-value is at most alpha (statsmodels' rule).

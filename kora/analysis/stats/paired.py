@@ -1,6 +1,6 @@
 """Two targets (or two prompt variants) on the same tests, failing or not: the exact
 McNemar test, i.e. a two-sided sign test on the discordant pairs, and the adjustment of
-many such tests at once (Holm, Benjamini-Hochberg; statsmodels' implementation). Pure
+many such tests at once (Holm, Benjamini-Hochberg, as statsmodels computes them). Pure
 functions.
 """
 
@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
+
+import numpy as np
 
 from kora.analysis.stats.rates import Rate
 
@@ -65,12 +67,24 @@ def adjust_pvalues(
     bad = [p for p in ps if not 0 <= p <= 1]  # NaN fails both comparisons
     if bad:
         raise ValueError(f"adjust_pvalues: p-values must be in [0, 1], got {bad[0]}")
-    if not ps:
-        return Adjusted([], [], method, alpha)
-    # imported here, like scipy above: statsmodels takes a moment to load
-    from statsmodels.stats.multitest import multipletests
-
-    reject, adjusted, _, _ = multipletests(ps, alpha=alpha, method=method)
+    # statsmodels' `multipletests`, step for step (tests/test_compare_cells.py holds them
+    # equal): importing statsmodels, with pandas and scipy.stats, took 164 MB, most of
+    # what the report job held (issue 62)
+    order = np.argsort(ps)
+    ranked = np.asarray(ps)[order]
+    m = len(ranked)
+    if method == "holm":
+        left = np.arange(m, 0, -1)
+        kept = np.nonzero(ranked > alpha / left)[0]  # the first not rejected stops the steps
+        reject = np.arange(m) < (kept[0] if kept.size else m)
+        adjusted = np.maximum.accumulate(ranked * left)
+    else:
+        share = np.arange(1, m + 1) / float(m)
+        below = np.nonzero(ranked <= share * alpha)[0]  # all up to the last one below
+        reject = np.arange(m) <= (below[-1] if below.size else -1)
+        adjusted = np.minimum.accumulate((ranked / share)[::-1])[::-1]
+    back = np.argsort(order)  # each p-value's place among the sorted ones
+    adjusted, reject = np.minimum(adjusted, 1)[back], reject[back]
     return Adjusted([float(p) for p in adjusted], [bool(r) for r in reject], method, alpha)
 
 

@@ -174,7 +174,8 @@ async def report(
     started = time.monotonic()
     doc = orjson.loads(input.results.read_bytes())
     taxonomy = _taxonomy(input.taxonomy, ctx, benchmarks.of_results(doc))
-    records = load_records(shards(input.judgments, params.places))
+    # without their texts: the page reads them again a chunk at a time (report.browser)
+    records = load_records(shards(input.judgments, params.places), light=True)
     agreement = orjson.loads(input.agreement[0].read_bytes()) if input.agreement else None
     people = load_people(input.annotations) if input.annotations else None
     manifest = None
