@@ -6,16 +6,14 @@ import uuid
 from functools import partial
 from pathlib import Path
 
-from kora.run.workflow import gather_inputs, unknown_files, snakemake_api, outputs
-
-from kora.run import runlock
-
-from kora.run.jobs import stops
 from kora.config.files import check_checkout, load_run_config
 from kora.errors import KoraError
+from kora.run import runlock
+from kora.run.jobs import stops
 from kora.run.jobs.progress import RUN_ENV
-from kora.run.session import RunSession
 from kora.run.jobs.shards import missing_token
+from kora.run.session import RunSession
+from kora.run.workflow import gather_inputs, outputs, snakemake_api, unknown_files
 from kora.run.workflow.pipeline import Pipeline
 
 # Read config.yaml, every --configfile overlay and the --config values with the project's
@@ -25,7 +23,9 @@ from kora.run.workflow.pipeline import Pipeline
 _overlays = snakemake_api.overlays(workflow)
 try:
     check_checkout(Path.cwd())  # this checkout's own code and templates, or none
-    load_run_config(_overlays, workdir=Path.cwd(), given=snakemake_api.config_values(workflow))
+    load_run_config(
+        _overlays, workdir=Path.cwd(), given=snakemake_api.config_values(workflow)
+    )
 except KoraError as exc:
     snakemake_api.stop(exc)
 
@@ -64,7 +64,9 @@ snakemake_api.check_targets(
 )
 # `snakemake --report` packs the results there are: rule all asks only for those then;
 # none there (a report asked without the run's --configfile) packs nothing
-REPORTING = snakemake_api.reporting(workflow, lambda: outputs.nothing_to_report(PIPELINE))
+REPORTING = snakemake_api.reporting(
+    workflow, lambda: outputs.nothing_to_report(PIPELINE)
+)
 
 
 def _needrun():
