@@ -7,6 +7,8 @@ times the conversations, and that the page is the same bytes either way."""
 from __future__ import annotations
 
 import asyncio
+import re
+import shutil
 import tracemalloc
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,7 +22,9 @@ from kora.analysis.report import browser
 from kora.analysis.report.pages import write_report
 from kora.benchmarks.outcomes import Judgment, Message
 from kora.run.jobs.gather import ReportInput, ReportOutput, ReportParams, report
+from tests.helpers import REPO, copy_workflow
 from tests.reportdata import TAXONOMY, make_judgments, results_doc, write_jsonl
+from tests.workflows import command
 
 PLACES = [f"7to9/m{i}" for i in range(7)]
 
@@ -100,3 +104,24 @@ def test_the_page_of_light_records_is_the_page_of_whole_ones(
         write_report(records, results_doc(), out / "r.html", out / "s.json", TAXONOMY)
         pages.append(((out / "r.html").read_bytes(), (out / "s.json").read_bytes()))
     assert pages[0] == pages[1]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_run_of_several_targets_draws_one_report_at_a_time(tmp_path: Path) -> None:
+    """Four targets' report jobs at once held 558 MB (bench/README.md, issue 62): each
+    report job takes the run's one `report_jobs`, which the workflow's own profile gives
+    every run (a --profile beside it, profiles/slurm, keeps it)."""
+    import yaml
+
+    copy_workflow(tmp_path)
+    shutil.copytree(REPO / "config", tmp_path / "config")
+    line = "snakemake -n --cores 10 --configfile config/demo.yaml config/demo-pair.yaml"
+    run = command(tmp_path, line)
+    assert run.returncode == 0, run.stderr[-2000:]
+    jobs = run.stdout.split("\nrule ")
+    reports = [j for j in jobs if j.startswith("report:")]
+    assert len(reports) == 2, run.stdout[-2000:]
+    assert all(re.search(r"resources: .*\breport_jobs=1\b", j) for j in reports), reports
+    profile = yaml.safe_load((tmp_path / "profiles/default/config.yaml").read_text())
+    assert "report_jobs=1" in profile["resources"]
