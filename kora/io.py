@@ -17,13 +17,13 @@ from kora.llm.store.files import write_atomic
 T = TypeVar("T", bound=BaseModel)
 
 
-def dumps(obj: Any) -> bytes:
+def dumps(obj: object) -> bytes:
     if isinstance(obj, BaseModel):
         obj = obj.model_dump(mode="json", by_alias=True, exclude_none=True)
     return orjson.dumps(obj)
 
 
-def write_json(path: Path | str, obj: Any) -> None:
+def write_json(path: Path | str, obj: object) -> None:
     if isinstance(obj, BaseModel):
         obj = obj.model_dump(mode="json", by_alias=True, exclude_none=True)
     write_atomic(path, orjson.dumps(obj, option=orjson.OPT_INDENT_2) + b"\n")

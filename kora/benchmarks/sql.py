@@ -17,7 +17,7 @@ GROUP BY ALL ORDER BY blocked
 """
 
 
-def whole(x: Any) -> int | float:
+def whole(x: str | float | None) -> int | float:
     """An occurrence count sum: a whole number as an integer, as the reference holds it."""
     f = float(x or 0)
     return int(f) if f.is_integer() else f

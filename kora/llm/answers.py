@@ -8,7 +8,7 @@ the model is sent when it is asked again (kora.llm.client).
 from __future__ import annotations
 
 import json
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import orjson
 from pydantic import BaseModel, ValidationError
@@ -41,7 +41,7 @@ def _extract_json(text: str) -> str:
     return t.strip()
 
 
-def _loads(text: str) -> Any:
+def _loads(text: str) -> object:
     """JSON, also with raw control characters (a line break) inside its strings: the JSON
     grammar of llama.cpp's servers lets a model write them."""
     try:

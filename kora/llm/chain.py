@@ -26,7 +26,7 @@ R = TypeVar("R")
 T = TypeVar("T")
 
 
-def _label(model: Any) -> str:
+def _label(model: object) -> str:
     return str(getattr(model, "name", model))
 
 

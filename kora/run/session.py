@@ -25,6 +25,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from kora.config.checks import unpriced_for_budget
@@ -216,7 +217,7 @@ class RunSession:
         for sig in (signal.SIGINT, signal.SIGTERM):
             before = signal.getsignal(sig)
 
-            def handler(signum: int, frame: Any, before: Any = before) -> None:
+            def handler(signum: int, frame: FrameType | None, before: object = before) -> None:
                 if self.stopped_by is None:
                     self.stopped_by = signal.Signals(signum).name
                     # first: a job whose script starts now runs nothing (kora.run.broker.dispatch)
@@ -284,7 +285,7 @@ class RunSession:
             return 128 + signal.Signals[self.stopped_by]
         return 1 if lines else None
 
-    def _record(self, **facts: Any) -> None:
+    def _record(self, **facts: object) -> None:
         """The run's record beside its bill (`kora usage --runs`)."""
         record_run(bill_dir(self.store), self.run_id, **facts)
 

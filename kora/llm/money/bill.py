@@ -44,7 +44,7 @@ def bill_dir(store: Path) -> Path:
     return store.parent / "bill"
 
 
-def record_run(folder: Path, run: str, **facts: Any) -> None:
+def record_run(folder: Path, run: str, **facts: object) -> None:
     """Add `facts` to the run's record: at its start `started`, `targets`, `command`; at its
     end `ended` and `outcome` (how it ended). A record that cannot be written costs the run
     nothing: the bill's lines are what counts."""

@@ -47,8 +47,8 @@ class Counts:
         """Each counter times `k` (an estimate of `k` calls like this one)."""
         return Counts(*[getattr(self, n) * k for n in _COUNTERS])
 
-    def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def as_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
             "calls": self.calls,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,

@@ -57,7 +57,7 @@ _FINISH = finish_reasons(
 )
 
 
-def _served(model: Any) -> dict[str, str]:
+def _served(model: object) -> dict[str, str]:
     """The model id the answer says served it (a dated snapshot where the config names an
     alias): the manifest counts answers by it."""
     return {"model": model} if isinstance(model, str) and model else {}

@@ -20,9 +20,10 @@ import contextlib
 import logging
 import os
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import orjson
 
@@ -94,7 +95,7 @@ class BatchQueue:
                 self._spawn(self._send(self.window))
         return await asyncio.shield(fut)
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Coroutine[object, object, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)

@@ -138,7 +138,7 @@ class _SchemaFaker:
         self.rng = rng
         self.hints = hints
 
-    def value(self, s: dict[str, Any], name: str = "") -> Any:
+    def value(self, s: dict[str, Any], name: str = "") -> object:
         if "$ref" in s:
             return self.value(self.defs[s["$ref"].split("/")[-1]], name)
         if "anyOf" in s:
@@ -171,7 +171,7 @@ class _SchemaFaker:
             return self.rng.random() < 0.5
         return None
 
-    def _pick_enum(self, values: list[Any], name: str) -> Any:
+    def _pick_enum(self, values: list[object], name: str) -> object:
         if set(values) == GRADE_WORDS:
             r = self.rng.random()
             return "failing" if r < 0.12 else "adequate" if r < 0.4 else "exemplary"

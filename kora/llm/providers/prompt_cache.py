@@ -24,7 +24,7 @@ import orjson
 from kora.llm.limits.tokens import estimate_input_tokens
 
 
-def _tokens(*parts: Any) -> int:
+def _tokens(*parts: object) -> int:
     return estimate_input_tokens(sum(len(orjson.dumps(p)) for p in parts if p is not None))
 
 

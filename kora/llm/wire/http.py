@@ -8,7 +8,7 @@ import contextlib
 import errno
 import os
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import urlsplit
 
@@ -77,7 +77,7 @@ async def send(
     )
 
 
-def identity(headers: Any) -> bool:
+def identity(headers: Mapping[str, str]) -> bool:
     """A body sent as it is (no content encoding): its Content-Length is its size.
     `headers`: a case-insensitive mapping (httpx's or aiohttp's)."""
     return headers.get("content-encoding", "identity").strip().lower() in ("", "identity")

@@ -16,6 +16,7 @@ import os
 import signal
 import socket
 import sys
+from types import FrameType
 from typing import Any
 
 from kora.run.stages import ORDER
@@ -28,7 +29,7 @@ from kora.run.transport.waiter import argv as waiter_argv
 BROKER_ENV = "KORA_BROKER"  # "<host>|<socket path>" of the run's broker
 
 
-def _interrupt(signum: int, frame: Any) -> None:
+def _interrupt(signum: int, frame: FrameType | None) -> None:
     # SIGTERM: a job in its own process then cancels its calls in order, and ends quietly;
     # it may be meant for this job alone (a cluster's time limit), not the run's stop
     raise SystemExit(STOPPED)

@@ -45,7 +45,7 @@ class Wildcards(SimpleNamespace):
         return vars(self).items()
 
 
-def _cells(parts: Iterable[tuple[str, str]], wc: Any) -> list[dict[str, str]]:
+def _cells(parts: Iterable[tuple[str, str]], wc: Wildcards) -> list[dict[str, str]]:
     base = dict(wc.items())
     return [{**base, "age": age, "motivation": m} for age, m in parts]
 
@@ -62,11 +62,11 @@ def logs(pipeline: Rules, stage: str) -> str:
 
 def inputs(
     pipeline: Rules, stage: str, parts: list[tuple[str, str]]
-) -> Callable[[Any], dict[str, str | list[str]]]:
+) -> Callable[[Wildcards], dict[str, str | list[str]]]:
     """The job's inputs: those every cell shares (the templates, the taxonomy: lists, as
     every shard rule declares them), and the risk's folder of each source (one file)."""
 
-    def of(wc: Any) -> dict[str, str | list[str]]:
+    def of(wc: Wildcards) -> dict[str, str | list[str]]:
         first = STAGES[stage].inputs(pipeline, _cells(parts[:1], wc)[0])
         return {k: v if isinstance(v, list) else str(folder_of(v)) for k, v in first.items()}
 
@@ -80,7 +80,7 @@ def params(pipeline: Rules, stage: str, parts: list[tuple[str, str]]) -> dict[st
     per_cell = STAGES[stage].per_cell
     own = {k: v for k, v in every.items() if k in per_cell}
 
-    def cells(wc: Any) -> list[dict[str, object]]:
+    def cells(wc: Wildcards) -> list[dict[str, object]]:
         out = []
         for c in _cells(parts, wc):
             w = Wildcards(**c)
