@@ -125,6 +125,10 @@ class Turns:
         while self.sent and self.sent[0] <= now - LATE_WINDOW:
             self.sent.popleft()
 
+    def _last_second(self, now: float) -> int:
+        """The requests sent in the one second ending now."""
+        return len(self.sent) - bisect.bisect_right(self.sent, now - 1.0)
+
     def room(self, now: float, *, late: bool = True) -> bool:
         """Whether one request more now, with those let go and not yet written, keeps
         the one-second window ending now within the rate (paced at `headroom` of the
@@ -139,9 +143,10 @@ class Turns:
         # a second paced at 9.8 req/s holds 10 slots, at 0.98 one: a window's count is
         # held to the rate rounded up (to the rate itself, no call ever went)
         most = math.ceil(self.rate - 1e-9)
-        last = len(self.sent) - bisect.bisect_right(self.sent, now - 1.0)
-        if (last if not late else len(self.sent)) + self.pending + 1 > most:
-            return False  # the window ending now (a late call's: LATE_WINDOW long)
+        # the window ending now: a late call's is LATE_WINDOW long, all that `sent` keeps
+        window = len(self.sent) if late else self._last_second(now)
+        if window + self.pending + 1 > most:
+            return False
         if not late:
             return True
         if self.spread(now) > 0:
