@@ -108,3 +108,57 @@ def test_a_budget_stop_ends_on_koras_lines(tmp_path: Path, serve: Servers) -> No
     assert "kora: the run stopped at its budget" in out
     assert re.search(r"^kora: .*raise the budget: snakemake .*--config 'budget=", out, re.M)
     kora_has_the_last_word(out)
+
+
+INTERRUPTED_IMPORT = """import signal, sys
+from kora.run.broker.dispatch import run
+
+
+class Interrupted:
+    def __set_name__(self, owner, name):
+        signal.raise_signal(getattr(signal, sys.argv[1]))
+
+
+class Job:
+    @property
+    def params(self):
+        # what reading Snakemake's job object may do: import snakemake.io, whose classes'
+        # __set_name__ wraps whatever is raised in it in a RuntimeError
+        class QueueInfo:
+            items = Interrupted()
+
+    input = output = log = config = {}
+
+
+run("seeds", Job())
+"""
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_stop_during_the_jobs_imports_ends_it_as_a_stop(tmp_path: Path, sig: str) -> None:
+    """A Ctrl-C that reaches a job while Snakemake's job object is still loading its
+    modules came out of the import as a RuntimeError: the job ended with a traceback and
+    Snakemake's "a job execution failed" instead of the run's stop (CI, stop 64)."""
+    import subprocess
+    import sys
+
+    from kora.run.transport.protocol import stopping_path
+    from tests.helpers import REPO
+
+    (tmp_path / "script.py").write_text(INTERRUPTED_IMPORT)
+    env = dict(os.environ, PYTHONPATH=str(REPO), KORA_RUN_ID="r1")
+    env.pop("KORA_BROKER", None)
+    done = subprocess.run(
+        [sys.executable, "script.py", sig],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=50,
+    )
+    assert done.returncode == 128 + signal.SIGINT, done.stderr
+    assert "Traceback" not in done.stderr
+    # a Ctrl-C reaches the whole run and says it is stopping; a SIGTERM may be meant for
+    # this job alone (a cluster's time limit)
+    assert stopping_path(tmp_path, "r1").exists() == (sig == "SIGINT")

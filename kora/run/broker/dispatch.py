@@ -35,6 +35,15 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(STOPPED)
 
 
+def _stop_within(error: BaseException) -> BaseException | None:
+    """The stop an error came of, if it did: a stop that arrives inside an import can come
+    out wrapped (a class's __set_name__ turns what it raises into a RuntimeError)."""
+    seen: BaseException | None = error
+    while seen is not None and not isinstance(seen, KeyboardInterrupt | SystemExit):
+        seen = seen.__cause__ or seen.__context__
+    return seen
+
+
 def hand_over(spec: JobSpec) -> socket.socket | None:
     """Give the job to the run's broker: the connection its answer will come on, or None
     when no broker serves this machine."""
@@ -103,9 +112,13 @@ def run(rule: str, smk: Any) -> None:
             from kora.run.broker.execute import run_here
 
             done = run_here(spec)
-    except KeyboardInterrupt:
-        # Ctrl-C reaches every process of the run at once: a job that ends on it before the
-        # run's Snakemake has run its handler must not read as a job that failed
-        say_stopping(os.getcwd(), os.environ.get(RUN_ENV))
+    except (KeyboardInterrupt, Exception) as error:
+        stop = _stop_within(error)
+        if stop is None:
+            raise
+        if isinstance(stop, KeyboardInterrupt):
+            # Ctrl-C reaches every process of the run at once: a job that ends on it before
+            # the run's Snakemake has run its handler must not read as a job that failed
+            say_stopping(os.getcwd(), os.environ.get(RUN_ENV))
         raise SystemExit(STOPPED) from None
     finish(done)
