@@ -120,6 +120,21 @@ def test_sign_test_agrees_with_statsmodels_exact_mcnemar() -> None:
         assert sign_test(b, c) == pytest.approx(expected, rel=1e-9, abs=1e-300), (b, c)
 
 
+
+def test_sign_test_is_scipys_binomtest_to_the_last_bit() -> None:
+    """summary.json holds these p-values: the report job computes them without importing
+    scipy.stats (46 MB), and they must not move by a bit from what binomtest gives."""
+    import random
+
+    from scipy.stats import binomtest
+
+    rng = random.Random(7)
+    cases = [(b, n - b) for n in range(1, 121) for b in range(n + 1) if 2 * b != n]
+    cases += [(b, n - b) for n in rng.sample(range(121, 60_000), 300) for b in [rng.randint(0, n)]]
+    for b, c in cases:
+        assert sign_test(b, c) == min(1.0, binomtest(min(b, c), b + c, 0.5).pvalue), (b, c)
+
+
 # --- a paired difference of failing rates, with its interval -----------------------------
 
 # Published intervals, table as (both, a_only, b_only, neither), i.e. (a, b, c, d) of the
