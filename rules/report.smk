@@ -20,10 +20,9 @@ rule report:
         PIPELINE.layout.log("report", "{target}"),
     conda:
         "../envs/kora.yaml"
-    # one report job at a time (profiles/default gives the run one report_jobs): each
-    # holds up to 266 MB on the whole grid, four targets' at once held 558 MB
+    # one job at a time that reads a target's every test (profiles/default)
     resources:
-        report_jobs=1,
+        whole_target_jobs=1,
     params:
         target=lambda wc: wc.target,
         places=PIPELINE.places,

@@ -26,6 +26,9 @@ rule results:
         PIPELINE.layout.log("results", "{target}"),
     conda:
         "../envs/kora.yaml"
+    # one job at a time that reads a target's every test (profiles/default)
+    resources:
+        whole_target_jobs=1,
     params:
         # each cell's place in the risks' folders of the input
         places=PIPELINE.places,
