@@ -120,7 +120,6 @@ def test_sign_test_agrees_with_statsmodels_exact_mcnemar() -> None:
         assert sign_test(b, c) == pytest.approx(expected, rel=1e-9, abs=1e-300), (b, c)
 
 
-
 def test_sign_test_is_scipys_binomtest_to_the_last_bit() -> None:
     """summary.json holds these p-values: the report job computes them without importing
     scipy.stats (46 MB), and they must not move by a bit from what binomtest gives."""
