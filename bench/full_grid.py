@@ -194,6 +194,14 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
         out["loop_cpu"] = _said(broker_log, "the broker's CPU: ")
         out["collector"] = _said(broker_log, "garbage collector: ")
         out["loop"] = _said(broker_log, "the broker's loop: ")
+        # a stage's job that ran in its own process though a broker served the run (a
+        # whole job's memory, 200 MB, where its script waits as a 0.4 MB shell)
+        out["alone"] = sorted(
+            str(p.relative_to(work))
+            for stage in ("seeds", "scenarios", "conversations", "judgments")
+            for p in work.glob(f"logs/**/{stage}/**/*.log")
+            if "(its own)" in p.read_text(errors="replace")
+        )
         first = [results[0], "--configfile", "bench.yaml"]
         out["aggregate_s"] = _timed(
             [*smk, "--cores", "2", *first, "--forcerun", "results"], work, env, "agg.log"
@@ -359,7 +367,8 @@ def main() -> None:
             f"({100 * o['refused'] / max(o['requests'], 1):.1f} %){lagged(o)}\n"
             for who, o in [("shared server" if r["own"] else "server", r), *r["own"].items()]
         )
-        + f"  CPU {r['cpu']:.0f} s = {r['cpu'] / max(r['all_calls'], 1) * 1000:.1f} ms a call ("
+        + f"  CPU {r['cpu']:.0f} s = {r['cpu'] / max(r['all_calls'], 1) * 1000:.1f} ms a call, "
+        f"{r['cpu'] / r['run_s']:.2f} of a core over the whole command ("
         + ", ".join(f"{k} {v:.1f} s" for k, v in r["cpu_by_kind"].items())
         + ")\n"
         + f"  the broker's event loop slept and woke {r['broker_wakes']:,} times: "
@@ -367,6 +376,8 @@ def main() -> None:
         + "".join(f"  the broker's garbage collector: {c}\n" for c in r["collector"])
         + "".join(f"  the broker's CPU: {c}\n" for c in r["loop_cpu"])
         + "".join(f"  the broker's loop: {c}\n" for c in r["loop"])
+        + f"  stage jobs that ran in their own process: {len(r['alone'])} "
+        + (f"({', '.join(r['alone'][:5])})\n" if r["alone"] else "(each went to the broker)\n")
         + "  peak memory: "
         + ", ".join(f"{k} {mb(v)}" for k, v in sorted(r["memory"].items()))
         + f"\n  all at once (the sum of Pss) {mb(r['memory']['all, proportional'])}, "
