@@ -102,13 +102,13 @@ def import_scenarios(
     path: Path,
     taxonomy: Taxonomy,
     layout: Layout,
-    workdir: Path = Path("."),
     *,
     replace: bool = False,
 ) -> dict[str, int]:
+    """The scenarios in `path` as the scenarios stage's shards, in the current folder."""
     by_shard = parse_scenarios(path, taxonomy)
-    data = workdir / layout.data / "scenarios"
-    manifest = workdir / layout.import_manifest
+    data = Path(layout.data, "scenarios")
+    manifest = Path(layout.import_manifest)
     if data.exists() and any(data.iterdir()) and not manifest.exists() and not replace:
         raise InputError(
             f"{data} holds generated scenarios; importing would replace them. "
@@ -116,7 +116,7 @@ def import_scenarios(
         )
     with _swapped_in(data) as staging:
         for shard in taxonomy.shards():
-            out = workdir / layout.scenarios(shard.path)
+            out = Path(layout.scenarios(shard.path))
             target = staging / out.relative_to(data)
             items = by_shard.get(shard, [])
             rejected = staging / Path(rejected_of(out)).relative_to(data)
@@ -142,12 +142,12 @@ def import_scenarios(
     return {"scenarios": sum(len(v) for v in by_shard.values()), "shards": len(by_shard)}
 
 
-def remove_imported_scenarios(layout: Layout, workdir: Path = Path(".")) -> int:
+def remove_imported_scenarios(layout: Layout) -> int:
     """Switch back to generated scenarios: remove the imported set (the next run makes the
     generated one again from the seeds; its calls come from the store). Returns how many
     scenarios were removed."""
-    data = workdir / layout.data / "scenarios"
-    manifest = workdir / layout.import_manifest
+    data = Path(layout.data, "scenarios")
+    manifest = Path(layout.import_manifest)
     try:
         count = int(orjson.loads(manifest.read_bytes()).get("scenarios", 0))
     except FileNotFoundError:
@@ -280,7 +280,6 @@ def import_conversations(
     path: Path,
     taxonomy: Taxonomy,
     layout: Layout,
-    workdir: Path = Path("."),
     *,
     target: str | None = None,
     force: bool = False,
@@ -291,7 +290,7 @@ def import_conversations(
     made = [
         folder
         for folder in (f"{layout.results}/{name}/conversations" for name in by_target)
-        if any((workdir / folder).glob("*")) and not (workdir / folder / IMPORTED_MANIFEST).exists()
+        if any(Path(folder).glob("*")) and not Path(folder, IMPORTED_MANIFEST).exists()
     ]
     if made and not force:
         raise InputError(
@@ -299,7 +298,7 @@ def import_conversations(
             "not replaced, and nothing was written. Name another --target, or give --force "
             "to replace them"
         )
-    return write_recorded(path, by_target, taxonomy, layout, workdir)
+    return write_recorded(path, by_target, taxonomy, layout)
 
 
 def write_recorded(
@@ -307,7 +306,6 @@ def write_recorded(
     by_target: dict[str, dict[Shard, list[Conversation]]],
     taxonomy: Taxonomy,
     layout: Layout,
-    workdir: Path,
     folder: str = "conversations",
     manifest: str = IMPORTED_MANIFEST,
 ) -> dict[str, int]:
@@ -315,7 +313,7 @@ def write_recorded(
     (empty ones included), swapped in whole; how many each target got."""
     counts = {}
     for name, shards in by_target.items():
-        data = workdir / layout.results / name / folder
+        data = Path(layout.results, name, folder)
         with _swapped_in(data) as staging:
             for shard in taxonomy.shards():
                 rel = Path(f"{shard.path}.jsonl")
