@@ -108,7 +108,7 @@ def import_scenarios(
     """The scenarios in `path` as the scenarios stage's shards, in the current folder."""
     by_shard = parse_scenarios(path, taxonomy)
     data = Path(layout.data, "scenarios")
-    manifest = Path(layout.import_manifest)
+    manifest = layout.import_manifest
     if data.exists() and any(data.iterdir()) and not manifest.exists() and not replace:
         raise InputError(
             f"{data} holds generated scenarios; importing would replace them. "
@@ -129,17 +129,9 @@ def import_scenarios(
                 imported_status("scenarios", shard.path, len(items)),
                 files,
             )
-        write_json(
-            staging / IMPORTED_MANIFEST,
-            {
-                "source": str(path),
-                "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
-                "scenarios": sum(len(v) for v in by_shard.values()),
-                "shards": len(by_shard),
-                "importedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            },
-        )
-    return {"scenarios": sum(len(v) for v in by_shard.values()), "shards": len(by_shard)}
+        counts = {"scenarios": sum(len(v) for v in by_shard.values()), "shards": len(by_shard)}
+        _write_manifest(staging / IMPORTED_MANIFEST, path, counts)
+    return counts
 
 
 def remove_imported_scenarios(layout: Layout) -> int:
@@ -147,7 +139,7 @@ def remove_imported_scenarios(layout: Layout) -> int:
     generated one again from the seeds; its calls come from the store). Returns how many
     scenarios were removed."""
     data = Path(layout.data, "scenarios")
-    manifest = Path(layout.import_manifest)
+    manifest = layout.import_manifest
     try:
         count = int(orjson.loads(manifest.read_bytes()).get("scenarios", 0))
     except FileNotFoundError:
@@ -276,6 +268,15 @@ def _fingerprint(path: Path) -> str:
     return h.hexdigest()
 
 
+def _write_manifest(manifest: Path, source: Path, counts: dict[str, int]) -> None:
+    """What an import filed: where from, the source's fingerprint, how many, when."""
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    write_json(
+        manifest,
+        {"source": str(source), "sha256": _fingerprint(source), **counts, "importedAt": when},
+    )
+
+
 def import_conversations(
     path: Path,
     taxonomy: Taxonomy,
@@ -324,15 +325,7 @@ def write_recorded(
                     {rel.name: write_records(staging / rel, items)},
                 )
             n = sum(len(v) for v in shards.values())
-            write_json(
-                staging / manifest,
-                {
-                    "source": str(path),
-                    "sha256": _fingerprint(path),
-                    "conversations": n,
-                    "importedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                },
-            )
+            _write_manifest(staging / manifest, path, {"conversations": n})
         counts[name] = n
     return counts
 
