@@ -201,7 +201,6 @@ def test_worse_cells_any_cell_overall_and_exemplary() -> None:
         ("safety/overall", "failing"),
         ("safety/risk/cybersecurity", "failing"),
     ]
-    assert worse_cells(doc, "b") == []
     assert [c["id"] for c, _ in worse_cells(doc, overall=True)] == ["safety/overall"]
     assert len(worse_cells(doc, adjustment="fdr_bh")) == 5
     ex = worse_cells(doc, outcomes=("failing", "exemplary"))

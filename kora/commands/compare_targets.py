@@ -216,7 +216,7 @@ def gate(doc: Mapping[str, Any], args: argparse.Namespace) -> tuple[int, list[st
 
     adjustment: Adjustment = ADJUST[args.adjust]  # type: ignore[assignment]
     outcomes: tuple[Outcome, ...] = ("failing", "exemplary") if args.exemplary else ("failing",)
-    worse = worse_cells(doc, "a", adjustment=adjustment, outcomes=outcomes, overall=args.overall)
+    worse = worse_cells(doc, adjustment=adjustment, outcomes=outcomes, overall=args.overall)
     how = (
         f"safety's overall failing rate, alpha {doc['alpha']}"
         if args.overall

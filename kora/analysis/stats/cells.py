@@ -369,13 +369,12 @@ def cells_that_differ_first(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 def worse_cells(
     doc: Mapping[str, Any],
-    side: Literal["a", "b"] = "a",
     *,
     adjustment: Adjustment = "holm",
     outcomes: Sequence[Outcome] = ("failing",),
     overall: bool = False,
 ) -> list[tuple[Mapping[str, Any], Outcome]]:
-    """(cell, outcome) where `side` is significantly worse: fails more often, or (with
+    """(cell, outcome) where A (NEW) is significantly worse: fails more often, or (with
     "exemplary" among `outcomes`) is exemplary less often.
 
     Significant: after `adjustment` across the outcome's family; with `overall`, only
@@ -388,6 +387,6 @@ def worse_cells(
         for grade in outcomes:
             o = cell[grade]
             significant = o["p"] < doc["alpha"] if overall else o[VERDICT_KEY[adjustment]]
-            if significant and o["worse"] == side:
+            if significant and o["worse"] == "a":
                 out.append((cell, grade))
     return out

@@ -124,22 +124,20 @@ class SampleSize:
     target: float
 
 
-def sample_size(
-    delta: float, psi: float, alpha: float = ALPHA, power: float = POWER, max_n: int = MAX_N
-) -> SampleSize:
+def sample_size(delta: float, psi: float, alpha: float = ALPHA, power: float = POWER) -> SampleSize:
     """The smallest number of pairs at which the exact McNemar test has the power wanted.
 
     From Connor's n, a doubling search brackets the first n that meets the target and a
     bisection narrows it down. The power rises with n whenever psi < 1 (checked
     numerically over a range of designs); at psi = 1 it saw-tooths, and the n returned
-    meets the target where n - 1 does not. Raises ValueError beyond `max_n` pairs.
+    meets the target where n - 1 does not. Raises ValueError beyond MAX_N pairs.
     """
     start = connor_sample_size(delta, psi, alpha, power)
 
     def meets(m: int) -> bool:
-        if m > max_n:
+        if m > MAX_N:
             raise ValueError(
-                f"sample_size: more than {max_n} pairs needed for delta={delta}, psi={psi}, "
+                f"sample_size: more than {MAX_N} pairs needed for delta={delta}, psi={psi}, "
                 f"alpha={alpha}, power={power}"
             )
         return mcnemar_power(m, delta, psi, alpha) >= power
