@@ -100,8 +100,6 @@ def test_holm_is_the_adjusted_pvalues() -> None:
         (([-0.01],), r"p-values must be in \[0, 1\]"),
         (([float("nan")],), r"p-values must be in \[0, 1\], got nan"),
         (([0.1], "bonferroni"), "method must be 'holm' or 'fdr_bh'"),
-        (([0.1], "holm", 0.0), r"alpha must be in \(0, 1\)"),
-        (([0.1], "holm", 1.0), r"alpha must be in \(0, 1\)"),
     ],
 )
 def test_adjust_pvalues_rejects_bad_input(args: tuple[object, ...], message: str) -> None:
@@ -374,20 +372,11 @@ def test_mcnemar_power_rises_with_n() -> None:
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: connor_sample_size(0.0, 0.1), r"delta must be in \(0, psi\]"),
-        (lambda: connor_sample_size(0.2, 0.1), r"delta must be in \(0, psi\].*delta=0.2, psi=0.1"),
-        (
-            lambda: connor_sample_size(0.05, 1.5),
-            r"psi \(the share of discordant pairs\) must be in \(0, 1\]",
-        ),
-        (lambda: connor_sample_size(0.05, 0.1, alpha=0), r"alpha must be in \(0, 1\)"),
-        (lambda: connor_sample_size(0.05, 0.1, power=1.0), r"power must be in \(0, 1\)"),
         (
             lambda: mcnemar_power(-1, 0.05, 0.1),
             r"n must be a number of pairs \(an int >= 0\), got -1",
         ),
         (lambda: mcnemar_power(10.5, 0.05, 0.1), "n must be a number of pairs"),  # type: ignore[arg-type]
-        (lambda: sample_size(0.05, 0.1, power=0), r"power must be in \(0, 1\)"),
     ],
 )
 def test_power_rejects_bad_input(call: Callable[[], object], message: str) -> None:
