@@ -498,18 +498,14 @@ def test_bootstrap_ranks_deterministic_shared_keys_and_one_target() -> None:
 
 
 @pytest.mark.parametrize(
-    ("data", "kwargs", "message"),
+    ("data", "message"),
     [
-        ({}, {}, "no targets"),
-        ({"a": {1: True}, "b": {2: True}}, {}, "no scenario is shared by all of a, b"),
-        ({"a": {1: 2}}, {}, r"a, scenario 1: failing must be 0/1 or a bool, got 2"),
-        ({"a": {1: 0.5}}, {}, "failing must be 0/1 or a bool"),
-        ({"a": {1: 1.0}}, {}, "failing must be 0/1 or a bool"),
-        ({"a": {1: "yes"}}, {}, "failing must be 0/1 or a bool"),
+        ({"a": {1: 2}}, r"a, scenario 1: failing must be 0/1 or a bool, got 2"),
+        ({"a": {1: 0.5}}, "failing must be 0/1 or a bool"),
+        ({"a": {1: 1.0}}, "failing must be 0/1 or a bool"),
+        ({"a": {1: "yes"}}, "failing must be 0/1 or a bool"),
     ],
 )
-def test_bootstrap_ranks_rejects_bad_input(
-    data: dict[str, dict[int, Any]], kwargs: dict[str, Any], message: str
-) -> None:
+def test_bootstrap_ranks_rejects_bad_input(data: dict[str, dict[int, Any]], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        bootstrap_ranks(data, **kwargs)
+        bootstrap_ranks(data)

@@ -95,11 +95,9 @@ def bootstrap_ranks(failing: Mapping[str, Mapping[K, bool | int]]) -> Ranking:
     (RESAMPLES resamples, seeded with 0, at CONFIDENCE).
 
     `failing`: per target, scenario key -> failing (True/False or 1/0). Only the keys
-    every target has are used. Deterministic. Raises ValueError for no target, no shared
-    scenario or a value other than 0/1.
+    every target has are used (report.pairs.rank_intervals ranks targets that share
+    some). Deterministic. Raises ValueError for a value other than 0/1.
     """
-    if not failing:
-        raise ValueError("bootstrap_ranks: no targets")
     targets = list(failing)
     table = _failing_table(failing, targets)
     boot = _resampled_counts(table, RESAMPLES, 0)
@@ -123,8 +121,6 @@ def _failing_table(
     shared = set(failing[targets[0]])
     for t in targets[1:]:
         shared &= set(failing[t])
-    if not shared:
-        raise ValueError(f"bootstrap_ranks: no scenario is shared by all of {', '.join(targets)}")
     keys = sorted(shared, key=repr)
     for t in targets:
         for k in keys:
