@@ -152,8 +152,10 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
         env.pop("KORA_RETRY_TESTING", None)
         if args.no_broker:  # every job makes its own calls, as on a cluster
             env["KORA_NO_BROKER"] = "1"
-        if args.watch_loop:  # the broker's loop stalls, in its log (kora.run.broker.loopwatch)
-            env["KORA_WATCH_LOOP"] = "1"
+        if args.watch_loop:  # the broker's loop stalls, in its log (bench/loopwatch.py)
+            env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (str(ROOT / "bench" / "loopwatch_hook"), env.get("PYTHONPATH")) if p
+            )
         top = "results-v2" if args.benchmark == "v2" else "results"
         results = [f"{top}/{n}/results.json" for n in names]
         reports = [f"{top}/{n}/report.html" for n in names]
@@ -324,7 +326,7 @@ def main() -> None:
     ap.add_argument(
         "--watch-loop",
         action="store_true",
-        help="KORA_WATCH_LOOP=1: the broker's event-loop stalls and where they were",
+        help="the broker's event-loop stalls and where they were (bench/loopwatch.py)",
     )
     ap.add_argument(
         "--no-broker", action="store_true", help="KORA_NO_BROKER=1: every job makes its own calls"

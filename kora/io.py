@@ -17,16 +17,14 @@ from kora.llm.store.files import write_atomic
 T = TypeVar("T", bound=BaseModel)
 
 
-def dumps(obj: object) -> bytes:
+def dumps(obj: object, option: int | None = None) -> bytes:
     if isinstance(obj, BaseModel):
         obj = obj.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return orjson.dumps(obj)
+    return orjson.dumps(obj, option=option)
 
 
 def write_json(path: Path | str, obj: object) -> None:
-    if isinstance(obj, BaseModel):
-        obj = obj.model_dump(mode="json", by_alias=True, exclude_none=True)
-    write_atomic(path, orjson.dumps(obj, option=orjson.OPT_INDENT_2) + b"\n")
+    write_atomic(path, dumps(obj, orjson.OPT_INDENT_2) + b"\n")
 
 
 def read_object(path: Path) -> dict[str, object] | None:

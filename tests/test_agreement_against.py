@@ -119,8 +119,8 @@ def test_kora_agreement_against_a_saved_result_or_earlier_judgments(
     assert "judgeGrades" not in summary["humanAgreement"] and "against" in summary["humanAgreement"]
     html = (tmp_path / "r.html").read_text()
     assert 'id="judge-change"' in html and "significantly better" in html
-    # a result saved before the judges' grades were kept
+    # a file that holds no judges' grades is refused, named
     old = {k: v for k, v in saved.items() if k != "judgeGrades"}
     (tmp_path / "old.json").write_bytes(orjson.dumps(old))
     assert kora_main(["agreement", "t", "--against", "old.json"]) == 2
-    assert "earlier judgments folder instead" in capsys.readouterr().err
+    assert capsys.readouterr().err.startswith("kora: error: old.json: ")

@@ -201,7 +201,6 @@ def test_worse_cells_any_cell_overall_and_exemplary() -> None:
         ("safety/overall", "failing"),
         ("safety/risk/cybersecurity", "failing"),
     ]
-    assert worse_cells(doc, "b") == []
     assert [c["id"] for c, _ in worse_cells(doc, overall=True)] == ["safety/overall"]
     assert len(worse_cells(doc, adjustment="fdr_bh")) == 5
     ex = worse_cells(doc, outcomes=("failing", "exemplary"))
@@ -243,3 +242,19 @@ def test_v2_leaderboard_pairs_and_ranks() -> None:
     assert doc["ranking"]["targets"]["new"]["tiedWith"] == []
     page = render_leaderboard(doc, None, recs)
     assert "Sycophancy: all tests" in page and 'id="kora-pairs"' in page
+
+
+@pytest.mark.timeout(30)
+def test_targets_are_ranked_only_when_two_or_more_share_a_scenario() -> None:
+    """The report's ranking asks this before it ranks (bootstrap_ranks takes it as given)."""
+    from dataclasses import replace
+
+    from kora.analysis.report.pairs import rank_intervals
+
+    good = records_of(make_judgments("good"))
+    bad = records_of(make_judgments("bad", flip=True))
+    elsewhere = [replace(r, scenario_id=f"other-{r.scenario_id}") for r in bad]
+    assert rank_intervals({"good": good}) is None
+    assert rank_intervals({"good": good, "elsewhere": elsewhere}) is None
+    ranked = rank_intervals({"good": good, "bad": bad})
+    assert ranked is not None and ranked["targets"]["good"]["rank"] == 1

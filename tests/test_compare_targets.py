@@ -169,7 +169,7 @@ def test_people_grades_over_the_judges(workdir: Path, capsys: pytest.CaptureFixt
 def test_no_shared_test_and_bad_alpha(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_reference(workdir / "a", [per_test("x1", "failing")])
     write_reference(workdir / "b", [per_test("x2", "failing")])
-    assert run("a", "b", "--results-dir", ".") == 2
+    assert run("a", "b") == 2
     assert "a and b share no test" in capsys.readouterr().err
-    assert run("a", "b", "--results-dir", ".", "--alpha", "1.5") == 2
+    assert run("a", "b", "--alpha", "1.5") == 2
     assert "--alpha must be between 0 and 1" in capsys.readouterr().err

@@ -102,15 +102,18 @@ def test_a_recording_already_as_long_as_its_risk_asks_nothing() -> None:
 
 
 @pytest.mark.slow
-def test_recordings_are_filed_per_cell_with_the_filters(tmp_path: Path) -> None:
+def test_recordings_are_filed_per_cell_with_the_filters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     groom = canonical(GROOMING, 3)
     other = canonical("violence_and_physical_harm", 1)
     src = write_jsonl(
         tmp_path / "rec.jsonl",
         [*(record(s, 3) for s in groom), record(other[0], 3), record(groom[0], 3, model="t2")],
     )
+    monkeypatch.chdir(tmp_path)  # the recordings are filed in the current folder
     counts = stage_recordings(
-        src, V2, V2_LAYOUT, tmp_path, risk_ids=[GROOMING], target_models=["t1"], limit_per_risk=2
+        src, V2, V2_LAYOUT, risk_ids=[GROOMING], target_models=["t1"], limit_per_risk=2
     )
     assert counts == {"t1": 2}
     filed = [
@@ -122,7 +125,7 @@ def test_recordings_are_filed_per_cell_with_the_filters(tmp_path: Path) -> None:
     manifest = orjson.loads((tmp_path / "results-v2/t1/recorded/RECORDED.json").read_bytes())
     assert manifest["conversations"] == 2 and len(manifest["sha256"]) == 64
     with pytest.raises(InputError, match="has only 3 recorded"):
-        stage_recordings(src, V2, V2_LAYOUT, tmp_path, risk_ids=[GROOMING], limit_per_risk=4)
+        stage_recordings(src, V2, V2_LAYOUT, risk_ids=[GROOMING], limit_per_risk=4)
 
 
 @pytest.mark.parametrize(
@@ -133,8 +136,9 @@ def test_recordings_are_filed_per_cell_with_the_filters(tmp_path: Path) -> None:
     ],
 )
 def test_a_recording_that_is_not_whole_turns_is_refused_naming_its_line(
-    tmp_path: Path, cut: int | None, message: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cut: int | None, message: str
 ) -> None:
+    monkeypatch.chdir(tmp_path)  # the recordings are filed in the current folder
     (scenario,) = canonical(GROOMING)
     bad = record(scenario, 2)
     if cut is None:
@@ -145,7 +149,7 @@ def test_a_recording_that_is_not_whole_turns_is_refused_naming_its_line(
         tmp_path / "rec.jsonl", [record(canonical("violence_and_physical_harm")[0], 3), bad]
     )
     with pytest.raises(InputError, match=rf"rec\.jsonl:2: field messages: {message}"):
-        stage_recordings(src, V2, V2_LAYOUT, tmp_path)
+        stage_recordings(src, V2, V2_LAYOUT)
     assert not (tmp_path / "results").exists()  # nothing filed
 
 

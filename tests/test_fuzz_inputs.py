@@ -12,11 +12,13 @@ never in a traceback; a failed import leaves every file already written as it wa
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import shutil
 import warnings
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +75,17 @@ def taxonomy(tmp_path_factory: pytest.TempPathFactory) -> Taxonomy:
     return load_taxonomy_files(folder / "risks.json", folder / "motivations.json")
 
 
+def _in(folder: Path, call: Callable[[], object]) -> Callable[[], object]:
+    """`call` run in `folder`: the importers write into the current folder, as the
+    commands run in the project's."""
+
+    def run() -> object:
+        with contextlib.chdir(folder):
+            return call()
+
+    return run
+
+
 class Workdir:
     """A project folder that already holds an import, a recording and other files;
     restored after each successful import, compared after each failed one."""
@@ -83,9 +96,10 @@ class Workdir:
         good = self.pristine / "good.jsonl"
         good.write_bytes(orjson.dumps(RECORDED) + b"\n")
         (self.pristine / "scenarios.jsonl").write_bytes(orjson.dumps(SCENARIO) + b"\n")
-        import_scenarios(self.pristine / "scenarios.jsonl", taxonomy, LAYOUT, self.pristine)
-        import_conversations(good, taxonomy, LAYOUT, self.pristine, target="kept")
-        stage_recordings(good, taxonomy, LAYOUT, self.pristine, target="kept")
+        with contextlib.chdir(self.pristine):
+            import_scenarios(self.pristine / "scenarios.jsonl", taxonomy, LAYOUT)
+            import_conversations(good, taxonomy, LAYOUT, target="kept")
+            stage_recordings(good, taxonomy, LAYOUT, target="kept")
         (self.pristine / "notes.txt").write_text("a user's own file")
         self.reset()
         self.before = snapshot(self.root)
@@ -110,16 +124,14 @@ def _importers(tmp_path: Path, taxonomy: Taxonomy, examples: int, kind: str) -> 
     def check(data: bytes, target: str | None) -> None:
         source.write_bytes(data)
         if kind == "scenarios":
-            run = lambda: import_scenarios(source, taxonomy, LAYOUT, work.root)  # noqa: E731
+            run = lambda: import_scenarios(source, taxonomy, LAYOUT)  # noqa: E731
         elif kind == "conversations":
-            run = lambda: import_conversations(  # noqa: E731
-                source, taxonomy, LAYOUT, work.root, target=target
-            )
+            run = lambda: import_conversations(source, taxonomy, LAYOUT, target=target)  # noqa: E731
         else:
             run = lambda: stage_recordings(  # noqa: E731
-                source, taxonomy, LAYOUT, work.root, target=target, risk_ids=[SCENARIO["riskId"]]
+                source, taxonomy, LAYOUT, target=target, risk_ids=[SCENARIO["riskId"]]
             )
-        work.after(expect_own_error(run, str(source), "--"))
+        work.after(expect_own_error(_in(work.root, run), str(source), "--"))
 
     fuzz(check, examples, data=jsonl(valid), target=st.sampled_from([None, "rec", "bad name!"]))
 
@@ -164,10 +176,8 @@ def _reference_zips(tmp_path: Path, taxonomy: Taxonomy, examples: int) -> None:
     def check(data: bytes, use: str) -> None:
         source.write_bytes(data)
         if use == "import":
-            run: Any = lambda: import_conversations(  # noqa: E731
-                source, taxonomy, LAYOUT, work.root, target="ref"
-            )
-            work.after(expect_own_error(run, str(source)))
+            run: Any = lambda: import_conversations(source, taxonomy, LAYOUT, target="ref")  # noqa: E731
+            work.after(expect_own_error(_in(work.root, run), str(source)))
         else:
             expect_own_error(lambda: aggregate_path(source, taxonomy), str(source))
 
@@ -279,7 +289,9 @@ def test_found_by_fuzzing(tmp_path: Path, taxonomy: Taxonomy) -> None:
     src = tmp_path / "in.jsonl"
     # a recorded conversation whose prompt is null: a TypeError, not a named field
     src.write_bytes(orjson.dumps({**RECORDED, "prompt": None}) + b"\n")
-    err = expect_own_error(lambda: import_conversations(src, taxonomy, LAYOUT, work.root), str(src))
+    err = expect_own_error(
+        _in(work.root, lambda: import_conversations(src, taxonomy, LAYOUT)), str(src)
+    )
     assert err is not None and f"{src}:1: field prompt" in str(err)
     work.after(err)
     # a .zip that is no zip: BadZipFile; a bad file in a good .zip named by the .zip
@@ -288,7 +300,9 @@ def test_found_by_fuzzing(tmp_path: Path, taxonomy: Taxonomy) -> None:
     err = expect_own_error(lambda: aggregate_path(bad, taxonomy), str(bad))
     assert err is not None and "not a .zip that can be read" in str(err)
     bad.write_bytes(_zip([("run/t1.json", b"null")]))
-    err = expect_own_error(lambda: import_conversations(bad, taxonomy, LAYOUT, work.root), str(bad))
+    err = expect_own_error(
+        _in(work.root, lambda: import_conversations(bad, taxonomy, LAYOUT)), str(bad)
+    )
     assert err is not None and str(err).startswith(f"{bad}:run/t1.json: ")
     # DuckDB's error quoting bytes that are not UTF-8: a UnicodeDecodeError
     folder = tmp_path / "agg"

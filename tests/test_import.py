@@ -16,9 +16,16 @@ TAXONOMY = load_taxonomy(REPO / "data" / "taxonomy")
 V1_LAYOUT = Layout.of(benchmarks.get("v1"))
 
 
+@pytest.fixture
+def in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The importers write into the current folder, as the commands run in the project's."""
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.mark.usefixtures("in_tmp_path")
 @pytest.mark.slow
 def test_reference_scenarios_fill_the_shards(tmp_path: Path) -> None:
-    counts = import_scenarios(upstream("scenarios.jsonl"), TAXONOMY, V1_LAYOUT, tmp_path)
+    counts = import_scenarios(upstream("scenarios.jsonl"), TAXONOMY, V1_LAYOUT)
     assert counts == {"scenarios": 737, "shards": 737}
     files = [f for f in (tmp_path / "data/scenarios").rglob("*.jsonl")
              if not f.name.endswith(".rejected.jsonl")]  # fmt: skip
@@ -28,9 +35,10 @@ def test_reference_scenarios_fill_the_shards(tmp_path: Path) -> None:
     assert all(r["id"] == r["seed"]["id"] for r in lines)
 
 
+@pytest.mark.usefixtures("in_tmp_path")
 @pytest.mark.slow
 def test_malformed_line_is_named_and_nothing_changes(tmp_path: Path) -> None:
-    import_scenarios(upstream("scenarios.jsonl"), TAXONOMY, V1_LAYOUT, tmp_path)
+    import_scenarios(upstream("scenarios.jsonl"), TAXONOMY, V1_LAYOUT)
     before = {p: p.read_bytes() for p in (tmp_path / "data/scenarios").rglob("*") if p.is_file()}
     lines = upstream("scenarios.jsonl").read_bytes().splitlines()[:5]
     bad = orjson.loads(lines[2])
@@ -39,23 +47,24 @@ def test_malformed_line_is_named_and_nothing_changes(tmp_path: Path) -> None:
     src = tmp_path / "bad.jsonl"
     src.write_bytes(b"\n".join(lines) + b"\n")
     with pytest.raises(InputError, match=r"bad\.jsonl:3: field narrative"):
-        import_scenarios(src, TAXONOMY, V1_LAYOUT, tmp_path)
+        import_scenarios(src, TAXONOMY, V1_LAYOUT)
     good = upstream("scenarios.jsonl").read_bytes().splitlines()[:5]
     src.write_bytes(b"\n".join([*good[:3], b"{not json", *good[3:]]) + b"\n")
     with pytest.raises(InputError, match=r"bad\.jsonl:4: not valid JSON"):
-        import_scenarios(src, TAXONOMY, V1_LAYOUT, tmp_path)
+        import_scenarios(src, TAXONOMY, V1_LAYOUT)
     after = {p: p.read_bytes() for p in (tmp_path / "data/scenarios").rglob("*") if p.is_file()}
     assert after == before
 
 
+@pytest.mark.usefixtures("in_tmp_path")
 @pytest.mark.slow
 def test_generated_scenarios_are_not_replaced_silently(tmp_path: Path) -> None:
     shard = tmp_path / "data/scenarios/cybersecurity/7to9/curiosity_exploration.jsonl"
     shard.parent.mkdir(parents=True)
     shard.write_text("")
     with pytest.raises(InputError, match="--replace"):
-        import_scenarios(upstream("scenarios.jsonl"), TAXONOMY, V1_LAYOUT, tmp_path)
-    import_scenarios(upstream("scenarios.jsonl"), TAXONOMY, V1_LAYOUT, tmp_path, replace=True)
+        import_scenarios(upstream("scenarios.jsonl"), TAXONOMY, V1_LAYOUT)
+    import_scenarios(upstream("scenarios.jsonl"), TAXONOMY, V1_LAYOUT, replace=True)
 
 
 def recorded_conversations(n: int) -> list[dict]:
@@ -71,6 +80,7 @@ def recorded_conversations(n: int) -> list[dict]:
     return out
 
 
+@pytest.mark.usefixtures("in_tmp_path")
 @pytest.mark.slow
 def test_recorded_conversations_are_judged_without_calling_a_target(tmp_path: Path) -> None:
     """Re-judging (spec section 7 `reassess`): recorded transcripts, judges only."""
@@ -83,7 +93,7 @@ def test_recorded_conversations_are_judged_without_calling_a_target(tmp_path: Pa
     copy_workflow(tmp_path)
     src = tmp_path / "recorded.jsonl"
     src.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recorded_conversations(12)))
-    assert import_conversations(src, TAXONOMY, V1_LAYOUT, tmp_path) == {"recorded-bot": 12}
+    assert import_conversations(src, TAXONOMY, V1_LAYOUT) == {"recorded-bot": 12}
     cfg = {
         "seed_model": "mock", "expand_model": "mock", "user_model": "mock", "judges": ["mock"],
         "targets": {"recorded-bot": {"imported": True, "prompts": ["child"]}},
@@ -106,6 +116,7 @@ def test_recorded_conversations_are_judged_without_calling_a_target(tmp_path: Pa
     assert {s["prompt"] for s in results["scores"]} == {"child"}
 
 
+@pytest.mark.usefixtures("in_tmp_path")
 def test_recorded_conversation_errors_name_the_line(tmp_path: Path) -> None:
     from kora.run.ingest import import_conversations
 
@@ -114,10 +125,11 @@ def test_recorded_conversation_errors_name_the_line(tmp_path: Path) -> None:
     src = tmp_path / "recorded.jsonl"
     src.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
     with pytest.raises(InputError, match=r"recorded\.jsonl:2: field prompt"):
-        import_conversations(src, TAXONOMY, V1_LAYOUT, tmp_path)
+        import_conversations(src, TAXONOMY, V1_LAYOUT)
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.usefixtures("in_tmp_path")
 @pytest.mark.parametrize("where", ["scenario", "seed"])
 def test_a_recorded_conversation_in_the_wrong_category_is_refused(
     tmp_path: Path, where: str
@@ -134,17 +146,18 @@ def test_a_recorded_conversation_in_the_wrong_category_is_refused(
     src = tmp_path / "recorded.jsonl"
     src.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
     with pytest.raises(InputError, match=r"recorded\.jsonl:4: .*not in category 'online_safety'"):
-        import_conversations(src, TAXONOMY, V1_LAYOUT, tmp_path)
+        import_conversations(src, TAXONOMY, V1_LAYOUT)
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.usefixtures("in_tmp_path")
 @pytest.mark.slow
 def test_every_imported_conversation_is_written(tmp_path: Path) -> None:
     from kora.run.ingest import import_conversations
 
     src = tmp_path / "recorded.jsonl"
     src.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recorded_conversations(12)))
-    counts = import_conversations(src, TAXONOMY, V1_LAYOUT, tmp_path)
+    counts = import_conversations(src, TAXONOMY, V1_LAYOUT)
     written = sum(
         1
         for f in (tmp_path / "results/recorded-bot/conversations").rglob("*.jsonl")

@@ -1,16 +1,23 @@
-"""The broker's loop watch (kora.run.broker.loopwatch): a callback that holds the event loop is
-reported as a stall, with where the loop was while it held it."""
+"""The broker's loop watch (bench/loopwatch.py, for bench/full_grid.py --watch-loop): a callback
+that holds the event loop is reported as a stall, with where the loop was while it held it."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import threading
 import time
+import uuid
+from pathlib import Path
 
 import pytest
 
-from kora.run.broker.loopwatch import LoopWatch, watch_from_env
+from bench.loopwatch import LoopWatch
+from tests.helpers import copy_workflow
+
+HOOK = Path(__file__).resolve().parents[1] / "bench" / "loopwatch_hook"
 
 
 def _hold_the_loop_until_seen(watch: LoopWatch, pause: float) -> None:
@@ -66,8 +73,22 @@ def test_a_loop_held_on_a_cpu_is_not_reported_asleep() -> None:
     assert asleep < watch.threshold / 2, watch.summary()
 
 
-def test_the_watch_is_off_unless_the_run_asks_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("KORA_WATCH_LOOP", raising=False)
-    assert watch_from_env() is None
-    monkeypatch.setenv("KORA_WATCH_LOOP", "1")
-    assert isinstance(watch_from_env(), LoopWatch)
+@pytest.mark.timeout(120)
+def test_the_hook_watches_the_brokers_loop_and_no_other_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hook's folder on PYTHONPATH (bench/full_grid.py --watch-loop): the broker's log
+    ends with the watch's summary, and any other Python process runs as it would without."""
+    from kora.run.broker.dispatch import BROKER_ENV
+    from kora.run.broker.server import start_broker
+
+    copy_workflow(tmp_path)
+    monkeypatch.delenv(BROKER_ENV, raising=False)  # start_broker sets it
+    monkeypatch.chdir(tmp_path)  # the broker runs in the current folder
+    monkeypatch.setenv("PYTHONPATH", str(HOOK))
+    broker = start_broker(f"watched-{uuid.uuid4().hex[:8]}", tmp_path / "broker.log")
+    assert broker is not None
+    broker.stop()
+    assert "the broker's loop: stalls over 50 ms: " in (tmp_path / "broker.log").read_text()
+    other = [sys.executable, "-c", "import uvloop; print(uvloop.run.__module__)"]
+    assert subprocess.run(other, capture_output=True, text=True).stdout == "uvloop\n"

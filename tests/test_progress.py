@@ -242,7 +242,11 @@ def test_a_jobs_snapshot_carries_every_counter_to_the_line(
     usage.add("m", "validate", failed=True)
     usage.add_unstored("m", "validate")
     report = SimpleNamespace(stage="scenarios", shard="a/b/c", items=3, done=2, failed=1)
-    ProgressReporter(usage, tmp_path, report).close()
+
+    async def a_job() -> None:  # a job's reporter lives on its event loop
+        ProgressReporter(usage, tmp_path, report).close()
+
+    asyncio.run(a_job())
 
     (snapshot,) = progress_dir(tmp_path, "run-1").glob("*.json")
     assert orjson.loads(snapshot.read_bytes()).items() >= usage.totals().items()

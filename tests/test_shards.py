@@ -13,6 +13,7 @@ from kora.run.jobs.shards import (
     DamagedShardError,
     check,
     damage,
+    missing_token,
     read_shard,
     retry_token,
     write_records,
@@ -78,6 +79,24 @@ def test_a_shard_missing_from_its_risk_folder_gets_a_fresh_retry_token_once(
     assert retry_token(path) == token
     other = tmp_path / "risk" / "13to17" / "m.jsonl"  # a cell the folder never held
     assert retry_token(other) and retry_token(other) != token
+
+
+def test_a_gathering_job_gets_a_fresh_token_once_for_inputs_missing_under_its_output(
+    tmp_path: Path,
+) -> None:
+    """results.json's `retry` param: the same until one of its shards goes missing while it
+    exists; then a new one, kept while the same files are missing for the same output."""
+    output, shards = tmp_path / "results.json", [str(shard(tmp_path))]
+    assert missing_token(output, shards) == ""  # no output yet: Snakemake makes it anyway
+    output.write_text("{}")
+    assert missing_token(output, shards) == ""  # nothing missing
+    Path(shards[0]).unlink()
+    token = missing_token(output, shards)
+    assert token and missing_token(output, shards) == token
+    os.utime(output, ns=(0, 0))  # a new output, the same shard missing again
+    assert missing_token(output, shards) not in ("", token)
+    output.unlink()
+    assert missing_token(output, shards)  # the marker's last token, kept
 
 
 def test_a_scenarios_rejected_file_shares_the_shard_status(tmp_path: Path) -> None:

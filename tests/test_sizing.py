@@ -116,8 +116,8 @@ def test_discordance_and_raised_psi() -> None:
     r = detect(0.1, 0.05, pairs_per_seed=10, unit="total_seeds")
     assert r.psi_raised and r.psi == 0.1 and r.unit == "total_seeds"
     assert detect(0.02, 0.3, pairs_per_seed=1, unit="seeds_per_task", max_seeds=100).too_many
-    with pytest.raises(ValueError, match="in \\(0, 1\\]"):
-        detect(0, 0.3, pairs_per_seed=1, unit="seeds_per_task")
+    with pytest.raises(ValueError, match="a pair per seed and a cell"):
+        detect(0.05, 0.3, pairs_per_seed=0, unit="seeds_per_task")
 
 
 def _plan(workdir: Path, *args: str) -> int:
@@ -191,6 +191,11 @@ def test_plan_detect_from_an_earlier_run_and_from_the_assumption(
     # errors: a percentage, no --against, two targets
     assert _plan(tmp_path, "tiny", "--detect", "5", "--against", "other") == 2
     assert "--detect is a share in (0, 1)" in capsys.readouterr().err
+    # the one place the design's figures are checked (kora.analysis.stats takes them as given)
+    assert _plan(tmp_path, *args, "--alpha", "1") == 2
+    assert "--power and --alpha must be between 0 and 1" in capsys.readouterr().err
+    assert _plan(tmp_path, *args, "--discordance", "1.5") == 2
+    assert "--discordance must be in (0, 1], got 1.5" in capsys.readouterr().err
     assert _plan(tmp_path, "tiny", "--detect", "0.05", "--configfile", "tiny.yaml") == 2
     assert (
         _plan(

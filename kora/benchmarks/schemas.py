@@ -245,14 +245,9 @@ class Scenario(ModelScenario):
         if isinstance(data, dict) and isinstance(data.get("seed"), dict):
             seed = data["seed"]
             data = dict(data)
-            for own, from_seed in (
-                ("id", "id"),
-                ("riskCategoryId", "riskCategoryId"),
-                ("riskId", "riskId"),
-                ("ageRange", "ageRange"),
-            ):
-                if own not in data and from_seed in seed:
-                    data[own] = seed[from_seed]
+            for name in ("id", "riskCategoryId", "riskId", "ageRange"):
+                if name not in data and name in seed:
+                    data[name] = seed[name]
         return data
 
 

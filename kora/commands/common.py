@@ -29,7 +29,7 @@ ANYWHERE = {"aggregate", "compare", "compare-targets", "stats", "replay"}
 # the options (by `dest`) that name a file, typed relative to the current folder; and those
 # that name a file only when there is one where they were typed (else a target's name)
 PATHS = {"path", "paths", "file", "scenario", "output", "hf", "keep", "bundle", "manifest"}
-PATHS |= {"reference", "import_file", "results_dir", "taxonomy"}
+PATHS |= {"reference", "import_file", "taxonomy"}
 PATHS_OR_NAMES = {"configfile", "a", "b", "against"}
 CONFIG_ENDINGS = (".yaml", ".yml", ".json")  # a config file's name, before it exists
 

@@ -51,10 +51,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="interval of a paired difference of proportions (default newcombe)",
     )
     p.add_argument(
-        "--results-dir",
-        help="where target folders live (default: the config's: results/, v2 results-v2/)",
-    )
-    p.add_argument(
         "-o",
         "--output",
         help="the comparison document's file (default: RESULTS/NEW/compare-BASELINE.json "
@@ -157,7 +153,7 @@ def format_comparison(doc: Mapping[str, Any]) -> str:
 # --- input ------------------------------------------------------------------------------
 
 
-def resolve_target(name: str, results_dir: str = "results") -> Path:
+def resolve_target(name: str, results_dir: str) -> Path:
     """A path as given if it exists, else <results_dir>/<name> (a target's folder)."""
     p = Path(name)
     if p.exists():
@@ -170,17 +166,17 @@ def resolve_target(name: str, results_dir: str = "results") -> Path:
     raise InputError(f"{name}: neither a path nor a target with results under {results_dir}/{near}")
 
 
-def load_pair(args: argparse.Namespace) -> tuple[list[Any], list[Any], dict[str, int] | None]:
-    """NEW's and BASELINE's records (people's grades over the judge's with --grades
-    human), refusing two KORA versions."""
+def load_pair(
+    args: argparse.Namespace, pa: Path, pb: Path
+) -> tuple[list[Any], list[Any], dict[str, int] | None]:
+    """NEW's and BASELINE's records, from their folders or files `pa` and `pb` (people's
+    grades over the judge's with --grades human), refusing two KORA versions."""
     from kora import benchmarks
     from kora.analysis.records import benchmark_of, load_records
     from kora.analysis.stats.people import with_people_grades
-    from kora.commands.common import benchmark_of_args, layout_of_args
+    from kora.commands.common import benchmark_of_args
     from kora.commands.stats import warn_if_mock
 
-    results_dir = args.results_dir or layout_of_args(args).results
-    pa, pb = resolve_target(args.a, results_dir), resolve_target(args.b, results_dir)
     ra, rb = load_records([pa]), load_records([pb])
     warn_if_mock([pa, pb], "the differences below measure nothing")
     va, vb = benchmark_of(ra), benchmark_of(rb)
@@ -220,7 +216,7 @@ def gate(doc: Mapping[str, Any], args: argparse.Namespace) -> tuple[int, list[st
 
     adjustment: Adjustment = ADJUST[args.adjust]  # type: ignore[assignment]
     outcomes: tuple[Outcome, ...] = ("failing", "exemplary") if args.exemplary else ("failing",)
-    worse = worse_cells(doc, "a", adjustment=adjustment, outcomes=outcomes, overall=args.overall)
+    worse = worse_cells(doc, adjustment=adjustment, outcomes=outcomes, overall=args.overall)
     how = (
         f"safety's overall failing rate, alpha {doc['alpha']}"
         if args.overall
@@ -242,10 +238,10 @@ def gate(doc: Mapping[str, Any], args: argparse.Namespace) -> tuple[int, list[st
     return 1, lines
 
 
-def run_comparison(args: argparse.Namespace) -> dict[str, Any]:
+def run_comparison(args: argparse.Namespace, pa: Path, pb: Path) -> dict[str, Any]:
     from kora.analysis.stats.cells import compare_cells
 
-    ra, rb, human = load_pair(args)
+    ra, rb, human = load_pair(args, pa, pb)
     order = orders(args)
     doc = compare_cells(
         ra,
@@ -269,30 +265,23 @@ def _short(given: str) -> str:
     return path.stem if path.suffix in (".json", ".jsonl", ".zip") else path.name
 
 
-def default_output(args: argparse.Namespace) -> Path:
-    """Where the comparison goes unless -o says: beside NEW's results when NEW is a
-    target of the results folder, else in the results folder itself; never in the
+def default_output(args: argparse.Namespace, results: Path, new: Path) -> Path:
+    """Where the comparison goes unless -o says: beside NEW's results (`new`) when NEW is
+    a target of the results folder, else in the results folder itself; never in the
     folder of per-test files given (it would be read as one of them next time)."""
-    from kora.commands.common import layout_of_args
-
-    results = Path(args.results_dir or layout_of_args(args).results)
-    new = resolve_target(args.a, str(results))
     name = f"compare-{_short(args.b)}.json"
     if new.is_dir() and new.resolve().parent == results.resolve() and (new / "judgments").is_dir():
         return new / name
     return results / f"compare-{_short(args.a)}-{_short(args.b)}.json"
 
 
-def made_differently(args: argparse.Namespace) -> list[str]:
+def made_differently(folders: dict[str, Path]) -> list[str]:
     """How the two results' making differs (benchmark version, templates, judges), from
     the manifests beside them (kora.analysis.manifest.differences)."""
     from kora.analysis.manifest import differences
     from kora.benchmarks.layout import MANIFEST
-    from kora.commands.common import layout_of_args
     from kora.io import read_object
 
-    results_dir = args.results_dir or layout_of_args(args).results
-    folders = {str(n): resolve_target(n, results_dir) for n in (args.a, args.b)}
     return differences(
         {n: read_object(f / MANIFEST) if f.is_dir() else None for n, f in folders.items()}
     )
@@ -301,6 +290,7 @@ def made_differently(args: argparse.Namespace) -> list[str]:
 def cmd_compare_targets(args: argparse.Namespace) -> int:
     """`kora compare-targets NEW BASELINE`: the comparison, its document, and with
     --fail-if-worse the gate's exit status."""
+    from kora.commands.common import layout_of_args
     from kora.commands.stats import print_json
     from kora.io import refuse_to_replace, remember_written, write_json
 
@@ -308,10 +298,12 @@ def cmd_compare_targets(args: argparse.Namespace) -> int:
         refuse_to_replace([Path(args.output)], args.force)
     if not 0 < args.alpha < 1:
         raise InputError(f"--alpha must be between 0 and 1, got {args.alpha}")
-    doc = run_comparison(args)
+    results = layout_of_args(args).results
+    pa, pb = resolve_target(args.a, results), resolve_target(args.b, results)
+    doc = run_comparison(args, pa, pb)
     # what made the two results, where it differs: said before any figure
-    doc = {"differences": made_differently(args), **doc}
-    output = Path(args.output) if args.output else default_output(args)
+    doc = {"differences": made_differently({str(args.a): pa, str(args.b): pb}), **doc}
+    output = Path(args.output) if args.output else default_output(args, Path(results), pa)
     output.parent.mkdir(parents=True, exist_ok=True)
     write_json(output, doc)
     remember_written([output] if args.output else [])

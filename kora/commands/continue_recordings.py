@@ -41,7 +41,6 @@ def run(args: argparse.Namespace) -> int:
         Path(args.file),
         taxonomy_of_args(args),
         layout,
-        Path("."),
         target=args.target,
         risk_ids=names(args.risk_ids),
         target_models=names(args.target_models),

@@ -38,7 +38,6 @@ def run(args: argparse.Namespace) -> int:
         Path(args.file),
         taxonomy_of_args(args),
         layout,
-        Path("."),
         target=args.target,
         force=args.force,
     )

@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     if args.remove:
         if args.file:
             raise KoraError("import-scenarios: give a FILE or --remove, not both")
-        n = remove_imported_scenarios(layout, Path("."))
+        n = remove_imported_scenarios(layout)
         print(
             f"removed {n} imported scenarios from {where}; the next run generates "
             "scenarios from the seeds again (calls made before come from the store)",
@@ -53,9 +53,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.file:
         raise KoraError("import-scenarios: give the FILE to import (or --remove)")
-    counts = import_scenarios(
-        Path(args.file), taxonomy_of_args(args), layout, Path("."), replace=args.replace
-    )
+    counts = import_scenarios(Path(args.file), taxonomy_of_args(args), layout, replace=args.replace)
     print(
         f"imported {counts['scenarios']} scenarios into {counts['shards']} shards under "
         f"{where}; the workflow now tests targets on them without generating any",

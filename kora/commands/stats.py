@@ -1,5 +1,5 @@
 """`kora stats PATH...`: each criterion's grade distribution and mean count, NO SIGNAL
-where one grade holds nearly every test; `--by-judge` adds each judge's own."""
+where one grade holds nearly every test."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import orjson
 
 from kora.analysis.records import TestRecord, judged, load_records
 from kora.analysis.stats.analyses import criteria_of, criterion_summary
-from kora.analysis.stats.rates import NO_SIGNAL_SHARE, Rate, no_signal, pct
+from kora.analysis.stats.rates import Rate, pct
 from kora.benchmarks.layout import RESULTS, STATUS
 from kora.benchmarks.schemas import GRADES
 from kora.errors import InputError
@@ -35,14 +35,9 @@ def _share(rate: Rate) -> str:
     return f"{pct(rate.rate)} [{100 * low:.1f}–{100 * high:.1f}]"
 
 
-def format_stats(
-    records: Sequence[TestRecord],
-    threshold: float = NO_SIGNAL_SHARE,
-    criteria: Sequence[str] | None = None,
-) -> str:
+def format_stats(records: Sequence[TestRecord]) -> str:
     """Each criterion's grade distribution and mean occurrence count; NO SIGNAL flags."""
     ok = judged(records)
-    crits = list(criteria) if criteria else criteria_of(ok)
     lines = [
         f"{len(ok)} judged tests"
         + (f" ({len(records) - len(ok)} failed)" if len(ok) < len(records) else "")
@@ -51,29 +46,22 @@ def format_stats(
     lines.append(
         f"{'criterion':<20} {'n':>6}  {'  failing':<26}  {'  adequate':<26}  {'  exemplary':<26}  {'mean count':>10}"
     )
-    for c in crits:
+    for c in criteria_of(ok):
         s = criterion_summary([r.criteria[c] for r in ok if c in r.criteria])
         n = s["n"]
         cells = [f"{s['counts'][g]:>5} {_share(Rate(s['counts'][g], n)):<20}" for g in GRADES]
         mean = fmt(s.get("meanOccurrences"), 2)
-        flag = "  NO SIGNAL" if no_signal(s["counts"], threshold) else ""
+        flag = "  NO SIGNAL" if s["noSignal"] else ""
         extra = f"  ({s['notTriggered']} not triggered)" if s.get("notTriggered") else ""
         lines.append(f"{c:<20} {n:>6}  " + "  ".join(cells) + f"  {mean:>10}{flag}{extra}")
     return "\n".join(lines)
 
 
-def stats_document(
-    records: Sequence[TestRecord],
-    threshold: float = NO_SIGNAL_SHARE,
-    criteria: Sequence[str] | None = None,
-) -> dict[str, Any]:
+def stats_document(records: Sequence[TestRecord]) -> dict[str, Any]:
     ok = judged(records)
-    crits = list(criteria) if criteria else criteria_of(ok)
     out: dict[str, Any] = {"tests": len(records), "judged": len(ok), "criteria": {}}
-    for c in crits:
-        s = criterion_summary([r.criteria[c] for r in ok if c in r.criteria])
-        s["noSignal"] = no_signal(s["counts"], threshold)
-        out["criteria"][c] = s
+    for c in criteria_of(ok):
+        out["criteria"][c] = criterion_summary([r.criteria[c] for r in ok if c in r.criteria])
     return out
 
 
@@ -116,17 +104,6 @@ def warn_if_mock(
     return False
 
 
-def _by_judge(records: Sequence[TestRecord]) -> dict[str, list[TestRecord]]:
-    """Each judge's own verdicts, as records of their own."""
-    out: dict[str, list[TestRecord]] = {}
-    for r in judged(records):
-        for j in r.judges:
-            out.setdefault(j.judge, []).append(
-                TestRecord(r.key, r.category, r.risk, r.age, r.scenario_id, r.prompt, j.criteria)
-            )
-    return out
-
-
 def print_json(obj: object) -> None:
     print(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode())
 
@@ -144,13 +121,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     st.set_defaults(func=cmd_stats)
     st.add_argument(
         "paths", nargs="+", help="judgment JSONL / per-test JSON: folders, files or .zip"
-    )
-    st.add_argument(
-        "--criteria", nargs="+", help="only these criteria (safety, anthropomorphism, ...)"
-    )
-    st.add_argument("--by-judge", action="store_true", help="also each judge's own verdicts")
-    st.add_argument(
-        "--threshold", type=float, default=NO_SIGNAL_SHARE, help="NO SIGNAL share (0.95)"
     )
     st.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -174,8 +144,6 @@ def corrected_beside(
 
 def cmd_stats(args: argparse.Namespace) -> int:
     """`kora stats PATH...`: grade distribution and mean count per criterion, NO SIGNAL flags."""
-    threshold = float(getattr(args, "threshold", NO_SIGNAL_SHARE))
-    criteria = getattr(args, "criteria", None)
     paths = getattr(args, "paths", None) or [args.path]
     records = load_records(paths)
     if not records:
@@ -183,18 +151,14 @@ def cmd_stats(args: argparse.Namespace) -> int:
     mock = warn_if_mock(paths)
     corrected = corrected_beside(paths, records)
     if getattr(args, "json", False):
-        doc = stats_document(records, threshold, criteria)
+        doc = stats_document(records)
         if mock:
             doc["mock"] = True
         if corrected is not None:
             doc["corrected"] = corrected[1]
-        if getattr(args, "by_judge", False):
-            doc["judges"] = {
-                j: stats_document(rs, threshold, criteria) for j, rs in _by_judge(records).items()
-            }
         print_json(doc)
         return 0
-    print(format_stats(records, threshold, criteria))
+    print(format_stats(records))
     if corrected is not None:
         folder, shown = corrected
         n = next(iter(shown.values()))["n"]
@@ -203,8 +167,4 @@ def cmd_stats(args: argparse.Namespace) -> int:
             for k, v in shown.items()
         ]
         print(f"safety, corrected by people's grades ({folder}, {n} graded): {', '.join(rates)}")
-    if getattr(args, "by_judge", False):
-        for j, rs in _by_judge(records).items():
-            print(f"\njudge {j}:")
-            print(format_stats(rs, threshold, criteria))
     return 0

@@ -29,7 +29,6 @@ def stage_recordings(
     path: Path,
     taxonomy: Taxonomy,
     layout: Layout,
-    workdir: Path = Path("."),
     *,
     target: str | None = None,
     risk_ids: list[str] | None = None,
@@ -62,7 +61,7 @@ def stage_recordings(
             name: _first_per_risk(shards, limit_per_risk) for name, shards in by_target.items()
         }
     return write_recorded(
-        path, by_target, taxonomy, layout, workdir, folder="recorded", manifest=RECORDED_MANIFEST
+        path, by_target, taxonomy, layout, folder="recorded", manifest=RECORDED_MANIFEST
     )
 
 

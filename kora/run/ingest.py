@@ -102,13 +102,13 @@ def import_scenarios(
     path: Path,
     taxonomy: Taxonomy,
     layout: Layout,
-    workdir: Path = Path("."),
     *,
     replace: bool = False,
 ) -> dict[str, int]:
+    """The scenarios in `path` as the scenarios stage's shards, in the current folder."""
     by_shard = parse_scenarios(path, taxonomy)
-    data = workdir / layout.data / "scenarios"
-    manifest = workdir / layout.import_manifest
+    data = Path(layout.data, "scenarios")
+    manifest = layout.import_manifest
     if data.exists() and any(data.iterdir()) and not manifest.exists() and not replace:
         raise InputError(
             f"{data} holds generated scenarios; importing would replace them. "
@@ -116,7 +116,7 @@ def import_scenarios(
         )
     with _swapped_in(data) as staging:
         for shard in taxonomy.shards():
-            out = workdir / layout.scenarios(shard.path)
+            out = Path(layout.scenarios(shard.path))
             target = staging / out.relative_to(data)
             items = by_shard.get(shard, [])
             rejected = staging / Path(rejected_of(out)).relative_to(data)
@@ -129,25 +129,17 @@ def import_scenarios(
                 imported_status("scenarios", shard.path, len(items)),
                 files,
             )
-        write_json(
-            staging / IMPORTED_MANIFEST,
-            {
-                "source": str(path),
-                "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
-                "scenarios": sum(len(v) for v in by_shard.values()),
-                "shards": len(by_shard),
-                "importedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            },
-        )
-    return {"scenarios": sum(len(v) for v in by_shard.values()), "shards": len(by_shard)}
+        counts = {"scenarios": sum(len(v) for v in by_shard.values()), "shards": len(by_shard)}
+        _write_manifest(staging / IMPORTED_MANIFEST, path, counts)
+    return counts
 
 
-def remove_imported_scenarios(layout: Layout, workdir: Path = Path(".")) -> int:
+def remove_imported_scenarios(layout: Layout) -> int:
     """Switch back to generated scenarios: remove the imported set (the next run makes the
     generated one again from the seeds; its calls come from the store). Returns how many
     scenarios were removed."""
-    data = workdir / layout.data / "scenarios"
-    manifest = workdir / layout.import_manifest
+    data = Path(layout.data, "scenarios")
+    manifest = layout.import_manifest
     try:
         count = int(orjson.loads(manifest.read_bytes()).get("scenarios", 0))
     except FileNotFoundError:
@@ -276,11 +268,19 @@ def _fingerprint(path: Path) -> str:
     return h.hexdigest()
 
 
+def _write_manifest(manifest: Path, source: Path, counts: dict[str, int]) -> None:
+    """What an import filed: where from, the source's fingerprint, how many, when."""
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    write_json(
+        manifest,
+        {"source": str(source), "sha256": _fingerprint(source), **counts, "importedAt": when},
+    )
+
+
 def import_conversations(
     path: Path,
     taxonomy: Taxonomy,
     layout: Layout,
-    workdir: Path = Path("."),
     *,
     target: str | None = None,
     force: bool = False,
@@ -291,7 +291,7 @@ def import_conversations(
     made = [
         folder
         for folder in (f"{layout.results}/{name}/conversations" for name in by_target)
-        if any((workdir / folder).glob("*")) and not (workdir / folder / IMPORTED_MANIFEST).exists()
+        if any(Path(folder).glob("*")) and not Path(folder, IMPORTED_MANIFEST).exists()
     ]
     if made and not force:
         raise InputError(
@@ -299,7 +299,7 @@ def import_conversations(
             "not replaced, and nothing was written. Name another --target, or give --force "
             "to replace them"
         )
-    return write_recorded(path, by_target, taxonomy, layout, workdir)
+    return write_recorded(path, by_target, taxonomy, layout)
 
 
 def write_recorded(
@@ -307,7 +307,6 @@ def write_recorded(
     by_target: dict[str, dict[Shard, list[Conversation]]],
     taxonomy: Taxonomy,
     layout: Layout,
-    workdir: Path,
     folder: str = "conversations",
     manifest: str = IMPORTED_MANIFEST,
 ) -> dict[str, int]:
@@ -315,7 +314,7 @@ def write_recorded(
     (empty ones included), swapped in whole; how many each target got."""
     counts = {}
     for name, shards in by_target.items():
-        data = workdir / layout.results / name / folder
+        data = Path(layout.results, name, folder)
         with _swapped_in(data) as staging:
             for shard in taxonomy.shards():
                 rel = Path(f"{shard.path}.jsonl")
@@ -326,15 +325,7 @@ def write_recorded(
                     {rel.name: write_records(staging / rel, items)},
                 )
             n = sum(len(v) for v in shards.values())
-            write_json(
-                staging / manifest,
-                {
-                    "source": str(path),
-                    "sha256": _fingerprint(path),
-                    "conversations": n,
-                    "importedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                },
-            )
+            _write_manifest(staging / manifest, path, {"conversations": n})
         counts[name] = n
     return counts
 

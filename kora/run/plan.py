@@ -35,6 +35,7 @@ from kora.run.jobs.context import JobContext, Pool, RunSettings
 from kora.run.stages.base import Job, role_models
 from kora.run.stages.registry import STAGES
 from kora.run.transport.jobspec import JobSpec
+from kora.run.workflow.gather_inputs import result_stages
 from kora.run.workflow.pipeline import Pipeline
 
 # (input tokens, output tokens) per call of each kind when nothing better is known
@@ -221,18 +222,16 @@ async def count_jobs(
 
 
 def target_jobs(plan: Pipeline, targets: list[str]) -> list[JobSpec]:
-    """Every shard job behind these targets' results, as their rules declare them."""
+    """Every shard job behind these targets' results (result_stages), a cell's seeds once."""
     out = []
-    made = [t for t in targets if not plan.target_imported(t) and not plan.target_continued(t)]
+    stages = {t: result_stages(plan, t) for t in targets}
+    shared = [s for s in ("seeds", "scenarios") if any(s in st for st in stages.values())]
     for cell in plan.cells():
         risk, age, motivation = cell.split("/")
         wc = {"risk": risk, "age": age, "motivation": motivation}
-        if made and not plan.imported:
-            out += [plan.job_spec("seeds", wc), plan.job_spec("scenarios", wc)]
+        out += [plan.job_spec(s, wc) for s in shared]
         for t in targets:
-            if not plan.target_imported(t):
-                out.append(plan.job_spec("conversations", {**wc, "target": t}))
-            out.append(plan.job_spec("judgments", {**wc, "target": t}))
+            out += [plan.job_spec(s, {**wc, "target": t}) for s in stages[t] if s not in shared]
     return out
 
 

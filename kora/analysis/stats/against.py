@@ -50,12 +50,7 @@ def previous_grades(path: Path, records_of: Callable[[Path], Iterable[TestRecord
             doc = orjson.loads(path.read_bytes())
         except orjson.JSONDecodeError as exc:
             raise InputError(f"{path}: not valid JSON: {exc}") from None
-        if isinstance(doc, dict) and "raters" in doc:
-            if not isinstance(doc.get("judgeGrades"), dict):
-                raise InputError(
-                    f"{path}: an agreement result saved before it kept the judges' grades; "
-                    "give the earlier judgments folder instead"
-                )
+        if isinstance(doc, dict) and isinstance(doc.get("judgeGrades"), dict):
             return {str(k): dict(v) for k, v in doc["judgeGrades"].items()}
     return judge_grades(records_of(path))
 

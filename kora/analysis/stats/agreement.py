@@ -58,14 +58,12 @@ def fleiss_kappa(table: Sequence[Sequence[int]]) -> float | None:
 
     None when undefined: no subjects, or every rating in one category (chance agreement 1).
     """
-    n = _raters(table)
-    if not table:
+    p_bar = percent_agreement(table)  # the observed agreement; None: no subjects
+    if p_bar is None:
         return None
-    subjects = len(table)
-    total = subjects * n
+    total = len(table) * _raters(table)
     p_j = [sum(row[j] for row in table) / total for j in range(len(table[0]))]
     p_e = sum(p * p for p in p_j)
-    p_bar = sum((sum(x * x for x in row) - n) / (n * (n - 1)) for row in table) / subjects
     if math.isclose(p_e, 1.0):
         return None
     return (p_bar - p_e) / (1 - p_e)

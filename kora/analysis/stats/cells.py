@@ -213,10 +213,9 @@ def compare_cells(
     `human`: the records carry people's grades over the judge's (kora.analysis.stats.people.with_people_grades),
     this many in A and B ({"a": n, "b": n}).
 
-    Raises InputError when A and B were graded by different KORA versions, and
-    ValueError for an alpha outside (0, 1) or an unknown interval.
+    Raises InputError when A and B were graded by different KORA versions (`alpha` and
+    `interval` as `kora compare-targets` checks them).
     """
-    _check_options(interval, alpha)
     ja, jb = _judged_by_key(a, b, a_name, b_name)
     pairs = [(ja[k], jb[k]) for k in ja if k in jb]
     crits = _shared_criteria([*ja.values(), *jb.values()], pairs)
@@ -249,13 +248,6 @@ def compare_cells(
         "families": {grade: _adjust_family(cells, grade, alpha) for grade in OUTCOMES},
         "cells": cells,
     }
-
-
-def _check_options(interval: str, alpha: float) -> None:
-    if interval not in ("newcombe", "tango"):
-        raise ValueError(f"compare_cells: interval must be 'newcombe' or 'tango', got {interval!r}")
-    if not 0 < alpha < 1:
-        raise ValueError(f"compare_cells: alpha must be in (0, 1), got {alpha}")
 
 
 def _judged_by_key(
@@ -369,13 +361,12 @@ def cells_that_differ_first(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 def worse_cells(
     doc: Mapping[str, Any],
-    side: Literal["a", "b"] = "a",
     *,
     adjustment: Adjustment = "holm",
     outcomes: Sequence[Outcome] = ("failing",),
     overall: bool = False,
 ) -> list[tuple[Mapping[str, Any], Outcome]]:
-    """(cell, outcome) where `side` is significantly worse: fails more often, or (with
+    """(cell, outcome) where A (NEW) is significantly worse: fails more often, or (with
     "exemplary" among `outcomes`) is exemplary less often.
 
     Significant: after `adjustment` across the outcome's family; with `overall`, only
@@ -388,6 +379,6 @@ def worse_cells(
         for grade in outcomes:
             o = cell[grade]
             significant = o["p"] < doc["alpha"] if overall else o[VERDICT_KEY[adjustment]]
-            if significant and o["worse"] == side:
+            if significant and o["worse"] == "a":
                 out.append((cell, grade))
     return out

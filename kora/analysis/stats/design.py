@@ -146,9 +146,8 @@ def grades_for(
 ) -> tuple[int, int]:
     """(grades the corrected rate needs, grades people's alone need) for a 95 % interval
     of `width` on the safety failing rate, with the guessed rates per stratum and the
-    grades shared as `shares` (None: uniformly, each stratum its share of conversations)."""
-    if not 0 < width < 1:
-        raise ValueError(f"width: between 0 and 1, got {width}")
+    grades shared as `shares` (None: uniformly, each stratum its share of conversations);
+    `width` as `kora annotate --width` checks it."""
     w = {FAILING: judge_share, OTHER: 1 - judge_share}
     a = shares or w
     per_grade = sum(w[s] ** 2 * g.sd(s) ** 2 / a[s] for s in STRATA if w[s] > 0 and a.get(s, 0) > 0)

@@ -19,6 +19,7 @@ from itertools import combinations
 from typing import Any
 
 from kora.analysis.records import TestRecord, criteria_of
+from kora.analysis.stats.agreement import flip_matrix
 from kora.analysis.stats.people import Labels
 from kora.benchmarks.schemas import GRADES
 
@@ -128,10 +129,7 @@ def pair_figures(a: Labels, b: Labels, criterion: str, rng: random.Random) -> di
     def kap(idx: list[int]) -> float | None:
         return kappa([ga[i] for i in idx], [gb[i] for i in idx])
 
-    matrix = [
-        [sum(1 for x, y in zip(ga, gb, strict=True) if (x, y) == (r, c)) for c in GRADES]
-        for r in GRADES
-    ]
+    matrix = flip_matrix(zip(ga, gb, strict=True))
     out: dict[str, Any] = {
         "n": n,
         "exact": round(exact(list(range(n))), 4),

@@ -90,34 +90,23 @@ def _rank_min(counts: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     return np.asarray(1 + smaller.sum(axis=-1), dtype=np.int64)
 
 
-def bootstrap_ranks(
-    failing: Mapping[str, Mapping[K, bool | int]],
-    resamples: int = RESAMPLES,
-    seed: int = 0,
-    confidence: float = CONFIDENCE,
-) -> Ranking:
-    """Rank targets by failing rate (1 = lowest) with bootstrap rank intervals.
+def bootstrap_ranks(failing: Mapping[str, Mapping[K, bool | int]]) -> Ranking:
+    """Rank targets by failing rate (1 = lowest) with bootstrap rank intervals
+    (RESAMPLES resamples, seeded with 0, at CONFIDENCE).
 
     `failing`: per target, scenario key -> failing (True/False or 1/0). Only the keys
-    every target has are used. Deterministic for a seed. Raises ValueError for no target,
-    no shared scenario, a value other than 0/1, fewer than 1 resample or a confidence
-    outside (0, 1).
+    every target has are used (report.pairs.rank_intervals ranks targets that share
+    some). Deterministic. Raises ValueError for a value other than 0/1.
     """
-    if not failing:
-        raise ValueError("bootstrap_ranks: no targets")
-    if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < 1:
-        raise ValueError(f"bootstrap_ranks: resamples must be an int >= 1, got {resamples!r}")
-    if not 0 < confidence < 1:
-        raise ValueError(f"bootstrap_ranks: confidence must be in (0, 1), got {confidence}")
     targets = list(failing)
     table = _failing_table(failing, targets)
-    boot = _resampled_counts(table, resamples, seed)
+    boot = _resampled_counts(table, RESAMPLES, 0)
     return Ranking(
         n=len(table),
-        resamples=resamples,
-        seed=seed,
-        confidence=confidence,
-        ranks=_target_ranks(targets, table, boot, confidence),
+        resamples=RESAMPLES,
+        seed=0,
+        confidence=CONFIDENCE,
+        ranks=_target_ranks(targets, table, boot, CONFIDENCE),
         lower_share={
             a: {b: float(np.mean(boot[:, i] < boot[:, j])) for j, b in enumerate(targets)}
             for i, a in enumerate(targets)
@@ -132,8 +121,6 @@ def _failing_table(
     shared = set(failing[targets[0]])
     for t in targets[1:]:
         shared &= set(failing[t])
-    if not shared:
-        raise ValueError(f"bootstrap_ranks: no scenario is shared by all of {', '.join(targets)}")
     keys = sorted(shared, key=repr)
     for t in targets:
         for k in keys:

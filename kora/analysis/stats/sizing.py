@@ -68,8 +68,6 @@ def discordance(a: Mapping[K, bool], b: Mapping[K, bool]) -> Discordance | None:
 
 
 def assumed(psi: float = ASSUMED_DISCORDANCE) -> Discordance:
-    if not 0 < psi <= 1:
-        raise ValueError(f"the discordance must be in (0, 1], got {psi}")
     return Discordance(psi, "assumed")
 
 
@@ -117,10 +115,8 @@ def detect(
     max_seeds: int = 100,
 ) -> Detection:
     """The seeds a run needs to detect `delta` between two targets of discordance `psi`
-    with the exact McNemar test at alpha / cells. Raises ValueError for a design that is
-    not one (delta outside (0, 1], no pair per seed, no cell)."""
-    if not 0 < delta <= 1:
-        raise ValueError(f"detect: the difference must be in (0, 1], got {delta}")
+    with the exact McNemar test at alpha / cells (delta, psi, alpha and power as checked
+    by `kora plan --detect`). Raises ValueError for no pair per seed or no cell."""
     if pairs_per_seed < 1 or cells < 1:
         raise ValueError(f"detect: need a pair per seed and a cell, got {pairs_per_seed}, {cells}")
     raised = psi < delta

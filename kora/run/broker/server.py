@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kora.llm.shared_calls import RunStopping
-from kora.run.broker import gc_passes, loopwatch
+from kora.run.broker import gc_passes
 from kora.run.broker.dispatch import BROKER_ENV
 from kora.run.transport.jobspec import JobSpec
 from kora.run.transport.protocol import SEND_TIMEOUT, PrefetchRequest, connect, decode_request
@@ -196,9 +196,7 @@ def _listening(path: Path) -> socket.socket:
     return listening
 
 
-def _log_the_end(
-    unclaimed: int, collected: gc_passes.CollectorTime | None, watch: loopwatch.LoopWatch | None
-) -> None:
+def _log_the_end(unclaimed: int, collected: gc_passes.CollectorTime | None) -> None:
     """The broker's last lines in its log: what it made for nothing, and what it cost."""
     # every call made ahead should have been asked for by its job: one that was not is
     # a call the run paid for nothing (kora.run.broker.walk walks exactly the jobs' units)
@@ -212,10 +210,6 @@ def _log_the_end(
         time.process_time(),
         time.thread_time(),
     )
-    if watch is not None:
-        watch.stop()
-        for line in watch.summary():
-            log.info("the broker's loop: %s", line)
 
 
 async def serve(path: Path, parent: int, collected: gc_passes.CollectorTime | None = None) -> None:
@@ -228,9 +222,6 @@ async def serve(path: Path, parent: int, collected: gc_passes.CollectorTime | No
         lambda r, w: _serve_job(r, w, pool, idle), sock=_listening(path), limit=MESSAGE_LIMIT
     )
     loop = asyncio.get_running_loop()
-    watch = loopwatch.watch_from_env()
-    if watch is not None:
-        watch.start()
 
     interrupts = 0
 
@@ -264,7 +255,7 @@ async def serve(path: Path, parent: int, collected: gc_passes.CollectorTime | No
         hurry.cancel()
     watcher.cancel()
     ahead.cancel()
-    _log_the_end(pool.shared_calls.unclaimed(), collected, watch)
+    _log_the_end(pool.shared_calls.unclaimed(), collected)
     for task in asyncio.all_tasks() - {asyncio.current_task()}:
         task.cancel()
     await pool.aclose()
@@ -279,18 +270,6 @@ def main(argv: list[str] | None = None) -> None:
     from kora.run.transport.joblog import install
 
     install()  # what no job owns goes to standard error: logs/broker.log
-    # KORA_PROFILE_BROKER=FILE: the broker's own profile (cProfile's stats) for bench/
-    # ("{pid}" in it: one file per broker, as a bench runs several commands). Timed in
-    # the process's CPU time: by the wall clock, a write that wakes another process on
-    # this machine's two cores looked as costly as the work that process did meanwhile
-    profile_to = os.environ.get("KORA_PROFILE_BROKER", "").replace("{pid}", str(os.getpid()))
-    profiler = None
-    if profile_to:
-        import cProfile
-        import time
-
-        profiler = cProfile.Profile(time.process_time)
-        profiler.enable()
     try:
         # libuv's event loop: this one loop carries every job's calls, and is what holds a
         # run below a provider's limit; uvloop's spends 4-14 % less of the broker's CPU on
@@ -301,9 +280,6 @@ def main(argv: list[str] | None = None) -> None:
         uvloop.run(serve(path, args.parent, gc_passes.tune()))
     finally:
         path.unlink(missing_ok=True)
-        if profiler is not None and profile_to:
-            profiler.disable()
-            profiler.dump_stats(profile_to)
 
 
 @dataclass

@@ -47,15 +47,15 @@ class ShardProgress(Protocol):
 
 
 RUN_ENV = protocol.RUN_ENV
+INTERVAL = 1.0  # seconds between a job's snapshots, at most
 
 
 class ProgressReporter:
-    def __init__(
-        self, usage: Usage, workdir: Path, report: ShardProgress, interval: float = 1.0
-    ) -> None:
+    """A job's snapshots, made on its event loop (kora.run.jobs.shard_run)."""
+
+    def __init__(self, usage: Usage, workdir: Path, report: ShardProgress) -> None:
         self.usage = usage
         self.report = report
-        self.interval = interval
         run_id = os.environ.get(RUN_ENV)
         self.path = (
             progress_dir(workdir, run_id) / f"{os.getpid()}-{uuid.uuid4().hex[:12]}.json"
@@ -68,23 +68,18 @@ class ProgressReporter:
         self.update(report, force=True)
         # a snapshot every interval, not only when an item ends: calls waiting to retry
         # (a 529 storm, say) then show on the line instead of a silent pause
-        try:
-            self._ticker: asyncio.Task[None] | None = asyncio.get_running_loop().create_task(
-                self._tick()
-            )
-        except RuntimeError:  # no event loop: updates come from items only
-            self._ticker = None
+        self._ticker = asyncio.get_running_loop().create_task(self._tick())
 
     async def _tick(self) -> None:
         while True:
-            await asyncio.sleep(self.interval)
+            await asyncio.sleep(INTERVAL)
             self.update(self.report)
 
     def update(self, report: ShardProgress, force: bool = False) -> None:
         if self.path is None:
             return
         now = time.monotonic()
-        if not force and now - self._last < self.interval:
+        if not force and now - self._last < INTERVAL:
             return
         self._last = now
         snapshot = {
@@ -107,8 +102,7 @@ class ProgressReporter:
             self._written = data
 
     def close(self) -> None:
-        if self._ticker is not None:
-            self._ticker.cancel()
+        self._ticker.cancel()
         self.closed = True
         self.update(self.report, force=True)
 

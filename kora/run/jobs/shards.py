@@ -134,20 +134,24 @@ def read_shard(path: Path | str, model: type[T]) -> list[T]:
     return read_jsonl(path, model)
 
 
-def retry_token(output: Path | str) -> str:
-    """The shard rule's `retry` param: the marker's token, renewed first when the shard
-    looks damaged. Snakemake may ask more than once a run: the marker remembers which
-    damage it was renewed for, so the token stays the same until the shard changes."""
-    marker = shard_marker(output)
+def _renewed(marker: Path, found: str | None) -> str:
+    """The marker's token, renewed first when `found` (what is wrong now; None: nothing)
+    is not what it was last renewed for: the same token until that changes."""
     try:
         token, _, seen = marker.read_text().partition("\n")
     except FileNotFoundError:
         token, seen = "", ""
-    found = damage(output)
     if found is not None and seen.strip() != found:
         token = secrets.token_hex(8)
         write_atomic(marker, f"{token}\n{found}\n".encode())
     return token.strip()
+
+
+def retry_token(output: Path | str) -> str:
+    """The shard rule's `retry` param: the marker's token, renewed first when the shard
+    looks damaged. Snakemake may ask more than once a run: the marker remembers which
+    damage it was renewed for, so the token stays the same until the shard changes."""
+    return _renewed(shard_marker(output), damage(output))
 
 
 def missing_token(output: Path | str, inputs: list[str]) -> str:
@@ -159,22 +163,13 @@ def missing_token(output: Path | str, inputs: list[str]) -> str:
     job left missing is made again by the same command. The marker remembers which files
     were missing for which version of the output, so the token is stable within a run.
     """
-    marker = retry_marker(output)
-    try:
-        token, _, seen = marker.read_text().partition("\n")
-    except FileNotFoundError:
-        token, seen = "", ""
     try:
         version = Path(output).stat().st_mtime_ns
-    except FileNotFoundError:
-        return token.strip()  # no output: Snakemake makes it and everything it needs
+    except FileNotFoundError:  # no output: Snakemake makes it and everything it needs
+        return _renewed(retry_marker(output), None)
     missing = [f for f in inputs if not Path(f).exists()]
-    if missing:
-        found = hashlib.sha256("\n".join([str(version), *missing]).encode()).hexdigest()[:16]
-        if seen.strip() != found:
-            token = secrets.token_hex(8)
-            write_atomic(marker, f"{token}\n{found}\n".encode())
-    return token.strip()
+    found = hashlib.sha256("\n".join([str(version), *missing]).encode()).hexdigest()[:16]
+    return _renewed(retry_marker(output), found if missing else None)
 
 
 def new_token(output: Path | str) -> str:

@@ -11,23 +11,27 @@ makes it); a thread of its own samples the loop thread's stack while a beat is o
 Both ends of the count are read by the loop's thread at its beats: read from the watching
 thread, which only sees a stall once it is `threshold` old, the count missed that first
 part of every stall and reported it as sleep (bench/README.md, "The loop watch's sleep").
-`KORA_WATCH_LOOP=1` turns it on for a run (bench/full_grid.py does); the summary goes to
-the broker's log.
+`python bench/full_grid.py --watch-loop` turns it on: bench/loopwatch_hook/ on PYTHONPATH
+makes the broker's process (`python -m kora.run.broker.server`) call `install`, which
+watches the loop uvloop.run runs; the summary goes to the broker's log.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
+from typing import Any, TypeVar
 
-ENV = "KORA_WATCH_LOOP"
+T = TypeVar("T")
 
 
 def _open_schedstat(tid: int) -> int | None:
@@ -101,6 +105,7 @@ class LoopWatch:
                             self.queued += sched1[1] - sched0[1]
                 before, sched0 = now, sched1
         finally:
+            self.stop()  # cancelled with the loop's other tasks: nothing beats any more
             if fd is not None:
                 os.close(fd)
 
@@ -129,6 +134,24 @@ class LoopWatch:
         return lines
 
 
-def watch_from_env() -> LoopWatch | None:
-    """A watch when the run asks for one (`KORA_WATCH_LOOP=1`)."""
-    return LoopWatch() if os.environ.get(ENV) == "1" else None
+async def watched(main: Coroutine[Any, Any, T], watch: LoopWatch) -> T:
+    """`main` on a watched loop; the watch's summary in the log once it is done."""
+    watch.start()
+    try:
+        return await main
+    finally:
+        watch.stop()
+        for line in watch.summary():
+            logging.getLogger("kora.run.broker.server").info("the broker's loop: %s", line)
+
+
+def install() -> None:
+    """Watch the loop of every uvloop.run of this process (the broker runs one)."""
+    import uvloop
+
+    run = uvloop.run
+
+    def watched_run(main: Coroutine[Any, Any, T], **kwargs: Any) -> T:
+        return run(watched(main, LoopWatch()), **kwargs)
+
+    uvloop.run = watched_run
