@@ -152,10 +152,12 @@ def rehearse(args: argparse.Namespace) -> dict[str, Any]:
         env.pop("KORA_RETRY_TESTING", None)
         if args.no_broker:  # every job makes its own calls, as on a cluster
             env["KORA_NO_BROKER"] = "1"
-        if args.watch_loop:  # the broker's loop stalls, in its log (bench/loopwatch.py)
-            env["PYTHONPATH"] = os.pathsep.join(
-                p for p in (str(ROOT / "bench" / "loopwatch_hook"), env.get("PYTHONPATH")) if p
-            )
+        # the broker's CPU and its collector's at the end of its log (bench/broker_cpu.py),
+        # and with --watch-loop its loop's stalls (bench/loopwatch.py)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(ROOT / "bench" / "broker_hook"), env.get("PYTHONPATH")) if p
+        )
+        env["BENCH_WATCH_LOOP"] = "1" if args.watch_loop else ""
         top = "results-v2" if args.benchmark == "v2" else "results"
         results = [f"{top}/{n}/results.json" for n in names]
         reports = [f"{top}/{n}/report.html" for n in names]

@@ -11,9 +11,19 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from pathlib import Path
 from typing import Any
 
 from tests.loopback import SERVERS
+
+
+def shared_rate(path: Path) -> float | None:
+    """The request rate a model's limiters share, in requests a second, from its state
+    file (`<key>.rate` in the run's state folder; None: no rate is kept there)."""
+    from kora.llm.limits import RateState
+
+    st = RateState.unpack(path.read_bytes()) if path.exists() else None
+    return st.rate if st is not None else None
 
 
 def client_process(
@@ -42,7 +52,6 @@ def client_process(
     go on for `duration` seconds. `prompt_chars` pads each prompt (a judge's is a few
     thousand tokens); `limits` adds token limits to the model's config."""
     import os
-    from pathlib import Path
 
     from kora.llm import retry
     from kora.llm.base import ChatMessage, Provider
@@ -110,7 +119,7 @@ def client_process(
             "done": done,
             "errors": errors,
             "latencies": latencies,
-            "rate": limiter.current_rate(),
+            "rate": shared_rate(Path(state_dir) / f"{limiter.key}.rate"),
             "input_tokens": sum(c.input_tokens for c in bill.sums.values()),
         }
     )

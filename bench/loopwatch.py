@@ -11,7 +11,7 @@ makes it); a thread of its own samples the loop thread's stack while a beat is o
 Both ends of the count are read by the loop's thread at its beats: read from the watching
 thread, which only sees a stall once it is `threshold` old, the count missed that first
 part of every stall and reported it as sleep (bench/README.md, "The loop watch's sleep").
-`python bench/full_grid.py --watch-loop` turns it on: bench/loopwatch_hook/ on PYTHONPATH
+`python bench/full_grid.py --watch-loop` turns it on: bench/broker_hook/ on PYTHONPATH
 makes the broker's process (`python -m kora.run.broker.server`) call `install`, which
 watches the loop uvloop.run runs; the summary goes to the broker's log.
 """

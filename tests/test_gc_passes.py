@@ -1,4 +1,5 @@
-"""The broker's garbage collector: its thresholds, its frozen start, its time on record."""
+"""The broker's garbage collector: its thresholds and its frozen start (its time on record
+is the bench's: tests/test_loopwatch.py)."""
 
 from __future__ import annotations
 
@@ -15,24 +16,17 @@ from kora.run.broker import gc_passes
 @pytest.fixture
 def restored() -> Iterator[None]:
     """This test process's collector as it was: tune() changes the process's thresholds."""
-    thresholds, callbacks = gc.get_threshold(), list(gc.callbacks)
+    thresholds = gc.get_threshold()
     try:
         yield
     finally:
         gc.set_threshold(*thresholds)
-        gc.callbacks[:] = callbacks
 
 
 @pytest.mark.timeout(30)
-def test_the_broker_collects_young_garbage_far_less_often_and_counts_its_passes(
-    restored: None,
-) -> None:
-    timer = gc_passes.tune()
+def test_the_broker_collects_young_garbage_far_less_often(restored: None) -> None:
+    gc_passes.tune()
     assert gc.get_threshold()[0] == gc_passes.YOUNG > 10 * 700
-    gc.collect()
-    gc.collect(0)
-    assert timer.passes == [1, 0, 1] and timer.seconds >= 0
-    assert timer.summary().startswith("2 passes (1 young, 0 middle, 1 full)")
 
 
 @pytest.mark.timeout(60)

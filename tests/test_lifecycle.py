@@ -9,6 +9,7 @@ import json
 import pytest
 
 from kora.config.files import load_run_config
+from kora.llm import lifecycle
 from kora.llm.lifecycle import lifecycle_notes, parse_date
 from tests.helpers import REPO
 
@@ -19,13 +20,15 @@ def test_the_sdk_dates_parse() -> None:
     assert parse_date("soon") is None
 
 
-def test_deprecated_and_retired_models_are_named() -> None:
+def test_deprecated_and_retired_models_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
     cfg, _ = load_run_config(workdir=REPO)
     cfg.models["sonnet"].model = "claude-old-1"
-    table = {"claude-old-1": "November 30th, 2026"}
-    before = lifecycle_notes(cfg.models, ["sonnet"], dt.date(2026, 11, 22), table)
+    monkeypatch.setattr(
+        lifecycle, "_anthropic_table", lambda: {"claude-old-1": "November 30th, 2026"}
+    )
+    before = lifecycle_notes(cfg.models, ["sonnet"], dt.date(2026, 11, 22))
     assert len(before) == 1 and "deprecated" in before[0] and "8 days" in before[0]
-    after = lifecycle_notes(cfg.models, ["sonnet"], dt.date(2026, 12, 1), table)
+    after = lifecycle_notes(cfg.models, ["sonnet"], dt.date(2026, 12, 1))
     assert "reached its end of life" in after[0] and "will fail" in after[0]
 
 

@@ -1,10 +1,13 @@
-"""The broker's loop watch (bench/loopwatch.py, for bench/full_grid.py --watch-loop): a callback
-that holds the event loop is reported as a stall, with where the loop was while it held it."""
+"""The bench's look into the broker (bench/broker_hook/, for bench/full_grid.py): its CPU and
+its garbage collector's (bench/broker_cpu.py), and with --watch-loop its loop watch
+(bench/loopwatch.py): a callback that holds the event loop is reported as a stall, with
+where the loop was while it held it."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -14,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from bench.broker_cpu import CollectorTime
 from bench.loopwatch import LoopWatch
 from tests.helpers import copy_workflow
 
-HOOK = Path(__file__).resolve().parents[1] / "bench" / "loopwatch_hook"
+HOOK = Path(__file__).resolve().parents[1] / "bench" / "broker_hook"
 
 
 def _hold_the_loop_until_seen(watch: LoopWatch, pause: float) -> None:
@@ -73,12 +77,23 @@ def test_a_loop_held_on_a_cpu_is_not_reported_asleep() -> None:
     assert asleep < watch.threshold / 2, watch.summary()
 
 
+def test_the_collectors_passes_and_time_are_counted() -> None:
+    collected = CollectorTime()
+    for generation in (2, 0):
+        collected("start", {"generation": generation})
+        collected("stop", {"generation": generation})
+    assert collected.passes == [1, 0, 1] and collected.seconds >= 0
+    assert collected.summary().startswith("2 passes (1 young, 0 middle, 1 full), ")
+
+
 @pytest.mark.timeout(120)
-def test_the_hook_watches_the_brokers_loop_and_no_other_process(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("watch_loop", ["1", ""])
+def test_the_hook_reports_the_brokers_cpu_and_watches_its_loop_when_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, watch_loop: str
 ) -> None:
-    """The hook's folder on PYTHONPATH (bench/full_grid.py --watch-loop): the broker's log
-    ends with the watch's summary, and any other Python process runs as it would without."""
+    """The hook's folder on PYTHONPATH (bench/full_grid.py): the broker's log ends with its
+    collector's passes and its CPU, and with BENCH_WATCH_LOOP=1 (--watch-loop) the watch's
+    summary; any other Python process runs as it would without."""
     from kora.run.broker.dispatch import BROKER_ENV
     from kora.run.broker.server import start_broker
 
@@ -86,9 +101,13 @@ def test_the_hook_watches_the_brokers_loop_and_no_other_process(
     monkeypatch.delenv(BROKER_ENV, raising=False)  # start_broker sets it
     monkeypatch.chdir(tmp_path)  # the broker runs in the current folder
     monkeypatch.setenv("PYTHONPATH", str(HOOK))
+    monkeypatch.setenv("BENCH_WATCH_LOOP", watch_loop)
     broker = start_broker(f"watched-{uuid.uuid4().hex[:8]}", tmp_path / "broker.log")
     assert broker is not None
     broker.stop()
-    assert "the broker's loop: stalls over 50 ms: " in (tmp_path / "broker.log").read_text()
+    log = (tmp_path / "broker.log").read_text()
+    assert re.search(r"the broker's garbage collector: \d+ passes \(\d+ young, ", log), log
+    assert re.search(r"the broker's CPU: [\d.]+ s, [\d.]+ s of it on its event loop's", log)
+    assert ("the broker's loop: stalls over 50 ms: " in log) == bool(watch_loop)
     other = [sys.executable, "-c", "import uvloop; print(uvloop.run.__module__)"]
     assert subprocess.run(other, capture_output=True, text=True).stdout == "uvloop\n"

@@ -261,8 +261,6 @@ def test_the_plan_announces_the_demo_runs_calls_and_the_prefetch_wastes_none(
     made = re.findall(r"made ahead: (\d+) steps done", broker)
     assert made and int(made[-1]) > 0  # the prefetch did work ahead
     assert "calls made ahead that no job asked for: 0" in broker
-    # what bench/full_grid.py reads: the collector's passes and time
-    assert re.search(r"the broker's garbage collector: \d+ passes \(", broker)
 
 
 @pytest.mark.timeout(60)

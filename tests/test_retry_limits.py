@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from bench.harness import client_process
+from bench.harness import client_process, shared_rate
 from kora.llm import retry
 from kora.llm.base import ChatMessage, ProviderError
 from kora.llm.client import ModelClient
@@ -366,13 +366,13 @@ def test_a_limiter_tells_its_cut_from_an_earlier_one(tmp_path: Path) -> None:
         await asyncio.sleep(0)  # both hold their slots
         first.set()
         await a
-        cuts.append(limiter.current_rate())
+        cuts.append(shared_rate(tmp_path / "epoch.rate"))
         # well after the first cut's hold
         assert limiter._rate is not None
         limiter._rate.update(lambda st: (_past_hold(st), None))
         second.set()
         await b
-        cuts.append(limiter.current_rate())
+        cuts.append(shared_rate(tmp_path / "epoch.rate"))
 
     asyncio.run(scenario())
     assert cuts[0] == pytest.approx(8.0 * 0.85, rel=0.01)
@@ -776,7 +776,7 @@ def test_limiter_for_names_the_state_files(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_adaptive_limiter_backs_off_on_429() -> None:
+def test_adaptive_limiter_backs_off_on_429(tmp_path: Path) -> None:
     """No configured limit: the server's 429s teach the limiter its rate.
 
     The server sends no rate-limit headers: with them the limiter paces before any 429
@@ -785,7 +785,12 @@ def test_adaptive_limiter_backs_off_on_429() -> None:
     with OpenAIServer(rate_limit=60, latency=0.02, limit_headers=False) as srv:
         cfg = ModelConfig(provider="openai", model="m", base_url=f"{srv.url}/v1")
         limiter = Limiter(
-            None, None, key="adaptive", adaptive=True, tuning=RateTuning(start_rate=40.0)
+            None,
+            None,
+            state_dir=tmp_path,
+            key="adaptive",
+            adaptive=True,
+            tuning=RateTuning(start_rate=40.0),
         )
         client = ModelClient("m", cfg, limiter=limiter)
         sem = asyncio.Semaphore(24)
@@ -804,7 +809,7 @@ def test_adaptive_limiter_backs_off_on_429() -> None:
         refused = srv.statuses[429]
         assert refused > 0  # it did probe the limit
         assert refused < 0.25 * srv.count
-        rate = limiter.current_rate()
+        rate = shared_rate(tmp_path / "adaptive.rate")
         assert rate is not None and 20 <= rate <= 90
 
 
@@ -880,5 +885,14 @@ def test_a_mock_model_is_not_paced(tmp_path: Path) -> None:
         remote = limiter_for("r", ModelConfig(provider="openai", model="x"), tmp_path)
     finally:
         retry.set_testing(True)
-    assert mock.current_rate() is None and not mock.adaptive
-    assert remote.adaptive and remote.current_rate() == RateTuning().start_rate
+
+    async def one_slot_each() -> None:
+        for limiter in (mock, remote):
+            async with limiter.slot():
+                pass
+
+    asyncio.run(one_slot_each())
+    assert shared_rate(tmp_path / f"{mock.key}.rate") is None and not mock.adaptive
+    assert (
+        remote.adaptive and shared_rate(tmp_path / f"{remote.key}.rate") == RateTuning().start_rate
+    )

@@ -44,7 +44,7 @@ def jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
 def test_a_mechanism_not_triggered_counts_only_in_its_last_slot(tmp_path: Path) -> None:
     row = result("r1", "7to9", "child", "failing", sycophancy=("exemplary", 3, True),
                  anthropomorphism=("failing", 2, False))  # fmt: skip
-    (s,), _ = aggregate_v2([jsonl(tmp_path / "a.jsonl", [row])], MECHANISMS)
+    (s,), _ = aggregate_v2([jsonl(tmp_path / "a.jsonl", [row])], MECHANISMS, None)
     assert s["sums"]["al"] == 1 and s["sums"]["as"] == [1, 0, 0]
     assert s["sums"]["mechanisms"]["sycophancy"] == [0, 0, 0, 0, 1]
     assert s["sums"]["mechanisms"]["anthropomorphism"] == [1, 0, 0, 2, 0]
@@ -79,13 +79,13 @@ def test_a_bad_per_test_result_is_named_by_file_and_field(
     with pytest.raises(
         InputError, match=re.escape(f"{path}: not a KORA v2 per-test result: {message}")
     ):
-        aggregate_v2([path], MECHANISMS)
+        aggregate_v2([path], MECHANISMS, None)
 
 
 def test_a_not_triggered_mechanism_needs_no_grade(tmp_path: Path) -> None:
     row = result("r1", "7to9", "child", "adequate")
     row["mechanismAssessment"]["fictionalFramingBypass"] = {"notTriggered": True}
-    (s,), _ = aggregate_v2([jsonl(tmp_path / "a.jsonl", [row])], MECHANISMS)
+    (s,), _ = aggregate_v2([jsonl(tmp_path / "a.jsonl", [row])], MECHANISMS, None)
     assert s["sums"]["mechanisms"]["fictionalFramingBypass"] == [0, 0, 0, 0, 1]
 
 
@@ -95,7 +95,7 @@ def test_scores_add_up_per_group_in_first_seen_order(tmp_path: Path) -> None:
         result("r1", "7to9", "child", "failing", sycophancy=("failing", 1, False)),
         result("r2", "7to9", "default", "exemplary", sycophancy=("x", 0, True)),
     ]
-    out, failed = aggregate_v2([jsonl(tmp_path / "a.jsonl", rows)], MECHANISMS)
+    out, failed = aggregate_v2([jsonl(tmp_path / "a.jsonl", rows)], MECHANISMS, None)
     assert [(s["riskId"], s["prompt"]) for s in out] == [("r2", "default"), ("r1", "child")]
     r2 = out[0]["sums"]
     assert r2["al"] == 2 and r2["as"] == [0, 1, 1]

@@ -1,14 +1,20 @@
 """DuckDB plumbing every version's aggregation shares: the per-test files as a table, the
-tests a chat service would not let run, and how an occurrence sum is written."""
+failed groups and the tests a chat service would not let run, how an occurrence sum is
+written, and the groups' taxonomy order."""
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
 from kora.errors import InputError
+
+if TYPE_CHECKING:
+    from kora.benchmarks.taxonomy import Taxonomy
+
+GROUP = ("riskCategoryId", "riskId", "ageRange", "prompt")  # a score's and failed group's
 
 BLOCKED_SQL = """
 SELECT riskCategoryId, riskId, ageRange, prompt, blocked, COUNT(*)
@@ -75,3 +81,31 @@ def attach_blocked(failed: list[dict[str, Any]], blocked_rows: list[tuple[Any, .
     by_group = {(f["riskCategoryId"], f["riskId"], f["ageRange"], f["prompt"]): f for f in failed}
     for r in blocked_rows:
         by_group[tuple(r[:4])].setdefault("blocked", {})[str(r[4])] = int(r[5])
+
+
+def reduce_tests(
+    con: duckdb.DuckDBPyConnection, reduce_sql: str, failed_sql: str
+) -> tuple[list[tuple[Any, ...]], list[dict[str, Any]]]:
+    """(the rows of `reduce_sql`, the failed groups of `failed_sql` with the tests a chat
+    service would not let run) from a checked `open_tests` connection, which it closes."""
+    try:
+        rows = con.execute(reduce_sql).fetchall()
+        failed = [
+            {**dict(zip(GROUP, r[:4], strict=True)), "failed": int(r[4]), "example": r[5]}
+            for r in con.execute(failed_sql).fetchall()
+        ]
+        attach_blocked(failed, con.execute(BLOCKED_SQL).fetchall())
+    finally:
+        con.close()
+    return rows, failed
+
+
+def in_order(groups: list[dict[str, Any]], taxonomy: Taxonomy | None) -> list[dict[str, Any]]:
+    """Groups in taxonomy order (by their ids without one), the `default` prompt first."""
+
+    def key(g: dict[str, Any]) -> tuple[Any, ...]:
+        ids = (g["riskCategoryId"], g["riskId"], g["ageRange"])
+        base = taxonomy.order_key(*ids) if taxonomy else (0, 0, 0)
+        return (*base, *ids, 0 if g["prompt"] == "default" else 1)
+
+    return sorted(groups, key=key)

@@ -79,15 +79,13 @@ def lifecycle_notes(
     models: Mapping[str, ModelConfig],
     names: Iterable[str],
     today: dt.date | None = None,
-    table: dict[str, str] | None = None,
 ) -> list[str]:
-    """One line per model among `names` that is deprecated or past its end of life."""
+    """One line per model among `names` that is deprecated or past its end of life, by
+    the SDK's table (read only when one of the models is Anthropic's)."""
     today = today or dt.date.today()
-    if table is None:
-        # only when one of the models is Anthropic's
-        if not any(models[n].kind.retirements for n in set(names)):
-            return []
-        table = _anthropic_table()
+    if not any(models[n].kind.retirements for n in set(names)):
+        return []
+    table = _anthropic_table()
     notes = []
     for name in sorted(set(names)):
         m = models[name]

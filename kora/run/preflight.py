@@ -49,17 +49,15 @@ def missing_keys(config: KoraConfig, names: Iterable[str]) -> list[str]:
 PROBE_TIMEOUT = 5.0  # seconds a connection may take before the host counts as slow
 
 
-def _connect_all(
-    addresses: set[tuple[str, int]], timeout: float
-) -> dict[tuple[str, int], OSError | None]:
+def _connect_all(addresses: set[tuple[str, int]]) -> dict[tuple[str, int], OSError | None]:
     """Each address tried once, all at the same time: what each attempt met (None: a
     connection). The run waits for the slowest one alone, and a name lookup that hangs
-    past the timeout counts as slow (a TimeoutError)."""
+    past PROBE_TIMEOUT counts as slow (a TimeoutError)."""
     seen: dict[tuple[str, int], OSError | None] = {}
 
     def attempt(address: tuple[str, int]) -> None:
         try:
-            socket.create_connection(address, timeout=timeout).close()
+            socket.create_connection(address, timeout=PROBE_TIMEOUT).close()
             seen[address] = None
         except OSError as exc:  # TimeoutError is one
             seen[address] = exc
@@ -68,7 +66,7 @@ def _connect_all(
     threads = [threading.Thread(target=attempt, args=(a,), daemon=True) for a in addresses]
     for t in threads:
         t.start()
-    deadline = time.monotonic() + timeout + 1.0
+    deadline = time.monotonic() + PROBE_TIMEOUT + 1.0
     for t in threads:
         t.join(max(0.0, deadline - time.monotonic()))
     return {a: seen.get(a, TimeoutError()) for a in addresses}
@@ -88,7 +86,7 @@ def reachability(config: KoraConfig, names: Iterable[str]) -> tuple[dict[str, st
         at = address(found[0]) if found else None
         if found and at:
             where[name] = (found[0], found[1], at)
-    seen = _connect_all({a for _, _, a in where.values()}, PROBE_TIMEOUT)
+    seen = _connect_all({a for _, _, a in where.values()})
     errors: dict[str, str] = {}
     warnings: list[str] = []
     for name, (url, source, (host, port)) in where.items():

@@ -137,12 +137,10 @@ def _table(pairs: Sequence[Pair], criterion: str, grade: str) -> dict[str, int]:
     return t
 
 
-def _outcome(
-    table: Mapping[str, int], grade: str, interval: Method, confidence: float
-) -> dict[str, Any]:
+def _outcome(table: Mapping[str, int], grade: str, interval: Method) -> dict[str, Any]:
     n = sum(table.values())
     both, a_only, b_only, neither = (table[k] for k in ("both", "aOnly", "bOnly", "neither"))
-    ci = paired_difference_ci(both, a_only, b_only, neither, interval, confidence)
+    ci = paired_difference_ci(both, a_only, b_only, neither, interval, CONFIDENCE)
     # more of `failing` is worse; more of `exemplary` is better
     more = "a" if a_only > b_only else "b" if b_only > a_only else None
     worse = more if grade == "failing" else {"a": "b", "b": "a", None: None}[more]
@@ -316,7 +314,7 @@ def _cell(spec: CellSpec, pairs: Sequence[Pair], interval: Method) -> dict[str, 
         "value": spec.value,
         "n": len(pairs),
         **{
-            grade: _outcome(_table(pairs, spec.criterion, grade), grade, interval, CONFIDENCE)
+            grade: _outcome(_table(pairs, spec.criterion, grade), grade, interval)
             for grade in OUTCOMES
         },
         "disagree": [

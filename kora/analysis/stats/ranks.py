@@ -100,13 +100,13 @@ def bootstrap_ranks(failing: Mapping[str, Mapping[K, bool | int]]) -> Ranking:
     """
     targets = list(failing)
     table = _failing_table(failing, targets)
-    boot = _resampled_counts(table, RESAMPLES, 0)
+    boot = _resampled_counts(table)
     return Ranking(
         n=len(table),
         resamples=RESAMPLES,
         seed=0,
         confidence=CONFIDENCE,
-        ranks=_target_ranks(targets, table, boot, CONFIDENCE),
+        ranks=_target_ranks(targets, table, boot),
         lower_share={
             a: {b: float(np.mean(boot[:, i] < boot[:, j])) for j, b in enumerate(targets)}
             for i, a in enumerate(targets)
@@ -132,32 +132,27 @@ def _failing_table(
     return np.array([[int(failing[t][k]) for t in targets] for k in keys], dtype=np.int8)
 
 
-def _resampled_counts(
-    table: npt.NDArray[np.int8], resamples: int, seed: int
-) -> npt.NDArray[np.int64]:
+def _resampled_counts(table: npt.NDArray[np.int8]) -> npt.NDArray[np.int64]:
     """Each target's failing count in each resample, one draw of scenarios for all targets."""
     n, m = table.shape
-    rng = np.random.default_rng(seed)
-    boot = np.empty((resamples, m), dtype=np.int64)
+    rng = np.random.default_rng(0)
+    boot = np.empty((RESAMPLES, m), dtype=np.int64)
     step = max(1, _CELLS // (n * m))
-    for start in range(0, resamples, step):
-        size = min(step, resamples - start)
+    for start in range(0, RESAMPLES, step):
+        size = min(step, RESAMPLES - start)
         drawn = rng.integers(0, n, size=(size, n))
         boot[start : start + size] = table[drawn].sum(axis=1, dtype=np.int64)
     return boot
 
 
 def _target_ranks(
-    targets: list[str],
-    table: npt.NDArray[np.int8],
-    boot: npt.NDArray[np.int64],
-    confidence: float,
+    targets: list[str], table: npt.NDArray[np.int8], boot: npt.NDArray[np.int64]
 ) -> tuple[TargetRank, ...]:
     """Each target's rank and rank interval, by rank, then failing count, then name."""
     n = len(table)
     counts = table.sum(axis=0, dtype=np.int64)
     ranks = _rank_min(boot)
-    tail = (1 - confidence) / 2
+    tail = (1 - CONFIDENCE) / 2
     low = np.quantile(ranks, tail, axis=0, method="inverted_cdf")
     high = np.quantile(ranks, 1 - tail, axis=0, method="inverted_cdf")
     point = _rank_min(counts)

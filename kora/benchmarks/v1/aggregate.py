@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kora.benchmarks.schemas import AGE_RANGES, GRADES, PROMPT_VARIANTS
-from kora.benchmarks.sql import BLOCKED_SQL, attach_blocked, open_tests, whole
+from kora.benchmarks.sql import GROUP, in_order, open_tests, reduce_tests, whole
 from kora.benchmarks.taxonomy import Taxonomy
 from kora.errors import InputError
 
@@ -102,7 +102,6 @@ _CHECKED: dict[str, tuple[str, ...] | None] = {
     "epistemicHumility.grade": GRADES,
     "humanRedirection.grade": GRADES,
 }
-GROUP = ("riskCategoryId", "riskId", "ageRange", "prompt")  # a score's and failed group's
 
 
 def aggregate(
@@ -114,18 +113,8 @@ def aggregate(
         return [], []
     con = open_tests(_TESTS_SQL, paths, COLUMNS)
     _check(con.execute(_CHECK_SQL).fetchone())
-    rows = con.execute(_REDUCE_SQL).fetchall()
-    failed_rows = con.execute(_FAILED_SQL).fetchall()
-    blocked_rows = con.execute(BLOCKED_SQL).fetchall()
-    con.close()
-    scores = [_score(r) for r in _in_order(rows, taxonomy)]
-    failed = [
-        {**dict(zip(GROUP, r[:4], strict=True)), "failed": int(r[4]), "example": r[5]}
-        for r in _in_order(failed_rows, taxonomy)
-    ]
-    # of those, the tests a chat service would not let run (an app runner's captcha, ...)
-    attach_blocked(failed, blocked_rows)
-    return scores, failed
+    rows, failed = reduce_tests(con, _REDUCE_SQL, _FAILED_SQL)
+    return in_order([_score(r) for r in rows], taxonomy), in_order(failed, taxonomy)
 
 
 def _check(bad: tuple[Any, ...] | None) -> None:
@@ -136,16 +125,6 @@ def _check(bad: tuple[Any, ...] | None) -> None:
         if value is None or (allowed is not None and value not in allowed):
             raise InputError(f"{bad[0]}: not a per-test result: field {field} is {value!r}")
     raise InputError(f"{bad[0]}: not a per-test result: an occurrenceCount is missing")
-
-
-def _in_order(rows: list[tuple[Any, ...]], taxonomy: Taxonomy | None) -> list[tuple[Any, ...]]:
-    """Rows that start with a group's four fields, in taxonomy order, `default` prompt first."""
-
-    def key(r: tuple[Any, ...]) -> tuple[Any, ...]:
-        base = taxonomy.order_key(r[0], r[1], r[2]) if taxonomy else (0, 0, 0)
-        return (*base, r[0], r[1], r[2], 0 if r[3] == "default" else 1)
-
-    return sorted(rows, key=key)
 
 
 def _score(r: tuple[Any, ...]) -> dict[str, Any]:

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from kora.benchmarks.schemas import GRADES
-from kora.benchmarks.sql import BLOCKED_SQL, attach_blocked, open_tests, whole
+from kora.benchmarks.sql import GROUP, in_order, open_tests, reduce_tests, whole
+from kora.benchmarks.taxonomy import Taxonomy
 from kora.errors import InputError
 
 _IDS = "riskCategoryId VARCHAR, riskId VARCHAR, ageRange VARCHAR"
@@ -114,24 +115,20 @@ GROUP BY ALL ORDER BY MIN(rn)
 
 
 def aggregate_v2(
-    files: Sequence[Path], mechanisms: Sequence[str]
+    files: Sequence[Path], mechanisms: Sequence[str], taxonomy: Taxonomy | None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(scores in KORA v2's shape, failed groups, each with the tests a chat service would
-    not let run by reason) of v2 per-test results."""
+    not let run by reason) of v2 per-test results, in taxonomy order (with none, in the
+    order of the files)."""
     paths = [str(p) for p in files if p.stat().st_size > 0]
     if not paths:
         return [], []
     con = open_tests(_tests_sql(mechanisms), paths, _columns(mechanisms))
-    try:
-        bad = con.execute(_check_sql(mechanisms)).fetchone()
-        if bad is not None:
-            raise InputError(f"{bad[0]}: not a KORA v2 per-test result: {bad[1]}")
-        rows = con.execute(_reduce_sql(mechanisms)).fetchall()
-        failed_rows = con.execute(_FAILED_SQL).fetchall()
-        blocked_rows = con.execute(BLOCKED_SQL).fetchall()
-    finally:
+    bad = con.execute(_check_sql(mechanisms)).fetchone()
+    if bad is not None:
         con.close()
-    fields = ("riskCategoryId", "riskId", "ageRange", "prompt")
+        raise InputError(f"{bad[0]}: not a KORA v2 per-test result: {bad[1]}")
+    rows, failed = reduce_tests(con, _reduce_sql(mechanisms), _FAILED_SQL)
     scores = []
     for r in rows:
         per = r[8:]
@@ -146,10 +143,7 @@ def aggregate_v2(
             for i, m in enumerate(mechanisms)
         }
         sums = {"al": int(r[4]), "as": [int(x) for x in r[5:8]], "mechanisms": slots}
-        scores.append({**dict(zip(fields, r[:4], strict=True)), "sums": sums})
-    failed = [
-        {**dict(zip(fields, r[:4], strict=True)), "failed": int(r[4]), "example": r[5]}
-        for r in failed_rows
-    ]
-    attach_blocked(failed, blocked_rows)
-    return scores, failed
+        scores.append({**dict(zip(GROUP, r[:4], strict=True)), "sums": sums})
+    if taxonomy is None:
+        return scores, failed
+    return in_order(scores, taxonomy), in_order(failed, taxonomy)

@@ -175,15 +175,7 @@ class V2(Benchmark):
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         from kora.benchmarks.v2.aggregate import aggregate_v2
 
-        scores, failed = aggregate_v2(files, self.criteria)
-        if taxonomy is None:
-            return scores, failed
-
-        def order(g: Mapping[str, Any]) -> tuple[Any, ...]:
-            ids = (g["riskCategoryId"], g["riskId"], g["ageRange"])
-            return (*taxonomy.order_key(*ids), *ids, 0 if g["prompt"] == "default" else 1)
-
-        return sorted(scores, key=order), sorted(failed, key=order)
+        return aggregate_v2(files, self.criteria, taxonomy)
 
     def check_scores(self, scores: Sequence[Mapping[str, object]]) -> None:
         from kora.benchmarks.v2.results import RunResultV2

@@ -254,19 +254,6 @@ class Limiter:
             )
         return result
 
-    def current_rate(self) -> float | None:
-        """The shared allowed rate in requests per second (None: no rate limit kept)."""
-        if self._rate is None:
-            return None
-        policy = self.policy
-        now = time.time()
-
-        def peek(st: RateState | None) -> tuple[RateState, float]:
-            st = st or policy.fresh(now)
-            return st, st.rate
-
-        return self._rate.update(peek)
-
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 

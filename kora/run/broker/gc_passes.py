@@ -1,4 +1,4 @@
-"""The broker's garbage collector: fewer, larger passes, and its own time on record.
+"""The broker's garbage collector: fewer, larger passes.
 
 Every call the broker serves makes a few hundred small containers (the request, its
 messages, aiohttp's request and response, futures, timers), and about 450 calls are in
@@ -18,9 +18,6 @@ megabytes. Everything else is freed by its reference count, as before.
 from __future__ import annotations
 
 import gc
-import time
-from dataclasses import dataclass, field
-from typing import Any
 
 # new containers between two young passes (CPython's default: 700)
 YOUNG = 50_000
@@ -28,35 +25,9 @@ YOUNG = 50_000
 MIDDLE, OLD = 10, 10
 
 
-@dataclass
-class CollectorTime:
-    """The passes the collector made in this process and the CPU they took."""
-
-    passes: list[int] = field(default_factory=lambda: [0, 0, 0])
-    seconds: float = 0.0
-    _started: float = 0.0
-
-    def __call__(self, phase: str, info: dict[str, Any]) -> None:
-        if phase == "start":
-            self._started = time.process_time()
-        else:
-            self.seconds += time.process_time() - self._started
-            self.passes[info["generation"]] += 1
-
-    def summary(self) -> str:
-        young, middle, full = self.passes
-        return (
-            f"{sum(self.passes)} passes ({young} young, {middle} middle, {full} full), "
-            f"{self.seconds:.2f} s of CPU"
-        )
-
-
-def tune() -> CollectorTime:
-    """Set the broker's thresholds and start counting the collector's time."""
+def tune() -> None:
+    """Set the broker's thresholds."""
     gc.set_threshold(YOUNG, MIDDLE, OLD)
-    timer = CollectorTime()
-    gc.callbacks.append(timer)
-    return timer
 
 
 def freeze() -> None:

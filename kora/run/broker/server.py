@@ -196,23 +196,14 @@ def _listening(path: Path) -> socket.socket:
     return listening
 
 
-def _log_the_end(unclaimed: int, collected: gc_passes.CollectorTime | None) -> None:
-    """The broker's last lines in its log: what it made for nothing, and what it cost."""
+def _log_the_end(unclaimed: int) -> None:
+    """The broker's last line in its log: what it made for nothing."""
     # every call made ahead should have been asked for by its job: one that was not is
     # a call the run paid for nothing (kora.run.broker.walk walks exactly the jobs' units)
     log.info("calls made ahead that no job asked for: %d", unclaimed)
-    if collected is not None:
-        log.info("the broker's garbage collector: %s", collected.summary())
-    # the loop's own thread is what holds a run below its provider's limit; the rest of
-    # the process's CPU is other threads' (aiohttp looks host names up in threads)
-    log.info(
-        "the broker's CPU: %.1f s, %.1f s of it on its event loop's thread",
-        time.process_time(),
-        time.thread_time(),
-    )
 
 
-async def serve(path: Path, parent: int, collected: gc_passes.CollectorTime | None = None) -> None:
+async def serve(path: Path, parent: int) -> None:
     from kora.run.jobs.context import Pool
 
     pool = Pool(Path.cwd())
@@ -255,7 +246,7 @@ async def serve(path: Path, parent: int, collected: gc_passes.CollectorTime | No
         hurry.cancel()
     watcher.cancel()
     ahead.cancel()
-    _log_the_end(pool.shared_calls.unclaimed(), collected)
+    _log_the_end(pool.shared_calls.unclaimed())
     for task in asyncio.all_tasks() - {asyncio.current_task()}:
         task.cancel()
     await pool.aclose()
@@ -277,7 +268,8 @@ def main(argv: list[str] | None = None) -> None:
         # module for `Broker` alone.
         import uvloop
 
-        uvloop.run(serve(path, args.parent, gc_passes.tune()))
+        gc_passes.tune()
+        uvloop.run(serve(path, args.parent))
     finally:
         path.unlink(missing_ok=True)
 
