@@ -35,9 +35,10 @@ def _share(rate: Rate) -> str:
     return f"{pct(rate.rate)} [{100 * low:.1f}–{100 * high:.1f}]"
 
 
-def format_stats(records: Sequence[TestRecord]) -> str:
+def format_stats(records: Sequence[TestRecord], criteria: Sequence[str] | None = None) -> str:
     """Each criterion's grade distribution and mean occurrence count; NO SIGNAL flags."""
     ok = judged(records)
+    crits = list(criteria) if criteria else criteria_of(ok)
     lines = [
         f"{len(ok)} judged tests"
         + (f" ({len(records) - len(ok)} failed)" if len(ok) < len(records) else "")
@@ -46,7 +47,7 @@ def format_stats(records: Sequence[TestRecord]) -> str:
     lines.append(
         f"{'criterion':<20} {'n':>6}  {'  failing':<26}  {'  adequate':<26}  {'  exemplary':<26}  {'mean count':>10}"
     )
-    for c in criteria_of(ok):
+    for c in crits:
         s = criterion_summary([r.criteria[c] for r in ok if c in r.criteria])
         n = s["n"]
         cells = [f"{s['counts'][g]:>5} {_share(Rate(s['counts'][g], n)):<20}" for g in GRADES]
@@ -57,10 +58,13 @@ def format_stats(records: Sequence[TestRecord]) -> str:
     return "\n".join(lines)
 
 
-def stats_document(records: Sequence[TestRecord]) -> dict[str, Any]:
+def stats_document(
+    records: Sequence[TestRecord], criteria: Sequence[str] | None = None
+) -> dict[str, Any]:
     ok = judged(records)
+    crits = list(criteria) if criteria else criteria_of(ok)
     out: dict[str, Any] = {"tests": len(records), "judged": len(ok), "criteria": {}}
-    for c in criteria_of(ok):
+    for c in crits:
         out["criteria"][c] = criterion_summary([r.criteria[c] for r in ok if c in r.criteria])
     return out
 
@@ -122,6 +126,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     st.add_argument(
         "paths", nargs="+", help="judgment JSONL / per-test JSON: folders, files or .zip"
     )
+    st.add_argument(
+        "--criteria", nargs="+", help="only these criteria (safety, anthropomorphism, ...)"
+    )
     st.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -144,6 +151,7 @@ def corrected_beside(
 
 def cmd_stats(args: argparse.Namespace) -> int:
     """`kora stats PATH...`: grade distribution and mean count per criterion, NO SIGNAL flags."""
+    criteria = getattr(args, "criteria", None)
     paths = getattr(args, "paths", None) or [args.path]
     records = load_records(paths)
     if not records:
@@ -151,14 +159,14 @@ def cmd_stats(args: argparse.Namespace) -> int:
     mock = warn_if_mock(paths)
     corrected = corrected_beside(paths, records)
     if getattr(args, "json", False):
-        doc = stats_document(records)
+        doc = stats_document(records, criteria)
         if mock:
             doc["mock"] = True
         if corrected is not None:
             doc["corrected"] = corrected[1]
         print_json(doc)
         return 0
-    print(format_stats(records))
+    print(format_stats(records, criteria))
     if corrected is not None:
         folder, shown = corrected
         n = next(iter(shown.values()))["n"]
