@@ -24,7 +24,7 @@ def sign_test(b: int, c: int) -> float:
     """Exact two-sided sign test (exact McNemar) on b vs c discordant pairs: scipy.stats'
     `binomtest(min(b, c), b + c, 0.5)`, step for step on the same binomial functions, so
     its p-values to the last bit, without the 46 MB that importing scipy.stats costs
-    the report job (tests/test_stats.py compares the two)."""
+    the report job (tests/test_compare_stats.py compares the two)."""
     if b + c == 0 or b == c:
         return 1.0
     from scipy.special._ufuncs import _binom_cdf, _binom_pmf, _binom_sf
@@ -35,9 +35,10 @@ def sign_test(b: int, c: int) -> float:
     lo, hi = math.ceil(n / 2), n
     while lo < hi:
         mid = lo + (hi - lo) // 2
-        if _binom_pmf(mid, n, 0.5) > d:
+        at = _binom_pmf(mid, n, 0.5)
+        if at > d:
             lo = mid + 1
-        elif _binom_pmf(mid, n, 0.5) < d:
+        elif at < d:
             hi = mid - 1
         else:
             lo = hi = mid
