@@ -87,16 +87,13 @@ def reduce_tests(
     con: duckdb.DuckDBPyConnection, reduce_sql: str, failed_sql: str
 ) -> tuple[list[tuple[Any, ...]], list[dict[str, Any]]]:
     """(the rows of `reduce_sql`, the failed groups of `failed_sql` with the tests a chat
-    service would not let run) from a checked `open_tests` connection, which it closes."""
-    try:
-        rows = con.execute(reduce_sql).fetchall()
-        failed = [
-            {**dict(zip(GROUP, r[:4], strict=True)), "failed": int(r[4]), "example": r[5]}
-            for r in con.execute(failed_sql).fetchall()
-        ]
-        attach_blocked(failed, con.execute(BLOCKED_SQL).fetchall())
-    finally:
-        con.close()
+    service would not let run) from a checked `open_tests` connection."""
+    rows = con.execute(reduce_sql).fetchall()
+    failed = [
+        {**dict(zip(GROUP, r[:4], strict=True)), "failed": int(r[4]), "example": r[5]}
+        for r in con.execute(failed_sql).fetchall()
+    ]
+    attach_blocked(failed, con.execute(BLOCKED_SQL).fetchall())
     return rows, failed
 
 

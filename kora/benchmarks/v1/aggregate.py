@@ -111,9 +111,9 @@ def aggregate(
     paths = [str(p) for p in files if Path(p).stat().st_size > 0]
     if not paths:
         return [], []
-    con = open_tests(_TESTS_SQL, paths, COLUMNS)
-    _check(con.execute(_CHECK_SQL).fetchone())
-    rows, failed = reduce_tests(con, _REDUCE_SQL, _FAILED_SQL)
+    with open_tests(_TESTS_SQL, paths, COLUMNS) as con:
+        _check(con.execute(_CHECK_SQL).fetchone())
+        rows, failed = reduce_tests(con, _REDUCE_SQL, _FAILED_SQL)
     return in_order([_score(r) for r in rows], taxonomy), in_order(failed, taxonomy)
 
 

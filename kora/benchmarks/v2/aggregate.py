@@ -123,12 +123,11 @@ def aggregate_v2(
     paths = [str(p) for p in files if p.stat().st_size > 0]
     if not paths:
         return [], []
-    con = open_tests(_tests_sql(mechanisms), paths, _columns(mechanisms))
-    bad = con.execute(_check_sql(mechanisms)).fetchone()
-    if bad is not None:
-        con.close()
-        raise InputError(f"{bad[0]}: not a KORA v2 per-test result: {bad[1]}")
-    rows, failed = reduce_tests(con, _reduce_sql(mechanisms), _FAILED_SQL)
+    with open_tests(_tests_sql(mechanisms), paths, _columns(mechanisms)) as con:
+        bad = con.execute(_check_sql(mechanisms)).fetchone()
+        if bad is not None:
+            raise InputError(f"{bad[0]}: not a KORA v2 per-test result: {bad[1]}")
+        rows, failed = reduce_tests(con, _reduce_sql(mechanisms), _FAILED_SQL)
     scores = []
     for r in rows:
         per = r[8:]
