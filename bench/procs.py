@@ -49,11 +49,8 @@ def descendants(pid: int) -> Iterator[int]:
         todo.extend(children.get(p, []))
 
 
-def kind(pid: int, root: int) -> str | None:
-    try:
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return None
+def kind(pid: int, root: int, cmdline: bytes) -> str | None:
+    cmd = cmdline.replace(b"\0", b" ").decode(errors="replace")
     if pid == root:
         return "snakemake"
     if "kora.run.broker.server" in cmd:
@@ -63,13 +60,9 @@ def kind(pid: int, root: int) -> str | None:
     return None  # shells, Snakemake's solver: counted with the jobs' remainder
 
 
-def script(pid: int) -> str:
+def script(cmdline: bytes) -> str:
     """A job's script by its name (`results` for .snakemake/scripts/tmpXXXX.results.py)."""
-    try:
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return "job"
-    for word in cmd:
+    for word in cmdline.split(b"\0"):
         if word.endswith(b".py") and b".snakemake/scripts/" in word:
             return f"job {word.decode(errors='replace').rsplit('.', 2)[-2]}"
     return "job"
@@ -147,20 +140,20 @@ class Watch(threading.Thread):
             count: dict[str, int] = {}
             for pid in descendants(self.root):
                 before = _cmdline(pid)
-                what = kind(pid, self.root)
                 got = _read(pid)
                 if got is None:
                     continue
                 cpu, rss, parent = got
                 own = _pss(pid)
                 # not exec'd yet (its parent's command line), or exec'd while read
-                if pid != self.root and (before is None or before == _cmdline(parent)):
+                if before is None or (pid != self.root and before == _cmdline(parent)):
                     continue
                 if _cmdline(pid) != before:
                     continue
+                what = kind(pid, self.root, before)
                 total += rss
                 pss += own
-                name = (script(pid) if what == "job" else what) or "other"
+                name = (script(before) if what == "job" else what) or "other"
                 now[name] = now.get(name, 0) + own
                 count[name] = count.get(name, 0) + 1
                 self.peak_pss[name] = max(self.peak_pss.get(name, 0), own)
