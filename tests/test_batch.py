@@ -1,5 +1,5 @@
 """Batch mode through the real `anthropic` SDK against a loopback Message Batches API,
-and the project's httpx client against a loopback OpenAI Batch API (files, batches,
+and the project's aiohttp client against a loopback OpenAI Batch API (files, batches,
 output and error files): one batch for many calls, half price, per-item failures, and a
 killed run that resumes its batch instead of paying twice."""
 

@@ -1,4 +1,4 @@
-"""The Anthropic (real SDK) and OpenAI-compatible (httpx) providers against loopback
+"""The Anthropic (real SDK) and OpenAI-compatible (aiohttp) providers against loopback
 servers speaking their wire protocols, always through `ModelClient`."""
 
 from __future__ import annotations

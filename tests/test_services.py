@@ -408,3 +408,26 @@ def test_the_mydd_example_is_the_chat_endpoint_contract_written_out() -> None:
 
     cfg = yaml.safe_load((EXAMPLES / "mydd.yaml").read_text())
     assert HttpSpec.model_validate(cfg["models"]["mydd-http"]["http"]) == CHAT_ENDPOINT
+
+
+def test_a_service_is_called_through_the_proxy_the_environment_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Behind a company proxy (HTTP_PROXY), a chat service's requests go to the proxy, as
+    the providers' do: the service's host does not even resolve (.invalid), so only a
+    request through the proxy can be answered. The loopback service plays the proxy."""
+    for var in ("NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("ACME_CHAT_TOKEN", "stateless-secret")
+    with StatelessChatServer() as srv:
+        monkeypatch.setenv("HTTP_PROXY", srv.url)
+        t = _service(example("stateless-json", "http://kora-chat-host.invalid"), "acme-chat")
+
+        async def go() -> str:
+            try:
+                session = await t.open_session("7to9", None, "")
+                return (await session.reply([ChatMessage("user", "hello")])).text
+            finally:
+                await t.aclose()
+
+        assert asyncio.run(go()) == "turn 1 of 1 messages (age 8): hello"

@@ -1,5 +1,5 @@
 """Token limits and the providers' rate-limit headers: the maths with a made-up clock,
-the header forms, the config keys, and whole runs through the real SDK / httpx against
+the header forms, the config keys, and whole runs through the real SDK / aiohttp against
 loopback servers that enforce a token limit and send the headers."""
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from kora.llm.client import ModelClient
 from kora.llm.providers.factories import Shared
 from kora.llm.settings.config import ModelConfig
 
-if TYPE_CHECKING:  # imported when a chat service is used (httpx, jinja2)
+if TYPE_CHECKING:  # imported when a chat service is used (aiohttp, jinja2)
     from kora.llm.providers.service import ServiceSession, ServiceTarget
 
 

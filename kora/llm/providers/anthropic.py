@@ -136,7 +136,7 @@ class AnthropicProvider(aio.AioModel["anthropic.AsyncAnthropic"]):
 
     async def generate(self, request: Request) -> Response:
         # redirects followed, as the SDK followed them
-        answer = await self._post(
+        answer = await self._send(
             f"{self.base_url}/v1/messages", orjson.dumps(self._params(request)), redirects=True
         )
         headers, body = answer.headers, answer.body

@@ -1,5 +1,5 @@
 """Any OpenAI-compatible `/chat/completions` endpoint (OpenAI, OpenRouter, vLLM, Ollama,
-llama.cpp, LM Studio) over aiohttp (the Batch API over httpx); with `api: responses`, the
+llama.cpp, LM Studio) over aiohttp, its Batch API too; with `api: responses`, the
 Responses API (`/responses`) for every call, batches included.
 
 A reasoning model's `reasoning_effort` goes as chat completions' field of that name, or as
@@ -22,7 +22,6 @@ import time
 from dataclasses import replace
 from typing import Any
 
-import httpx
 import orjson
 
 from kora.llm.base import FinishReason, ProviderError, Request, Response, finish_reasons
@@ -33,7 +32,7 @@ from kora.llm.retry import parse_retry_after
 from kora.llm.settings.config import ModelConfig
 from kora.llm.wire import aio
 from kora.llm.wire.faults import refusal, server_reason
-from kora.llm.wire.http import bearer, new_client
+from kora.llm.wire.http import bearer
 
 # chat-completions' finish_reason in the project's words (kora.llm.base.FinishReason)
 # (and the Responses API's status, or why it is incomplete)
@@ -100,9 +99,9 @@ def _response(data: Any) -> Response:
     return _answer(data, text or refusal, finish, said, "input", "output")
 
 
-class OpenAIProvider(aio.AioModel[httpx.AsyncClient]):
-    """One configured model behind an OpenAI-compatible API: its calls over aiohttp
-    (kora.llm.wire.aio), the Batch API's few requests over httpx."""
+class OpenAIProvider(aio.AioModel[None]):
+    """One configured model behind an OpenAI-compatible API: its calls and its Batch API's
+    requests over aiohttp (kora.llm.wire.aio); no SDK client."""
 
     def __init__(self, name: str, config: ModelConfig) -> None:
         super().__init__(name, config)
@@ -110,9 +109,6 @@ class OpenAIProvider(aio.AioModel[httpx.AsyncClient]):
         self.endpoint = "/v1/responses" if config.api == "responses" else "/v1/chat/completions"
         self.url = self.base_url + self.endpoint.removeprefix("/v1")
         self.tokens_field = config.token_field()
-
-    def _new_client(self) -> httpx.AsyncClient:
-        return new_client(self.timeout, self._read_key())
 
     def _session_headers(self) -> dict[str, str]:
         return {"Content-Type": "application/json", **bearer(self._read_key())}
@@ -150,7 +146,7 @@ class OpenAIProvider(aio.AioModel[httpx.AsyncClient]):
         native = request.schema is not None and self.config.structured_output == "ollama_format"
         if native:
             body, url = structured.ollama_body(body), structured.ollama_url(self.base_url)
-        answer = await self._post(url, orjson.dumps(body))
+        answer = await self._send(url, orjson.dumps(body))
         if answer.status >= 400:
             raise self._status_error(answer)
         try:
@@ -202,6 +198,3 @@ class OpenAIProvider(aio.AioModel[httpx.AsyncClient]):
             retry_after=parse_retry_after(resp.headers),
             limits=from_openai(resp.headers, time.time()),
         )
-
-    async def _close_client(self, client: httpx.AsyncClient) -> None:
-        await client.aclose()

@@ -8,13 +8,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Protocol
 
-import httpx
+import aiohttp
 import orjson
 
 from kora.llm.base import ProviderError, Request, Response
 from kora.llm.masking import redact
 from kora.llm.retry import parse_retry_after
-from kora.llm.wire.http import Caller, send
+from kora.llm.wire.aio import Answer
+from kora.llm.wire.http import Caller
 
 
 class _Provider(Caller, Protocol):
@@ -22,7 +23,8 @@ class _Provider(Caller, Protocol):
 
     base_url: str
     endpoint: str  # its API's path: chat completions', or the Responses API's
-    _clients: Any
+
+    async def _send(self, url: str, data: Any, **kw: Any) -> Answer: ...
 
     def _body(self, request: Request) -> dict[str, Any]: ...
 
@@ -32,17 +34,18 @@ class _Provider(Caller, Protocol):
 FINAL = ("completed", "failed", "expired", "cancelled")
 
 
-async def _call(p: _Provider, method: str, path: str, **kw: Any) -> httpx.Response:
-    # no size limit: a batch's files hold many answers (each is held to it on its own)
-    url = f"{p.base_url}{path}"
-    resp = await send(p._clients.get(), method, url, by=p, **kw)
-    if resp.status_code >= 400:
+async def _call(p: _Provider, path: str, data: Any = None, **kw: Any) -> bytes:
+    """The body of one request's answer (a POST when it has `data`, else a GET); no size
+    limit: a batch's files hold many answers (each is held to it on its own)."""
+    method = "GET" if data is None else "POST"
+    resp = await p._send(f"{p.base_url}{path}", data, method=method, whole=True, **kw)
+    if resp.status >= 400:
         raise ProviderError(
-            f"{p.label}: HTTP {resp.status_code} from {path}: {redact(resp.text, p._key)[:200]}",
-            status=resp.status_code,
+            f"{p.label}: HTTP {resp.status} from {path}: {redact(resp.text, p._key)[:200]}",
+            status=resp.status,
             retry_after=parse_retry_after(resp.headers),
         )
-    return resp
+    return resp.body
 
 
 async def submit(p: _Provider, items: list[tuple[str, Request]]) -> str:
@@ -51,36 +54,32 @@ async def submit(p: _Provider, items: list[tuple[str, Request]]) -> str:
         + b"\n"
         for cid, r in items
     )
-    upload = await _call(
-        p,
-        "POST",
-        "/files",
-        files={"file": ("kora-batch.jsonl", lines, "application/jsonl")},
-        data={"purpose": "batch"},
-    )
-    file_id = upload.json()["id"]
-    made = await _call(
-        p,
-        "POST",
-        "/batches",
-        json={"input_file_id": file_id, "endpoint": p.endpoint, "completion_window": "24h"},
-    )
-    return str(made.json()["id"])
+    form = aiohttp.MultipartWriter("form-data")
+    form.append("batch").set_content_disposition("form-data", name="purpose")
+    file = form.append(lines, {"Content-Type": "application/jsonl"})
+    file.set_content_disposition("form-data", name="file", filename="kora-batch.jsonl")
+    # its own Content-Type (the multipart's boundary), not the session's JSON
+    upload = await _call(p, "/files", form, headers={"Content-Type": form.content_type})
+    made = {
+        "input_file_id": orjson.loads(upload)["id"],
+        "endpoint": p.endpoint,
+        "completion_window": "24h",
+    }
+    return str(orjson.loads(await _call(p, "/batches", orjson.dumps(made)))["id"])
 
 
 async def ended(p: _Provider, batch_id: str) -> bool:
-    resp = await _call(p, "GET", f"/batches/{batch_id}")
-    return resp.json().get("status") in FINAL
+    return orjson.loads(await _call(p, f"/batches/{batch_id}")).get("status") in FINAL
 
 
 async def results(p: _Provider, batch_id: str) -> dict[str, Response | ProviderError]:
-    batch = (await _call(p, "GET", f"/batches/{batch_id}")).json()
+    batch = orjson.loads(await _call(p, f"/batches/{batch_id}"))
     out: dict[str, Response | ProviderError] = {}
     for key in ("output_file_id", "error_file_id"):
         file_id = batch.get(key)
         if not file_id:
             continue
-        content = (await _call(p, "GET", f"/files/{file_id}/content")).content
+        content = await _call(p, f"/files/{file_id}/content")
         for line in content.splitlines():
             if not line.strip():
                 continue

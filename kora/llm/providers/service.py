@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import urljoin
 from uuid import uuid4
 
-import httpx
+import aiohttp
 import orjson
 
 from kora.llm.base import (
@@ -52,7 +52,8 @@ from kora.llm.settings.service_config import (
     spec_for,
     value_problem,
 )
-from kora.llm.wire.http import LoopBound, new_client, read_key, send
+from kora.llm.wire.aio import Answer, env_proxy, new_session, send
+from kora.llm.wire.http import LoopBound, bearer, read_key
 
 
 def new_session_id() -> str:
@@ -159,18 +160,18 @@ class ServiceTarget:
         self.timeout = config.timeout or DEFAULT_TIMEOUT
         self.run_id = str(uuid4())
         self.env = environment()
-        self._clients = LoopBound(self._new_client, lambda c: c.aclose())
+        self._sessions = LoopBound(self._new_session, lambda s: s.close())
         self._key: str | None = None
         self.secrets: set[str] = set()
         self.sent: list[Sent] = []  # kept only when `record` is set (kora ping)
         self.record = False
 
-    def _new_client(self) -> httpx.AsyncClient:
+    def _new_session(self) -> aiohttp.ClientSession:
         env, needed = self.config.api_key()
         self._key = read_key(env, self.label, required=needed) if env else None
         if self._key:
             self.secrets.add(self._key)
-        return new_client(self.timeout, self._key, redirects=self.config.follow_redirects)
+        return new_session(self.timeout, bearer(self._key))
 
     def masker(self) -> Masker:
         return Masker({*self.secrets, self._key})
@@ -298,17 +299,19 @@ class ServiceTarget:
 
     async def _send(
         self, method: str, url: str, content: bytes | None, headers: dict[str, str]
-    ) -> httpx.Response:
+    ) -> Answer:
         """One request, whatever its answer's status (kept as sent when `record`)."""
         started = time.monotonic()
-        client = self._clients.get()
+        session = self._sessions.get()
         resp = await send(
-            client,
+            session,
             method,
             url,
+            content,
             by=self,
             limit=self.config.max_reply_bytes,
-            content=content,
+            proxy=env_proxy(url),  # as the environment names it for this URL
+            redirects=self.config.follow_redirects,
             headers=headers,
         )
         if self.record:
@@ -318,46 +321,44 @@ class ServiceTarget:
                     self.mask(url),
                     {
                         k: self.mask(v)
-                        for k, v in {**dict(client.headers), **headers}.items()
+                        for k, v in {**dict(session.headers), **headers}.items()
                         if k.lower() in {h.lower() for h in headers} or k.lower() == "authorization"
                     },
                     None if content is None else self.mask(content.decode(errors="replace")),
-                    resp.status_code,
+                    resp.status,
                     self.mask(resp.text, 2000),
                     time.monotonic() - started,
                 )
             )
         return resp
 
-    def _read(
-        self, step: str, spec: RequestSpec, url: str, resp: httpx.Response
-    ) -> tuple[object, str]:
+    def _read(self, step: str, spec: RequestSpec, url: str, resp: Answer) -> tuple[object, str]:
         """A request's answer as (JSON or None, text), checked here, inside the retries:
         an error status, an unfollowed redirect or a malformed answer is a failed attempt."""
         text = resp.text
         where = f"{step} ({spec.method} {self.mask(url)})"
-        if resp.status_code >= 400:
+        if resp.status >= 400:
             raise ProviderError(
-                f"{self.label}: HTTP {resp.status_code} from {where}: {self.mask(text, 200)}",
-                status=resp.status_code,
+                f"{self.label}: HTTP {resp.status} from {where}: {self.mask(text, 200)}",
+                status=resp.status,
                 retry_after=parse_retry_after(resp.headers),
             )
-        if 300 <= resp.status_code < 400:
+        if 300 <= resp.status < 400:
             raise ProviderError(
-                f"{self.label}: HTTP {resp.status_code} from {where}, a redirect to "
+                f"{self.label}: HTTP {resp.status} from {where}, a redirect to "
                 f"{self.mask(resp.headers.get('location', '(no Location)'), 300)}: "
                 "not followed (set follow_redirects: true on the model to follow it)",
-                status=resp.status_code,
+                status=resp.status,
                 retryable=True,
             )
-        if step == "turn" and spec.reply is None and not resp.content:
+        if step == "turn" and spec.reply is None and not resp.body:
             raise ProviderError(
-                f"{self.label}: HTTP {resp.status_code} from {where} with no body: "
+                f"{self.label}: HTTP {resp.status} from {where} with no body: "
                 "no reply (the whole body is the reply)",
                 retryable=True,
             )
         try:
-            data = orjson.loads(resp.content) if resp.content else None
+            data = orjson.loads(resp.body) if resp.body else None
         except orjson.JSONDecodeError:
             data = None
         if spec.blocked and data is not None:
@@ -386,4 +387,4 @@ class ServiceTarget:
         return data, text
 
     async def aclose(self) -> None:
-        await self._clients.aclose()
+        await self._sessions.aclose()

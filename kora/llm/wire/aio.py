@@ -1,8 +1,9 @@
-"""One model call over aiohttp: a POST, its transport failures turned into ProviderErrors
-(retryable, naming the model and never the key), its answer read up to the model's size
-limit (kora.llm.settings.bounds).
+"""Every request kora makes over HTTP goes out here, on aiohttp: a model's calls, a chat
+service's steps, the Batch API's files. Its transport failures are turned into
+ProviderErrors (retryable, naming the model and never the key), its answer read up to the
+model's size limit (kora.llm.settings.bounds).
 
-The providers' calls go out this way rather than through httpx because aiohttp's pool
+aiohttp rather than httpx (which the SDKs use): aiohttp's pool
 takes a connection in constant time, while httpx's scans every connection of its pool at
 each request and each answer: at a top-tier provider limit (hundreds of calls in flight)
 that scan cost more CPU than the rest of a call (bench/README.md, "Where the CPU goes").
@@ -13,6 +14,7 @@ counts the request against the server's window from then (kora.llm.limits.turns)
 from __future__ import annotations
 
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 from urllib.parse import urlsplit
@@ -24,7 +26,7 @@ from kora.llm.limits import wrote
 from kora.llm.masking import redact
 from kora.llm.settings.bounds import read_body, timed_out
 from kora.llm.settings.config import ModelConfig
-from kora.llm.wire.http import Caller, LoopBound, RemoteModel, identity, unreachable
+from kora.llm.wire.http import Caller, LoopBound, RemoteModel, unreachable
 
 C = TypeVar("C")
 
@@ -37,6 +39,17 @@ class Answer:
     reason: str
     headers: Any  # a case-insensitive mapping of the response's headers
     body: bytes
+    charset: str | None = None  # as the Content-Type names it
+
+    @property
+    def text(self) -> str:
+        return self.body.decode(self.charset or "utf-8", errors="replace")
+
+
+def identity(headers: Mapping[str, str]) -> bool:
+    """A body sent as it is (no content encoding): its Content-Length is its size.
+    `headers`: a case-insensitive mapping."""
+    return headers.get("content-encoding", "identity").strip().lower() in ("", "identity")
 
 
 async def _written(*_: object) -> None:
@@ -69,24 +82,28 @@ def env_proxy(url: str) -> str | None:
     return proxies.get(parts.scheme) or proxies.get("all")
 
 
-async def post(
+async def send(
     session: aiohttp.ClientSession,
+    method: str,
     url: str,
-    data: bytes,
+    data: bytes | aiohttp.MultipartWriter | None,
     *,
     by: Caller,
     limit: int | None,
     proxy: str | None = None,
     redirects: bool = False,
+    headers: dict[str, str] | None = None,
 ) -> Answer:
-    """POST `data` (JSON) to `url`; a redirect followed only when `redirects` (as the
-    provider's SDK or client did before: Anthropic's follows them, httpx does not)."""
+    """One request, whatever its answer's status; a redirect followed only when
+    `redirects` (Anthropic's SDK follows them, OpenAI's API and a chat service by choice)."""
     try:
-        async with session.post(url, data=data, allow_redirects=redirects, proxy=proxy) as raw:
+        async with session.request(
+            method, url, data=data, headers=headers, allow_redirects=redirects, proxy=proxy
+        ) as raw:
             # the Content-Length of an encoded (compressed) body is not its size
             declared = raw.headers.get("content-length") if identity(raw.headers) else None
             body = await read_body(raw.content.iter_chunked(1 << 16), limit, by.label, declared)
-            return Answer(raw.status, raw.reason or "", raw.headers, body)
+            return Answer(raw.status, raw.reason or "", raw.headers, body, raw.charset)
     except ProviderError:
         raise
     except aiohttp.ClientConnectorError as exc:  # no connection could be made
@@ -101,9 +118,10 @@ async def post(
 
 
 class AioModel(RemoteModel[C]):
-    """A model whose calls are POSTs over aiohttp (`_post`): a session for each event
+    """A model whose calls are requests over aiohttp (`_send`): a session for each event
     loop with the headers the provider sends (`_session_headers`), and the proxy the
-    environment names for its endpoint. `RemoteModel`'s client stays for its batch API."""
+    environment names for its endpoint. `RemoteModel`'s client stays for an SDK's batch
+    API (Anthropic's)."""
 
     # its session reports when it writes each request (`new_session`): the limiter counts
     # the request from then (kora.llm.client passes this on)
@@ -120,18 +138,20 @@ class AioModel(RemoteModel[C]):
         """The headers of every call (reading the key, which `secrets` then names)."""
         raise NotImplementedError
 
-    async def _post(self, url: str, data: bytes, *, redirects: bool = False) -> Answer:
-        """One call: its body read up to the model's size limit, never whole before it is
-        known to fit."""
-        return await post(
-            self._sessions.get(),
-            url,
-            data,
-            by=self,
-            limit=self.max_reply_bytes,
-            proxy=self._proxy,
-            redirects=redirects,
-        )
+    async def _send(
+        self,
+        url: str,
+        data: bytes | aiohttp.MultipartWriter | None,
+        *,
+        method: str = "POST",
+        whole: bool = False,
+        **kw: Any,
+    ) -> Answer:
+        """One request: its answer read up to the model's size limit, never whole before
+        it is known to fit (`whole`: a batch's file, which holds many answers)."""
+        limit = None if whole else self.max_reply_bytes
+        session = self._sessions.get()
+        return await send(session, method, url, data, by=self, limit=limit, proxy=self._proxy, **kw)
 
     async def aclose(self) -> None:
         await self._sessions.aclose()

@@ -1,5 +1,6 @@
-"""One request over httpx, its transport failures turned into retryable ProviderErrors,
-its answer read up to the model's size limit (kora.llm.settings.bounds)."""
+"""What every model behind a web API shares, whatever sends its requests
+(kora.llm.wire.aio): who is calling and its key, where the service is, what a connection
+that could not be made means, and a client for each event loop."""
 
 from __future__ import annotations
 
@@ -8,15 +9,12 @@ import contextlib
 import errno
 import os
 import socket
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Generic, Protocol, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Generic, Protocol, TypeVar
 from urllib.parse import urlsplit
 
-import httpx
-
 from kora.llm.base import ProviderError
-from kora.llm.masking import redact
-from kora.llm.settings.bounds import DEFAULT_TIMEOUT, read_body, timed_out
+from kora.llm.settings.bounds import DEFAULT_TIMEOUT
 from kora.llm.settings.config import ModelConfig
 
 
@@ -28,59 +26,6 @@ class Caller(Protocol):
     timeout: float
     _key: str | None
     source: str
-
-
-async def send(
-    client: httpx.AsyncClient,
-    method: str,
-    url: str,
-    *,
-    by: Caller,
-    limit: int | None = None,
-    **kwargs: Any,
-) -> httpx.Response:
-    """One request (the Batch API's, a chat service's), whatever its status. The body is
-    read as it comes and given up past `limit` bytes (a ProviderError naming its size and
-    the limit); the response returned holds it whole."""
-    try:
-        request = client.build_request(method, url, **kwargs)
-        streamed = await client.send(request, stream=True)
-        try:
-            # the Content-Length of an encoded (compressed) body is not its size
-            declared = (
-                streamed.headers.get("content-length") if identity(streamed.headers) else None
-            )
-            body = await read_body(streamed.aiter_bytes(), limit, by.label, declared)
-        finally:
-            await streamed.aclose()
-    except httpx.ConnectError as exc:
-        raise unreachable(by, url, exc) from None
-    except httpx.TimeoutException:
-        raise timed_out(by.label, by.timeout) from None
-    except httpx.RequestError as exc:  # a dropped connection, too many redirects, ...
-        raise ProviderError(
-            f"{by.label}: connection failed ({type(exc).__name__}: {redact(str(exc), by._key)[:200]})",
-            status=None,
-        ) from None
-    # the body already decoded: the headers that described its encoding no longer do
-    headers = [
-        (k, v)
-        for k, v in streamed.headers.multi_items()
-        if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
-    ]
-    return httpx.Response(
-        streamed.status_code,
-        headers=headers,
-        content=body,
-        request=request,
-        extensions={"reason_phrase": streamed.reason_phrase.encode()},
-    )
-
-
-def identity(headers: Mapping[str, str]) -> bool:
-    """A body sent as it is (no content encoding): its Content-Length is its size.
-    `headers`: a case-insensitive mapping (httpx's or aiohttp's)."""
-    return headers.get("content-encoding", "identity").strip().lower() in ("", "identity")
 
 
 def address(url: str) -> tuple[str, int] | None:
@@ -151,16 +96,6 @@ def bearer(key: str | None) -> dict[str, str]:
     """The Authorization header of a key; none without one (a local server may need
     none)."""
     return {"Authorization": f"Bearer {key}"} if key else {}
-
-
-def new_client(timeout: float, key: str | None, *, redirects: bool = False) -> httpx.AsyncClient:
-    """An httpx client for many concurrent calls (a client belongs to one event loop)."""
-    return httpx.AsyncClient(
-        headers=bearer(key),
-        timeout=httpx.Timeout(timeout, connect=min(timeout, 30.0)),
-        limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
-        follow_redirects=redirects,
-    )
 
 
 C = TypeVar("C")
