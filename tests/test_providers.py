@@ -469,6 +469,28 @@ def test_calls_go_through_the_proxy_the_environment_names(
     assert rec.headers["host"] == "kora-model-host.invalid"
 
 
+def test_a_proxy_that_takes_no_connection_is_named_not_the_model(
+    provider: ProviderName, server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A proxy variable that names a port nothing listens on: the error names the proxy and
+    the variables to check, not the model's host, which was never tried."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    for var in ("NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", dead)
+    far = "http://kora-model-host.invalid"
+    client = make_client(provider, server, base_url=far if provider == "anthropic" else f"{far}/v1")
+    with pytest.raises(ProviderError) as caught:
+        run(text_call(client, "through the proxy"))
+    message = str(caught.value)
+    assert f"cannot connect to {dead}" in message and "refused the connection" in message
+    assert "HTTP_PROXY" in message and "kora-model-host.invalid:80" not in message
+
+
 def test_hosts_in_no_proxy_are_called_directly(
     provider: ProviderName, server: Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -106,6 +106,8 @@ async def send(
             return Answer(raw.status, raw.reason or "", raw.headers, body, raw.charset)
     except ProviderError:
         raise
+    except aiohttp.ClientProxyConnectionError as exc:  # the proxy's, not the service's
+        raise unreachable(by, str(proxy), exc, "HTTP_PROXY, HTTPS_PROXY or ALL_PROXY") from None
     except aiohttp.ClientConnectorError as exc:  # no connection could be made
         raise unreachable(by, url, exc) from None
     except (TimeoutError, aiohttp.ServerTimeoutError):

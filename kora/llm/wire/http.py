@@ -77,10 +77,13 @@ def cannot_connect(label: str, url: str, exc: BaseException, source: str) -> str
     return f"{label}: cannot connect to {url}: {what} ({reason[:200]}): {advice}"
 
 
-def unreachable(by: Caller, url: str, exc: BaseException) -> ProviderError:
+def unreachable(
+    by: Caller, url: str, exc: BaseException, source: str | None = None
+) -> ProviderError:
     """No connection to `url` could be made (`cannot_connect` says why): a wrong URL, a
-    service not running, no network, which no retry fixes."""
-    message = cannot_connect(by.label, url, exc, by.source)
+    service not running, no network, which no retry fixes. `source`: what set `url`, when
+    not the caller's (a proxy's variables)."""
+    message = cannot_connect(by.label, url, exc, source or by.source)
     return ProviderError(message, status=None, unreachable=True)
 
 
