@@ -1,7 +1,7 @@
 """docs/architecture.md's recipes, followed to the letter: a copy of the project gets a toy
-provider, a toy model setting and a toy stage exactly where "Where a new thing goes"
-says, nothing else changes, and the workflow runs them end to end (the copy's package
-first on the path).
+provider, a toy model setting, a toy stage, a toy figure in the bill and two files
+renamed, exactly where "Where a new thing goes" says, nothing else changes, and the
+workflow runs them end to end (the copy's package first on the path).
 
 If a recipe leaves out a place a new provider or stage must be named, this run fails, and
 the recipe (or the code that asks for the extra place) is what to mend."""
@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import orjson
@@ -41,7 +42,7 @@ class EchoProvider:
     async def generate(self, request: Request) -> Response:
         last = request.messages[-1].content
         text = f"echo: {last[-self.tail:]}"
-        return Response(text=text, input_tokens=len(last) // 4, output_tokens=9)
+        return Response(text=text, input_tokens=len(last) // 4, output_tokens=9, audio_tokens=5)
 
     async def aclose(self) -> None:
         return None
@@ -158,6 +159,48 @@ def insert(path: Path, after: str, text: str) -> None:
     path.write_text(source[:end] + text + source[end:])
 
 
+def replace(path: Path, old: str, new: str) -> None:
+    """`old` (which the recipe's place must hold once) made `new`."""
+    source = path.read_text()
+    assert source.count(old) == 1, f"{old!r} is not once in {path}"
+    path.write_text(source.replace(old, new))
+
+
+def add_a_figure_to_the_bill(kora: Path) -> None:
+    """ "A per-call figure in the bill": a toy kind of token, `audio_tokens`."""
+    insert(kora / "llm/base.py", "    reasoning_tokens: int = 0", "    audio_tokens: int = 0\n")
+    usage = kora / "llm/money/usage.py"
+    insert(usage, "    reasoning_tokens: int = 0", "    audio_tokens: int = 0\n")
+    replace(usage, "resp.reasoning_tokens)", "resp.reasoning_tokens, resp.audio_tokens)")
+    shown = '        if self.audio_tokens:\n            out["audio_tokens"] = self.audio_tokens\n'
+    insert(usage, 'out["reasoning_tokens"] = self.reasoning_tokens', shown)
+    bill = kora / "llm/money/bill.py"
+    insert(
+        bill,
+        'doc["rt"] = c.reasoning_tokens',
+        '        if c.audio_tokens:\n            doc["at"] = c.audio_tokens\n',
+    )
+    insert(
+        bill,
+        'reasoning_tokens=int(d.get("rt", 0)),',
+        '                audio_tokens=int(d.get("at", 0)),\n',
+    )
+    replace(
+        kora / "commands/usage.py", '"cache_read_tokens")', '"cache_read_tokens", "audio_tokens")'
+    )
+    replace(
+        kora / "llm/money/budget.py",
+        "+ c.cache_read_tokens)",
+        "+ c.cache_read_tokens + c.audio_tokens)",
+    )
+
+
+def rename_a_result_and_a_companion(kora: Path) -> None:
+    """ "A file of a result renamed", and a shard's companion: their one constant each."""
+    replace(kora / "benchmarks/layout.py", 'USAGE = "usage.json"', 'USAGE = "spend.json"')
+    replace(kora / "benchmarks/layout.py", 'STATUS = ".status.json"', 'STATUS = ".state.json"')
+
+
 def follow_the_recipes(copy: Path) -> None:
     kora = copy / "kora"
     insert(kora / "llm/registry.py", 'ProviderKind("mock"', ECHO_KIND)
@@ -177,10 +220,12 @@ def follow_the_recipes(copy: Path) -> None:
     (copy / "rules/echoes.smk").write_text(ECHOES_RULE)
     insert(copy / "Snakefile", 'include: "rules/judgments.smk"', 'include: "rules/echoes.smk"\n')
     (copy / "scripts/echoes.py").write_text(ECHOES_SCRIPT)
+    add_a_figure_to_the_bill(kora)
+    rename_a_result_and_a_companion(kora)
 
 
 @pytest.mark.timeout(600)
-def test_a_toy_provider_setting_and_stage_run_end_to_end_as_the_recipes_say(tmp_path: Path) -> None:
+def test_the_recipes_run_end_to_end_as_they_say(tmp_path: Path) -> None:
     copy = copy_workflow(tmp_path)
     shutil.copytree(REPO / "kora", copy / "kora", ignore=shutil.ignore_patterns("__pycache__"))
     # the sample test every template is rendered for before a run (showcase.check_templates)
@@ -214,14 +259,35 @@ def test_a_toy_provider_setting_and_stage_run_end_to_end_as_the_recipes_say(tmp_
     made = [json.loads(line)["messages"] for line in turns.splitlines()]
     replies = [m["content"] for ms in made for m in ms if m["role"] == "assistant"]
     assert replies and all(len(r) <= len("echo: ") + 12 for r in replies), replies[:3]
-    asked = orjson.loads(shard.with_suffix(".status.json").read_bytes())
+    asked = orjson.loads(shard.with_suffix(".state.json").read_bytes())
     assert '"echo_tail": 12' in json.dumps(asked["models"]), asked["models"]
     # the toy stage wrote each seed said back, its calls in the run's bill under its kind
     said = [orjson.loads(line) for line in (copy / echoes).read_text().splitlines()]
     seeds = (copy / f"data/seeds/{cell}.jsonl").read_text().splitlines()
     assert len(said) == len(seeds) > 0
     assert all(r["echo"] and r["seed"] for r in said)
-    status = orjson.loads((copy / f"data/echoes/{cell}.status.json").read_bytes())
+    status = orjson.loads((copy / f"data/echoes/{cell}.state.json").read_bytes())
     assert {u["stage"] for u in status["usage"]} == {"echo"}
     # the model its one Role declares: the rule's param, and the status's name for it
     assert status["models"]["echo"]["name"] == "mock"
+    # the renamed files under their new names, and nothing under the old ones
+    assert (copy / "results/tiny/spend.json").is_file()
+    made = [p.name for p in (copy / "results").rglob("*")] + [
+        p.name for p in (copy / "data").rglob("*")
+    ]
+    assert "usage.json" not in made and not [n for n in made if n.endswith(".status.json")]
+    # the toy figure: the bill's lines, usage.json (renamed above), `kora usage`, its table
+    usage = orjson.loads((copy / "results/tiny/spend.json").read_bytes())
+    assert '"audio_tokens"' in json.dumps(usage), usage
+    kora_usage = [sys.executable, "-m", "kora.commands.main", "usage"]
+    shown = subprocess.run(
+        [*kora_usage, "--json"], cwd=copy, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    bill = orjson.loads(shown.stdout)
+    echo = next(r for r in bill["byModel"] if r["name"] == "echo")  # 5 audio tokens an answer
+    assert bill["billed"]["audio_tokens"] == echo["audio_tokens"] == 5 * echo["calls"] > 0
+    table = subprocess.run(
+        kora_usage, cwd=copy, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert table.returncode == 0 and "audio" in table.stdout, table.stdout + table.stderr

@@ -183,7 +183,7 @@ def _words(r: dict[str, Any]) -> str:
 
 
 def _table(title: str, rows: list[dict[str, Any]]) -> None:
-    head = ["calls", "input", "output", "reasoning", "cache write", "cache read", "cost"]
+    head = [f.removesuffix("_tokens").replace("_", " ") for f in FIELDS] + ["cost"]
     width = max([len(title), *(len(r["name"]) for r in rows)])
     print(f"  {title:<{width}}  " + "  ".join(f"{h:>13}" for h in head))
     for r in rows:
