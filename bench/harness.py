@@ -97,9 +97,9 @@ def client_process(
                 latencies.append(time.time() - t0)
 
     async def main() -> None:
-        clients = getattr(provider_obj, "_clients", None)
-        if clients is not None:  # create the HTTP client before the clock starts
-            clients.get()
+        sessions = getattr(provider_obj, "_sessions", None)
+        if sessions is not None:  # create the HTTP session before the clock starts
+            sessions.get()
         nonlocal deadline
         if ready is not None:
             await asyncio.to_thread(ready.wait)

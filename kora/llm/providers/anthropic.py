@@ -41,8 +41,10 @@ from kora.llm.headers import from_anthropic
 from kora.llm.masking import redact
 from kora.llm.providers import prompt_cache
 from kora.llm.retry import parse_retry_after
+from kora.llm.settings.config import ModelConfig
 from kora.llm.wire import aio
 from kora.llm.wire.faults import refusal
+from kora.llm.wire.http import LoopBound
 
 if TYPE_CHECKING:
     import anthropic
@@ -68,10 +70,15 @@ def _served(model: object) -> dict[str, str]:
 EMPTY_TURN = "(no reply)"
 
 
-class AnthropicProvider(aio.AioModel["anthropic.AsyncAnthropic"]):
-    """One configured Anthropic model."""
+class AnthropicProvider(aio.AioModel):
+    """One configured Anthropic model: its calls over aiohttp, its Message Batches through
+    the SDK's client (one for each event loop)."""
 
     API_VERSION = "2023-06-01"
+
+    def __init__(self, name: str, config: ModelConfig) -> None:
+        super().__init__(name, config)
+        self._clients = LoopBound(self._new_client, lambda client: client.close())
 
     def normalise_url(self, url: str) -> str:
         """The SDK appends `/v1/messages`; accept a base given with `/v1` (the AI SDK's
@@ -271,5 +278,6 @@ class AnthropicProvider(aio.AioModel["anthropic.AsyncAnthropic"]):
             limits=from_anthropic(headers),
         )
 
-    async def _close_client(self, client: anthropic.AsyncAnthropic) -> None:
-        await client.close()
+    async def aclose(self) -> None:
+        await self._clients.aclose()
+        await super().aclose()

@@ -99,9 +99,9 @@ def _response(data: Any) -> Response:
     return _answer(data, text or refusal, finish, said, "input", "output")
 
 
-class OpenAIProvider(aio.AioModel[None]):
+class OpenAIProvider(aio.AioModel):
     """One configured model behind an OpenAI-compatible API: its calls and its Batch API's
-    requests over aiohttp (kora.llm.wire.aio); no SDK client."""
+    requests over aiohttp (kora.llm.wire.aio)."""
 
     def __init__(self, name: str, config: ModelConfig) -> None:
         super().__init__(name, config)

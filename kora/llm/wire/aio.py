@@ -16,7 +16,7 @@ from __future__ import annotations
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -27,8 +27,6 @@ from kora.llm.masking import redact
 from kora.llm.settings.bounds import read_body, timed_out
 from kora.llm.settings.config import ModelConfig
 from kora.llm.wire.http import Caller, LoopBound, RemoteModel, unreachable
-
-C = TypeVar("C")
 
 
 @dataclass(frozen=True)
@@ -119,11 +117,10 @@ async def send(
         ) from None
 
 
-class AioModel(RemoteModel[C]):
+class AioModel(RemoteModel):
     """A model whose calls are requests over aiohttp (`_send`): a session for each event
     loop with the headers the provider sends (`_session_headers`), and the proxy the
-    environment names for its endpoint. `RemoteModel`'s client stays for an SDK's batch
-    API (Anthropic's)."""
+    environment names for its endpoint."""
 
     # its session reports when it writes each request (`new_session`): the limiter counts
     # the request from then (kora.llm.client passes this on)
@@ -157,4 +154,3 @@ class AioModel(RemoteModel[C]):
 
     async def aclose(self) -> None:
         await self._sessions.aclose()
-        await super().aclose()

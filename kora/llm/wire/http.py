@@ -128,12 +128,11 @@ class LoopBound(Generic[C]):
                 await self._close(client)
 
 
-class RemoteModel(Generic[C]):
+class RemoteModel:
     """What every provider of a model behind a web API holds: the model's name and
     config, a label that names it in every error, where the service is
     (`ModelConfig.endpoint`: the config's `base_url`, else the provider's environment
-    variable, else the public API), which variable holds the key, the timeout, and a
-    client for each event loop."""
+    variable, else the public API), which variable holds the key, and the timeout."""
 
     def __init__(self, name: str, config: ModelConfig) -> None:
         self.name = name
@@ -148,7 +147,6 @@ class RemoteModel(Generic[C]):
         self.source = where[1] if where else "base_url"  # what set it (`cannot_connect`)
         self.timeout = config.timeout or DEFAULT_TIMEOUT
         self.max_reply_bytes = config.max_reply_bytes
-        self._clients = LoopBound(self._new_client, self._close_client)
         self._key: str | None = None
 
     def _read_key(self) -> str | None:
@@ -162,12 +160,3 @@ class RemoteModel(Generic[C]):
     def secrets(self) -> set[str]:
         """What must never be written or shown: the key, once read."""
         return {self._key} if self._key else set()
-
-    def _new_client(self) -> C:
-        raise NotImplementedError
-
-    async def _close_client(self, client: C) -> None:
-        raise NotImplementedError
-
-    async def aclose(self) -> None:
-        await self._clients.aclose()
