@@ -431,3 +431,33 @@ def test_a_service_is_called_through_the_proxy_the_environment_names(
                 await t.aclose()
 
         assert asyncio.run(go()) == "turn 1 of 1 messages (age 8): hello"
+
+
+@pytest.mark.parametrize(
+    ("charset", "sent", "read"),
+    [
+        ("iso-8859-1", "Grüße".encode("latin-1"), "Grüße"),  # the charset it names
+        ("x-klingon", "Grüße".encode(), "Grüße"),  # one Python does not know: UTF-8
+        (None, "Grüße".encode(), "Grüße"),  # none named: UTF-8
+    ],
+)
+def test_a_whole_body_reply_is_read_in_the_charset_its_answer_names(
+    charset: str | None, sent: bytes, read: str
+) -> None:
+    from tests.misbehaving import Misbehaving, body
+
+    content_type = "text/plain" + (f"; charset={charset}" if charset else "")
+    with Misbehaving() as srv:
+        srv.every(body(sent, content_type=content_type))
+        turn = {"url": "/chat", "body": {"q": "{{ message }}"}, "reply": None}
+        config = {"provider": "http", "base_url": srv.url, "http": {"turn": turn}}
+        t = ServiceTarget("svc", ModelConfig.model_validate(config))
+
+        async def go() -> str:
+            try:
+                session = await t.open_session(None)
+                return (await session.reply([ChatMessage("user", "hi")])).text
+            finally:
+                await t.aclose()
+
+        assert asyncio.run(go()) == read

@@ -41,7 +41,10 @@ class Answer:
 
     @property
     def text(self) -> str:
-        return self.body.decode(self.charset or "utf-8", errors="replace")
+        try:
+            return self.body.decode(self.charset or "utf-8", errors="replace")
+        except LookupError:  # a charset Python does not know: read as UTF-8, as httpx did
+            return self.body.decode(errors="replace")
 
 
 def identity(headers: Mapping[str, str]) -> bool:
