@@ -99,6 +99,11 @@ def test_ping_shows_the_requests_with_secrets_masked(
     assert f"DELETE {srv.url}/api/sessions/s1 -> 200" in out
     assert "X-Api-Key: ****" in out and "session-secret" not in out
     assert '"text":"hi! can you tell me one fun fact about octopuses?"' in out
+    # the service's answer is in the workspace's bill, as every ping's call is
+    from kora.llm.money.bill import bill_dir, charges
+
+    (billed,) = [c for c in charges(bill_dir(tmp_path / "cache")) if c.model == "buddy"]
+    assert billed.counts.calls == 1 and billed.stage == "target"
 
 
 def test_ping_says_at_once_when_nothing_listens(

@@ -72,6 +72,12 @@ def test_services_from_config_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     ]
     assert turns and all(t["latency"] >= 0.02 for t in turns)  # the service's own delay
     assert all(t["outputTokens"] == 7 for t in turns)  # read where the config says
+    # usage.json counts the service's answers as the bill and the progress line do: each
+    # turn a call with the tokens the service reported, paid by this run
+    usage = orjson.loads((tmp_path / "results/acme/usage.json").read_bytes())
+    (row,) = [r for r in usage["usage"] if r["model"] == "acme-chat"]
+    assert row["calls"] == row["asked"] == len(turns), row
+    assert row["output_tokens"] == 7 * len(turns) and row["paidThisRun"]["calls"] == len(turns)
     page = (tmp_path / "results/acme/report.html").read_text()
     assert 'id="reply-latency"' in page and "How long the target took" in page
 

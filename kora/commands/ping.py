@@ -87,6 +87,8 @@ async def ping_target(cfg: KoraConfig, target: str, out: list[str]) -> str:
                 age, None, system, variant=variant, test_key="kora-ping"
             )
             reply = await session.reply([ChatMessage("user", PING_MESSAGE)])
+            if _BILL:  # in the bill as the run's turns are (kora.llm.targets)
+                _BILL[-1].charge(model, "target", reply, None)
             await session.close("completed")
             return reply.text
         finally:

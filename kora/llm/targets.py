@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
+from uuid import uuid4
 
 from kora.llm.base import ChatMessage, ChatSession, Response
 from kora.llm.client import ModelClient
@@ -86,8 +87,9 @@ def open_target(name: str, config: ModelConfig, shared: Shared) -> Target:
 class EndpointTarget:
     """A chat service (kora.llm.providers.service): its own requests carry what it is sent (the
     rendered system prompt only where its description asks for `system`); its replies
-    are counted as target calls and billed, never stored (a stateful service could not
-    replay them)."""
+    are counted as target calls and billed, each under a key of its own that the shard's
+    status names (usage.json finds its line of the bill by it), never stored (a stateful
+    service could not replay them)."""
 
     inner: ServiceTarget
     name: str
@@ -127,7 +129,9 @@ class _CountedSession:
         except Exception:
             self.shared.usage.add(self.name, "target", failed=True)
             raise
+        key = uuid4().hex  # hex, as the call store's keys are (packs read any it is asked)
         if self.shared.bill is not None:
-            self.shared.bill.charge(self.name, "target", resp, None)
+            self.shared.bill.charge(self.name, "target", resp, None, key=key)
         self.shared.usage.add(self.name, "target")
+        self.shared.usage.use(key, self.name, "target")
         return resp
