@@ -469,11 +469,8 @@ def test_calls_go_through_the_proxy_the_environment_names(
     assert rec.headers["host"] == "kora-model-host.invalid"
 
 
-def test_a_proxy_that_takes_no_connection_is_named_not_the_model(
-    provider: ProviderName, server: Server, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A proxy variable that names a port nothing listens on: the error names the proxy and
-    the variables to check, not the model's host, which was never tried."""
+def _dead_proxy(monkeypatch: pytest.MonkeyPatch) -> str:
+    """HTTP_PROXY the only proxy variable, naming a port nothing listens on; its URL."""
     import socket
 
     with socket.socket() as s:
@@ -481,7 +478,17 @@ def test_a_proxy_that_takes_no_connection_is_named_not_the_model(
         dead = f"http://127.0.0.1:{s.getsockname()[1]}"
     for var in ("NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.delenv("http_proxy", raising=False)
     monkeypatch.setenv("HTTP_PROXY", dead)
+    return dead
+
+
+def test_a_proxy_that_takes_no_connection_is_named_not_the_model(
+    provider: ProviderName, server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A proxy variable that names a port nothing listens on: the error names the proxy and
+    the variables to check, not the model's host, which was never tried."""
+    dead = _dead_proxy(monkeypatch)
     far = "http://kora-model-host.invalid"
     client = make_client(provider, server, base_url=far if provider == "anthropic" else f"{far}/v1")
     with pytest.raises(ProviderError) as caught:
@@ -496,13 +503,6 @@ def test_hosts_in_no_proxy_are_called_directly(
 ) -> None:
     """NO_PROXY names the hosts reached without the proxy (a local model server, say):
     the proxy here is a port nothing listens on, so only a direct call can succeed."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
-    for var in ("no_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HTTP_PROXY", dead)
+    _dead_proxy(monkeypatch)
     monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1")
     assert run(text_call(make_client(provider, server), "direct")) == "echo: direct"
