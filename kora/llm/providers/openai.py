@@ -22,6 +22,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+import aiohttp
 import orjson
 
 from kora.llm.base import FinishReason, ProviderError, Request, Response, finish_reasons
@@ -33,6 +34,9 @@ from kora.llm.settings.config import ModelConfig
 from kora.llm.wire import aio
 from kora.llm.wire.faults import refusal, server_reason
 from kora.llm.wire.http import bearer
+
+# a batch's statuses once it is over
+_BATCH_ENDED = ("completed", "failed", "expired", "cancelled")
 
 # chat-completions' finish_reason in the project's words (kora.llm.base.FinishReason)
 # (and the Responses API's status, or why it is incomplete)
@@ -105,7 +109,7 @@ class OpenAIProvider(aio.AioModel):
 
     def __init__(self, name: str, config: ModelConfig) -> None:
         super().__init__(name, config)
-        # its API's path, as a batch names it (kora.llm.providers.openai_batch)
+        # its API's path, as a batch names it
         self.endpoint = "/v1/responses" if config.api == "responses" else "/v1/chat/completions"
         self.url = self.base_url + self.endpoint.removeprefix("/v1")
         self.tokens_field = config.token_field()
@@ -169,22 +173,88 @@ class OpenAIProvider(aio.AioModel):
                 retryable=True,
             ) from None
 
-    # --- the Batch API (kora.llm.providers.batch; the requests in kora.llm.providers.openai_batch) ---------
+    # --- OpenAI's Batch API, for kora.llm.providers.batch: the requests as a JSONL file
+    # (`POST /files`, purpose `batch`), a batch over it (`POST /batches`, 24 h window),
+    # polled (`GET /batches/{id}`), the answers read from its output and error files
+    # (`GET /files/{id}/content`), one line per request, matched by `custom_id`
+
+    async def _batch_call(self, path: str, data: Any = None, **kw: Any) -> bytes:
+        """The body of one request's answer (a POST when it has `data`, else a GET); no size
+        limit: a batch's files hold many answers (each is held to it on its own)."""
+        method = "GET" if data is None else "POST"
+        resp = await self._send(f"{self.base_url}{path}", data, method=method, whole=True, **kw)
+        if resp.status >= 400:
+            raise ProviderError(
+                f"{self.label}: HTTP {resp.status} from {path}: {redact(resp.text, self._key)[:200]}",
+                status=resp.status,
+                retry_after=parse_retry_after(resp.headers),
+            )
+        return resp.body
 
     async def batch_submit(self, items: list[tuple[str, Request]]) -> str:
-        from kora.llm.providers import openai_batch
-
-        return await openai_batch.submit(self, items)
+        lines = b"".join(
+            orjson.dumps(
+                {"custom_id": cid, "method": "POST", "url": self.endpoint, "body": self._body(r)}
+            )
+            + b"\n"
+            for cid, r in items
+        )
+        form = aiohttp.MultipartWriter("form-data")
+        form.append("batch").set_content_disposition("form-data", name="purpose")
+        file = form.append(lines, {"Content-Type": "application/jsonl"})
+        file.set_content_disposition("form-data", name="file", filename="kora-batch.jsonl")
+        # its own Content-Type (the multipart's boundary), not the session's JSON
+        upload = await self._batch_call("/files", form, headers={"Content-Type": form.content_type})
+        made = {
+            "input_file_id": orjson.loads(upload)["id"],
+            "endpoint": self.endpoint,
+            "completion_window": "24h",
+        }
+        return str(orjson.loads(await self._batch_call("/batches", orjson.dumps(made)))["id"])
 
     async def batch_ended(self, batch_id: str) -> bool:
-        from kora.llm.providers import openai_batch
-
-        return await openai_batch.ended(self, batch_id)
+        batch = orjson.loads(await self._batch_call(f"/batches/{batch_id}"))
+        return batch.get("status") in _BATCH_ENDED
 
     async def batch_results(self, batch_id: str) -> dict[str, Response | ProviderError]:
-        from kora.llm.providers import openai_batch
-
-        return await openai_batch.results(self, batch_id)
+        batch = orjson.loads(await self._batch_call(f"/batches/{batch_id}"))
+        out: dict[str, Response | ProviderError] = {}
+        for key in ("output_file_id", "error_file_id"):
+            file_id = batch.get(key)
+            if not file_id:
+                continue
+            content = await self._batch_call(f"/files/{file_id}/content")
+            for line in content.splitlines():
+                if not line.strip():
+                    continue
+                row = orjson.loads(line)
+                cid = str(row.get("custom_id"))
+                response = row.get("response") or {}
+                error = row.get("error") or {}
+                status = response.get("status_code")
+                if status == 200 and isinstance(response.get("body"), dict):
+                    try:
+                        resp = self._parse(response["body"], None)
+                    except ProviderError as exc:
+                        out[cid] = exc
+                        continue
+                    out[cid] = replace(resp, meta={**resp.meta, "batch": batch_id})
+                elif error.get("code") in ("batch_expired", "batch_cancelled"):
+                    out[cid] = ProviderError(
+                        f"{self.label}: batch request {error['code']}", retryable=True
+                    )
+                else:
+                    message = error.get("message") or str(response.get("body"))[:200]
+                    out[cid] = ProviderError(
+                        f"{self.label}: batch request failed: {redact(str(message), self._key)[:200]}",
+                        status=status if isinstance(status, int) else None,
+                        retryable=not isinstance(status, int) or status >= 500 or status == 429,
+                    )
+        if batch.get("status") in ("failed", "expired", "cancelled") and not out:
+            raise ProviderError(
+                f"{self.label}: batch {batch_id} {batch.get('status')}", retryable=True
+            )
+        return out
 
     def _status_error(self, resp: aio.Answer) -> ProviderError:
         return refusal(
