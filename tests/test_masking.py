@@ -156,7 +156,8 @@ def _ping(tmp_path: Path, url: str, capsys: pytest.CaptureFixture[str]) -> tuple
     model = _echoing(url).model_dump(exclude_none=True, exclude_defaults=True)
     overlay.write_text(
         yaml.safe_dump(
-            {"models": {"echo": {"provider": "http", **model}},
+            {"cache_dir": str(tmp_path / "cache"),  # a bill of the test's own
+             "models": {"echo": {"provider": "http", **model}},
              "targets": {"echo-target": {"model": "echo", "prompts": ["child"]}}}
         )
     )  # fmt: skip

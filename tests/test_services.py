@@ -466,3 +466,18 @@ def test_a_whole_body_reply_is_read_in_the_charset_its_answer_names(
                 await t.aclose()
 
         assert asyncio.run(go()) == read
+
+
+@pytest.mark.parametrize("name", ["stateless-json", "app-runner"])
+def test_a_refused_credential_names_the_variable_it_came_from(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 401 names the variable to check, as a provider's does: a `${NAME}` in a header
+    (stateless-json) or the model's `api_key_env` (app-runner)."""
+    kind, env, _ = SERVERS[name]
+    ((var, secret),) = env.items()
+    monkeypatch.setenv(var, "not-the-token")
+    with kind(**({"token": secret} if kind is AppRunnerServer else {})) as srv:
+        rc, out = ping(tmp_path, example(name, srv.url), "--target-only", capsys=capsys)
+    assert rc == 1 and "HTTP 401" in out and f"(check {var})" in out, out
+    assert "not-the-token" not in out

@@ -332,14 +332,22 @@ class ServiceTarget:
             )
         return resp
 
+    def _key_variables(self, spec: RequestSpec) -> str:
+        """' (check A, B)': the variables a refused credential came from (the model's key
+        variable, its headers' `${NAME}`s), as a provider's 401 names its key's."""
+        headers = " ".join({**self.spec.headers, **spec.headers}.values())
+        names = [n for n in (self.config.api_key()[0], *ENV_REF.findall(headers)) if n]
+        return f" (check {', '.join(dict.fromkeys(names))})" if names else ""
+
     def _read(self, step: str, spec: RequestSpec, url: str, resp: Answer) -> tuple[object, str]:
         """A request's answer as (JSON or None, text), checked here, inside the retries:
         an error status, an unfollowed redirect or a malformed answer is a failed attempt."""
         text = resp.text
         where = f"{step} ({spec.method} {self.mask(url)})"
         if resp.status >= 400:
+            check = self._key_variables(spec) if resp.status in (401, 403) else ""
             raise ProviderError(
-                f"{self.label}: HTTP {resp.status} from {where}: {self.mask(text, 200)}",
+                f"{self.label}: HTTP {resp.status} from {where}: {self.mask(text, 200)}{check}",
                 status=resp.status,
                 retry_after=parse_retry_after(resp.headers),
             )
