@@ -131,6 +131,12 @@ BAD: list[tuple[str, dict[str, str], str, str | None]] = [
         None,
     ),
     (
+        "a misspelt required key",
+        {"bad.yaml": "models: {svc: {provder: http, base_url: 'http://h'}}\n"},
+        "bad.yaml: unknown key 'models.svc.provder' (did you mean 'provider'?)",
+        None,
+    ),
+    (
         "a target that is not a mapping",
         {"bad.yaml": "targets: {x: 5}\n"},
         "bad.yaml: targets.x: expected a mapping of keys (got 5)",

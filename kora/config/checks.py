@@ -92,8 +92,9 @@ def _parsed(raw: object, taxonomy: Taxonomy) -> KoraConfig:
     try:
         return KoraConfig.model_validate(raw)
     except ValidationError as exc:
-        # a list's own error, not that it is not the string `all`
-        errs = exc.errors()
+        # a list's own error, not that it is not the string `all`; an unknown key first:
+        # a typo in a key's name leaves the key it meant missing too
+        errs = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
         raise _pydantic_problem(
             next((e for e in errs if "literal['all']" not in e["loc"]), errs[0])
         ) from None
