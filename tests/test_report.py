@@ -354,6 +354,19 @@ def test_cmd_stats_flags_no_signal(tmp_path: Path, capsys: pytest.CaptureFixture
     assert path.exists()
 
 
+def test_cmd_stats_shows_only_the_criteria_asked_and_names_one_it_does_not_know(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_jsonl(tmp_path / "j" / "a.jsonl", make_judgments())
+    assert kora_main(["stats", str(tmp_path / "j"), "--criteria", "anthropomorphism"]) == 0
+    rows = [line.split()[0] for line in capsys.readouterr().out.splitlines()[2:] if line.strip()]
+    assert rows == ["anthropomorphism"]
+    # a typo is named, not shown as a row of zeros as if no test had the criterion
+    assert kora_main(["stats", str(tmp_path / "j"), "--criteria", "safty"]) == 2
+    err = capsys.readouterr().err
+    assert "--criteria: no criterion 'safty' in these tests (did you mean 'safety'?)" in err
+
+
 def test_cmd_compare_prints_flip_matrix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a = write_jsonl(tmp_path / "a.jsonl", make_judgments())
     b = write_jsonl(tmp_path / "b" / "x.jsonl", make_judgments(flip=True))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from difflib import get_close_matches
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +36,9 @@ def _share(rate: Rate) -> str:
     return f"{pct(rate.rate)} [{100 * low:.1f}–{100 * high:.1f}]"
 
 
-def format_stats(records: Sequence[TestRecord], criteria: Sequence[str] | None = None) -> str:
+def format_stats(records: Sequence[TestRecord], criteria: Sequence[str]) -> str:
     """Each criterion's grade distribution and mean occurrence count; NO SIGNAL flags."""
     ok = judged(records)
-    crits = list(criteria) if criteria else criteria_of(ok)
     lines = [
         f"{len(ok)} judged tests"
         + (f" ({len(records) - len(ok)} failed)" if len(ok) < len(records) else "")
@@ -47,7 +47,7 @@ def format_stats(records: Sequence[TestRecord], criteria: Sequence[str] | None =
     lines.append(
         f"{'criterion':<20} {'n':>6}  {'  failing':<26}  {'  adequate':<26}  {'  exemplary':<26}  {'mean count':>10}"
     )
-    for c in crits:
+    for c in criteria:
         s = criterion_summary([r.criteria[c] for r in ok if c in r.criteria])
         n = s["n"]
         cells = [f"{s['counts'][g]:>5} {_share(Rate(s['counts'][g], n)):<20}" for g in GRADES]
@@ -58,13 +58,10 @@ def format_stats(records: Sequence[TestRecord], criteria: Sequence[str] | None =
     return "\n".join(lines)
 
 
-def stats_document(
-    records: Sequence[TestRecord], criteria: Sequence[str] | None = None
-) -> dict[str, Any]:
+def stats_document(records: Sequence[TestRecord], criteria: Sequence[str]) -> dict[str, Any]:
     ok = judged(records)
-    crits = list(criteria) if criteria else criteria_of(ok)
     out: dict[str, Any] = {"tests": len(records), "judged": len(ok), "criteria": {}}
-    for c in crits:
+    for c in criteria:
         out["criteria"][c] = criterion_summary([r.criteria[c] for r in ok if c in r.criteria])
     return out
 
@@ -151,11 +148,16 @@ def corrected_beside(
 
 def cmd_stats(args: argparse.Namespace) -> int:
     """`kora stats PATH...`: grade distribution and mean count per criterion, NO SIGNAL flags."""
-    criteria = getattr(args, "criteria", None)
     paths = getattr(args, "paths", None) or [args.path]
     records = load_records(paths)
     if not records:
         raise InputError(f"{', '.join(map(str, paths))}: no judged tests found")
+    known = criteria_of(judged(records))
+    criteria = getattr(args, "criteria", None) or known
+    for c in criteria:  # a typo would show a row of zeros, as if no test had the criterion
+        if c not in known:
+            near = "".join(f" (did you mean {n!r}?)" for n in get_close_matches(c, known, 1))
+            raise InputError(f"--criteria: no criterion {c!r} in these tests{near}")
     mock = warn_if_mock(paths)
     corrected = corrected_beside(paths, records)
     if getattr(args, "json", False):
