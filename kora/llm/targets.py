@@ -129,7 +129,7 @@ class _CountedSession:
         except Exception:
             self.shared.usage.add(self.name, "target", failed=True)
             raise
-        key = uuid4().hex  # hex, as the call store's keys are (packs read any it is asked)
+        key = uuid4().hex  # hex, as the store's keys (its packs index them by hex prefix)
         if self.shared.bill is not None:
             self.shared.bill.charge(self.name, "target", resp, None, key=key)
         self.shared.usage.add(self.name, "target")
